@@ -1,0 +1,238 @@
+"""Cut a note's body into chunks that keep their header path and line span.
+
+The body is parsed with markdown-it-py, so a `#` line inside a code fence is
+never a heading. Top-level blocks (paragraphs, fences, tables, lists, quotes)
+are kept whole; a block is only cut when it alone exceeds the size limit, and
+then at its natural joints: list items, table rows (repeating the header),
+code lines (re-opening the fence), sentences.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+_md = MarkdownIt("commonmark").enable("table")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    position: int
+    header_path: tuple[str, ...]  # e.g. ("# Trip", "## Day 2", "### Food")
+    content: str  # raw Markdown, exactly as in the file
+    start_line: int  # 1-based, inclusive, in the file
+    end_line: int
+
+    @property
+    def content_hash(self) -> str:
+        return hashlib.sha256(self.content.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Block:
+    kind: str
+    text: str
+    start: int  # 0-based line in the body
+    end: int  # 0-based line in the body, inclusive
+    joints: tuple[int, ...] = ()  # body lines where a cut is natural (list items)
+
+
+@dataclass(frozen=True)
+class _Piece:
+    text: str
+    start: int
+    end: int
+
+
+def chunk_body(body: str, *, max_chars: int, first_line: int = 1) -> list[Chunk]:
+    """Chunks of `body`; `first_line` is the file line where the body starts."""
+    lines = body.split("\n")
+    sections = _sections(_md.parse(body), lines)
+    chunks: list[Chunk] = []
+    carried: list[_Block] = []
+    for index, (path, blocks) in enumerate(sections):
+        blocks = carried + blocks
+        carried = []
+        last = index == len(sections) - 1
+        # A heading with nothing under it joins the next section's first chunk.
+        if not last and all(b.kind == "heading" for b in blocks):
+            carried = blocks
+            continue
+        for group in _pack(blocks, max_chars):
+            chunks.append(
+                Chunk(
+                    position=len(chunks),
+                    header_path=path,
+                    content=_join(group),
+                    start_line=group[0].start + first_line,
+                    end_line=group[-1].end + first_line,
+                )
+            )
+    return chunks
+
+
+def _join(group: list[_Piece]) -> str:
+    """Pieces joined as they stood: a blank line between blocks, none inside one."""
+    out = group[0].text
+    for prev, piece in zip(group, group[1:], strict=False):
+        out += ("\n\n" if piece.start > prev.end + 1 else "\n") + piece.text
+    return out
+
+
+def _sections(tokens: list[Token], lines: list[str]) -> list[tuple[tuple[str, ...], list[_Block]]]:
+    """Top-level blocks grouped under the heading path they fall under."""
+    sections: list[tuple[tuple[str, ...], list[_Block]]] = [((), [])]
+    stack: list[tuple[int, str]] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.level != 0 or tok.nesting == -1 or tok.map is None:
+            i += 1
+            continue
+        start, end = tok.map
+        text = "\n".join(lines[start:end]).rstrip()
+        if not text.strip():
+            i += 1
+            continue
+        end = start + text.count("\n")
+        if tok.type == "heading_open":
+            level = int(tok.tag[1])
+            title = " ".join(tokens[i + 1].content.split())
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, f"{'#' * level} {title}"))
+            sections.append((tuple(h for _, h in stack), []))
+            kind = "heading"
+        else:
+            kind = tok.type.removesuffix("_open")
+        joints = _list_joints(tokens, i) if kind in ("bullet_list", "ordered_list") else ()
+        sections[-1][1].append(_Block(kind, text, start, end, joints))
+        i += 1
+    return [(path, blocks) for path, blocks in sections if blocks]
+
+
+def _list_joints(tokens: list[Token], open_index: int) -> tuple[int, ...]:
+    """Start lines of the top-level items of the list opened at `open_index`."""
+    joints = []
+    depth = 0
+    for tok in tokens[open_index + 1 :]:
+        if tok.level == 0:
+            break
+        if tok.type == "list_item_open" and depth == 0 and tok.map:
+            joints.append(tok.map[0])
+        if tok.type in ("bullet_list_open", "ordered_list_open"):
+            depth += 1
+        elif tok.type in ("bullet_list_close", "ordered_list_close"):
+            depth -= 1
+    return tuple(joints)
+
+
+def _pack(blocks: list[_Block], max_chars: int) -> Iterator[list[_Piece]]:
+    """Greedy packing of whole blocks (or pieces of oversized ones) up to `max_chars`."""
+    group: list[_Piece] = []
+    size = 0
+    for block in blocks:
+        for piece in _split(block, max_chars):
+            added = len(piece.text) + (2 if group else 0)
+            if group and size + added > max_chars and not _only_headings(group):
+                yield group
+                group, size, added = [], 0, len(piece.text)
+            group.append(piece)
+            size += added
+    if group:
+        yield group
+
+
+def _only_headings(group: list[_Piece]) -> bool:
+    # Never leave a heading alone at the end of a chunk, cut from its text.
+    return all(p.text.lstrip().startswith("#") and "\n" not in p.text for p in group)
+
+
+def _split(block: _Block, max_chars: int) -> list[_Piece]:
+    if len(block.text) <= max_chars:
+        return [_Piece(block.text, block.start, block.end)]
+    lines = block.text.split("\n")
+    if block.kind == "fence" and len(lines) > 2:
+        return _split_lines(lines[1:-1], block.start + 1, max_chars, lines[:1], lines[-1:])
+    if block.kind == "table" and len(lines) > 2:
+        return _split_lines(lines[2:], block.start + 2, max_chars, lines[:2], [])
+    if block.joints:
+        return _split_at_joints(block, max_chars)
+    if block.kind == "paragraph":
+        return _split_sentences(block, max_chars)
+    return _split_lines(lines, block.start, max_chars, [], [])
+
+
+def _split_lines(
+    lines: list[str], first: int, max_chars: int, head: list[str], tail: list[str]
+) -> list[_Piece]:
+    """Pack lines into pieces, each wrapped in `head` and `tail` (a fence, a table header)."""
+    budget = max(1, max_chars - sum(len(x) + 1 for x in head + tail))
+    pieces: list[_Piece] = []
+    start = 0
+    while start < len(lines):
+        end, size = start, len(lines[start])
+        while end + 1 < len(lines) and size + 1 + len(lines[end + 1]) <= budget:
+            end += 1
+            size += 1 + len(lines[end])
+        body = lines[start : end + 1]
+        text = "\n".join(head + body + tail)
+        pieces.append(_Piece(text, first + start, first + end))
+        start = end + 1
+    return pieces
+
+
+def _split_at_joints(block: _Block, max_chars: int) -> list[_Piece]:
+    lines = block.text.split("\n")
+    cuts = [j - block.start for j in block.joints if block.start < j <= block.end]
+    bounds = [0, *cuts, len(lines)]
+    pieces: list[_Piece] = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        item = _Block("item", "\n".join(lines[a:b]).rstrip(), block.start + a, block.start + b - 1)
+        pieces.extend(_split(item, max_chars))
+    return _merge_small(pieces, max_chars)
+
+
+def _split_sentences(block: _Block, max_chars: int) -> list[_Piece]:
+    text = block.text
+    cuts = [m.end() for m in _SENTENCE_END.finditer(text)]
+    bounds = [0, *cuts, len(text)]
+    pieces: list[_Piece] = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        for lo, hi in _hard_wrap(text, a, b, max_chars):
+            sentence = text[lo:hi].rstrip()
+            if sentence:
+                line = block.start + text.count("\n", 0, lo)
+                pieces.append(_Piece(sentence, line, line + sentence.count("\n")))
+    return _merge_small(pieces, max_chars, joiner=" ")
+
+
+def _hard_wrap(text: str, lo: int, hi: int, max_chars: int) -> Iterator[tuple[int, int]]:
+    """Cut text[lo:hi] at whitespace into spans of at most `max_chars`."""
+    while hi - lo > max_chars:
+        cut = text.rfind(" ", lo, lo + max_chars)
+        cut = cut if cut > lo else lo + max_chars
+        yield lo, cut
+        lo = cut
+        while lo < hi and text[lo] == " ":
+            lo += 1
+    yield lo, hi
+
+
+def _merge_small(pieces: list[_Piece], max_chars: int, joiner: str = "\n") -> list[_Piece]:
+    """Join consecutive pieces back together while they fit."""
+    merged: list[_Piece] = []
+    for piece in pieces:
+        if merged and len(merged[-1].text) + len(joiner) + len(piece.text) <= max_chars:
+            last = merged[-1]
+            sep = "\n" if piece.start > last.end else joiner
+            merged[-1] = _Piece(last.text + sep + piece.text, last.start, piece.end)
+        else:
+            merged.append(piece)
+    return merged

@@ -1,0 +1,221 @@
+"""The `kb` command line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.logging import RichHandler
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from kb import query as query_mod
+from kb.config import Config, load_config
+from kb.db import database_url
+from kb.errors import KbError
+from kb.indexer import FileEvent, Indexer, SyncReport
+from kb.llm import make_chat, make_embedder
+from kb.store import Store
+
+app = typer.Typer(help="kb: a contextual search index of your Markdown vault.",
+                  no_args_is_help=True, add_completion=False)
+out = Console()
+err = Console(stderr=True)
+
+EXIT_ERROR = 1
+EXIT_FILES_FAILED = 3
+
+
+
+@dataclass
+class _Options:
+    config: Path | None = None
+    verbose: bool = False
+
+
+_options = _Options()
+
+
+@app.callback()
+def main(
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", envvar="KB_CONFIG", dir_okay=False,
+        help="Config file (default: ~/.config/kb/config.toml).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more.")] = False,
+) -> None:
+    _options.config = config
+    _options.verbose = verbose
+
+
+def _setup_logging(verbose: bool) -> None:
+    handler = RichHandler(console=err, show_time=False, show_path=False, markup=False,
+                          rich_tracebacks=False)
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(message)s", handlers=[handler], force=True)
+    for noisy in ("httpx", "pgserver", "psycopg.pool", "openai"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {escape(message)}")
+    return typer.Exit(EXIT_ERROR)
+
+
+@contextmanager
+def _session() -> Iterator[tuple[Config, Store]]:
+    """Config and an open store; a KbError anywhere becomes one line and exit code 1."""
+    _setup_logging(_options.verbose)
+    try:
+        config = load_config(_options.config)
+        store = Store(database_url(config.database_url, config.data_dir))
+        try:
+            yield config, store
+        finally:
+            store.close()
+    except KbError as exc:
+        raise _fail(str(exc)) from None
+
+
+def _run_sync(config: Config, store: Store, *, force: bool) -> SyncReport:
+    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
+               MofNCompleteColumn(), TextColumn("{task.fields[stats]}"), TimeElapsedColumn())
+    with Progress(*columns, console=err, transient=False) as progress:
+        task = progress.add_task("indexing", total=None, stats="")
+        report = SyncReport()
+
+        def on_scan(files: int) -> None:
+            total = progress.tasks[task].total or 0
+            progress.update(task, total=total + files)
+
+        def on_event(event: FileEvent) -> None:
+            report.add(event)
+            stats = (f"chunks {report.chunks} · LLM calls {report.llm_calls} · "
+                     f"skipped {report.unchanged + report.moved} · failed {report.failed}")
+            progress.update(task, advance=0 if event.action == "deleted" else 1, stats=stats)
+
+        with Indexer(config, store, make_chat(config.llm), make_embedder(config.llm),
+                     on_event=on_event, on_scan=on_scan) as indexer:
+            return indexer.sync(force=force)
+
+
+def _summarize(report: SyncReport) -> None:
+    err.print(
+        f"{report.files} files: {report.indexed} indexed, {report.unchanged} unchanged, "
+        f"{report.moved} moved, {report.deleted} deleted, {report.failed} failed; "
+        f"{report.chunks} chunks written, {report.llm_calls} LLM calls, "
+        f"{report.embedded} texts embedded"
+    )
+    for failure in report.failures:
+        err.print(f"  failed: {escape(failure.vault)}/{escape(failure.path)}: "
+                  f"{escape(failure.error)}")
+    if report.failed:
+        raise typer.Exit(EXIT_FILES_FAILED)
+
+
+@app.command()
+def index() -> None:
+    """Sync every configured vault into the index (adds, updates, removes)."""
+    with _session() as (cfg, store):
+        report = _run_sync(cfg, store, force=False)
+    _summarize(report)
+
+
+@app.command()
+def reindex(
+    embeddings_only: Annotated[bool, typer.Option(
+        "--embeddings-only", help="Keep summaries; only re-embed the stored full_context.")] = False,
+) -> None:
+    """Redo everything, ignoring every cache (or only the embeddings)."""
+    with _session() as (cfg, store):
+        if embeddings_only:
+            with Indexer(cfg, store, make_chat(cfg.llm), make_embedder(cfg.llm)) as indexer:
+                count = indexer.reembed_all()
+            err.print(f"re-embedded {count} chunks with {cfg.llm.embed_model}")
+            return
+        report = _run_sync(cfg, store, force=True)
+    _summarize(report)
+
+
+@app.command()
+def query(
+    text: Annotated[str, typer.Argument(help="What to look for.")],
+    top_k: Annotated[int | None, typer.Option("--top-k", "-k", min=1,
+                                              help="How many chunks (default 5).")] = None,
+    threshold: Annotated[float | None, typer.Option(
+        "--threshold", "-t", help="Minimum cosine similarity, -1 to 1.")] = None,
+    path: Annotated[str | None, typer.Option("--path", "-p",
+                                             help="Only notes under this path prefix.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    no_owner: Annotated[bool, typer.Option(
+        "--no-owner", help="Do not read first-person queries as about the owner.")] = False,
+) -> None:
+    """Search the index; prints the raw chunks, best first."""
+    with _session() as (cfg, store):
+        owner = None if no_owner or not cfg.query.owner_in_first_person else cfg.owner_name
+        try:
+            hits = query_mod.search(store, make_embedder(cfg.llm), text, owner=owner,
+                                    top_k=top_k or cfg.query.top_k, threshold=threshold,
+                                    path_prefix=path)
+        except KbError as exc:
+            raise _fail(str(exc)) from None
+    if as_json:
+        sys.stdout.write(json.dumps([asdict(h) for h in hits], ensure_ascii=False, indent=2))
+        sys.stdout.write("\n")
+        return
+    if not hits:
+        err.print("no matching chunks")
+        return
+    for rank, hit in enumerate(hits, 1):
+        headers = " > ".join(hit.header_path)
+        out.rule(f"[bold]{rank}. {escape(hit.vault)}/{escape(hit.path)}[/]"
+                 f":{hit.start_line}-{hit.end_line}  score {hit.score:.3f}", align="left")
+        if headers:
+            out.print(f"[dim]{escape(headers)}[/]")
+        out.print(escape(hit.content), highlight=False)
+        out.print()
+
+
+@app.command()
+def status(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """What the index holds, which models made it, and what failed."""
+    with _session() as (cfg, store):
+        report = store.status()
+        location = (cfg.database_url and _redact(cfg.database_url)) or (
+            f"embedded PostgreSQL in {cfg.data_dir / 'pgdata'}")
+    data = {"database": location, **asdict(report),
+            "configured": {"chat_model": cfg.llm.chat_model, "embed_model": cfg.llm.embed_model,
+                           "provider": cfg.llm.provider}}
+    if as_json:
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+        return
+    out.print(f"database     {escape(location)}")
+    out.print(f"documents    {report.documents}")
+    out.print(f"chunks       {report.chunks} ({report.embedded} embedded)")
+    out.print(f"embeddings   {report.embed_model or '-'} ({report.dimensions or '-'} dimensions)")
+    models = ", ".join(f"{m} ({n} chunks)" for m, n in report.chat_models.items()) or "-"
+    out.print(f"chat models  {escape(models)}")
+    last = report.last_sync
+    out.print(f"last sync    {last['at'] if last else 'never'}")
+    out.print(f"failed files {len(report.failures)}")
+    for f in report.failures:
+        out.print(f"  {escape(f['vault'])}/{escape(f['path'])}: {escape(f['error'])}")
+
+
+def _redact(url: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url

@@ -1,0 +1,278 @@
+"""Configuration: a TOML file, then environment overrides, checked key by key.
+
+The file is found via `--config`, then `KB_CONFIG`, then the XDG config path
+(`~/.config/kb/config.toml`). Every key is documented in config.example.toml.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pathspec
+import platformdirs
+
+from kb.errors import ConfigError
+
+DEFAULT_OLLAMA_HOST = "http://localhost:11434"
+PROVIDERS = ("ollama", "openai", "fake")
+
+
+@dataclass(frozen=True)
+class VaultConfig:
+    name: str
+    path: Path
+    personal: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+    def is_personal(self, rel_path: str) -> bool:
+        return _spec(self.personal).match_file(rel_path)
+
+    def is_ignored(self, rel_path: str) -> bool:
+        # Dot-folders and dot-files (.obsidian/, .trash/, .git/) are never notes.
+        if any(part.startswith(".") for part in rel_path.split("/")):
+            return True
+        return _spec(self.ignore).match_file(rel_path)
+
+
+def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    return pathspec.GitIgnoreSpec.from_lines(patterns)
+
+
+@dataclass(frozen=True)
+class ChunkingConfig:
+    max_chars: int = 1600
+
+
+@dataclass(frozen=True)
+class ContextConfig:
+    first_chunks: int = 2
+    last_chunks: int = 2
+    summary_max_tokens: int = 160
+    rewrite_personal: bool = True
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    provider: str = "ollama"
+    chat_host: str = DEFAULT_OLLAMA_HOST
+    embed_host: str = DEFAULT_OLLAMA_HOST
+    api_key: str = ""
+    chat_model: str = "qwen2.5:1.5b"
+    embed_model: str = "nomic-embed-text"
+    context_window: int = 8192
+    concurrency: int = 2
+    timeout: float = 120.0
+    retries: int = 3
+    embed_batch: int = 32
+
+
+@dataclass(frozen=True)
+class QueryConfig:
+    top_k: int = 5
+    owner_in_first_person: bool = True
+
+
+@dataclass(frozen=True)
+class Config:
+    owner_name: str
+    vaults: tuple[VaultConfig, ...]
+    database_url: str = ""
+    data_dir: Path = field(default_factory=lambda: default_data_dir())
+    chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
+    context: ContextConfig = field(default_factory=ContextConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    query: QueryConfig = field(default_factory=QueryConfig)
+    source: Path | None = None
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("kb"))
+
+
+def find_config_file(explicit: Path | None = None) -> Path:
+    if explicit is not None:
+        return explicit
+    if env := os.environ.get("KB_CONFIG"):
+        return Path(env)
+    return Path(platformdirs.user_config_dir("kb")) / "config.toml"
+
+
+def load_config(path: Path | None = None, env: dict[str, str] | None = None) -> Config:
+    """Read, override from the environment, and validate the configuration."""
+    env = dict(os.environ) if env is None else env
+    path = find_config_file(path)
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(
+            f"no config file at {path}: copy config.example.toml there or pass --config"
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
+    return parse_config(raw, base_dir=path.parent, env=env, source=path)
+
+
+def parse_config(
+    raw: dict[str, Any],
+    *,
+    base_dir: Path,
+    env: dict[str, str],
+    source: Path | None = None,
+) -> Config:
+    r = _Reader(raw)
+    owner = env.get("KB_OWNER_NAME") or r.get("owner_name", str, "")
+    if not owner.strip():
+        raise ConfigError("config key 'owner_name' is required (the vault owner's full name)")
+    data_dir = env.get("KB_DATA_DIR") or r.get("data_dir", str, "")
+    database_url = env.get("KB_DATABASE_URL", r.get("database.url", str, ""))
+
+    vault_tables = r.get("vaults", list, [])
+    if not vault_tables:
+        raise ConfigError("config key 'vaults' must list at least one [[vaults]] table")
+    vaults = tuple(_vault(_Reader(v, f"vaults[{i}]."), base_dir) for i, v in
+                   enumerate(_tables(vault_tables, "vaults")))
+    names = [v.name for v in vaults]
+    if len(set(names)) != len(names):
+        raise ConfigError("config key 'vaults.name' must be unique across vaults")
+
+    provider = r.get("llm.provider", str, LLMConfig.provider)
+    if provider not in PROVIDERS:
+        raise ConfigError(f"config key 'llm.provider' must be one of {', '.join(PROVIDERS)}")
+    default_host = DEFAULT_OLLAMA_HOST if provider == "ollama" else ""
+    host = r.get("llm.host", str, default_host)
+    if provider == "ollama" and env.get("OLLAMA_HOST"):
+        host = _ollama_url(env["OLLAMA_HOST"])
+    chat_host = env.get("KB_CHAT_HOST") or r.get("llm.chat_host", str, "") or host
+    embed_host = env.get("KB_EMBED_HOST") or r.get("llm.embed_host", str, "") or host
+    if provider == "openai" and not (chat_host and embed_host):
+        raise ConfigError("config key 'llm.host' (or llm.chat_host and llm.embed_host) is required")
+    llm = LLMConfig(
+        provider=provider,
+        chat_host=chat_host,
+        embed_host=embed_host,
+        api_key=env.get("KB_API_KEY") or r.get("llm.api_key", str, ""),
+        chat_model=env.get("KB_CHAT_MODEL") or r.get("llm.chat_model", str, LLMConfig.chat_model),
+        embed_model=env.get("KB_EMBED_MODEL")
+        or r.get("llm.embed_model", str, LLMConfig.embed_model),
+        context_window=r.positive("llm.context_window", LLMConfig.context_window),
+        concurrency=r.positive("llm.concurrency", LLMConfig.concurrency),
+        timeout=float(r.positive("llm.timeout", LLMConfig.timeout)),
+        retries=r.get("llm.retries", int, LLMConfig.retries),
+        embed_batch=r.positive("llm.embed_batch", LLMConfig.embed_batch),
+    )
+    context = ContextConfig(
+        first_chunks=r.get("context.first_chunks", int, ContextConfig.first_chunks),
+        last_chunks=r.get("context.last_chunks", int, ContextConfig.last_chunks),
+        summary_max_tokens=r.positive("context.summary_max_tokens",
+                                      ContextConfig.summary_max_tokens),
+        rewrite_personal=r.get("context.rewrite_personal", bool, ContextConfig.rewrite_personal),
+    )
+    if context.first_chunks < 0 or context.last_chunks < 0 or (
+        context.first_chunks + context.last_chunks == 0
+    ):
+        raise ConfigError("config keys 'context.first_chunks' and 'context.last_chunks' "
+                          "must be >= 0 and not both 0")
+    max_chars = r.positive("chunking.max_chars", ChunkingConfig.max_chars)
+    if max_chars < 200:
+        raise ConfigError("config key 'chunking.max_chars' must be at least 200")
+    r.reject_unknown()
+    return Config(
+        owner_name=owner.strip(),
+        vaults=vaults,
+        database_url=database_url,
+        data_dir=_path(data_dir, base_dir) if data_dir else default_data_dir(),
+        chunking=ChunkingConfig(max_chars=max_chars),
+        context=context,
+        llm=llm,
+        query=QueryConfig(
+            top_k=r.positive("query.top_k", QueryConfig.top_k),
+            owner_in_first_person=r.get(
+                "query.owner_in_first_person", bool, QueryConfig.owner_in_first_person
+            ),
+        ),
+        source=source,
+    )
+
+
+def _ollama_url(value: str) -> str:
+    # OLLAMA_HOST may be "0.0.0.0:11434" or "host" without a scheme, as Ollama itself accepts.
+    if "://" not in value:
+        value = f"http://{value}"
+    return value
+
+
+def _path(value: str, base_dir: Path) -> Path:
+    p = Path(os.path.expandvars(value)).expanduser()
+    return p if p.is_absolute() else (base_dir / p).resolve()
+
+
+def _tables(value: list[Any], key: str) -> list[dict[str, Any]]:
+    if not all(isinstance(v, dict) for v in value):
+        raise ConfigError(f"config key '{key}' must be a list of tables ([[{key}]])")
+    return value
+
+
+def _vault(r: _Reader, base_dir: Path) -> VaultConfig:
+    path_value = r.get("path", str, "")
+    if not path_value:
+        raise ConfigError(f"config key '{r.prefix}path' is required")
+    path = _path(path_value, base_dir)
+    name = r.get("name", str, path.name)
+    personal = tuple(r.get("personal", list, []))
+    ignore = tuple(r.get("ignore", list, []))
+    for key, patterns in (("personal", personal), ("ignore", ignore)):
+        if not all(isinstance(p, str) for p in patterns):
+            raise ConfigError(f"config key '{r.prefix}{key}' must be a list of glob strings")
+    r.reject_unknown()
+    return VaultConfig(name=name, path=path, personal=personal, ignore=ignore)
+
+
+class _Reader:
+    """Typed access to nested TOML keys that remembers which keys were read."""
+
+    _KNOWN_SECTIONS = ("database", "chunking", "context", "llm", "query")
+
+    def __init__(self, raw: dict[str, Any], prefix: str = "") -> None:
+        self.raw = raw
+        self.prefix = prefix
+        self.seen: set[str] = set()
+
+    def get(self, dotted: str, kind: type, default: Any) -> Any:
+        self.seen.add(dotted)
+        node: Any = self.raw
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return default
+            node = node[part]
+        if kind is float and isinstance(node, int) and not isinstance(node, bool):
+            node = float(node)
+        if (kind is int and isinstance(node, bool)) or not isinstance(node, kind):
+            raise ConfigError(
+                f"config key '{self.prefix}{dotted}' must be {_KIND_NAMES.get(kind, kind.__name__)}"
+            )
+        return node
+
+    def positive(self, dotted: str, default: float) -> Any:
+        value = self.get(dotted, float if isinstance(default, float) else int, default)
+        if value <= 0:
+            raise ConfigError(f"config key '{self.prefix}{dotted}' must be a positive number")
+        return value
+
+    def reject_unknown(self) -> None:
+        for key, value in self.raw.items():
+            if isinstance(value, dict) and key in self._KNOWN_SECTIONS and not self.prefix:
+                for sub in value:
+                    if f"{key}.{sub}" not in self.seen:
+                        raise ConfigError(f"unknown config key '{key}.{sub}'")
+            elif key not in self.seen and key not in self._KNOWN_SECTIONS:
+                raise ConfigError(f"unknown config key '{self.prefix}{key}'")
+
+
+_KIND_NAMES = {str: "a string", int: "an integer", bool: "true or false", list: "a list",
+               float: "a number"}

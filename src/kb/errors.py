@@ -1,0 +1,31 @@
+"""Errors that reach the user as one line, without a traceback."""
+
+from __future__ import annotations
+
+
+class KbError(Exception):
+    """An error whose message is fit to print as the whole story."""
+
+
+class ConfigError(KbError):
+    """The configuration is missing, unreadable or names a bad value."""
+
+
+class DatabaseError(KbError):
+    """The database cannot be reached or set up."""
+
+
+class LLMError(KbError):
+    """An LLM server failed in a way that retrying will not fix soon."""
+
+
+class LLMUnavailable(LLMError):
+    """The LLM server cannot be reached."""
+
+
+class ModelMissing(LLMError):
+    """The LLM server is up but does not have the model."""
+
+
+class NoteError(KbError):
+    """One note cannot be indexed; the run goes on without it."""

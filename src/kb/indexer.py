@@ -1,0 +1,333 @@
+"""The indexing pipeline: scan → parse → chunk → contextualize → embed → store.
+
+A file is only read when its size or mtime changed, only re-chunked when its
+hash changed, and only sent to the LLM for the chunks whose cached outputs are
+missing. Renames and moves are re-keyed without any model call.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kb.chunking import chunk_body
+from kb.config import Config, VaultConfig
+from kb.context import ContextChunk, Contextualizer
+from kb.errors import KbError, NoteError
+from kb.llm.base import ChatModel, Embedder
+from kb.parsing import decode, parse_note
+from kb.store import ChunkRecord, DocumentRecord, DocumentState, Store, Vector
+
+log = logging.getLogger(__name__)
+
+NOTE_SUFFIXES = (".md", ".markdown")
+MAX_NOTE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FileEvent:
+    """What happened to one file during a sync; fed to progress displays."""
+
+    vault: str
+    path: str
+    action: str  # "indexed", "unchanged", "moved", "deleted" or "failed"
+    chunks: int = 0
+    llm_calls: int = 0
+    embedded: int = 0
+    error: str = ""
+
+
+@dataclass
+class SyncReport:
+    files: int = 0
+    indexed: int = 0
+    unchanged: int = 0
+    moved: int = 0
+    deleted: int = 0
+    failed: int = 0
+    chunks: int = 0
+    llm_calls: int = 0
+    embedded: int = 0
+    failures: list[FileEvent] = field(default_factory=list)
+
+    def add(self, event: FileEvent) -> None:
+        if event.action != "deleted":
+            self.files += 1
+        setattr(self, event.action, getattr(self, event.action) + 1)
+        self.chunks += event.chunks
+        self.llm_calls += event.llm_calls
+        self.embedded += event.embedded
+        if event.action == "failed":
+            self.failures.append(event)
+
+
+@dataclass(frozen=True)
+class _OnDisk:
+    path: str
+    size: int
+    mtime_ns: int
+    personal: bool
+
+
+def scan_vault(vault: VaultConfig) -> Iterator[_OnDisk]:
+    """Every note of a vault, skipping dot-folders, ignored paths and non-Markdown files."""
+    root = vault.path
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        rel_dir = "" if rel_dir == "." else rel_dir + "/"
+        dirnames[:] = sorted(d for d in dirnames if not vault.is_ignored(f"{rel_dir}{d}/"))
+        for name in sorted(filenames):
+            rel = f"{rel_dir}{name}"
+            if not name.lower().endswith(NOTE_SUFFIXES) or vault.is_ignored(rel):
+                continue
+            try:
+                st = os.stat(Path(dirpath, name))
+            except OSError:
+                continue  # vanished or unreadable between listing and stat
+            yield _OnDisk(rel, st.st_size, st.st_mtime_ns, vault.is_personal(rel))
+
+
+class Indexer:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        chat: ChatModel,
+        embedder: Embedder,
+        *,
+        on_event: Callable[[FileEvent], None] | None = None,
+        on_scan: Callable[[int], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.chat = chat
+        self.embedder = embedder
+        self.on_event = on_event or (lambda event: None)
+        self.on_scan = on_scan or (lambda files: None)
+        workers = max(1, config.llm.concurrency)
+        self._llm_pool = ThreadPoolExecutor(workers, thread_name_prefix="kb-llm")
+        self._file_pool = ThreadPoolExecutor(workers, thread_name_prefix="kb-file")
+        self.context = Contextualizer(
+            chat, config.context, owner=config.owner_name,
+            context_window=config.llm.context_window, executor=self._llm_pool,
+        )
+        self.embed_calls = 0
+
+    def close(self) -> None:
+        self._file_pool.shutdown(wait=True, cancel_futures=True)
+        self._llm_pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Indexer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- whole-vault sync -----------------------------------------------------------------------
+
+    def sync(self, *, force: bool = False) -> SyncReport:
+        """Make the index equal to every configured vault."""
+        report = SyncReport()
+        self.ensure_embedding_space()
+        self.store.delete_vaults_except([v.name for v in self.config.vaults])
+        for vault in self.config.vaults:
+            if not vault.path.is_dir():
+                raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
+            self._sync_vault(vault, report, force=force)
+        self.store.set_state("last_sync", {
+            "at": _now_iso(), "files": report.files, "indexed": report.indexed,
+            "failed": report.failed, "llm_calls": report.llm_calls,
+        })
+        return report
+
+    def _sync_vault(self, vault: VaultConfig, report: SyncReport, *, force: bool) -> None:
+        stored = self.store.documents(vault.name)
+        on_disk = {f.path: f for f in scan_vault(vault)}
+        self.on_scan(len(on_disk))
+        changed: list[tuple[_OnDisk, bytes]] = []
+
+        def emit(event: FileEvent) -> None:
+            report.add(event)
+            self.on_event(event)
+
+        for f in on_disk.values():
+            old = stored.get(f.path)
+            if (not force and old is not None and old.size == f.size
+                    and old.mtime_ns == f.mtime_ns and old.personal == f.personal):
+                emit(FileEvent(vault.name, f.path, "unchanged"))
+                continue
+            try:
+                data = _read(vault.path / f.path)
+            except NoteError as exc:
+                emit(self._failed(vault, f.path, exc))
+                continue
+            if not force and old is not None and old.personal == f.personal and (
+                old.content_hash == _sha256(data)
+            ):
+                self.store.update_stat(vault.name, f.path, f.size, f.mtime_ns)
+                emit(FileEvent(vault.name, f.path, "unchanged"))
+                continue
+            changed.append((f, data))
+
+        vanished = {p: d for p, d in stored.items() if p not in on_disk}
+        to_index = []
+        for f, data in changed:
+            source = None if force or f.path in stored else _moved_from(vanished, f, data)
+            if source is not None:
+                self.store.move_document(vault.name, source.path, f.path, f.size, f.mtime_ns)
+                del vanished[source.path]
+                log.info("%s: moved from %s", f.path, source.path)
+                emit(FileEvent(vault.name, f.path, "moved"))
+            else:
+                to_index.append((f, data))
+
+        futures = [
+            self._file_pool.submit(self._index_guarded, vault, f, data, force)
+            for f, data in to_index
+        ]
+        for future in futures:
+            emit(future.result())
+
+        self.store.delete_documents(vault.name, vanished)
+        for path in vanished:
+            emit(FileEvent(vault.name, path, "deleted"))
+
+    def _index_guarded(self, vault: VaultConfig, f: _OnDisk, data: bytes, force: bool) -> FileEvent:
+        try:
+            return self.index_bytes(vault, f.path, data, size=f.size, mtime_ns=f.mtime_ns,
+                                    force=force)
+        except NoteError as exc:
+            return self._failed(vault, f.path, exc)
+
+    def _failed(self, vault: VaultConfig, path: str, exc: Exception) -> FileEvent:
+        message = str(exc)
+        log.warning("%s/%s: %s", vault.name, path, message)
+        self.store.record_failure(vault.name, path, message)
+        return FileEvent(vault.name, path, "failed", error=message)
+
+    # -- one file ---------------------------------------------------------------------------------
+
+    def index_bytes(
+        self,
+        vault: VaultConfig,
+        path: str,
+        data: bytes,
+        *,
+        size: int,
+        mtime_ns: int,
+        force: bool = False,
+    ) -> FileEvent:
+        """Parse, chunk, contextualize, embed and store one note, paying only for what is new."""
+        note = parse_note(decode(data))
+        for warning in note.warnings:
+            log.warning("%s/%s: %s", vault.name, path, warning)
+        chunks = chunk_body(note.body, max_chars=self.config.chunking.max_chars,
+                            first_line=note.body_start_line)
+        personal = vault.is_personal(path)
+        known = {} if force else self.store.known_outputs(self.context.keys(chunks, personal))
+        ctx = self.context.build(chunks, personal, known)
+        vectors, embedded = self._vectors(ctx.chunks, reuse=not force)
+        records = [
+            ChunkRecord(
+                position=c.chunk.position, header_path=c.chunk.header_path,
+                content=c.chunk.content, content_hash=c.chunk.content_hash,
+                start_line=c.chunk.start_line, end_line=c.chunk.end_line,
+                summary=c.summary, summary_key=c.summary_key, rewrite=c.rewrite,
+                rewrite_key=c.rewrite_key, full_context=c.full_context,
+                context_hash=c.context_hash, chat_model=self.chat.name,
+                embedding=v, embed_model=self.embedder.name,
+            )
+            for c, v in zip(ctx.chunks, vectors, strict=True)
+        ]
+        metadata = dict(note.metadata)
+        if note.warnings:
+            metadata["warnings"] = list(note.warnings)
+        self.store.save_document(
+            DocumentRecord(
+                vault=vault.name, path=path, content_hash=_sha256(data), size=size,
+                mtime_ns=mtime_ns, metadata=metadata, personal=personal,
+                summary=ctx.summary, summary_key=ctx.summary_key,
+            ),
+            records,
+        )
+        return FileEvent(vault.name, path, "indexed", chunks=len(records),
+                         llm_calls=ctx.llm_calls, embedded=embedded)
+
+    def _vectors(self, chunks: Sequence[ContextChunk], *, reuse: bool) -> tuple[list[Vector], int]:
+        """A vector per chunk, embedding only full_context not embedded before by this model."""
+        hashes = [c.context_hash for c in chunks]
+        vectors = self.store.known_embeddings(hashes, self.embedder.name) if reuse else {}
+        missing = [c for c in chunks if c.context_hash not in vectors]
+        fresh = self._embed([c.full_context for c in missing])
+        vectors.update(zip((c.context_hash for c in missing), fresh, strict=True))
+        return [vectors[h] for h in hashes], len(missing)
+
+    def _embed(self, texts: Sequence[str]) -> list[Vector]:
+        out: list[Vector] = []
+        batch = self.config.llm.embed_batch
+        for start in range(0, len(texts), batch):
+            out.extend(self.embedder.embed(texts[start : start + batch]))
+            self.embed_calls += 1
+        return out
+
+    # -- the embedding model ------------------------------------------------------------------------
+
+    def ensure_embedding_space(self) -> int:
+        """Switch the index to the configured embedding model if needed; returns chunks re-embedded.
+
+        Stored full_context is re-embedded as it is: a model change never costs a summary.
+        """
+        space = self.store.embedding_space()
+        if space is None or space[0] != self.embedder.name:
+            dimensions = len(self._embed(["dimension probe"])[0])
+            if space is not None:
+                log.info("embedding model changed from %s to %s (%d dimensions): re-embedding",
+                         space[0], self.embedder.name, dimensions)
+            self.store.switch_embedding_space(self.embedder.name, dimensions)
+        return self.embed_missing()
+
+    def embed_missing(self) -> int:
+        done = 0
+        while rows := self.store.chunks_without_embedding(self.config.llm.embed_batch * 4):
+            vectors = self._embed([text for _, text in rows])
+            self.store.set_embeddings(self.embedder.name,
+                                      [(i, v) for (i, _), v in zip(rows, vectors, strict=True)])
+            done += len(rows)
+        return done
+
+    def reembed_all(self) -> int:
+        self.store.clear_embeddings()
+        return self.ensure_embedding_space()
+
+
+def _moved_from(vanished: dict[str, DocumentState], f: _OnDisk, data: bytes) -> DocumentState | None:
+    digest = _sha256(data)
+    return next(
+        (d for d in vanished.values() if d.content_hash == digest and d.personal == f.personal),
+        None,
+    )
+
+
+def _read(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > MAX_NOTE_BYTES:
+            raise NoteError(f"is {size // (1024 * 1024)} MiB, over the {MAX_NOTE_BYTES >> 20} "
+                            "MiB limit for a note")
+        return path.read_bytes()
+    except OSError as exc:
+        raise NoteError(f"cannot be read: {exc.strerror or exc}") from None
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")

@@ -1,0 +1,91 @@
+"""A deterministic, offline provider that counts its calls.
+
+It lets kb run end to end with no model server (tests, demos on a laptop in a
+train): summaries are keyword digests, the first-person rewrite is a pronoun
+substitution, and embeddings are a hashed bag of words, so texts that share
+words are close in cosine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import threading
+from collections import Counter
+from collections.abc import Sequence
+
+from kb.llm.base import Prompt
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "he", "her", "his", "i", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "that", "the", "their", "they", "this", "to", "was", "we", "were", "with", "you", "your", "mine", "myself"]
+)
+_FIRST_PERSON = re.compile(r"\b(I|me|my|mine|myself)\b", re.IGNORECASE)
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
+
+
+def _keywords(text: str, n: int) -> str:
+    counts = Counter(_words(text))
+    return ", ".join(w for w, _ in counts.most_common(n))
+
+
+class FakeChat:
+    def __init__(self, name: str = "fake-chat") -> None:
+        self.name = name
+        self.calls: Counter[str] = Counter()
+        self.prompts: list[Prompt] = []
+        self._lock = threading.Lock()
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.calls.values())
+
+    def complete(self, prompt: Prompt) -> str:
+        with self._lock:
+            self.calls[prompt.task] += 1
+            self.prompts.append(prompt)
+        inputs = prompt.inputs
+        if prompt.task == "rewrite":
+            owner = inputs["owner"]
+            replacement = {"i": owner, "me": owner, "myself": owner, "my": f"{owner}'s",
+                           "mine": f"{owner}'s"}
+            return _FIRST_PERSON.sub(lambda m: replacement[m.group(0).lower()], inputs["content"])
+        if prompt.task == "file_summary":
+            about = f" about {inputs['owner']}" if inputs.get("owner") else ""
+            return f"A note{about} covering {_keywords(inputs['excerpt'], 8)}."
+        about = f" about {inputs['owner']}" if inputs.get("owner") else ""
+        return f"This part{about} covers {_keywords(inputs['content'], 6)}."
+
+
+class FakeEmbedder:
+    """Hashed bag of words; the dimension comes from a name like `hash-256`."""
+
+    def __init__(self, name: str = "hash-256") -> None:
+        self.name = name
+        match = re.search(r"(\d+)$", name)
+        self.dimensions = int(match.group(1)) if match else 256
+        self.calls = 0
+        self.texts = 0
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        with self._lock:
+            self.calls += 1
+            self.texts += len(texts)
+        return [self._vector(t) for t in texts]
+
+    def _vector(self, text: str) -> list[float]:
+        vec = [0.0] * self.dimensions
+        for word in _words(text):
+            digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+            index = int.from_bytes(digest[:4], "little") % self.dimensions
+            vec[index] += 1.0 if digest[4] & 1 else -1.0
+        norm = math.sqrt(sum(x * x for x in vec))
+        if norm == 0:
+            vec[0] = 1.0
+            return vec
+        return [x / norm for x in vec]

@@ -1,0 +1,83 @@
+"""Ollama through its official client: chat, and batched embeddings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import httpx
+import ollama
+
+from kb.errors import LLMError, LLMUnavailable, ModelMissing
+from kb.llm.base import Prompt, TransientError, with_retries
+
+T = TypeVar("T")
+
+
+class OllamaChat:
+    def __init__(self, host: str, model: str, *, timeout: float, retries: int) -> None:
+        self.name = model
+        self.host = host
+        self._client = ollama.Client(host=host, timeout=timeout)
+        self._retries = retries
+
+    def complete(self, prompt: Prompt) -> str:
+        def call() -> str:
+            response = self._client.chat(
+                model=self.name,
+                messages=[
+                    {"role": "system", "content": prompt.system},
+                    {"role": "user", "content": prompt.user},
+                ],
+                options={
+                    "num_ctx": prompt.num_ctx,
+                    "num_predict": prompt.max_tokens,
+                    "temperature": 0,
+                },
+            )
+            return response.message.content or ""
+
+        return _call(call, host=self.host, model=self.name, retries=self._retries)
+
+
+class OllamaEmbedder:
+    def __init__(self, host: str, model: str, *, timeout: float, retries: int) -> None:
+        self.name = model
+        self.host = host
+        self._client = ollama.Client(host=host, timeout=timeout)
+        self._retries = retries
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        def call() -> list[list[float]]:
+            response = self._client.embed(model=self.name, input=list(texts))
+            return [list(v) for v in response.embeddings]
+
+        return _call(call, host=self.host, model=self.name, retries=self._retries)
+
+
+def _call(call: Callable[[], T], *, host: str, model: str, retries: int) -> T:
+    def attempt() -> T:
+        try:
+            return call()
+        except ollama.ResponseError as exc:
+            if exc.status_code == 429 or exc.status_code >= 500:
+                raise TransientError(str(exc)) from exc
+            raise
+        except (ConnectionError, httpx.TransportError) as exc:
+            raise TransientError(str(exc)) from exc
+
+    try:
+        return with_retries(attempt, retries=retries)
+    except TransientError as exc:
+        if isinstance(exc.__cause__, ConnectionError | httpx.ConnectError):
+            raise LLMUnavailable(
+                f"cannot reach Ollama at {host}: start it (`ollama serve` or "
+                "`docker compose up`) or set OLLAMA_HOST"
+            ) from None
+        raise LLMError(f"Ollama at {host} failed after {retries + 1} attempts: {exc}") from None
+    except ollama.ResponseError as exc:
+        if exc.status_code == 404 or "not found" in str(exc.error).lower():
+            raise ModelMissing(
+                f"model '{model}' is not available on Ollama at {host}: run `ollama pull {model}`"
+            ) from None
+        raise LLMError(f"Ollama at {host} rejected the request for '{model}': {exc.error}") from None

@@ -1,0 +1,100 @@
+"""Any OpenAI-compatible server: llama.cpp server, LM Studio, vLLM."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import openai
+
+from kb.errors import LLMError, LLMUnavailable, ModelMissing
+from kb.llm.base import Prompt, TransientError, with_retries
+
+T = TypeVar("T")
+
+
+def _base_url(host: str) -> str:
+    host = host.rstrip("/")
+    return host if host.endswith("/v1") else f"{host}/v1"
+
+
+class _OpenAIBase:
+    def __init__(
+        self, host: str, model: str, *, api_key: str, timeout: float, retries: int
+    ) -> None:
+        self.name = model
+        self.host = _base_url(host)
+        # Retries are ours (with_retries), so the client's own are off.
+        self._client = openai.OpenAI(
+            base_url=self.host, api_key=api_key or "unused", timeout=timeout, max_retries=0
+        )
+        self._retries = retries
+
+    def _call(self, call: Callable[[], T]) -> T:
+        def attempt() -> T:
+            try:
+                return call()
+            except openai.APIConnectionError as exc:  # includes timeouts
+                raise TransientError(str(exc)) from exc
+            except openai.APIStatusError as exc:
+                if exc.status_code in (408, 409, 429) or exc.status_code >= 500:
+                    raise TransientError(f"HTTP {exc.status_code}: {exc.message}") from exc
+                raise
+
+        try:
+            return with_retries(attempt, retries=self._retries)
+        except TransientError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, openai.APIConnectionError) and not isinstance(
+                cause, openai.APITimeoutError
+            ):
+                raise LLMUnavailable(
+                    f"cannot reach the OpenAI-compatible server at {self.host}: "
+                    "start it or fix llm.host"
+                ) from None
+            raise LLMError(
+                f"server at {self.host} failed after {self._retries + 1} attempts: {exc}"
+            ) from None
+        except openai.NotFoundError:
+            raise ModelMissing(
+                f"model '{self.name}' is not available on {self.host}: load it on the server "
+                "or fix llm.chat_model / llm.embed_model"
+            ) from None
+        except openai.APIStatusError as exc:
+            raise LLMError(
+                f"server at {self.host} rejected the request for '{self.name}': "
+                f"HTTP {exc.status_code}: {exc.message}"
+            ) from None
+
+
+class OpenAIChat(_OpenAIBase):
+    def complete(self, prompt: Prompt) -> str:
+        def call() -> str:
+            response = self._client.chat.completions.create(
+                model=self.name,
+                messages=[
+                    {"role": "system", "content": prompt.system},
+                    {"role": "user", "content": prompt.user},
+                ],
+                max_tokens=prompt.max_tokens,
+                temperature=0,
+            )
+            if not response.choices:
+                return ""
+            return response.choices[0].message.content or ""
+
+        return self._call(call)
+
+
+class OpenAIEmbedder(_OpenAIBase):
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        def call() -> list[list[float]]:
+            response = self._client.embeddings.create(model=self.name, input=list(texts))
+            data = sorted(response.data, key=lambda d: d.index)
+            if len(data) != len(texts):
+                raise LLMError(
+                    f"server at {self.host} returned {len(data)} embeddings for {len(texts)} texts"
+                )
+            return [list(d.embedding) for d in data]
+
+        return self._call(call)

@@ -1,0 +1,49 @@
+"""Answering a query: owner-aware query text, embedding, cosine search."""
+
+from __future__ import annotations
+
+import re
+
+from kb.errors import KbError
+from kb.llm.base import Embedder
+from kb.store import SearchHit, Store
+
+_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.IGNORECASE)
+
+
+def owner_query(text: str, owner: str) -> str:
+    """Prepend the owner's name to a first-person query, as personal notes name the owner."""
+    if _FIRST_PERSON.search(text) and owner.lower() not in text.lower():
+        return f"{owner}: {text}"
+    return text
+
+
+def search(
+    store: Store,
+    embedder: Embedder,
+    text: str,
+    *,
+    owner: str | None,
+    top_k: int,
+    threshold: float | None = None,
+    path_prefix: str | None = None,
+) -> list[SearchHit]:
+    """Best chunks first; `owner` set means first-person queries are about the owner."""
+    if not text.strip():
+        raise KbError("the query is empty")
+    space = store.embedding_space()
+    if space is None:
+        raise KbError("the index is empty: run `kb index` first")
+    model, dimensions = space
+    if model != embedder.name:
+        raise KbError(
+            f"the index holds vectors of '{model}' but the config says '{embedder.name}': "
+            "run `kb index` to re-embed"
+        )
+    query = owner_query(text, owner) if owner else text
+    [vector] = embedder.embed([query])
+    hits = store.search(vector, model=model, dimensions=dimensions, top_k=top_k,
+                        path_prefix=path_prefix)
+    if threshold is not None:
+        hits = [h for h in hits if h.score >= threshold]
+    return hits

@@ -1,0 +1,399 @@
+"""All of kb's SQL: documents, chunks, cached outputs, vectors, search, state.
+
+Vectors live in an untyped `vector` column. The active embedding model fixes
+the dimension; the HNSW index is built on `embedding::vector(<dim>)`, and
+changing model clears the old vectors in the same transaction that rebuilds
+the index, so a search never mixes two models.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from kb import db
+from kb.errors import DatabaseError
+
+Vector = Sequence[float] | np.ndarray
+
+
+@dataclass(frozen=True)
+class DocumentState:
+    """What the index knows of a file, enough to decide whether to look closer."""
+
+    id: int
+    path: str
+    content_hash: str
+    size: int
+    mtime_ns: int
+    personal: bool
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    vault: str
+    path: str
+    content_hash: str
+    size: int
+    mtime_ns: int
+    metadata: dict[str, Any]
+    personal: bool
+    summary: str
+    summary_key: str
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    position: int
+    header_path: tuple[str, ...]
+    content: str
+    content_hash: str
+    start_line: int
+    end_line: int
+    summary: str
+    summary_key: str
+    rewrite: str | None
+    rewrite_key: str | None
+    full_context: str
+    context_hash: str
+    chat_model: str
+    embedding: Vector
+    embed_model: str
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    vault: str
+    path: str
+    header_path: list[str]
+    content: str
+    score: float
+    start_line: int
+    end_line: int
+
+
+@dataclass(frozen=True)
+class Status:
+    documents: int
+    chunks: int
+    embedded: int
+    chat_models: dict[str, int]
+    embed_model: str | None
+    dimensions: int | None
+    last_sync: dict[str, Any] | None
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    register_vector(conn)
+    conn.commit()
+
+
+class Store:
+    def __init__(self, url: str, *, max_connections: int = 8) -> None:
+        db.migrate(url)
+        self.url = url
+        try:
+            self.pool = ConnectionPool(
+                url, min_size=1, max_size=max_connections, configure=_configure,
+                kwargs={"row_factory": dict_row}, open=True, timeout=30,
+            )
+            self.pool.wait(timeout=30)
+        except psycopg.Error as exc:
+            raise DatabaseError(f"cannot connect to the database: {exc}") from None
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- documents -------------------------------------------------------------------------
+
+    def documents(self, vault: str) -> dict[str, DocumentState]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, path, content_hash, size, mtime_ns, personal"
+                " FROM documents WHERE vault = %s",
+                (vault,),
+            ).fetchall()
+        return {r["path"]: DocumentState(**r) for r in rows}
+
+    def vaults(self) -> list[str]:
+        with self.pool.connection() as conn:
+            return [r["vault"] for r in conn.execute("SELECT DISTINCT vault FROM documents")]
+
+    def save_document(self, doc: DocumentRecord, chunks: Sequence[ChunkRecord]) -> None:
+        """Replace a document and all its chunks in one transaction."""
+        with self.pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                """
+                INSERT INTO documents (vault, path, content_hash, size, mtime_ns, metadata,
+                                       personal, summary, summary_key, indexed_at)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                ON CONFLICT (vault, path) DO UPDATE SET
+                    content_hash = EXCLUDED.content_hash, size = EXCLUDED.size,
+                    mtime_ns = EXCLUDED.mtime_ns, metadata = EXCLUDED.metadata,
+                    personal = EXCLUDED.personal, summary = EXCLUDED.summary,
+                    summary_key = EXCLUDED.summary_key, indexed_at = now()
+                RETURNING id
+                """,
+                (doc.vault, doc.path, doc.content_hash, doc.size, doc.mtime_ns,
+                 Jsonb(doc.metadata), doc.personal, doc.summary, doc.summary_key),
+            ).fetchone()
+            assert row is not None
+            doc_id = row["id"]
+            conn.execute("DELETE FROM chunks WHERE document_id = %s", (doc_id,))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    """
+                    INSERT INTO chunks (document_id, position, header_path, content,
+                        content_hash, start_line, end_line, summary, summary_key, rewrite,
+                        rewrite_key, full_context, context_hash, chat_model, embedding,
+                        embed_model)
+                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                    """,
+                    [
+                        (doc_id, c.position, list(c.header_path), c.content, c.content_hash,
+                         c.start_line, c.end_line, c.summary, c.summary_key, c.rewrite,
+                         c.rewrite_key, c.full_context, c.context_hash, c.chat_model,
+                         np.asarray(c.embedding, dtype=np.float32), c.embed_model)
+                        for c in chunks
+                    ],
+                )
+            conn.execute("DELETE FROM failures WHERE vault = %s AND path = %s",
+                         (doc.vault, doc.path))
+
+    def update_stat(self, vault: str, path: str, size: int, mtime_ns: int) -> None:
+        """Record a new size/mtime for a file whose content did not change."""
+        with self.pool.connection() as conn:
+            conn.execute(
+                "UPDATE documents SET size = %s, mtime_ns = %s WHERE vault = %s AND path = %s",
+                (size, mtime_ns, vault, path),
+            )
+
+    def move_document(
+        self, vault: str, old_path: str, new_path: str, size: int, mtime_ns: int
+    ) -> None:
+        """Re-key a renamed or moved file; its chunks and vectors stay as they are."""
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute("DELETE FROM documents WHERE vault = %s AND path = %s",
+                         (vault, new_path))
+            conn.execute(
+                "UPDATE documents SET path = %s, size = %s, mtime_ns = %s"
+                " WHERE vault = %s AND path = %s",
+                (new_path, size, mtime_ns, vault, old_path),
+            )
+            conn.execute("DELETE FROM failures WHERE vault = %s AND path = ANY(%s)",
+                         (vault, [old_path, new_path]))
+
+    def delete_documents(self, vault: str, paths: Iterable[str]) -> int:
+        paths = list(paths)
+        if not paths:
+            return 0
+        with self.pool.connection() as conn, conn.transaction():
+            cur = conn.execute("DELETE FROM documents WHERE vault = %s AND path = ANY(%s)",
+                               (vault, paths))
+            conn.execute("DELETE FROM failures WHERE vault = %s AND path = ANY(%s)",
+                         (vault, paths))
+            return cur.rowcount
+
+    def delete_vaults_except(self, vaults: Sequence[str]) -> int:
+        """Forget vaults that are no longer configured."""
+        with self.pool.connection() as conn, conn.transaction():
+            cur = conn.execute("DELETE FROM documents WHERE NOT (vault = ANY(%s))",
+                               (list(vaults),))
+            conn.execute("DELETE FROM failures WHERE NOT (vault = ANY(%s))", (list(vaults),))
+            return cur.rowcount
+
+    # -- cached outputs ----------------------------------------------------------------------
+
+    def known_outputs(self, keys: Sequence[str]) -> dict[str, str]:
+        """LLM outputs already paid for, by cache key, wherever they are stored."""
+        if not keys:
+            return {}
+        keys = list(set(keys))
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                """
+                SELECT summary_key AS key, summary AS text FROM documents
+                 WHERE summary_key = ANY(%(k)s) AND summary IS NOT NULL
+                UNION ALL
+                SELECT summary_key, summary FROM chunks WHERE summary_key = ANY(%(k)s)
+                UNION ALL
+                SELECT rewrite_key, rewrite FROM chunks
+                 WHERE rewrite_key = ANY(%(k)s) AND rewrite IS NOT NULL
+                """,
+                {"k": keys},
+            ).fetchall()
+        return {r["key"]: r["text"] for r in rows}
+
+    def known_embeddings(self, context_hashes: Sequence[str], model: str) -> dict[str, Vector]:
+        if not context_hashes:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT ON (context_hash) context_hash, embedding FROM chunks"
+                " WHERE context_hash = ANY(%s) AND embed_model = %s AND embedding IS NOT NULL",
+                (list(set(context_hashes)), model),
+            ).fetchall()
+        return {r["context_hash"]: r["embedding"] for r in rows}
+
+    # -- the embedding space --------------------------------------------------------------------
+
+    def embedding_space(self) -> tuple[str, int] | None:
+        value = self.get_state("embedding_space")
+        return (value["model"], int(value["dimensions"])) if value else None
+
+    def switch_embedding_space(self, model: str, dimensions: int) -> None:
+        """Make `model` the active one: drop other vectors and rebuild the index for its size."""
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute("LOCK TABLE chunks IN SHARE ROW EXCLUSIVE MODE")
+            conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+            conn.execute(
+                "UPDATE chunks SET embedding = NULL, embed_model = NULL"
+                " WHERE embed_model IS DISTINCT FROM %s"
+                "    OR vector_dims(embedding) IS DISTINCT FROM %s",
+                (model, dimensions),
+            )
+            conn.execute(
+                sql.SQL(
+                    "CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw"
+                    " ((embedding::vector({dim})) vector_cosine_ops)"
+                ).format(dim=sql.Literal(dimensions))
+            )
+            self._set_state(conn, "embedding_space", {"model": model, "dimensions": dimensions})
+
+    def chunks_without_embedding(self, limit: int) -> list[tuple[int, str]]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, full_context FROM chunks WHERE embedding IS NULL ORDER BY id LIMIT %s",
+                (limit,),
+            ).fetchall()
+        return [(r["id"], r["full_context"]) for r in rows]
+
+    def set_embeddings(self, model: str, vectors: Sequence[tuple[int, Vector]]) -> None:
+        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                "UPDATE chunks SET embedding = %s, embed_model = %s WHERE id = %s",
+                [(np.asarray(v, dtype=np.float32), model, i) for i, v in vectors],
+            )
+
+    def clear_embeddings(self) -> None:
+        with self.pool.connection() as conn:
+            conn.execute("UPDATE chunks SET embedding = NULL, embed_model = NULL")
+
+    # -- search -----------------------------------------------------------------------------
+
+    def search(
+        self,
+        vector: Vector,
+        *,
+        model: str,
+        dimensions: int,
+        top_k: int,
+        path_prefix: str | None = None,
+    ) -> list[SearchHit]:
+        """Nearest chunks by cosine; score is cosine similarity (1 = same direction)."""
+        query = sql.SQL(
+            """
+            SELECT d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
+                   1 - (c.embedding::vector({dim}) <=> %(v)s::vector({dim})) AS score
+              FROM chunks c JOIN documents d ON d.id = c.document_id
+             WHERE c.embed_model = %(model)s
+               AND (%(prefix)s::text IS NULL OR d.path LIKE %(like)s)
+             ORDER BY c.embedding::vector({dim}) <=> %(v)s::vector({dim})
+             LIMIT %(k)s
+            """
+        ).format(dim=sql.Literal(dimensions))
+        like = _like_prefix(path_prefix) if path_prefix else None
+        with self.pool.connection() as conn, conn.transaction():
+            if path_prefix:
+                # A filtered HNSW scan must keep going until it has k rows (pgvector >= 0.8).
+                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            rows = conn.execute(
+                query,
+                {"v": np.asarray(vector, dtype=np.float32), "model": model,
+                 "prefix": path_prefix, "like": like, "k": top_k},
+            ).fetchall()
+        hits = [SearchHit(**r) for r in rows]
+        return sorted(hits, key=lambda h: h.score, reverse=True)
+
+    # -- failures and state -----------------------------------------------------------------
+
+    def record_failure(self, vault: str, path: str, error: str) -> None:
+        with self.pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO failures (vault, path, error) VALUES (%s, %s, %s)"
+                " ON CONFLICT (vault, path) DO UPDATE"
+                " SET error = EXCLUDED.error, failed_at = now()",
+                (vault, path, error),
+            )
+
+    def get_state(self, key: str) -> Any:
+        with self.pool.connection() as conn:
+            row = conn.execute("SELECT value FROM state WHERE key = %s", (key,)).fetchone()
+        return row["value"] if row else None
+
+    def set_state(self, key: str, value: Any) -> None:
+        with self.pool.connection() as conn:
+            self._set_state(conn, key, value)
+
+    @staticmethod
+    def _set_state(conn: psycopg.Connection, key: str, value: Any) -> None:
+        conn.execute(
+            "INSERT INTO state (key, value) VALUES (%s, %s)"
+            " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+            (key, Jsonb(value)),
+        )
+
+    def status(self) -> Status:
+        with self.pool.connection() as conn:
+            counts = conn.execute(
+                "SELECT (SELECT count(*) FROM documents) AS documents,"
+                "       (SELECT count(*) FROM chunks) AS chunks,"
+                "       (SELECT count(*) FROM chunks WHERE embedding IS NOT NULL) AS embedded"
+            ).fetchone()
+            assert counts is not None
+            chat_models = {
+                r["chat_model"]: r["n"]
+                for r in conn.execute(
+                    "SELECT chat_model, count(*) AS n FROM chunks GROUP BY chat_model ORDER BY 2 DESC"
+                )
+            }
+            failures = conn.execute(
+                "SELECT vault, path, error, failed_at FROM failures ORDER BY vault, path"
+            ).fetchall()
+        space = self.embedding_space()
+        return Status(
+            documents=counts["documents"],
+            chunks=counts["chunks"],
+            embedded=counts["embedded"],
+            chat_models=chat_models,
+            embed_model=space[0] if space else None,
+            dimensions=space[1] if space else None,
+            last_sync=self.get_state("last_sync"),
+            failures=[{**f, "failed_at": _iso(f["failed_at"])} for f in failures],
+        )
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
+def _iso(value: dt.datetime) -> str:
+    return value.isoformat(timespec="seconds")
