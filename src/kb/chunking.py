@@ -10,6 +10,7 @@ code lines (re-opening the fence), sentences.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -80,7 +81,7 @@ def chunk_body(body: str, *, max_chars: int, first_line: int = 1) -> list[Chunk]
 def _join(group: list[_Piece]) -> str:
     """Pieces joined as they stood: a blank line between blocks, none inside one."""
     out = group[0].text
-    for prev, piece in zip(group, group[1:], strict=False):
+    for prev, piece in itertools.pairwise(group):
         out += ("\n\n" if piece.start > prev.end + 1 else "\n") + piece.text
     return out
 
@@ -193,7 +194,7 @@ def _split_at_joints(block: _Block, max_chars: int) -> list[_Piece]:
     cuts = [j - block.start for j in block.joints if block.start < j <= block.end]
     bounds = [0, *cuts, len(lines)]
     pieces: list[_Piece] = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         item = _Block("item", "\n".join(lines[a:b]).rstrip(), block.start + a, block.start + b - 1)
         pieces.extend(_split(item, max_chars))
     return _merge_small(pieces, max_chars)
@@ -204,7 +205,7 @@ def _split_sentences(block: _Block, max_chars: int) -> list[_Piece]:
     cuts = [m.end() for m in _SENTENCE_END.finditer(text)]
     bounds = [0, *cuts, len(text)]
     pieces: list[_Piece] = []
-    for a, b in zip(bounds, bounds[1:], strict=False):
+    for a, b in itertools.pairwise(bounds):
         for lo, hi in _hard_wrap(text, a, b, max_chars):
             sentence = text[lo:hi].rstrip()
             if sentence:

@@ -25,14 +25,16 @@ from kb.indexer import FileEvent, Indexer, SyncReport
 from kb.llm import make_chat, make_embedder
 from kb.store import Store
 
-app = typer.Typer(help="kb: a contextual search index of your Markdown vault.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="kb: a contextual search index of your Markdown vault.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 out = Console()
 err = Console(stderr=True)
 
 EXIT_ERROR = 1
 EXIT_FILES_FAILED = 3
-
 
 
 @dataclass
@@ -46,9 +48,16 @@ _options = _Options()
 
 @app.callback()
 def main(
-    config: Annotated[Path | None, typer.Option(
-        "--config", "-c", envvar="KB_CONFIG", dir_okay=False,
-        help="Config file (default: ~/.config/kb/config.toml).")] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            envvar="KB_CONFIG",
+            dir_okay=False,
+            help="Config file (default: ~/.config/kb/config.toml).",
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more.")] = False,
 ) -> None:
     _options.config = config
@@ -56,10 +65,15 @@ def main(
 
 
 def _setup_logging(verbose: bool) -> None:
-    handler = RichHandler(console=err, show_time=False, show_path=False, markup=False,
-                          rich_tracebacks=False)
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(message)s", handlers=[handler], force=True)
+    handler = RichHandler(
+        console=err, show_time=False, show_path=False, markup=False, rich_tracebacks=False
+    )
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[handler],
+        force=True,
+    )
     for noisy in ("httpx", "pgserver", "psycopg.pool", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -85,8 +99,13 @@ def _session() -> Iterator[tuple[Config, Store]]:
 
 
 def _run_sync(config: Config, store: Store, *, force: bool) -> SyncReport:
-    columns = (TextColumn("[progress.description]{task.description}"), BarColumn(),
-               MofNCompleteColumn(), TextColumn("{task.fields[stats]}"), TimeElapsedColumn())
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[stats]}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=err, transient=False) as progress:
         task = progress.add_task("indexing", total=None, stats="")
         report = SyncReport()
@@ -97,12 +116,20 @@ def _run_sync(config: Config, store: Store, *, force: bool) -> SyncReport:
 
         def on_event(event: FileEvent) -> None:
             report.add(event)
-            stats = (f"chunks {report.chunks} · LLM calls {report.llm_calls} · "
-                     f"skipped {report.unchanged + report.moved} · failed {report.failed}")
+            stats = (
+                f"chunks {report.chunks} · LLM calls {report.llm_calls} · "
+                f"skipped {report.unchanged + report.moved} · failed {report.failed}"
+            )
             progress.update(task, advance=0 if event.action == "deleted" else 1, stats=stats)
 
-        with Indexer(config, store, make_chat(config.llm), make_embedder(config.llm),
-                     on_event=on_event, on_scan=on_scan) as indexer:
+        with Indexer(
+            config,
+            store,
+            make_chat(config.llm),
+            make_embedder(config.llm),
+            on_event=on_event,
+            on_scan=on_scan,
+        ) as indexer:
             return indexer.sync(force=force)
 
 
@@ -114,8 +141,9 @@ def _summarize(report: SyncReport) -> None:
         f"{report.embedded} texts embedded"
     )
     for failure in report.failures:
-        err.print(f"  failed: {escape(failure.vault)}/{escape(failure.path)}: "
-                  f"{escape(failure.error)}")
+        err.print(
+            f"  failed: {escape(failure.vault)}/{escape(failure.path)}: {escape(failure.error)}"
+        )
     if report.failed:
         raise typer.Exit(EXIT_FILES_FAILED)
 
@@ -130,8 +158,12 @@ def index() -> None:
 
 @app.command()
 def reindex(
-    embeddings_only: Annotated[bool, typer.Option(
-        "--embeddings-only", help="Keep summaries; only re-embed the stored full_context.")] = False,
+    embeddings_only: Annotated[
+        bool,
+        typer.Option(
+            "--embeddings-only", help="Keep summaries; only re-embed the stored full_context."
+        ),
+    ] = False,
 ) -> None:
     """Redo everything, ignoring every cache (or only the embeddings)."""
     with _session() as (cfg, store):
@@ -147,23 +179,34 @@ def reindex(
 @app.command()
 def query(
     text: Annotated[str, typer.Argument(help="What to look for.")],
-    top_k: Annotated[int | None, typer.Option("--top-k", "-k", min=1,
-                                              help="How many chunks (default 5).")] = None,
-    threshold: Annotated[float | None, typer.Option(
-        "--threshold", "-t", help="Minimum cosine similarity, -1 to 1.")] = None,
-    path: Annotated[str | None, typer.Option("--path", "-p",
-                                             help="Only notes under this path prefix.")] = None,
+    top_k: Annotated[
+        int | None, typer.Option("--top-k", "-k", min=1, help="How many chunks (default 5).")
+    ] = None,
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", "-t", help="Minimum cosine similarity, -1 to 1.")
+    ] = None,
+    path: Annotated[
+        str | None, typer.Option("--path", "-p", help="Only notes under this path prefix.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    no_owner: Annotated[bool, typer.Option(
-        "--no-owner", help="Do not read first-person queries as about the owner.")] = False,
+    no_owner: Annotated[
+        bool,
+        typer.Option("--no-owner", help="Do not read first-person queries as about the owner."),
+    ] = False,
 ) -> None:
     """Search the index; prints the raw chunks, best first."""
     with _session() as (cfg, store):
         owner = None if no_owner or not cfg.query.owner_in_first_person else cfg.owner_name
         try:
-            hits = query_mod.search(store, make_embedder(cfg.llm), text, owner=owner,
-                                    top_k=top_k or cfg.query.top_k, threshold=threshold,
-                                    path_prefix=path)
+            hits = query_mod.search(
+                store,
+                make_embedder(cfg.llm),
+                text,
+                owner=owner,
+                top_k=top_k or cfg.query.top_k,
+                threshold=threshold,
+                path_prefix=path,
+            )
         except KbError as exc:
             raise _fail(str(exc)) from None
     if as_json:
@@ -175,8 +218,11 @@ def query(
         return
     for rank, hit in enumerate(hits, 1):
         headers = " > ".join(hit.header_path)
-        out.rule(f"[bold]{rank}. {escape(hit.vault)}/{escape(hit.path)}[/]"
-                 f":{hit.start_line}-{hit.end_line}  score {hit.score:.3f}", align="left")
+        out.rule(
+            f"[bold]{rank}. {escape(hit.vault)}/{escape(hit.path)}[/]"
+            f":{hit.start_line}-{hit.end_line}  score {hit.score:.3f}",
+            align="left",
+        )
         if headers:
             out.print(f"[dim]{escape(headers)}[/]")
         out.print(escape(hit.content), highlight=False)
@@ -191,10 +237,17 @@ def status(
     with _session() as (cfg, store):
         report = store.status()
         location = (cfg.database_url and _redact(cfg.database_url)) or (
-            f"embedded PostgreSQL in {cfg.data_dir / 'pgdata'}")
-    data = {"database": location, **asdict(report),
-            "configured": {"chat_model": cfg.llm.chat_model, "embed_model": cfg.llm.embed_model,
-                           "provider": cfg.llm.provider}}
+            f"embedded PostgreSQL in {cfg.data_dir / 'pgdata'}"
+        )
+    data = {
+        "database": location,
+        **asdict(report),
+        "configured": {
+            "chat_model": cfg.llm.chat_model,
+            "embed_model": cfg.llm.embed_model,
+            "provider": cfg.llm.provider,
+        },
+    }
     if as_json:
         sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
         return

@@ -135,8 +135,10 @@ def parse_config(
     vault_tables = r.get("vaults", list, [])
     if not vault_tables:
         raise ConfigError("config key 'vaults' must list at least one [[vaults]] table")
-    vaults = tuple(_vault(_Reader(v, f"vaults[{i}]."), base_dir) for i, v in
-                   enumerate(_tables(vault_tables, "vaults")))
+    vaults = tuple(
+        _vault(_Reader(v, f"vaults[{i}]."), base_dir)
+        for i, v in enumerate(_tables(vault_tables, "vaults"))
+    )
     names = [v.name for v in vaults]
     if len(set(names)) != len(names):
         raise ConfigError("config key 'vaults.name' must be unique across vaults")
@@ -169,15 +171,20 @@ def parse_config(
     context = ContextConfig(
         first_chunks=r.get("context.first_chunks", int, ContextConfig.first_chunks),
         last_chunks=r.get("context.last_chunks", int, ContextConfig.last_chunks),
-        summary_max_tokens=r.positive("context.summary_max_tokens",
-                                      ContextConfig.summary_max_tokens),
+        summary_max_tokens=r.positive(
+            "context.summary_max_tokens", ContextConfig.summary_max_tokens
+        ),
         rewrite_personal=r.get("context.rewrite_personal", bool, ContextConfig.rewrite_personal),
     )
-    if context.first_chunks < 0 or context.last_chunks < 0 or (
-        context.first_chunks + context.last_chunks == 0
+    if (
+        context.first_chunks < 0
+        or context.last_chunks < 0
+        or (context.first_chunks + context.last_chunks == 0)
     ):
-        raise ConfigError("config keys 'context.first_chunks' and 'context.last_chunks' "
-                          "must be >= 0 and not both 0")
+        raise ConfigError(
+            "config keys 'context.first_chunks' and 'context.last_chunks' "
+            "must be >= 0 and not both 0"
+        )
     max_chars = r.positive("chunking.max_chars", ChunkingConfig.max_chars)
     if max_chars < 200:
         raise ConfigError("config key 'chunking.max_chars' must be at least 200")
@@ -274,5 +281,10 @@ class _Reader:
                 raise ConfigError(f"unknown config key '{self.prefix}{key}'")
 
 
-_KIND_NAMES = {str: "a string", int: "an integer", bool: "true or false", list: "a list",
-               float: "a number"}
+_KIND_NAMES = {
+    str: "a string",
+    int: "an integer",
+    bool: "true or false",
+    list: "a list",
+    float: "a number",
+}

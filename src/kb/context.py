@@ -105,16 +105,27 @@ class Contextualizer:
         return [c.content for c in picked]
 
     def file_summary_key(self, chunks: list[Chunk], personal: bool) -> str:
-        return _key("file", prompts.PROMPT_VERSION, self.chat.name,
-                    self._owner_for(personal) or "", *self.excerpts(chunks))
+        return _key(
+            "file",
+            prompts.PROMPT_VERSION,
+            self.chat.name,
+            self._owner_for(personal) or "",
+            *self.excerpts(chunks),
+        )
 
     def rewrite_key(self, chunk: Chunk) -> str:
         return _key("rewrite", prompts.PROMPT_VERSION, self.chat.name, self.owner, chunk.content)
 
     def chunk_summary_key(self, chunk: Chunk, personal: bool) -> str:
-        return _key("chunk", prompts.PROMPT_VERSION, self.chat.name,
-                    self._owner_for(personal) or "", str(self._rewrites(personal)),
-                    header_line(chunk.header_path), chunk.content)
+        return _key(
+            "chunk",
+            prompts.PROMPT_VERSION,
+            self.chat.name,
+            self._owner_for(personal) or "",
+            str(self._rewrites(personal)),
+            header_line(chunk.header_path),
+            chunk.content,
+        )
 
     def keys(self, chunks: list[Chunk], personal: bool) -> list[str]:
         """Every cache key a note needs, so the caller can fetch known outputs in one go."""
@@ -139,9 +150,11 @@ class Contextualizer:
         file_summary = known.get(file_key)
         if file_summary is None:
             prompt = prompts.file_summary_prompt(
-                self.excerpts(chunks), owner=owner,
+                self.excerpts(chunks),
+                owner=owner,
                 max_tokens=self.settings.summary_max_tokens,
-                context_window=self.context_window)
+                context_window=self.context_window,
+            )
             # Through the pool, so every LLM call counts against the concurrency limit.
             file_summary = self.executor.submit(self._summary, prompt, max_summary).result()
             calls += 1
@@ -162,9 +175,13 @@ class Contextualizer:
             summary = known.get(summary_key)
             if summary is None:
                 prompt = prompts.chunk_summary_prompt(
-                    file_summary, headers, text, owner=owner,
+                    file_summary,
+                    headers,
+                    text,
+                    owner=owner,
                     max_tokens=self.settings.summary_max_tokens,
-                    context_window=self.context_window)
+                    context_window=self.context_window,
+                )
                 summary = self._summary(prompt, max_summary)
                 made += 1
             return ContextChunk(
@@ -178,8 +195,12 @@ class Contextualizer:
 
         results = list(self.executor.map(one, chunks))
         calls += sum(made for _, made in results)
-        return FileContext(summary=file_summary, summary_key=file_key,
-                           chunks=[c for c, _ in results], llm_calls=calls)
+        return FileContext(
+            summary=file_summary,
+            summary_key=file_key,
+            chunks=[c for c, _ in results],
+            llm_calls=calls,
+        )
 
     def _summary(self, prompt: Prompt, max_chars: int) -> str:
         text = prompts.clean_summary(self.chat.complete(prompt), max_chars=max_chars)
@@ -189,8 +210,9 @@ class Contextualizer:
         return text
 
     def _rewrite(self, content: str) -> str:
-        prompt = prompts.rewrite_prompt(content, owner=self.owner,
-                                        context_window=self.context_window)
+        prompt = prompts.rewrite_prompt(
+            content, owner=self.owner, context_window=self.context_window
+        )
         text = prompts.clean_rewrite(self.chat.complete(prompt))
         # A rewrite that lost most of the text, or ran away, is worse than the original.
         if not text or not 0.5 <= len(text) / max(1, len(content)) <= 2.5:

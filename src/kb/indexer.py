@@ -114,8 +114,11 @@ class Indexer:
         self._llm_pool = ThreadPoolExecutor(workers, thread_name_prefix="kb-llm")
         self._file_pool = ThreadPoolExecutor(workers, thread_name_prefix="kb-file")
         self.context = Contextualizer(
-            chat, config.context, owner=config.owner_name,
-            context_window=config.llm.context_window, executor=self._llm_pool,
+            chat,
+            config.context,
+            owner=config.owner_name,
+            context_window=config.llm.context_window,
+            executor=self._llm_pool,
         )
         self.embed_calls = 0
 
@@ -129,7 +132,7 @@ class Indexer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- whole-vault sync -----------------------------------------------------------------------
+    # -- whole-vault sync --------------------------------------------------------------------------
 
     def sync(self, *, force: bool = False) -> SyncReport:
         """Make the index equal to every configured vault."""
@@ -140,10 +143,16 @@ class Indexer:
             if not vault.path.is_dir():
                 raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
             self._sync_vault(vault, report, force=force)
-        self.store.set_state("last_sync", {
-            "at": _now_iso(), "files": report.files, "indexed": report.indexed,
-            "failed": report.failed, "llm_calls": report.llm_calls,
-        })
+        self.store.set_state(
+            "last_sync",
+            {
+                "at": _now_iso(),
+                "files": report.files,
+                "indexed": report.indexed,
+                "failed": report.failed,
+                "llm_calls": report.llm_calls,
+            },
+        )
         return report
 
     def _sync_vault(self, vault: VaultConfig, report: SyncReport, *, force: bool) -> None:
@@ -158,8 +167,13 @@ class Indexer:
 
         for f in on_disk.values():
             old = stored.get(f.path)
-            if (not force and old is not None and old.size == f.size
-                    and old.mtime_ns == f.mtime_ns and old.personal == f.personal):
+            if (
+                not force
+                and old is not None
+                and old.size == f.size
+                and old.mtime_ns == f.mtime_ns
+                and old.personal == f.personal
+            ):
                 emit(FileEvent(vault.name, f.path, "unchanged"))
                 continue
             try:
@@ -167,8 +181,11 @@ class Indexer:
             except NoteError as exc:
                 emit(self._failed(vault, f.path, exc))
                 continue
-            if not force and old is not None and old.personal == f.personal and (
-                old.content_hash == _sha256(data)
+            if (
+                not force
+                and old is not None
+                and old.personal == f.personal
+                and (old.content_hash == _sha256(data))
             ):
                 self.store.update_stat(vault.name, f.path, f.size, f.mtime_ns)
                 emit(FileEvent(vault.name, f.path, "unchanged"))
@@ -200,8 +217,9 @@ class Indexer:
 
     def _index_guarded(self, vault: VaultConfig, f: _OnDisk, data: bytes, force: bool) -> FileEvent:
         try:
-            return self.index_bytes(vault, f.path, data, size=f.size, mtime_ns=f.mtime_ns,
-                                    force=force)
+            return self.index_bytes(
+                vault, f.path, data, size=f.size, mtime_ns=f.mtime_ns, force=force
+            )
         except NoteError as exc:
             return self._failed(vault, f.path, exc)
 
@@ -211,7 +229,7 @@ class Indexer:
         self.store.record_failure(vault.name, path, message)
         return FileEvent(vault.name, path, "failed", error=message)
 
-    # -- one file ---------------------------------------------------------------------------------
+    # -- one file ----------------------------------------------------------------------------------
 
     def index_bytes(
         self,
@@ -227,21 +245,30 @@ class Indexer:
         note = parse_note(decode(data))
         for warning in note.warnings:
             log.warning("%s/%s: %s", vault.name, path, warning)
-        chunks = chunk_body(note.body, max_chars=self.config.chunking.max_chars,
-                            first_line=note.body_start_line)
+        chunks = chunk_body(
+            note.body, max_chars=self.config.chunking.max_chars, first_line=note.body_start_line
+        )
         personal = vault.is_personal(path)
         known = {} if force else self.store.known_outputs(self.context.keys(chunks, personal))
         ctx = self.context.build(chunks, personal, known)
         vectors, embedded = self._vectors(ctx.chunks, reuse=not force)
         records = [
             ChunkRecord(
-                position=c.chunk.position, header_path=c.chunk.header_path,
-                content=c.chunk.content, content_hash=c.chunk.content_hash,
-                start_line=c.chunk.start_line, end_line=c.chunk.end_line,
-                summary=c.summary, summary_key=c.summary_key, rewrite=c.rewrite,
-                rewrite_key=c.rewrite_key, full_context=c.full_context,
-                context_hash=c.context_hash, chat_model=self.chat.name,
-                embedding=v, embed_model=self.embedder.name,
+                position=c.chunk.position,
+                header_path=c.chunk.header_path,
+                content=c.chunk.content,
+                content_hash=c.chunk.content_hash,
+                start_line=c.chunk.start_line,
+                end_line=c.chunk.end_line,
+                summary=c.summary,
+                summary_key=c.summary_key,
+                rewrite=c.rewrite,
+                rewrite_key=c.rewrite_key,
+                full_context=c.full_context,
+                context_hash=c.context_hash,
+                chat_model=self.chat.name,
+                embedding=v,
+                embed_model=self.embedder.name,
             )
             for c, v in zip(ctx.chunks, vectors, strict=True)
         ]
@@ -250,14 +277,26 @@ class Indexer:
             metadata["warnings"] = list(note.warnings)
         self.store.save_document(
             DocumentRecord(
-                vault=vault.name, path=path, content_hash=_sha256(data), size=size,
-                mtime_ns=mtime_ns, metadata=metadata, personal=personal,
-                summary=ctx.summary, summary_key=ctx.summary_key,
+                vault=vault.name,
+                path=path,
+                content_hash=_sha256(data),
+                size=size,
+                mtime_ns=mtime_ns,
+                metadata=metadata,
+                personal=personal,
+                summary=ctx.summary,
+                summary_key=ctx.summary_key,
             ),
             records,
         )
-        return FileEvent(vault.name, path, "indexed", chunks=len(records),
-                         llm_calls=ctx.llm_calls, embedded=embedded)
+        return FileEvent(
+            vault.name,
+            path,
+            "indexed",
+            chunks=len(records),
+            llm_calls=ctx.llm_calls,
+            embedded=embedded,
+        )
 
     def _vectors(self, chunks: Sequence[ContextChunk], *, reuse: bool) -> tuple[list[Vector], int]:
         """A vector per chunk, embedding only full_context not embedded before by this model."""
@@ -276,7 +315,7 @@ class Indexer:
             self.embed_calls += 1
         return out
 
-    # -- the embedding model ------------------------------------------------------------------------
+    # -- the embedding model -----------------------------------------------------------------------
 
     def ensure_embedding_space(self) -> int:
         """Switch the index to the configured embedding model if needed; returns chunks re-embedded.
@@ -287,8 +326,12 @@ class Indexer:
         if space is None or space[0] != self.embedder.name:
             dimensions = len(self._embed(["dimension probe"])[0])
             if space is not None:
-                log.info("embedding model changed from %s to %s (%d dimensions): re-embedding",
-                         space[0], self.embedder.name, dimensions)
+                log.info(
+                    "embedding model changed from %s to %s (%d dimensions): re-embedding",
+                    space[0],
+                    self.embedder.name,
+                    dimensions,
+                )
             self.store.switch_embedding_space(self.embedder.name, dimensions)
         return self.embed_missing()
 
@@ -296,8 +339,9 @@ class Indexer:
         done = 0
         while rows := self.store.chunks_without_embedding(self.config.llm.embed_batch * 4):
             vectors = self._embed([text for _, text in rows])
-            self.store.set_embeddings(self.embedder.name,
-                                      [(i, v) for (i, _), v in zip(rows, vectors, strict=True)])
+            self.store.set_embeddings(
+                self.embedder.name, [(i, v) for (i, _), v in zip(rows, vectors, strict=True)]
+            )
             done += len(rows)
         return done
 
@@ -306,7 +350,9 @@ class Indexer:
         return self.ensure_embedding_space()
 
 
-def _moved_from(vanished: dict[str, DocumentState], f: _OnDisk, data: bytes) -> DocumentState | None:
+def _moved_from(
+    vanished: dict[str, DocumentState], f: _OnDisk, data: bytes
+) -> DocumentState | None:
     digest = _sha256(data)
     return next(
         (d for d in vanished.values() if d.content_hash == digest and d.personal == f.personal),
@@ -318,8 +364,10 @@ def _read(path: Path) -> bytes:
     try:
         size = path.stat().st_size
         if size > MAX_NOTE_BYTES:
-            raise NoteError(f"is {size // (1024 * 1024)} MiB, over the {MAX_NOTE_BYTES >> 20} "
-                            "MiB limit for a note")
+            raise NoteError(
+                f"is {size // (1024 * 1024)} MiB, over the {MAX_NOTE_BYTES >> 20} "
+                "MiB limit for a note"
+            )
         return path.read_bytes()
     except OSError as exc:
         raise NoteError(f"cannot be read: {exc.strerror or exc}") from None

@@ -53,8 +53,14 @@ def file_summary_prompt(
     budget = _input_budget(system, max_tokens, context_window)
     excerpt = _fit("\n\n[…]\n\n".join(excerpts), budget)
     user = f"<note>\n{excerpt}\n</note>\n\nSummary of the whole note:"
-    return _prompt("file_summary", system, user, max_tokens, context_window,
-                   {"excerpt": excerpt, "owner": owner or ""})
+    return _prompt(
+        "file_summary",
+        system,
+        user,
+        max_tokens,
+        context_window,
+        {"excerpt": excerpt, "owner": owner or ""},
+    )
 
 
 def chunk_summary_prompt(
@@ -75,9 +81,19 @@ def chunk_summary_prompt(
         f"<chunk>\n{content}\n</chunk>\n\n"
         "What this part is about:"
     )
-    return _prompt("chunk_summary", system, user, max_tokens, context_window,
-                   {"file_summary": file_summary, "header_path": header_path,
-                    "content": content, "owner": owner or ""})
+    return _prompt(
+        "chunk_summary",
+        system,
+        user,
+        max_tokens,
+        context_window,
+        {
+            "file_summary": file_summary,
+            "header_path": header_path,
+            "content": content,
+            "owner": owner or "",
+        },
+    )
 
 
 def rewrite_prompt(content: str, *, owner: str, context_window: int) -> Prompt:
@@ -87,18 +103,24 @@ def rewrite_prompt(content: str, *, owner: str, context_window: int) -> Prompt:
     budget = _input_budget(system, max_tokens, context_window)
     content = _fit(content, budget)
     user = f"<text>\n{content}\n</text>\n\nThe same text in the third person:"
-    return _prompt("rewrite", system, user, max_tokens, context_window,
-                   {"content": content, "owner": owner})
+    return _prompt(
+        "rewrite", system, user, max_tokens, context_window, {"content": content, "owner": owner}
+    )
 
 
 def _prompt(
-    task: str, system: str, user: str, max_tokens: int, context_window: int,
+    task: str,
+    system: str,
+    user: str,
+    max_tokens: int,
+    context_window: int,
     inputs: dict[str, str],
 ) -> Prompt:
     needed = (len(system) + len(user)) // _CHARS_PER_TOKEN + max_tokens + _PROMPT_OVERHEAD_TOKENS
     num_ctx = min(context_window, max(_MIN_CTX, -(-needed // 1024) * 1024))
-    return Prompt(task=task, system=system, user=user, max_tokens=max_tokens,
-                  num_ctx=num_ctx, inputs=inputs)
+    return Prompt(
+        task=task, system=system, user=user, max_tokens=max_tokens, num_ctx=num_ctx, inputs=inputs
+    )
 
 
 def _input_budget(fixed_text: str, max_tokens: int, context_window: int) -> int:

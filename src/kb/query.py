@@ -42,8 +42,9 @@ def search(
         )
     query = owner_query(text, owner) if owner else text
     [vector] = embedder.embed([query])
-    hits = store.search(vector, model=model, dimensions=dimensions, top_k=top_k,
-                        path_prefix=path_prefix)
+    hits = store.search(
+        vector, model=model, dimensions=dimensions, top_k=top_k, path_prefix=path_prefix
+    )
     if threshold is not None:
         hits = [h for h in hits if h.score >= threshold]
     return hits

@@ -105,8 +105,13 @@ class Store:
         self.url = url
         try:
             self.pool = ConnectionPool(
-                url, min_size=1, max_size=max_connections, configure=_configure,
-                kwargs={"row_factory": dict_row}, open=True, timeout=30,
+                url,
+                min_size=1,
+                max_size=max_connections,
+                configure=_configure,
+                kwargs={"row_factory": dict_row},
+                open=True,
+                timeout=30,
             )
             self.pool.wait(timeout=30)
         except psycopg.Error as exc:
@@ -121,7 +126,7 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- documents -------------------------------------------------------------------------
+    # -- documents ---------------------------------------------------------------------------------
 
     def documents(self, vault: str) -> dict[str, DocumentState]:
         with self.pool.connection() as conn:
@@ -151,8 +156,17 @@ class Store:
                     summary_key = EXCLUDED.summary_key, indexed_at = now()
                 RETURNING id
                 """,
-                (doc.vault, doc.path, doc.content_hash, doc.size, doc.mtime_ns,
-                 Jsonb(doc.metadata), doc.personal, doc.summary, doc.summary_key),
+                (
+                    doc.vault,
+                    doc.path,
+                    doc.content_hash,
+                    doc.size,
+                    doc.mtime_ns,
+                    Jsonb(doc.metadata),
+                    doc.personal,
+                    doc.summary,
+                    doc.summary_key,
+                ),
             ).fetchone()
             assert row is not None
             doc_id = row["id"]
@@ -167,15 +181,30 @@ class Store:
                     VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
                     """,
                     [
-                        (doc_id, c.position, list(c.header_path), c.content, c.content_hash,
-                         c.start_line, c.end_line, c.summary, c.summary_key, c.rewrite,
-                         c.rewrite_key, c.full_context, c.context_hash, c.chat_model,
-                         np.asarray(c.embedding, dtype=np.float32), c.embed_model)
+                        (
+                            doc_id,
+                            c.position,
+                            list(c.header_path),
+                            c.content,
+                            c.content_hash,
+                            c.start_line,
+                            c.end_line,
+                            c.summary,
+                            c.summary_key,
+                            c.rewrite,
+                            c.rewrite_key,
+                            c.full_context,
+                            c.context_hash,
+                            c.chat_model,
+                            np.asarray(c.embedding, dtype=np.float32),
+                            c.embed_model,
+                        )
                         for c in chunks
                     ],
                 )
-            conn.execute("DELETE FROM failures WHERE vault = %s AND path = %s",
-                         (doc.vault, doc.path))
+            conn.execute(
+                "DELETE FROM failures WHERE vault = %s AND path = %s", (doc.vault, doc.path)
+            )
 
     def update_stat(self, vault: str, path: str, size: int, mtime_ns: int) -> None:
         """Record a new size/mtime for a file whose content did not change."""
@@ -190,36 +219,36 @@ class Store:
     ) -> None:
         """Re-key a renamed or moved file; its chunks and vectors stay as they are."""
         with self.pool.connection() as conn, conn.transaction():
-            conn.execute("DELETE FROM documents WHERE vault = %s AND path = %s",
-                         (vault, new_path))
+            conn.execute("DELETE FROM documents WHERE vault = %s AND path = %s", (vault, new_path))
             conn.execute(
                 "UPDATE documents SET path = %s, size = %s, mtime_ns = %s"
                 " WHERE vault = %s AND path = %s",
                 (new_path, size, mtime_ns, vault, old_path),
             )
-            conn.execute("DELETE FROM failures WHERE vault = %s AND path = ANY(%s)",
-                         (vault, [old_path, new_path]))
+            conn.execute(
+                "DELETE FROM failures WHERE vault = %s AND path = ANY(%s)",
+                (vault, [old_path, new_path]),
+            )
 
     def delete_documents(self, vault: str, paths: Iterable[str]) -> int:
         paths = list(paths)
         if not paths:
             return 0
         with self.pool.connection() as conn, conn.transaction():
-            cur = conn.execute("DELETE FROM documents WHERE vault = %s AND path = ANY(%s)",
-                               (vault, paths))
-            conn.execute("DELETE FROM failures WHERE vault = %s AND path = ANY(%s)",
-                         (vault, paths))
+            cur = conn.execute(
+                "DELETE FROM documents WHERE vault = %s AND path = ANY(%s)", (vault, paths)
+            )
+            conn.execute("DELETE FROM failures WHERE vault = %s AND path = ANY(%s)", (vault, paths))
             return cur.rowcount
 
     def delete_vaults_except(self, vaults: Sequence[str]) -> int:
         """Forget vaults that are no longer configured."""
         with self.pool.connection() as conn, conn.transaction():
-            cur = conn.execute("DELETE FROM documents WHERE NOT (vault = ANY(%s))",
-                               (list(vaults),))
+            cur = conn.execute("DELETE FROM documents WHERE NOT (vault = ANY(%s))", (list(vaults),))
             conn.execute("DELETE FROM failures WHERE NOT (vault = ANY(%s))", (list(vaults),))
             return cur.rowcount
 
-    # -- cached outputs ----------------------------------------------------------------------
+    # -- cached outputs ----------------------------------------------------------------------------
 
     def known_outputs(self, keys: Sequence[str]) -> dict[str, str]:
         """LLM outputs already paid for, by cache key, wherever they are stored."""
@@ -252,7 +281,7 @@ class Store:
             ).fetchall()
         return {r["context_hash"]: r["embedding"] for r in rows}
 
-    # -- the embedding space --------------------------------------------------------------------
+    # -- the embedding space -----------------------------------------------------------------------
 
     def embedding_space(self) -> tuple[str, int] | None:
         value = self.get_state("embedding_space")
@@ -296,7 +325,7 @@ class Store:
         with self.pool.connection() as conn:
             conn.execute("UPDATE chunks SET embedding = NULL, embed_model = NULL")
 
-    # -- search -----------------------------------------------------------------------------
+    # -- search ------------------------------------------------------------------------------------
 
     def search(
         self,
@@ -326,13 +355,18 @@ class Store:
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             rows = conn.execute(
                 query,
-                {"v": np.asarray(vector, dtype=np.float32), "model": model,
-                 "prefix": path_prefix, "like": like, "k": top_k},
+                {
+                    "v": np.asarray(vector, dtype=np.float32),
+                    "model": model,
+                    "prefix": path_prefix,
+                    "like": like,
+                    "k": top_k,
+                },
             ).fetchall()
         hits = [SearchHit(**r) for r in rows]
         return sorted(hits, key=lambda h: h.score, reverse=True)
 
-    # -- failures and state -----------------------------------------------------------------
+    # -- failures and state ------------------------------------------------------------------------
 
     def record_failure(self, vault: str, path: str, error: str) -> None:
         with self.pool.connection() as conn:
@@ -371,7 +405,8 @@ class Store:
             chat_models = {
                 r["chat_model"]: r["n"]
                 for r in conn.execute(
-                    "SELECT chat_model, count(*) AS n FROM chunks GROUP BY chat_model ORDER BY 2 DESC"
+                    "SELECT chat_model, count(*) AS n FROM chunks"
+                    " GROUP BY chat_model ORDER BY 2 DESC"
                 )
             }
             failures = conn.execute(

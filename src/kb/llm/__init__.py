@@ -14,8 +14,13 @@ def make_chat(cfg: LLMConfig) -> ChatModel:
     if cfg.provider == "openai":
         from kb.llm.openai import OpenAIChat
 
-        return OpenAIChat(cfg.chat_host, cfg.chat_model, api_key=cfg.api_key,
-                          timeout=cfg.timeout, retries=cfg.retries)
+        return OpenAIChat(
+            cfg.chat_host,
+            cfg.chat_model,
+            api_key=cfg.api_key,
+            timeout=cfg.timeout,
+            retries=cfg.retries,
+        )
     from kb.llm.fake import FakeChat
 
     return FakeChat(cfg.chat_model)
@@ -25,13 +30,19 @@ def make_embedder(cfg: LLMConfig) -> Embedder:
     if cfg.provider == "ollama":
         from kb.llm.ollama import OllamaEmbedder
 
-        return OllamaEmbedder(cfg.embed_host, cfg.embed_model, timeout=cfg.timeout,
-                              retries=cfg.retries)
+        return OllamaEmbedder(
+            cfg.embed_host, cfg.embed_model, timeout=cfg.timeout, retries=cfg.retries
+        )
     if cfg.provider == "openai":
         from kb.llm.openai import OpenAIEmbedder
 
-        return OpenAIEmbedder(cfg.embed_host, cfg.embed_model, api_key=cfg.api_key,
-                              timeout=cfg.timeout, retries=cfg.retries)
+        return OpenAIEmbedder(
+            cfg.embed_host,
+            cfg.embed_model,
+            api_key=cfg.api_key,
+            timeout=cfg.timeout,
+            retries=cfg.retries,
+        )
     from kb.llm.fake import FakeEmbedder
 
     return FakeEmbedder(cfg.embed_model)

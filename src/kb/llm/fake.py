@@ -19,7 +19,10 @@ from kb.llm.base import Prompt
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "has", "have", "he", "her", "his", "i", "in", "is", "it", "its", "me", "my", "of", "on", "or", "our", "she", "that", "the", "their", "they", "this", "to", "was", "we", "were", "with", "you", "your", "mine", "myself"]
+    (
+        "a an and are as at be by for from has have he her his i in is it its me my mine "
+        "myself of on or our she that the their they this to was we were with you your"
+    ).split()
 )
 _FIRST_PERSON = re.compile(r"\b(I|me|my|mine|myself)\b", re.IGNORECASE)
 
@@ -51,8 +54,13 @@ class FakeChat:
         inputs = prompt.inputs
         if prompt.task == "rewrite":
             owner = inputs["owner"]
-            replacement = {"i": owner, "me": owner, "myself": owner, "my": f"{owner}'s",
-                           "mine": f"{owner}'s"}
+            replacement = {
+                "i": owner,
+                "me": owner,
+                "myself": owner,
+                "my": f"{owner}'s",
+                "mine": f"{owner}'s",
+            }
             return _FIRST_PERSON.sub(lambda m: replacement[m.group(0).lower()], inputs["content"])
         if prompt.task == "file_summary":
             about = f" about {inputs['owner']}" if inputs.get("owner") else ""

@@ -80,4 +80,6 @@ def _call(call: Callable[[], T], *, host: str, model: str, retries: int) -> T:
             raise ModelMissing(
                 f"model '{model}' is not available on Ollama at {host}: run `ollama pull {model}`"
             ) from None
-        raise LLMError(f"Ollama at {host} rejected the request for '{model}': {exc.error}") from None
+        raise LLMError(
+            f"Ollama at {host} rejected the request for '{model}': {exc.error}"
+        ) from None
