@@ -1,9 +1,11 @@
 """All of kb's SQL: documents, chunks, cached outputs, vectors, search, state.
 
 Vectors live in an untyped `vector` column. The active embedding model fixes
-the dimension; the HNSW index is built on `embedding::vector(<dim>)`, and
-changing model clears the old vectors in the same transaction that rebuilds
-the index, so a search never mixes two models.
+the dimension: the HNSW index is built on `embedding::vector(<dim>)`, partial
+on `embed_model = <model>` (the predicate also keeps the index build away from
+the old, dead row versions of another size). Changing model clears the old
+vectors in the same transaction that rebuilds the index, and every search
+names its model, so a search never mixes two models.
 """
 
 from __future__ import annotations
@@ -279,7 +281,7 @@ class Store:
                 " WHERE context_hash = ANY(%s) AND embed_model = %s AND embedding IS NOT NULL",
                 (list(set(context_hashes)), model),
             ).fetchall()
-        return {r["context_hash"]: r["embedding"] for r in rows}
+        return {r["context_hash"]: r["embedding"].to_numpy() for r in rows}
 
     # -- the embedding space -----------------------------------------------------------------------
 
@@ -302,7 +304,8 @@ class Store:
                 sql.SQL(
                     "CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw"
                     " ((embedding::vector({dim})) vector_cosine_ops)"
-                ).format(dim=sql.Literal(dimensions))
+                    " WHERE embed_model = {model}"
+                ).format(dim=sql.Literal(dimensions), model=sql.Literal(model))
             )
             self._set_state(conn, "embedding_space", {"model": model, "dimensions": dimensions})
 
@@ -342,12 +345,12 @@ class Store:
             SELECT d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
                    1 - (c.embedding::vector({dim}) <=> %(v)s::vector({dim})) AS score
               FROM chunks c JOIN documents d ON d.id = c.document_id
-             WHERE c.embed_model = %(model)s
+             WHERE c.embed_model = {model}
                AND (%(prefix)s::text IS NULL OR d.path LIKE %(like)s)
              ORDER BY c.embedding::vector({dim}) <=> %(v)s::vector({dim})
              LIMIT %(k)s
             """
-        ).format(dim=sql.Literal(dimensions))
+        ).format(dim=sql.Literal(dimensions), model=sql.Literal(model))
         like = _like_prefix(path_prefix) if path_prefix else None
         with self.pool.connection() as conn, conn.transaction():
             if path_prefix:

@@ -15,11 +15,14 @@ T = TypeVar("T")
 
 
 class OllamaChat:
-    def __init__(self, host: str, model: str, *, timeout: float, retries: int) -> None:
+    def __init__(
+        self, host: str, model: str, *, timeout: float, retries: int, backoff: float = 0.5
+    ) -> None:
         self.name = model
         self.host = host
         self._client = ollama.Client(host=host, timeout=timeout)
         self._retries = retries
+        self._backoff = backoff
 
     def complete(self, prompt: Prompt) -> str:
         def call() -> str:
@@ -37,25 +40,32 @@ class OllamaChat:
             )
             return response.message.content or ""
 
-        return _call(call, host=self.host, model=self.name, retries=self._retries)
+        return _call(
+            call, host=self.host, model=self.name, retries=self._retries, backoff=self._backoff
+        )
 
 
 class OllamaEmbedder:
-    def __init__(self, host: str, model: str, *, timeout: float, retries: int) -> None:
+    def __init__(
+        self, host: str, model: str, *, timeout: float, retries: int, backoff: float = 0.5
+    ) -> None:
         self.name = model
         self.host = host
         self._client = ollama.Client(host=host, timeout=timeout)
         self._retries = retries
+        self._backoff = backoff
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         def call() -> list[list[float]]:
             response = self._client.embed(model=self.name, input=list(texts))
             return [list(v) for v in response.embeddings]
 
-        return _call(call, host=self.host, model=self.name, retries=self._retries)
+        return _call(
+            call, host=self.host, model=self.name, retries=self._retries, backoff=self._backoff
+        )
 
 
-def _call(call: Callable[[], T], *, host: str, model: str, retries: int) -> T:
+def _call(call: Callable[[], T], *, host: str, model: str, retries: int, backoff: float) -> T:
     def attempt() -> T:
         try:
             return call()
@@ -67,7 +77,7 @@ def _call(call: Callable[[], T], *, host: str, model: str, retries: int) -> T:
             raise TransientError(str(exc)) from exc
 
     try:
-        return with_retries(attempt, retries=retries)
+        return with_retries(attempt, retries=retries, backoff=backoff)
     except TransientError as exc:
         if isinstance(exc.__cause__, ConnectionError | httpx.ConnectError):
             raise LLMUnavailable(

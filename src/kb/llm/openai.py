@@ -20,7 +20,14 @@ def _base_url(host: str) -> str:
 
 class _OpenAIBase:
     def __init__(
-        self, host: str, model: str, *, api_key: str, timeout: float, retries: int
+        self,
+        host: str,
+        model: str,
+        *,
+        api_key: str,
+        timeout: float,
+        retries: int,
+        backoff: float = 0.5,
     ) -> None:
         self.name = model
         self.host = _base_url(host)
@@ -29,6 +36,7 @@ class _OpenAIBase:
             base_url=self.host, api_key=api_key or "unused", timeout=timeout, max_retries=0
         )
         self._retries = retries
+        self._backoff = backoff
 
     def _call(self, call: Callable[[], T]) -> T:
         def attempt() -> T:
@@ -42,7 +50,7 @@ class _OpenAIBase:
                 raise
 
         try:
-            return with_retries(attempt, retries=self._retries)
+            return with_retries(attempt, retries=self._retries, backoff=self._backoff)
         except TransientError as exc:
             cause = exc.__cause__
             if isinstance(cause, openai.APIConnectionError) and not isinstance(

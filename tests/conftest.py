@@ -1,0 +1,115 @@
+"""Shared fixtures: a real PostgreSQL (embedded, or KB_TEST_DATABASE_URL), a fresh
+database per test, example vaults, and kb wired to the counting fake provider."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from kb.config import Config, parse_config
+from kb.indexer import Indexer
+from kb.llm.fake import FakeChat, FakeEmbedder
+from kb.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE_VAULT = ROOT / "examples" / "vault"
+OWNER = "Alex Doe"
+_db_names = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    """One server per test session."""
+    if url := os.environ.get("KB_TEST_DATABASE_URL"):
+        yield url
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        tmp = Path(tempfile.mkdtemp(prefix="kb-test-pg-"))
+        server = pgserver.get_server(tmp / "pgdata", cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def db_url(pg_admin_url: str) -> Iterator[str]:
+    """A new, empty database for one test, dropped afterwards."""
+    name = f"kb_test_{os.getpid()}_{next(_db_names)}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield make_conninfo(pg_admin_url, dbname=name)
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    with Store(db_url) as s:
+        yield s
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    """A private copy of the example vault, free to edit."""
+    target = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, target)
+    return target
+
+
+def make_config(vault_path: Path, **sections: dict[str, Any]) -> Config:
+    raw: dict[str, Any] = {
+        "owner_name": OWNER,
+        "vaults": [{"name": "v", "path": str(vault_path), "personal": ["Alex/**"]}],
+        "llm": {"provider": "fake", "chat_model": "fake-chat", "embed_model": "hash-256",
+                "concurrency": 2},
+    }
+    for key, value in sections.items():
+        raw[key] = {**raw.get(key, {}), **value} if isinstance(value, dict) else value
+    return parse_config(raw, base_dir=vault_path.parent, env={})
+
+
+class Kb:
+    """kb wired to a store and a counting fake provider, for tests."""
+
+    def __init__(self, store: Store, config: Config) -> None:
+        self.store = store
+        self.config = config
+        self.chat = FakeChat("fake-chat")
+        self.embedder = FakeEmbedder(config.llm.embed_model)
+
+    def indexer(self) -> Indexer:
+        return Indexer(self.config, self.store, self.chat, self.embedder)
+
+    def sync(self, **kwargs: Any) -> Any:
+        with self.indexer() as indexer:
+            return indexer.sync(**kwargs)
+
+    def reset_counts(self) -> None:
+        self.chat.calls.clear()
+        self.embedder.calls = 0
+        self.embedder.texts = 0
+
+
+@pytest.fixture
+def kb(store: Store, vault: Path) -> Kb:
+    return Kb(store, make_config(vault))

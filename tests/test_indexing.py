@@ -1,0 +1,269 @@
+"""The pipeline against a real PostgreSQL, counting every call to the fake provider."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import psycopg
+import pytest
+from conftest import OWNER, Kb, make_config
+
+from kb.query import search
+from kb.store import Store
+
+LONG_NOTE = "Projects/Home Server.md"
+
+
+def _chunks(store: Store, path: str) -> list[dict]:
+    with store.pool.connection() as conn:
+        return conn.execute(
+            "SELECT c.* FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " WHERE d.path = %s ORDER BY position",
+            (path,),
+        ).fetchall()
+
+
+def _doc(store: Store, path: str) -> dict | None:
+    with store.pool.connection() as conn:
+        return conn.execute("SELECT * FROM documents WHERE path = %s", (path,)).fetchone()
+
+
+def _edit_paragraph(vault: Path, path: str, which: str) -> None:
+    """Change one word of one paragraph: the first, the last, or one in the middle."""
+    file = vault / path
+    lines = file.read_text().split("\n")
+    title = lines.index(next(line for line in lines if line.startswith("# ")))
+    prose = [i for i, line in enumerate(lines) if i > title and " the " in line]
+    index = {"first": prose[0], "last": prose[-1], "middle": prose[len(prose) // 2]}[which]
+    lines[index] = lines[index].replace(" the ", " the EDITED" + " zebra" * 9 + " ", 1)
+    assert "EDITED" in lines[index]
+    file.write_text("\n".join(lines))
+
+
+def test_index_example_vault(kb: Kb) -> None:
+    report = kb.sync()
+    assert report.failed == 0
+    assert report.indexed == 15  # every .md outside .trash/ and .obsidian/
+    assert kb.chat.calls["file_summary"] == 14  # the empty note needs none
+    paths = set(kb.store.documents("v"))
+    assert ".trash/Deleted idea.md" not in paths
+    assert "Projects/Board.canvas" not in paths
+    empty = _doc(kb.store, "Inbox/Untitled.md")
+    assert empty is not None and _chunks(kb.store, "Inbox/Untitled.md") == []
+    for chunk in _chunks(kb.store, LONG_NOTE):
+        assert chunk["embedding"] is not None and chunk["embed_model"] == "hash-256"
+        assert chunk["full_context"].startswith("<file_summary>")
+        assert f"<chunk_content>\n{chunk['content']}\n</chunk_content>" in chunk["full_context"]
+
+
+def test_unchanged_vault_makes_no_calls(kb: Kb) -> None:
+    kb.sync()
+    kb.reset_counts()
+    report = kb.sync()
+    assert kb.chat.total_calls == 0 and kb.embedder.calls == 0
+    assert report.unchanged == 15 and report.indexed == 0
+
+
+def test_touch_without_change_makes_no_calls(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    kb.reset_counts()
+    os.utime(vault / LONG_NOTE, None)
+    report = kb.sync()
+    assert kb.chat.total_calls == 0 and kb.embedder.calls == 0
+    assert report.indexed == 0
+
+
+def test_middle_edit_costs_one_chunk_summary(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    before = _chunks(kb.store, LONG_NOTE)
+    file_summary = _doc(kb.store, LONG_NOTE)["summary"]
+    kb.reset_counts()
+    _edit_paragraph(vault, LONG_NOTE, "middle")
+    kb.sync()
+    assert dict(kb.chat.calls) == {"chunk_summary": 1}
+    assert kb.embedder.texts == 1
+    after = _chunks(kb.store, LONG_NOTE)
+    assert len(after) == len(before)
+    changed = [a for a, b in zip(after, before, strict=True) if a["content"] != b["content"]]
+    assert len(changed) == 1 and "EDITED" in changed[0]["content"]
+    assert _doc(kb.store, LONG_NOTE)["summary"] == file_summary
+
+
+@pytest.mark.parametrize("which", ["first", "last"])
+def test_edge_edit_redoes_file_summary_only(kb: Kb, vault: Path, which: str) -> None:
+    kb.sync()
+    before = _chunks(kb.store, LONG_NOTE)
+    kb.reset_counts()
+    _edit_paragraph(vault, LONG_NOTE, which)
+    kb.sync()
+    assert dict(kb.chat.calls) == {"file_summary": 1, "chunk_summary": 1}
+    assert "zebra" in _doc(kb.store, LONG_NOTE)["summary"]
+    after = _chunks(kb.store, LONG_NOTE)
+    # Every chunk carries the new file summary, so every chunk is re-embedded (cheap) ...
+    assert kb.embedder.texts == len(after)
+    # ... but the untouched chunks keep their summaries.
+    kept = [a for a, b in zip(after, before, strict=True) if a["content"] == b["content"]]
+    assert len(kept) == len(after) - 1
+    assert all(a["summary"] == b["summary"] for a, b in zip(after, before, strict=True)
+               if a["content"] == b["content"])
+
+
+def test_rename_and_move_make_no_calls(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    ids = [c["id"] for c in _chunks(kb.store, LONG_NOTE)]
+    kb.reset_counts()
+    (vault / "Archive").mkdir()
+    os.rename(vault / LONG_NOTE, vault / "Archive/Homelab.md")
+    os.rename(vault / "Reference", vault / "Ref")
+    report = kb.sync()
+    assert kb.chat.total_calls == 0 and kb.embedder.calls == 0
+    assert report.moved == 4 and report.deleted == 0
+    assert [c["id"] for c in _chunks(kb.store, "Archive/Homelab.md")] == ids
+    assert _doc(kb.store, LONG_NOTE) is None
+    hits = search(kb.store, kb.embedder, "restic offsite backups", owner=None, top_k=20)
+    assert not any(h.path == LONG_NOTE for h in hits)
+
+
+def test_copy_reuses_context_and_vectors(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    kb.reset_counts()
+    shutil.copy(vault / LONG_NOTE, vault / "Projects/Home Server copy.md")
+    report = kb.sync()
+    assert report.indexed == 1
+    assert kb.chat.total_calls == 0 and kb.embedder.calls == 0
+
+
+def test_delete_removes_rows_and_results(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    (vault / LONG_NOTE).unlink()
+    shutil.rmtree(vault / "Reference")
+    report = kb.sync()
+    assert report.deleted == 4
+    assert _doc(kb.store, LONG_NOTE) is None
+    with kb.store.pool.connection() as conn:
+        orphans = conn.execute(
+            "SELECT count(*) AS n FROM chunks c LEFT JOIN documents d ON d.id = c.document_id"
+            " WHERE d.id IS NULL"
+        ).fetchone()
+    assert orphans["n"] == 0
+    hits = search(kb.store, kb.embedder, "home server restic backups", owner=None, top_k=50)
+    assert not {h.path for h in hits} & {LONG_NOTE, "Reference/Postgres Cheatsheet.md"}
+
+
+def test_embedding_model_change_reembeds_without_summaries(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    chunks = sum(len(_chunks(kb.store, p)) for p in kb.store.documents("v"))
+    other = Kb(kb.store, make_config(vault, llm={"embed_model": "hash-64"}))
+    report = other.sync()
+    assert other.chat.total_calls == 0
+    assert other.embedder.texts == chunks + 1  # every stored full_context, plus a size probe
+    assert report.indexed == 0
+    assert kb.store.embedding_space() == ("hash-64", 64)
+    with kb.store.pool.connection() as conn:
+        models = conn.execute("SELECT DISTINCT embed_model, vector_dims(embedding) AS d"
+                              " FROM chunks").fetchall()
+    assert models == [{"embed_model": "hash-64", "d": 64}]
+    hits = search(kb.store, other.embedder, "miso ramen recipe", owner=None, top_k=3)
+    assert hits and hits[0].path.endswith("Weeknight Miso Ramen.md")
+    with pytest.raises(Exception, match="run `kb index`"):
+        search(kb.store, kb.embedder, "miso ramen", owner=None, top_k=3)
+
+
+def test_reindex_forces_everything_or_only_embeddings(kb: Kb) -> None:
+    first = kb.sync()
+    calls = kb.chat.total_calls
+    kb.reset_counts()
+    forced = kb.sync(force=True)
+    assert forced.indexed == first.indexed and kb.chat.total_calls == calls
+    kb.reset_counts()
+    with kb.indexer() as indexer:
+        count = indexer.reembed_all()
+    assert kb.chat.total_calls == 0
+    assert count == forced.chunks and kb.embedder.texts == count
+
+
+def test_personal_notes_are_rewritten_about_the_owner(kb: Kb) -> None:
+    kb.sync()
+    journal = _chunks(kb.store, "Alex/Journal/2024-04-12.md")
+    assert journal and all(c["rewrite"] is not None for c in journal)
+    first_person = [c for c in journal if " I " in f" {c['content']} "]
+    assert first_person, "the example journal is written in the first person"
+    for chunk in first_person:
+        content_part = chunk["full_context"].split("<chunk_content>")[1]
+        assert OWNER in content_part and " I " not in content_part
+        assert OWNER in chunk["summary"]
+        assert " I " in f" {chunk['content']} "  # the raw chunk is what is stored and returned
+    clipping = _chunks(kb.store, "Clippings/How I Climbed Mount Fuji in One Night.md")
+    assert all(c["rewrite"] is None and OWNER not in c["full_context"] for c in clipping)
+    assert kb.chat.calls["rewrite"] == sum(
+        len(_chunks(kb.store, p)) for p in kb.store.documents("v") if p.startswith("Alex/")
+    )
+
+
+def test_first_person_query_prefers_the_owners_notes(kb: Kb) -> None:
+    kb.sync()
+    question = "when did I climb a mountain"
+    mine, theirs = "Alex/Journal/2024-04-12.md", "Clippings/How I Climbed Mount Fuji in One Night.md"
+
+    def rank(owner: str | None, path: str) -> int:
+        paths = [h.path for h in search(kb.store, kb.embedder, question, owner=owner, top_k=30)]
+        return paths.index(path) if path in paths else len(paths)
+
+    assert rank(OWNER, mine) < rank(OWNER, theirs)
+    assert rank(OWNER, mine) <= rank(None, mine)
+
+
+def test_bad_notes_are_skipped_and_recorded(kb: Kb, vault: Path) -> None:
+    (vault / "latin1.md").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    (vault / "binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00")
+    (vault / "broken yaml.md").write_text("---\ntags: [a, b\ntitle: x\n---\n# Kept\n\nBody kept.\n")
+    report = kb.sync()
+    assert report.failed == 2 and report.indexed == 16
+    failures = {f["path"]: f["error"] for f in kb.store.status().failures}
+    assert "not valid UTF-8" in failures["latin1.md"]
+    assert "NUL" in failures["binary.md"]
+    kept = _chunks(kb.store, "broken yaml.md")
+    assert [c["content"] for c in kept] == ["# Kept\n\nBody kept."]
+    assert "not valid YAML" in _doc(kb.store, "broken yaml.md")["metadata"]["warnings"][0]
+    (vault / "latin1.md").write_text("café au lait")
+    kb.sync()
+    assert "latin1.md" not in {f["path"] for f in kb.store.status().failures}
+
+
+def test_failed_save_leaves_the_old_version_whole(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    before = _chunks(kb.store, LONG_NOTE)
+    _edit_paragraph(vault, LONG_NOTE, "middle")
+    # A vector of the wrong size makes the insert fail half-way through the file.
+    kb.embedder.dimensions = 32
+    with kb.indexer() as indexer, pytest.raises(psycopg.Error, match="dimensions"):
+        config = kb.config.vaults[0]
+        data = (vault / LONG_NOTE).read_bytes()
+        indexer.index_bytes(config, LONG_NOTE, data, size=len(data), mtime_ns=0)
+    after = _chunks(kb.store, LONG_NOTE)
+    assert [c["content"] for c in after] == [c["content"] for c in before]
+
+
+def test_query_filters_and_threshold(kb: Kb) -> None:
+    kb.sync()
+    hits = search(kb.store, kb.embedder, "postgres migration", owner=None, top_k=5,
+                  path_prefix="Alex/")
+    assert hits and all(h.path.startswith("Alex/") for h in hits)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    strict = search(kb.store, kb.embedder, "postgres migration", owner=None, top_k=5,
+                    threshold=hits[0].score)
+    assert len(strict) >= 1 and all(h.score >= hits[0].score for h in strict)
+    assert search(kb.store, kb.embedder, "postgres", owner=None, top_k=5,
+                  path_prefix="Nope/") == []
+
+
+def test_removed_vault_is_forgotten(kb: Kb, tmp_path: Path) -> None:
+    kb.sync()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "note.md").write_text("# Other\n\nSomething else entirely.\n")
+    Kb(kb.store, make_config(other, vaults=[{"name": "w", "path": str(other)}])).sync()
+    assert kb.store.documents("v") == {}
+    assert set(kb.store.documents("w")) == {"note.md"}

@@ -1,0 +1,332 @@
+"""The Ollama and OpenAI-compatible providers against a local stub server that
+speaks each protocol: request shapes, response parsing, retries and error mapping."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections import defaultdict, deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from kb.errors import LLMError, LLMUnavailable, ModelMissing
+from kb.llm.base import Prompt
+from kb.llm.ollama import OllamaChat, OllamaEmbedder
+from kb.llm.openai import OpenAIChat, OpenAIEmbedder
+
+PROMPT = Prompt(
+    task="rewrite", system="You rewrite.", user="Rewrite this.", max_tokens=64, num_ctx=2048
+)
+# No waiting between retries, and a timeout short enough for a slow reply to trip it.
+FAST = {"timeout": 0.3, "retries": 2, "backoff": 0.0}
+SLOW = {**FAST, "retries": 1}  # each attempt waits out the whole timeout
+
+
+@dataclass
+class Received:
+    path: str
+    body: Any
+    headers: dict[str, str]  # names in lower case
+
+
+@dataclass
+class Stub:
+    """A scripted HTTP server: each path answers from its own queue of replies."""
+
+    url: str = ""
+    received: list[Received] = field(default_factory=list)
+    replies: dict[str, deque[tuple[int, Any, float]]] = field(
+        default_factory=lambda: defaultdict(deque)
+    )
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def reply(
+        self, path: str, body: Any, status: int = 200, *, delay: float = 0.0, times: int = 1
+    ) -> None:
+        self.replies[path].extend([(status, body, delay)] * times)
+
+    def count(self, path: str) -> int:
+        return sum(r.path == path for r in self.received)
+
+
+def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            stub.received.append(Received(self.path, json.loads(raw), headers))
+            queue = stub.replies[self.path]
+            status, body, delay = (
+                queue.popleft() if queue else (501, {"error": f"unscripted {self.path}"}, 0.0)
+            )
+            # Interruptible, so a slow reply does not outlive the test.
+            if delay and stub.stop.wait(delay):
+                return
+            data = json.dumps(body).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                pass  # the client gave up waiting
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler
+
+
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    s = Stub()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(s))
+    s.url = f"http://127.0.0.1:{server.server_address[1]}"
+    # A short poll interval, so shutdown does not wait the default half second.
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        yield s
+    finally:
+        s.stop.set()
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.fixture
+def dead_url() -> str:
+    """A loopback port with nothing listening on it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+# -- Ollama -----------------------------------------------------------------------------
+
+CHAT = "/api/chat"
+EMBED = "/api/embed"
+
+
+def ollama_chat_reply(content: str) -> dict[str, Any]:
+    return {
+        "model": "m",
+        "created_at": "2024-07-22T20:33:28.123648Z",
+        "message": {"role": "assistant", "content": content},
+        "done_reason": "stop",
+        "done": True,
+        "total_duration": 5191566416,
+        "load_duration": 2154458,
+        "prompt_eval_count": 26,
+        "prompt_eval_duration": 383809000,
+        "eval_count": 298,
+        "eval_duration": 4799921000,
+    }
+
+
+def ollama_embed_reply(vectors: list[list[float]]) -> dict[str, Any]:
+    return {
+        "model": "e",
+        "embeddings": vectors,
+        "total_duration": 14143917,
+        "load_duration": 1019500,
+        "prompt_eval_count": 8,
+    }
+
+
+def test_ollama_chat_sends_prompt_and_returns_content(stub: Stub) -> None:
+    stub.reply(CHAT, ollama_chat_reply("Rewritten."))
+    out = OllamaChat(stub.url, "m", **FAST).complete(PROMPT)
+    assert out == "Rewritten."
+    [req] = stub.received
+    assert req.path == CHAT
+    assert req.body["model"] == "m"
+    assert req.body["messages"] == [
+        {"role": "system", "content": "You rewrite."},
+        {"role": "user", "content": "Rewrite this."},
+    ]
+    assert req.body["options"] == {"num_ctx": 2048, "num_predict": 64, "temperature": 0}
+    assert req.body["stream"] is False
+
+
+def test_ollama_embed_sends_input_list(stub: Stub) -> None:
+    stub.reply(EMBED, ollama_embed_reply([[0.1, 0.2], [0.3, 0.4]]))
+    out = OllamaEmbedder(stub.url, "e", **FAST).embed(("one", "two"))
+    assert out == [[0.1, 0.2], [0.3, 0.4]]
+    assert all(type(v) is list for v in out)
+    [req] = stub.received
+    assert req.path == EMBED
+    assert req.body["model"] == "e"
+    assert req.body["input"] == ["one", "two"]
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_ollama_retries_busy_server(stub: Stub, status: int) -> None:
+    stub.reply(CHAT, {"error": "server busy"}, status)
+    stub.reply(CHAT, ollama_chat_reply("ok"))
+    assert OllamaChat(stub.url, "m", **FAST).complete(PROMPT) == "ok"
+    assert stub.count(CHAT) == 2
+
+
+def test_ollama_persistent_500_is_llm_error_after_all_attempts(stub: Stub) -> None:
+    stub.reply(EMBED, {"error": "boom"}, 500, times=3)
+    with pytest.raises(LLMError, match="failed after 3 attempts") as info:
+        OllamaEmbedder(stub.url, "e", **FAST).embed(["x"])
+    assert type(info.value) is LLMError
+    assert stub.count(EMBED) == 3
+
+
+def test_ollama_missing_model_says_how_to_pull(stub: Stub) -> None:
+    stub.reply(CHAT, {"error": "model 'x' not found, try pulling it first"}, 404)
+    with pytest.raises(ModelMissing, match="ollama pull x"):
+        OllamaChat(stub.url, "x", **FAST).complete(PROMPT)
+    assert stub.count(CHAT) == 1
+
+
+def test_ollama_bad_request_is_not_retried(stub: Stub) -> None:
+    stub.reply(CHAT, {"error": "invalid options"}, 400)
+    with pytest.raises(LLMError, match="invalid options") as info:
+        OllamaChat(stub.url, "m", **FAST).complete(PROMPT)
+    assert type(info.value) is LLMError
+    assert stub.count(CHAT) == 1
+
+
+def test_ollama_timeout_is_llm_error_after_retries(stub: Stub) -> None:
+    stub.reply(CHAT, ollama_chat_reply("late"), delay=5, times=2)
+    with pytest.raises(LLMError, match="failed after 2 attempts") as info:
+        OllamaChat(stub.url, "m", **SLOW).complete(PROMPT)
+    assert type(info.value) is LLMError
+    assert stub.count(CHAT) == 2
+
+
+def test_ollama_unreachable_is_unavailable(dead_url: str) -> None:
+    with pytest.raises(LLMUnavailable, match="cannot reach Ollama"):
+        OllamaEmbedder(dead_url, "e", **FAST).embed(["x"])
+
+
+# -- OpenAI-compatible ------------------------------------------------------------------
+
+COMPLETIONS = "/v1/chat/completions"
+EMBEDDINGS = "/v1/embeddings"
+
+
+def openai_chat_reply(content: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-123",
+        "object": "chat.completion",
+        "created": 1677652288,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21},
+    }
+
+
+def openai_embed_reply(vectors: dict[int, list[float]]) -> dict[str, Any]:
+    """Embeddings listed in the order given, each tagged with its `index`."""
+    return {
+        "object": "list",
+        "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in vectors.items()],
+        "model": "e",
+        "usage": {"prompt_tokens": 8, "total_tokens": 8},
+    }
+
+
+def openai_error(message: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
+def test_openai_chat_sends_prompt_and_returns_content(stub: Stub, suffix: str) -> None:
+    stub.reply(COMPLETIONS, openai_chat_reply("Rewritten."))
+    chat = OpenAIChat(stub.url + suffix, "m", api_key="", **FAST)
+    assert chat.complete(PROMPT) == "Rewritten."
+    [req] = stub.received
+    assert req.path == COMPLETIONS
+    assert req.body == {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "You rewrite."},
+            {"role": "user", "content": "Rewrite this."},
+        ],
+        "max_tokens": 64,
+        "temperature": 0,
+    }
+    # Local servers ignore the key, but the client still needs one to send.
+    assert req.headers["authorization"] == "Bearer unused"
+
+
+@pytest.mark.parametrize("suffix", ["", "/v1"])
+def test_openai_embed_sorts_by_index(stub: Stub, suffix: str) -> None:
+    stub.reply(EMBEDDINGS, openai_embed_reply({2: [3.0], 0: [1.0], 1: [2.0]}))
+    out = OpenAIEmbedder(stub.url + suffix, "e", api_key="k", **FAST).embed(["a", "b", "c"])
+    assert out == [[1.0], [2.0], [3.0]]
+    [req] = stub.received
+    assert req.path == EMBEDDINGS
+    assert req.body["model"] == "e"
+    assert req.body["input"] == ["a", "b", "c"]
+    assert req.headers["authorization"] == "Bearer k"
+
+
+def test_openai_embed_count_mismatch_is_llm_error(stub: Stub) -> None:
+    stub.reply(EMBEDDINGS, openai_embed_reply({0: [1.0]}))
+    with pytest.raises(LLMError, match="returned 1 embeddings for 2 texts"):
+        OpenAIEmbedder(stub.url, "e", api_key="", **FAST).embed(["a", "b"])
+    assert stub.count(EMBEDDINGS) == 1
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_openai_retries_busy_server(stub: Stub, status: int) -> None:
+    stub.reply(EMBEDDINGS, openai_error("busy"), status)
+    stub.reply(EMBEDDINGS, openai_embed_reply({0: [1.0]}))
+    assert OpenAIEmbedder(stub.url, "e", api_key="", **FAST).embed(["a"]) == [[1.0]]
+    assert stub.count(EMBEDDINGS) == 2
+
+
+def test_openai_persistent_500_is_llm_error_after_all_attempts(stub: Stub) -> None:
+    stub.reply(COMPLETIONS, openai_error("boom"), 500, times=3)
+    with pytest.raises(LLMError, match="failed after 3 attempts: HTTP 500") as info:
+        OpenAIChat(stub.url, "m", api_key="", **FAST).complete(PROMPT)
+    assert type(info.value) is LLMError
+    assert stub.count(COMPLETIONS) == 3
+
+
+def test_openai_missing_model_is_model_missing(stub: Stub) -> None:
+    stub.reply(COMPLETIONS, openai_error("model 'x' not found", "model_not_found"), 404)
+    with pytest.raises(ModelMissing, match="model 'x' is not available"):
+        OpenAIChat(stub.url, "x", api_key="", **FAST).complete(PROMPT)
+    assert stub.count(COMPLETIONS) == 1
+
+
+def test_openai_bad_request_is_not_retried(stub: Stub) -> None:
+    stub.reply(COMPLETIONS, openai_error("max_tokens too large"), 400)
+    with pytest.raises(LLMError, match="HTTP 400") as info:
+        OpenAIChat(stub.url, "m", api_key="", **FAST).complete(PROMPT)
+    assert type(info.value) is LLMError
+    assert stub.count(COMPLETIONS) == 1
+
+
+def test_openai_timeout_is_llm_error_after_retries(stub: Stub) -> None:
+    stub.reply(EMBEDDINGS, openai_embed_reply({0: [1.0]}), delay=5, times=2)
+    with pytest.raises(LLMError, match="failed after 2 attempts") as info:
+        OpenAIEmbedder(stub.url, "e", api_key="", **SLOW).embed(["a"])
+    assert type(info.value) is LLMError
+    assert stub.count(EMBEDDINGS) == 2
+
+
+def test_openai_unreachable_is_unavailable(dead_url: str) -> None:
+    with pytest.raises(LLMUnavailable, match="cannot reach"):
+        OpenAIChat(dead_url, "m", api_key="", **FAST).complete(PROMPT)
