@@ -80,8 +80,12 @@ def make_config(vault_path: Path, **sections: dict[str, Any]) -> Config:
     raw: dict[str, Any] = {
         "owner_name": OWNER,
         "vaults": [{"name": "v", "path": str(vault_path), "personal": ["Alex/**"]}],
-        "llm": {"provider": "fake", "chat_model": "fake-chat", "embed_model": "hash-256",
-                "concurrency": 2},
+        "llm": {
+            "provider": "fake",
+            "chat_model": "fake-chat",
+            "embed_model": "hash-256",
+            "concurrency": 2,
+        },
     }
     for key, value in sections.items():
         raw[key] = {**raw.get(key, {}), **value} if isinstance(value, dict) else value

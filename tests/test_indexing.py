@@ -8,8 +8,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import OWNER, Kb, make_config
 
+from conftest import OWNER, Kb, make_config
 from kb.query import search
 from kb.store import Store
 
@@ -106,8 +106,11 @@ def test_edge_edit_redoes_file_summary_only(kb: Kb, vault: Path, which: str) -> 
     # ... but the untouched chunks keep their summaries.
     kept = [a for a, b in zip(after, before, strict=True) if a["content"] == b["content"]]
     assert len(kept) == len(after) - 1
-    assert all(a["summary"] == b["summary"] for a, b in zip(after, before, strict=True)
-               if a["content"] == b["content"])
+    assert all(
+        a["summary"] == b["summary"]
+        for a, b in zip(after, before, strict=True)
+        if a["content"] == b["content"]
+    )
 
 
 def test_rename_and_move_make_no_calls(kb: Kb, vault: Path) -> None:
@@ -162,8 +165,9 @@ def test_embedding_model_change_reembeds_without_summaries(kb: Kb, vault: Path) 
     assert report.indexed == 0
     assert kb.store.embedding_space() == ("hash-64", 64)
     with kb.store.pool.connection() as conn:
-        models = conn.execute("SELECT DISTINCT embed_model, vector_dims(embedding) AS d"
-                              " FROM chunks").fetchall()
+        models = conn.execute(
+            "SELECT DISTINCT embed_model, vector_dims(embedding) AS d FROM chunks"
+        ).fetchall()
     assert models == [{"embed_model": "hash-64", "d": 64}]
     hits = search(kb.store, other.embedder, "miso ramen recipe", owner=None, top_k=3)
     assert hits and hits[0].path.endswith("Weeknight Miso Ramen.md")
@@ -205,7 +209,10 @@ def test_personal_notes_are_rewritten_about_the_owner(kb: Kb) -> None:
 def test_first_person_query_prefers_the_owners_notes(kb: Kb) -> None:
     kb.sync()
     question = "when did I climb a mountain"
-    mine, theirs = "Alex/Journal/2024-04-12.md", "Clippings/How I Climbed Mount Fuji in One Night.md"
+    mine, theirs = (
+        "Alex/Journal/2024-04-12.md",
+        "Clippings/How I Climbed Mount Fuji in One Night.md",
+    )
 
     def rank(owner: str | None, path: str) -> int:
         paths = [h.path for h in search(kb.store, kb.embedder, question, owner=owner, top_k=30)]
@@ -248,15 +255,16 @@ def test_failed_save_leaves_the_old_version_whole(kb: Kb, vault: Path) -> None:
 
 def test_query_filters_and_threshold(kb: Kb) -> None:
     kb.sync()
-    hits = search(kb.store, kb.embedder, "postgres migration", owner=None, top_k=5,
-                  path_prefix="Alex/")
+    hits = search(
+        kb.store, kb.embedder, "postgres migration", owner=None, top_k=5, path_prefix="Alex/"
+    )
     assert hits and all(h.path.startswith("Alex/") for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    strict = search(kb.store, kb.embedder, "postgres migration", owner=None, top_k=5,
-                    threshold=hits[0].score)
+    strict = search(
+        kb.store, kb.embedder, "postgres migration", owner=None, top_k=5, threshold=hits[0].score
+    )
     assert len(strict) >= 1 and all(h.score >= hits[0].score for h in strict)
-    assert search(kb.store, kb.embedder, "postgres", owner=None, top_k=5,
-                  path_prefix="Nope/") == []
+    assert search(kb.store, kb.embedder, "postgres", owner=None, top_k=5, path_prefix="Nope/") == []
 
 
 def test_removed_vault_is_forgotten(kb: Kb, tmp_path: Path) -> None:

@@ -88,12 +88,12 @@ def migrate(url: str) -> list[int]:
                 applied_now.append(m.version)
             conn.commit()
     except psycopg.OperationalError as exc:
-        raise DatabaseError(f"cannot connect to the database: {_first_line(exc)}") from None
+        raise DatabaseError(f"cannot connect to the database: {first_line(exc)}") from None
     except psycopg.Error as exc:
-        raise DatabaseError(f"database migration failed: {_first_line(exc)}") from None
+        raise DatabaseError(f"database migration failed: {first_line(exc)}") from None
     return applied_now
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

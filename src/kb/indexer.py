@@ -16,10 +16,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg
+
 from kb.chunking import chunk_body
 from kb.config import Config, VaultConfig
 from kb.context import ContextChunk, Contextualizer
-from kb.errors import KbError, NoteError
+from kb.db import first_line
+from kb.errors import DatabaseError, KbError, NoteError
 from kb.llm.base import ChatModel, Embedder
 from kb.parsing import decode, parse_note
 from kb.store import ChunkRecord, DocumentRecord, DocumentState, Store, Vector
@@ -222,6 +225,14 @@ class Indexer:
             )
         except NoteError as exc:
             return self._failed(vault, f.path, exc)
+        except psycopg.OperationalError as exc:
+            raise DatabaseError(f"lost the database connection: {first_line(exc)}") from None
+        except KbError:
+            raise  # a dead LLM server or database: no point trying the next file
+        except Exception as exc:
+            # A bug triggered by one note must not stop the others; it is recorded.
+            log.debug("%s/%s failed", vault.name, f.path, exc_info=True)
+            return self._failed(vault, f.path, NoteError(f"{type(exc).__name__}: {exc}"))
 
     def _failed(self, vault: VaultConfig, path: str, exc: Exception) -> FileEvent:
         message = str(exc)

@@ -1,0 +1,3 @@
+from kb.cli import app
+
+app(prog_name="kb")

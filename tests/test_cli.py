@@ -1,0 +1,121 @@
+"""The `kb` command as users run it: a subprocess, a config file, a real database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kb.db import migrate, migrations
+
+
+def _config(tmp_path: Path, vault: Path, llm: str) -> Path:
+    path = tmp_path / "kb.toml"
+    path.write_text(
+        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
+        f'personal = ["Alex/**"]\n\n[llm]\n{llm}\n'
+    )
+    return path
+
+
+FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
+
+
+def kb(config: Path, db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
+    return subprocess.run(
+        [sys.executable, "-m", "kb", "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, vault: Path) -> Path:
+    return _config(tmp_path, vault, FAKE)
+
+
+def test_index_query_status_round_trip(cfg: Path, db_url: str) -> None:
+    first = kb(cfg, db_url, "index")
+    assert first.returncode == 0, first.stderr
+    assert "15 files: 15 indexed" in first.stderr
+    again = kb(cfg, db_url, "index")
+    assert "15 unchanged" in again.stderr and " 0 LLM calls" in again.stderr
+
+    result = kb(cfg, db_url, "query", "miso ramen chili oil", "--json", "--top-k", "3")
+    assert result.returncode == 0, result.stderr
+    hits = json.loads(result.stdout)
+    assert 1 <= len(hits) <= 3
+    assert set(hits[0]) >= {
+        "vault",
+        "path",
+        "header_path",
+        "content",
+        "score",
+        "start_line",
+        "end_line",
+    }
+    assert hits[0]["path"] == "Reference/Recipes/Weeknight Miso Ramen.md"
+    assert isinstance(hits[0]["header_path"], list)
+    assert hits[0]["vault"] == "example" and hits[0]["start_line"] <= hits[0]["end_line"]
+    assert "<chunk_content>" not in hits[0]["content"]  # raw content, not full_context
+
+    filtered = json.loads(kb(cfg, db_url, "query", "postgres", "--json", "--path", "Alex/").stdout)
+    assert filtered and all(h["path"].startswith("Alex/") for h in filtered)
+
+    text = kb(cfg, db_url, "query", "miso ramen")
+    assert "Weeknight Miso Ramen.md" in text.stdout and "score" in text.stdout
+
+    status = json.loads(kb(cfg, db_url, "status", "--json").stdout)
+    assert status["documents"] == 15 and status["embed_model"] == "hash-256"
+    assert status["chunks"] == status["embedded"] > 0 and status["last_sync"]
+
+    redo = kb(cfg, db_url, "reindex", "--embeddings-only")
+    assert redo.returncode == 0 and f"re-embedded {status['chunks']} chunks" in redo.stderr
+
+
+def test_failed_files_set_the_exit_code(cfg: Path, db_url: str, vault: Path) -> None:
+    (vault / "bad.md").write_bytes(b"\xff\xfe\x00binary")
+    result = kb(cfg, db_url, "index")
+    assert result.returncode == 3
+    assert "bad.md" in result.stderr and "Traceback" not in result.stderr
+    status = json.loads(kb(cfg, db_url, "status", "--json").stdout)
+    assert [f["path"] for f in status["failures"]] == ["bad.md"]
+
+
+def test_unreachable_ollama_is_one_line(tmp_path: Path, vault: Path, db_url: str) -> None:
+    cfg = _config(tmp_path, vault, 'provider = "ollama"\nhost = "http://127.0.0.1:9"\nretries = 0')
+    result = kb(cfg, db_url, "index")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "cannot reach Ollama at http://127.0.0.1:9" in errors[0]
+
+
+def test_bad_config_names_the_key(tmp_path: Path, vault: Path, db_url: str) -> None:
+    cfg = _config(tmp_path, vault, 'provider = "fake"\nconcurrency = "many"')
+    result = kb(cfg, db_url, "index")
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0
+    assert "llm.concurrency" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_query_before_index_says_what_to_do(cfg: Path, db_url: str) -> None:
+    result = kb(cfg, db_url, "query", "anything")
+    assert result.returncode == 1 and "run `kb index` first" in result.stderr
+
+
+def test_migrations_apply_once_even_when_racing(db_url: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: migrate(db_url), range(4)))
+    applied = sorted(v for r in results for v in r)
+    assert applied == [m.version for m in migrations()]
+    assert migrate(db_url) == []
