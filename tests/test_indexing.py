@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from conftest import OWNER, Kb, make_config
+from kb.llm.fake import FakeChat
 from kb.query import search
 from kb.store import Store
 
@@ -275,3 +276,28 @@ def test_removed_vault_is_forgotten(kb: Kb, tmp_path: Path) -> None:
     Kb(kb.store, make_config(other, vaults=[{"name": "w", "path": str(other)}])).sync()
     assert kb.store.documents("v") == {}
     assert set(kb.store.documents("w")) == {"note.md"}
+
+
+def test_llm_calls_never_exceed_the_concurrency_limit(store: Store, vault: Path) -> None:
+    import threading
+    import time
+
+    class SlowChat(FakeChat):
+        def __init__(self) -> None:
+            super().__init__("fake-chat")
+            self.in_flight = self.peak = 0
+            self.guard = threading.Lock()
+
+        def complete(self, prompt):  # type: ignore[no-untyped-def]
+            with self.guard:
+                self.in_flight += 1
+                self.peak = max(self.peak, self.in_flight)
+            time.sleep(0.01)
+            with self.guard:
+                self.in_flight -= 1
+            return super().complete(prompt)
+
+    kb = Kb(store, make_config(vault, llm={"concurrency": 3}))
+    kb.chat = SlowChat()
+    kb.sync()
+    assert kb.chat.peak == 3

@@ -196,7 +196,10 @@ def _split_lines(
             size += 1 + len(lines[end])
         body = lines[start : end + 1]
         text = "\n".join(head + body + tail)
-        pieces.append(_Piece(text, first + start, first + end))
+        # The first piece starts at the real header, the last ends at the real tail.
+        lo = first + start - (len(head) if start == 0 else 0)
+        hi = first + end + (len(tail) if end == len(lines) - 1 else 0)
+        pieces.append(_Piece(text, lo, hi))
         start = end + 1
     return pieces
 

@@ -126,10 +126,10 @@ def parse_config(
     source: Path | None = None,
 ) -> Config:
     r = _Reader(raw)
-    owner = env.get("KB_OWNER_NAME") or r.get("owner_name", str, "")
+    owner = _env(env, "KB_OWNER_NAME", r.get("owner_name", str, ""))
     if not owner.strip():
         raise ConfigError("config key 'owner_name' is required (the vault owner's full name)")
-    data_dir = env.get("KB_DATA_DIR") or r.get("data_dir", str, "")
+    data_dir = _env(env, "KB_DATA_DIR", r.get("data_dir", str, ""))
     database_url = env.get("KB_DATABASE_URL", r.get("database.url", str, ""))
 
     vault_tables = r.get("vaults", list, [])
@@ -147,21 +147,22 @@ def parse_config(
     if provider not in PROVIDERS:
         raise ConfigError(f"config key 'llm.provider' must be one of {', '.join(PROVIDERS)}")
     default_host = DEFAULT_OLLAMA_HOST if provider == "ollama" else ""
-    host = r.get("llm.host", str, default_host)
+    host = r.get("llm.host", str, "") or default_host  # an empty host means the default
     if provider == "ollama" and env.get("OLLAMA_HOST"):
         host = _ollama_url(env["OLLAMA_HOST"])
-    chat_host = env.get("KB_CHAT_HOST") or r.get("llm.chat_host", str, "") or host
-    embed_host = env.get("KB_EMBED_HOST") or r.get("llm.embed_host", str, "") or host
+    chat_host = _env(env, "KB_CHAT_HOST", r.get("llm.chat_host", str, "") or host)
+    embed_host = _env(env, "KB_EMBED_HOST", r.get("llm.embed_host", str, "") or host)
     if provider == "openai" and not (chat_host and embed_host):
         raise ConfigError("config key 'llm.host' (or llm.chat_host and llm.embed_host) is required")
     llm = LLMConfig(
         provider=provider,
         chat_host=chat_host,
         embed_host=embed_host,
-        api_key=env.get("KB_API_KEY") or r.get("llm.api_key", str, ""),
-        chat_model=env.get("KB_CHAT_MODEL") or r.get("llm.chat_model", str, LLMConfig.chat_model),
-        embed_model=env.get("KB_EMBED_MODEL")
-        or r.get("llm.embed_model", str, LLMConfig.embed_model),
+        api_key=_env(env, "KB_API_KEY", r.get("llm.api_key", str, "")),
+        chat_model=_env(env, "KB_CHAT_MODEL", r.get("llm.chat_model", str, LLMConfig.chat_model)),
+        embed_model=_env(
+            env, "KB_EMBED_MODEL", r.get("llm.embed_model", str, LLMConfig.embed_model)
+        ),
         context_window=r.positive("llm.context_window", LLMConfig.context_window),
         concurrency=r.positive("llm.concurrency", LLMConfig.concurrency),
         timeout=float(r.positive("llm.timeout", LLMConfig.timeout)),
@@ -188,6 +189,13 @@ def parse_config(
     max_chars = r.positive("chunking.max_chars", ChunkingConfig.max_chars)
     if max_chars < 200:
         raise ConfigError("config key 'chunking.max_chars' must be at least 200")
+    query = QueryConfig(
+        top_k=r.positive("query.top_k", QueryConfig.top_k),
+        owner_in_first_person=r.get(
+            "query.owner_in_first_person", bool, QueryConfig.owner_in_first_person
+        ),
+    )
+    # Only once every key has been read can the rest be called unknown.
     r.reject_unknown()
     return Config(
         owner_name=owner.strip(),
@@ -197,14 +205,14 @@ def parse_config(
         chunking=ChunkingConfig(max_chars=max_chars),
         context=context,
         llm=llm,
-        query=QueryConfig(
-            top_k=r.positive("query.top_k", QueryConfig.top_k),
-            owner_in_first_person=r.get(
-                "query.owner_in_first_person", bool, QueryConfig.owner_in_first_person
-            ),
-        ),
+        query=query,
         source=source,
     )
+
+
+def _env(env: dict[str, str], name: str, file_value: str) -> str:
+    # The file's value is read (and so type-checked and known) even when the env wins.
+    return env.get(name) or file_value
 
 
 def _ollama_url(value: str) -> str:
@@ -273,6 +281,8 @@ class _Reader:
 
     def reject_unknown(self) -> None:
         for key, value in self.raw.items():
+            if key in self._KNOWN_SECTIONS and not self.prefix and not isinstance(value, dict):
+                raise ConfigError(f"config key '{key}' must be a table ([{key}])")
             if isinstance(value, dict) and key in self._KNOWN_SECTIONS and not self.prefix:
                 for sub in value:
                     if f"{key}.{sub}" not in self.seen:

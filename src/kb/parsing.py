@@ -82,21 +82,21 @@ def parse_note(text: str) -> Note:
 def _normalize_frontmatter(raw: dict[Any, Any]) -> dict[str, Any]:
     """Make frontmatter JSON-safe and give tags and aliases one shape: a list of strings."""
     meta: dict[str, Any] = {str(k): _jsonable(v) for k, v in raw.items()}
-    for key in ("tags", "aliases"):
-        singular = key[:-1]
+    for key, singular in (("tags", "tag"), ("aliases", "alias")):
         value = meta.pop(key, None)
         if value is None:
             value = meta.pop(singular, None)
-        meta[key] = _string_list(value)
+        # A tag has no spaces, so "a b, c" is three tags; an alias may have spaces.
+        meta[key] = _string_list(value, r"[,\s]+" if key == "tags" else r",")
     meta["tags"] = [t.lstrip("#") for t in meta["tags"] if t.lstrip("#")]
     return meta
 
 
-def _string_list(value: Any) -> list[str]:
+def _string_list(value: Any, separators: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
-        return [part.strip() for part in re.split(r"[,\s]+", value) if part.strip()]
+        return [part.strip() for part in re.split(separators, value) if part.strip()]
     if isinstance(value, list):
         return [str(v).strip() for v in value if v is not None and str(v).strip()]
     return [str(value)]

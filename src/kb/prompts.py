@@ -141,7 +141,7 @@ _CHATTER = re.compile(
     r"^\s*(?:(?:sure|certainly|of course|okay|ok)\b[^\n.:!]*[.:!]\s*)?"
     r"(?:here(?:'s| is| are)\b[^\n:]*:\s*)?"
     r"(?:(?:\*\*)?(?:summary|answer|rewritten text|the same text in the third person|"
-    r"what this part is about)(?:\*\*)?\s*:\s*)?",
+    r"what this part is about)(?:\*\*)?\s*:(?:\*\*)?\s*)?",
     re.IGNORECASE,
 )
 _TAGS = re.compile(r"</?(?:note|chunk|chunk_headers|file_summary|text|chunk_summary)>")
@@ -155,7 +155,7 @@ def clean_summary(text: str, *, max_chars: int) -> str:
     if len(text) > max_chars:
         cut = text[:max_chars]
         end = max(cut.rfind(". "), cut.rfind("! "), cut.rfind("? "))
-        text = cut[: end + 1] if end > max_chars // 3 else cut.rsplit(" ", 1)[0] + "…"
+        text = cut[: end + 1] if end > max_chars // 3 else cut[:-1].rsplit(" ", 1)[0] + "…"
     return text
 
 

@@ -1,0 +1,445 @@
+"""Reading and checking the configuration (pure: no database, no model server)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kb.config import (
+    DEFAULT_OLLAMA_HOST,
+    ChunkingConfig,
+    Config,
+    ContextConfig,
+    LLMConfig,
+    QueryConfig,
+    VaultConfig,
+    load_config,
+    parse_config,
+)
+from kb.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "config.example.toml"
+BASE = Path("/srv/kb")
+
+
+def minimal(**extra: Any) -> dict[str, Any]:
+    return {"owner_name": "Alex Doe", "vaults": [{"path": "/notes"}], **extra}
+
+
+def parse(raw: dict[str, Any], env: dict[str, str] | None = None) -> Config:
+    return parse_config(raw, base_dir=BASE, env=env or {})
+
+
+def error(raw: dict[str, Any], env: dict[str, str] | None = None) -> str:
+    with pytest.raises(ConfigError) as info:
+        parse(raw, env)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
+# --- valid configs -----------------------------------------------------------------------------
+
+
+def test_minimal_config_gets_defaults() -> None:
+    cfg = parse(minimal())
+    assert cfg.owner_name == "Alex Doe"
+    assert cfg.vaults == (VaultConfig(name="notes", path=Path("/notes")),)
+    assert cfg.database_url == ""
+    assert cfg.chunking == ChunkingConfig()
+    assert cfg.context == ContextConfig()
+    assert cfg.query == QueryConfig()
+    assert cfg.llm.provider == "ollama"
+    assert cfg.llm.chat_host == cfg.llm.embed_host == DEFAULT_OLLAMA_HOST
+
+
+def test_owner_name_is_stripped() -> None:
+    assert parse({**minimal(), "owner_name": "  Alex Doe "}).owner_name == "Alex Doe"
+
+
+def test_all_sections_read() -> None:
+    cfg = parse(
+        minimal(
+            database={"url": "postgresql://kb@db/kb"},
+            chunking={"max_chars": 800},
+            context={"first_chunks": 1, "last_chunks": 0, "rewrite_personal": False},
+            llm={"provider": "fake", "chat_model": "c", "embed_model": "e", "timeout": 5},
+            query={"top_k": 9, "owner_in_first_person": False},
+        )
+    )
+    assert cfg.database_url == "postgresql://kb@db/kb"
+    assert cfg.chunking.max_chars == 800
+    assert (cfg.context.first_chunks, cfg.context.last_chunks) == (1, 0)
+    assert cfg.context.rewrite_personal is False
+    assert (cfg.llm.provider, cfg.llm.chat_model, cfg.llm.embed_model) == ("fake", "c", "e")
+    assert cfg.llm.timeout == 5.0
+    assert isinstance(cfg.llm.timeout, float)
+    assert cfg.query == QueryConfig(top_k=9, owner_in_first_person=False)
+
+
+def test_vault_name_defaults_to_folder_name() -> None:
+    cfg = parse({**minimal(), "vaults": [{"path": "/a/Work Notes"}, {"path": "/b", "name": "x"}]})
+    assert [v.name for v in cfg.vaults] == ["Work Notes", "x"]
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+def test_missing_owner_name() -> None:
+    raw = minimal()
+    del raw["owner_name"]
+    assert "'owner_name'" in error(raw)
+    assert "'owner_name'" in error({**raw, "owner_name": "   "})
+
+
+def test_owner_name_from_env() -> None:
+    raw = minimal()
+    del raw["owner_name"]
+    assert parse(raw, {"KB_OWNER_NAME": "Sam Roe"}).owner_name == "Sam Roe"
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        (minimal(chunking={"max_chars": "big"}), "chunking.max_chars"),
+        (minimal(chunking={"max_chars": 1.5}), "chunking.max_chars"),
+        (minimal(query={"top_k": True}), "query.top_k"),
+        (minimal(query={"owner_in_first_person": "yes"}), "query.owner_in_first_person"),
+        (minimal(llm={"timeout": "slow"}), "llm.timeout"),
+        (minimal(database={"url": 5}), "database.url"),
+        (minimal(context={"rewrite_personal": 1}), "context.rewrite_personal"),
+        ({**minimal(), "owner_name": 7}, "owner_name"),
+        ({**minimal(), "vaults": [{"path": 3}]}, "vaults[0].path"),
+        ({**minimal(), "vaults": [{"path": "/a", "ignore": "*.tmp"}]}, "vaults[0].ignore"),
+        ({**minimal(), "vaults": [{"path": "/a", "personal": [1]}]}, "vaults[0].personal"),
+        ({**minimal(), "vaults": "/notes"}, "vaults"),
+        ({**minimal(), "vaults": ["/notes"]}, "vaults"),
+    ],
+)
+def test_wrong_type_names_the_key(raw: dict[str, Any], key: str) -> None:
+    assert f"'{key}'" in error(raw)
+
+
+@pytest.mark.parametrize("section", ["database", "chunking", "context", "llm", "query"])
+def test_section_that_is_not_a_table(section: str) -> None:
+    assert f"'{section}'" in error(minimal(**{section: 5}))
+
+
+@pytest.mark.parametrize(
+    ("raw", "key"),
+    [
+        (minimal(colour="blue"), "colour"),
+        (minimal(llm={"modle": "x"}), "llm.modle"),
+        (minimal(chunking={"max_chars": 800, "overlap": 100}), "chunking.overlap"),
+        (minimal(query={"top_k": 3, "topk": 3}), "query.topk"),
+        (minimal(database={"uri": "x"}), "database.uri"),
+        ({**minimal(), "vaults": [{"path": "/a", "exclude": ["x"]}]}, "vaults[0].exclude"),
+        (
+            {**minimal(), "vaults": [{"path": "/a"}, {"path": "/b", "persnal": []}]},
+            "vaults[1].persnal",
+        ),
+    ],
+)
+def test_unknown_key_named(raw: dict[str, Any], key: str) -> None:
+    message = error(raw)
+    assert "unknown" in message
+    assert f"'{key}'" in message
+
+
+def test_every_known_section_key_is_accepted() -> None:
+    # Guards against a key being read only after unknown keys are rejected.
+    cfg = parse(
+        minimal(
+            query={"top_k": 2, "owner_in_first_person": True},
+            context={"first_chunks": 2, "last_chunks": 2, "summary_max_tokens": 10},
+        )
+    )
+    assert cfg.query.top_k == 2
+    assert cfg.context.summary_max_tokens == 10
+
+
+@pytest.mark.parametrize("vaults", [[], None])
+def test_no_vaults(vaults: list[Any] | None) -> None:
+    raw = minimal(vaults=vaults) if vaults is not None else minimal()
+    if vaults is None:
+        del raw["vaults"]
+    assert "'vaults'" in error(raw)
+
+
+def test_vault_without_path() -> None:
+    assert "'vaults[0].path'" in error({**minimal(), "vaults": [{"name": "x"}]})
+
+
+def test_duplicate_vault_names() -> None:
+    raw = {**minimal(), "vaults": [{"path": "/a/notes"}, {"path": "/b/notes"}]}
+    assert "unique" in error(raw)
+    raw = {**minimal(), "vaults": [{"path": "/a", "name": "n"}, {"path": "/b", "name": "n"}]}
+    assert "unique" in error(raw)
+
+
+def test_bad_provider() -> None:
+    message = error(minimal(llm={"provider": "gpt"}))
+    assert "'llm.provider'" in message
+    assert "ollama" in message
+
+
+@pytest.mark.parametrize(
+    ("section", "value", "key"),
+    [
+        ("chunking", {"max_chars": 0}, "chunking.max_chars"),
+        ("chunking", {"max_chars": 199}, "chunking.max_chars"),
+        ("llm", {"concurrency": -1}, "llm.concurrency"),
+        ("llm", {"context_window": 0}, "llm.context_window"),
+        ("query", {"top_k": 0}, "query.top_k"),
+        ("context", {"first_chunks": 0, "last_chunks": 0}, "context.first_chunks"),
+        ("context", {"first_chunks": -1}, "context.first_chunks"),
+    ],
+)
+def test_out_of_range_values(section: str, value: dict[str, Any], key: str) -> None:
+    assert f"'{key}'" in error(minimal(**{section: value}))
+
+
+# --- LLM hosts and environment -----------------------------------------------------------------
+
+
+def test_database_url_env_overrides_file() -> None:
+    raw = minimal(database={"url": "postgresql://file/kb"})
+    assert parse(raw).database_url == "postgresql://file/kb"
+    env = {"KB_DATABASE_URL": "postgresql://env/kb"}
+    assert parse(raw, env).database_url == "postgresql://env/kb"
+
+
+@pytest.mark.parametrize(
+    ("value", "url"),
+    [
+        ("0.0.0.0:11434", "http://0.0.0.0:11434"),
+        ("gpu-box", "http://gpu-box"),
+        ("http://10.0.0.5:11434", "http://10.0.0.5:11434"),
+        ("https://ollama.example.org", "https://ollama.example.org"),
+    ],
+)
+def test_ollama_host_env(value: str, url: str) -> None:
+    cfg = parse(minimal(llm={"host": "http://from-file:1"}), {"OLLAMA_HOST": value})
+    assert cfg.llm.chat_host == url
+    assert cfg.llm.embed_host == url
+
+
+def test_ollama_host_from_file_and_empty_host_means_default() -> None:
+    assert parse(minimal(llm={"host": "http://h:1"})).llm.chat_host == "http://h:1"
+    cfg = parse(minimal(llm={"host": "", "chat_host": "", "embed_host": ""}))
+    assert cfg.llm.chat_host == cfg.llm.embed_host == DEFAULT_OLLAMA_HOST
+
+
+def test_separate_chat_and_embed_hosts() -> None:
+    cfg = parse(minimal(llm={"chat_host": "http://chat:1", "embed_host": "http://embed:2"}))
+    assert (cfg.llm.chat_host, cfg.llm.embed_host) == ("http://chat:1", "http://embed:2")
+    env = {"KB_CHAT_HOST": "http://c", "KB_EMBED_HOST": "http://e", "OLLAMA_HOST": "o:1"}
+    cfg = parse(minimal(), env)
+    assert (cfg.llm.chat_host, cfg.llm.embed_host) == ("http://c", "http://e")
+
+
+def test_openai_provider_needs_a_host() -> None:
+    assert "'llm.host'" in error(minimal(llm={"provider": "openai"}))
+    # OLLAMA_HOST is not a host for an OpenAI-compatible server.
+    assert "'llm.host'" in error(minimal(llm={"provider": "openai"}), {"OLLAMA_HOST": "h:1"})
+    only_chat = minimal(llm={"provider": "openai", "chat_host": "http://c/v1"})
+    assert "'llm.host'" in error(only_chat)
+    cfg = parse(minimal(llm={"provider": "openai", "host": "http://127.0.0.1:8080/v1"}))
+    assert cfg.llm.chat_host == cfg.llm.embed_host == "http://127.0.0.1:8080/v1"
+
+
+def test_model_and_key_env_overrides() -> None:
+    env = {"KB_CHAT_MODEL": "m1", "KB_EMBED_MODEL": "m2", "KB_API_KEY": "k"}
+    cfg = parse(minimal(llm={"chat_model": "x", "embed_model": "y", "api_key": "z"}), env)
+    assert (cfg.llm.chat_model, cfg.llm.embed_model, cfg.llm.api_key) == ("m1", "m2", "k")
+
+
+@pytest.mark.parametrize(
+    ("env_name", "raw", "read"),
+    [
+        ("KB_OWNER_NAME", minimal(), lambda c: c.owner_name),
+        ("KB_DATA_DIR", minimal(data_dir="/file/dir"), lambda c: str(c.data_dir)),
+        ("KB_CHAT_HOST", minimal(llm={"chat_host": "http://file"}), lambda c: c.llm.chat_host),
+        ("KB_EMBED_HOST", minimal(llm={"embed_host": "http://f"}), lambda c: c.llm.embed_host),
+        ("KB_API_KEY", minimal(llm={"api_key": "file"}), lambda c: c.llm.api_key),
+        ("KB_CHAT_MODEL", minimal(llm={"chat_model": "file"}), lambda c: c.llm.chat_model),
+        ("KB_EMBED_MODEL", minimal(llm={"embed_model": "file"}), lambda c: c.llm.embed_model),
+        ("KB_DATABASE_URL", minimal(database={"url": "file"}), lambda c: c.database_url),
+    ],
+)
+def test_env_wins_over_a_key_also_set_in_the_file(
+    env_name: str, raw: dict[str, Any], read: Any
+) -> None:
+    # The file's key is still known (not reported as unknown) when the env overrides it.
+    assert read(parse(raw, {env_name: "/from/env"})) == "/from/env"
+
+
+# --- paths -------------------------------------------------------------------------------------
+
+
+def test_relative_vault_path_resolved_against_config_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    cfg_file = folder / "kb.toml"
+    cfg_file.write_text(
+        'owner_name = "Alex Doe"\n[[vaults]]\npath = "vault"\n[[vaults]]\npath = "../other"\n',
+        encoding="utf-8",
+    )
+    cfg = load_config(cfg_file, env={})
+    assert cfg.vaults[0].path == (folder / "vault").resolve()
+    assert cfg.vaults[1].path == (tmp_path / "other").resolve()
+    assert cfg.source == cfg_file
+
+
+def test_home_and_data_dir_paths() -> None:
+    cfg = parse({**minimal(), "vaults": [{"path": "~/notes"}], "data_dir": "state"})
+    assert cfg.vaults[0].path == Path("~/notes").expanduser()
+    assert cfg.vaults[0].path.is_absolute()
+    assert cfg.data_dir == (BASE / "state").resolve()
+    assert parse(minimal(), {"KB_DATA_DIR": "/var/kb"}).data_dir == Path("/var/kb")
+
+
+# --- vault globs -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [".obsidian/app.json", ".obsidian", ".trash/x.md", ".git/HEAD", "a/.hidden/b.md", "a/.x.md"],
+)
+def test_dot_paths_always_ignored(rel: str) -> None:
+    assert VaultConfig("v", Path("/v")).is_ignored(rel)
+
+
+def test_configured_ignore_globs() -> None:
+    vault = VaultConfig("v", Path("/v"), ignore=("Templates/**", "*.excalidraw.md"))
+    assert vault.is_ignored("Templates/daily.md")
+    assert vault.is_ignored("Drawings/plan.excalidraw.md")
+    assert not vault.is_ignored("Notes/Templates.md")
+    assert not vault.is_ignored("Notes/plan.md")
+    assert not VaultConfig("v", Path("/v")).is_ignored("Templates/daily.md")
+
+
+def test_is_personal_globs() -> None:
+    vault = VaultConfig("v", Path("/v"), personal=("Alex/**", "Journal/**"))
+    assert vault.is_personal("Alex/Work Log.md")
+    assert vault.is_personal("Alex/Journal/2024-04-12.md")
+    assert vault.is_personal("Journal/2024.md")
+    assert not vault.is_personal("Alexander/notes.md")
+    assert not vault.is_personal("People/Alex.md")
+    assert not vault.is_personal("Projects/Alex/x.md")
+    assert not VaultConfig("v", Path("/v")).is_personal("Alex/Work Log.md")
+
+
+# --- files -------------------------------------------------------------------------------------
+
+
+def test_load_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError) as info:
+        load_config(missing, env={})
+    message = str(info.value)
+    assert str(missing) in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("content", ["owner_name = ", "[llm\nprovider = 'x'", "a = 1\na = 2"])
+def test_load_invalid_toml(tmp_path: Path, content: str) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(content, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(bad, env={})
+    message = str(info.value)
+    assert "TOML" in message
+    assert str(bad) in message
+    assert "\n" not in message
+
+
+def test_load_not_utf8(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"owner_name = '\xff'")
+    with pytest.raises(ConfigError) as info:
+        load_config(bad, env={})
+    assert "\n" not in str(info.value)
+
+
+def test_load_config_uses_kb_config_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg_file = tmp_path / "from-env.toml"
+    cfg_file.write_text('owner_name = "Env"\n[[vaults]]\npath = "v"\n', encoding="utf-8")
+    monkeypatch.setenv("KB_CONFIG", str(cfg_file))
+    cfg = load_config(None, env={})
+    assert cfg.owner_name == "Env"
+    assert cfg.source == cfg_file
+
+
+# --- the example file --------------------------------------------------------------------------
+
+
+def test_example_config_loads() -> None:
+    cfg = load_config(EXAMPLE, env={})
+    assert cfg.owner_name == "Alex Doe"
+    assert [v.name for v in cfg.vaults] == ["notes"]
+    assert cfg.vaults[0].personal == ("Alex/**", "Journal/**")
+    assert cfg.vaults[0].is_ignored("Templates/x.md")
+    assert cfg.llm.provider == "ollama"
+    assert cfg.llm.chat_host == DEFAULT_OLLAMA_HOST
+    assert cfg.query.top_k == 5
+
+
+def test_example_config_commented_keys_are_accepted(tmp_path: Path) -> None:
+    # Keys shown commented out (`# key = value`) are real keys too.
+    text = EXAMPLE.read_text(encoding="utf-8")
+    uncommented = re.sub(r"(?m)^# ([a-z_]+ = .*)$", r"\1", text)
+    assert uncommented != text
+    copy = tmp_path / "config.toml"
+    copy.write_text(uncommented, encoding="utf-8")
+    load_config(copy, env={})
+
+
+def _example_keys() -> dict[str, set[str]]:
+    raw = tomllib.loads(EXAMPLE.read_text(encoding="utf-8"))
+    keys: dict[str, set[str]] = {"": set()}
+    for key, value in raw.items():
+        if isinstance(value, dict):
+            keys[key] = set(value)
+        elif key == "vaults":
+            keys[key] = {k for table in value for k in table}
+        else:
+            keys[""].add(key)
+    return keys
+
+
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [(s, k) for s, ks in _example_keys().items() for k in sorted(ks)],
+)
+def test_each_example_key_is_accepted_on_its_own(section: str, key: str) -> None:
+    raw = tomllib.loads(EXAMPLE.read_text(encoding="utf-8"))
+    config = minimal()
+    if section == "":
+        config[key] = raw[key]
+    elif section == "vaults":
+        config["vaults"] = [{"path": "/notes", key: raw["vaults"][0][key]}]
+    else:
+        config[section] = {key: raw[section][key]}
+    parse(config)
+
+
+@pytest.mark.parametrize(
+    ("section", "cls"),
+    [
+        ("chunking", ChunkingConfig),
+        ("context", ContextConfig),
+        ("llm", LLMConfig),
+        ("query", QueryConfig),
+        ("vaults", VaultConfig),
+    ],
+)
+def test_example_documents_every_setting(section: str, cls: type) -> None:
+    documented = _example_keys()[section]
+    assert {f.name for f in dataclasses.fields(cls)} <= documented
