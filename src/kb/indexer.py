@@ -123,7 +123,6 @@ class Indexer:
             context_window=config.llm.context_window,
             executor=self._llm_pool,
         )
-        self.embed_calls = 0
 
     def close(self) -> None:
         self._file_pool.shutdown(wait=True, cancel_futures=True)
@@ -323,7 +322,6 @@ class Indexer:
         batch = self.config.llm.embed_batch
         for start in range(0, len(texts), batch):
             out.extend(self.embedder.embed(texts[start : start + batch]))
-            self.embed_calls += 1
         return out
 
     # -- the embedding model -----------------------------------------------------------------------

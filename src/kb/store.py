@@ -139,10 +139,6 @@ class Store:
             ).fetchall()
         return {r["path"]: DocumentState(**r) for r in rows}
 
-    def vaults(self) -> list[str]:
-        with self.pool.connection() as conn:
-            return [r["vault"] for r in conn.execute("SELECT DISTINCT vault FROM documents")]
-
     def save_document(self, doc: DocumentRecord, chunks: Sequence[ChunkRecord]) -> None:
         """Replace a document and all its chunks in one transaction."""
         with self.pool.connection() as conn, conn.transaction():

@@ -2,50 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from kb.config import LLMConfig
 from kb.llm.base import ChatModel, Embedder, Prompt
 
 
 def make_chat(cfg: LLMConfig) -> ChatModel:
-    if cfg.provider == "ollama":
-        from kb.llm.ollama import OllamaChat
-
-        return OllamaChat(cfg.chat_host, cfg.chat_model, timeout=cfg.timeout, retries=cfg.retries)
-    if cfg.provider == "openai":
-        from kb.llm.openai import OpenAIChat
-
-        return OpenAIChat(
-            cfg.chat_host,
-            cfg.chat_model,
-            api_key=cfg.api_key,
-            timeout=cfg.timeout,
-            retries=cfg.retries,
-        )
-    from kb.llm.fake import FakeChat
-
-    return FakeChat(cfg.chat_model)
+    return _make(cfg, "chat", cfg.chat_host, cfg.chat_model)
 
 
 def make_embedder(cfg: LLMConfig) -> Embedder:
+    return _make(cfg, "embed", cfg.embed_host, cfg.embed_model)
+
+
+def _make(cfg: LLMConfig, kind: str, host: str, model: str) -> Any:
+    # Imported on demand: a provider's client library is only loaded when it is used.
     if cfg.provider == "ollama":
-        from kb.llm.ollama import OllamaEmbedder
+        from kb.llm import ollama
 
-        return OllamaEmbedder(
-            cfg.embed_host, cfg.embed_model, timeout=cfg.timeout, retries=cfg.retries
-        )
+        cls = ollama.OllamaChat if kind == "chat" else ollama.OllamaEmbedder
+        return cls(host, model, timeout=cfg.timeout, retries=cfg.retries)
     if cfg.provider == "openai":
-        from kb.llm.openai import OpenAIEmbedder
+        from kb.llm import openai
 
-        return OpenAIEmbedder(
-            cfg.embed_host,
-            cfg.embed_model,
-            api_key=cfg.api_key,
-            timeout=cfg.timeout,
-            retries=cfg.retries,
-        )
-    from kb.llm.fake import FakeEmbedder
+        cls = openai.OpenAIChat if kind == "chat" else openai.OpenAIEmbedder
+        return cls(host, model, api_key=cfg.api_key, timeout=cfg.timeout, retries=cfg.retries)
+    from kb.llm import fake
 
-    return FakeEmbedder(cfg.embed_model)
+    return fake.FakeChat(model) if kind == "chat" else fake.FakeEmbedder(model)
 
 
 __all__ = ["ChatModel", "Embedder", "Prompt", "make_chat", "make_embedder"]
