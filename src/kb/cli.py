@@ -197,18 +197,15 @@ def query(
     """Search the index; prints the raw chunks, best first."""
     with _session() as (cfg, store):
         owner = None if no_owner or not cfg.query.owner_in_first_person else cfg.owner_name
-        try:
-            hits = query_mod.search(
-                store,
-                make_embedder(cfg.llm),
-                text,
-                owner=owner,
-                top_k=top_k or cfg.query.top_k,
-                threshold=threshold,
-                path_prefix=path,
-            )
-        except KbError as exc:
-            raise _fail(str(exc)) from None
+        hits = query_mod.search(
+            store,
+            make_embedder(cfg.llm),
+            text,
+            owner=owner,
+            top_k=top_k or cfg.query.top_k,
+            threshold=threshold,
+            path_prefix=path,
+        )
     if as_json:
         sys.stdout.write(json.dumps([asdict(h) for h in hits], ensure_ascii=False, indent=2))
         sys.stdout.write("\n")

@@ -161,7 +161,9 @@ class Indexer:
         stored = self.store.documents(vault.name)
         on_disk = {f.path: f for f in scan_vault(vault)}
         self.on_scan(len(on_disk))
-        changed: list[tuple[_OnDisk, bytes]] = []
+        # Only hashes are kept here: a file's bytes are read again by the worker that
+        # indexes it, so a first sync of a large vault does not hold it all in memory.
+        changed: list[tuple[_OnDisk, str]] = []
 
         def emit(event: FileEvent) -> None:
             report.add(event)
@@ -179,7 +181,7 @@ class Indexer:
                 emit(FileEvent(vault.name, f.path, "unchanged"))
                 continue
             try:
-                data = _read(vault.path / f.path)
+                digest = _sha256(_read(vault.path / f.path))
             except NoteError as exc:
                 emit(self._failed(vault, f.path, exc))
                 continue
@@ -187,29 +189,26 @@ class Indexer:
                 not force
                 and old is not None
                 and old.personal == f.personal
-                and (old.content_hash == _sha256(data))
+                and old.content_hash == digest
             ):
                 self.store.update_stat(vault.name, f.path, f.size, f.mtime_ns)
                 emit(FileEvent(vault.name, f.path, "unchanged"))
                 continue
-            changed.append((f, data))
+            changed.append((f, digest))
 
         vanished = {p: d for p, d in stored.items() if p not in on_disk}
         to_index = []
-        for f, data in changed:
-            source = None if force or f.path in stored else _moved_from(vanished, f, data)
+        for f, digest in changed:
+            source = None if force or f.path in stored else _moved_from(vanished, f, digest)
             if source is not None:
                 self.store.move_document(vault.name, source.path, f.path, f.size, f.mtime_ns)
                 del vanished[source.path]
                 log.info("%s: moved from %s", f.path, source.path)
                 emit(FileEvent(vault.name, f.path, "moved"))
             else:
-                to_index.append((f, data))
+                to_index.append(f)
 
-        futures = [
-            self._file_pool.submit(self._index_guarded, vault, f, data, force)
-            for f, data in to_index
-        ]
+        futures = [self._file_pool.submit(self._index_guarded, vault, f, force) for f in to_index]
         for future in futures:
             emit(future.result())
 
@@ -217,10 +216,11 @@ class Indexer:
         for path in vanished:
             emit(FileEvent(vault.name, path, "deleted"))
 
-    def _index_guarded(self, vault: VaultConfig, f: _OnDisk, data: bytes, force: bool) -> FileEvent:
+    def _index_guarded(self, vault: VaultConfig, f: _OnDisk, force: bool) -> FileEvent:
         try:
+            data = _read(vault.path / f.path)
             return self.index_bytes(
-                vault, f.path, data, size=f.size, mtime_ns=f.mtime_ns, force=force
+                vault, f.path, data, size=len(data), mtime_ns=f.mtime_ns, force=force
             )
         except NoteError as exc:
             return self._failed(vault, f.path, exc)
@@ -360,9 +360,8 @@ class Indexer:
 
 
 def _moved_from(
-    vanished: dict[str, DocumentState], f: _OnDisk, data: bytes
+    vanished: dict[str, DocumentState], f: _OnDisk, digest: str
 ) -> DocumentState | None:
-    digest = _sha256(data)
     return next(
         (d for d in vanished.values() if d.content_hash == digest and d.personal == f.personal),
         None,
