@@ -139,6 +139,12 @@ def _summarize(report: SyncReport) -> None:
         f"{report.moved} moved, {report.deleted} deleted, {report.failed} failed; "
         f"{report.chunks} chunks written, {report.llm_calls} LLM calls, "
         f"{report.embedded} texts embedded"
+        + (
+            f", {report.fallbacks} model answers rejected (structural context stored; "
+            "`kb --verbose index` names them)"
+            if report.fallbacks
+            else ""
+        )
     )
     for failure in report.failures:
         err.print(
@@ -254,6 +260,8 @@ def status(
     out.print(f"embeddings   {report.embed_model or '-'} ({report.dimensions or '-'} dimensions)")
     models = ", ".join(f"{m} ({n} chunks)" for m, n in report.chat_models.items()) or "-"
     out.print(f"chat models  {escape(models)}")
+    fallbacks = ", ".join(f"{n} {task.replace('_', ' ')}" for task, n in report.fallbacks.items())
+    out.print(f"fallbacks    {fallbacks or 'none'}")
     last = report.last_sync
     out.print(f"last sync    {last['at'] if last else 'never'}")
     out.print(f"failed files {len(report.failures)}")

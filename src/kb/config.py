@@ -143,7 +143,7 @@ def parse_config(
     if len(set(names)) != len(names):
         raise ConfigError("config key 'vaults.name' must be unique across vaults")
 
-    provider = r.get("llm.provider", str, LLMConfig.provider)
+    provider = _env(env, "KB_PROVIDER", r.get("llm.provider", str, LLMConfig.provider))
     if provider not in PROVIDERS:
         raise ConfigError(f"config key 'llm.provider' must be one of {', '.join(PROVIDERS)}")
     default_host = DEFAULT_OLLAMA_HOST if provider == "ollama" else ""

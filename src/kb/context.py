@@ -1,7 +1,7 @@
 """Write each chunk's context: file summary, chunk summary, first-person rewrite.
 
-Every LLM output is cached under a key that hashes exactly its inputs (plus
-the model and the prompt version), so a run only asks for what is new:
+Every LLM output is cached under a key that hashes exactly its inputs and the
+prompt version, so a run only asks for what is new:
 
 - the file summary depends on the first and last chunks only, so editing the
   middle of a note keeps it;
@@ -15,14 +15,15 @@ the model and the prompt version), so a run only asks for what is new:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-from kb import prompts
+from kb import outputs, prompts
 from kb.chunking import Chunk
 from kb.config import ContextConfig
 from kb.llm.base import ChatModel, Prompt
+from kb.outputs import Output
 
 _SUMMARY_CHARS_PER_TOKEN = 6
 
@@ -44,8 +45,10 @@ class ContextChunk:
     chunk: Chunk
     summary: str
     summary_key: str
+    summary_fallback: bool
     rewrite: str | None
     rewrite_key: str | None
+    rewrite_fallback: bool
     full_context: str
 
     @property
@@ -57,8 +60,11 @@ class ContextChunk:
 class FileContext:
     summary: str
     summary_key: str
+    summary_fallback: bool
     chunks: list[ContextChunk]
     llm_calls: int
+    # Outputs rejected in this build, e.g. "chunk 3 summary: echo of the note".
+    problems: list[str]
 
 
 def full_context(file_summary: str, chunk_summary: str, header_path: str, content: str) -> str:
@@ -72,7 +78,11 @@ def full_context(file_summary: str, chunk_summary: str, header_path: str, conten
 
 
 class Contextualizer:
-    """Turns a note's chunks into ContextChunks, asking the chat model only for what is missing."""
+    """Turns a note's chunks into ContextChunks, asking the chat model only for what is missing.
+
+    Cache keys leave the model out: switching models keeps every good output, and only
+    the outputs that fell back are asked again (see `known` in `build`).
+    """
 
     def __init__(
         self,
@@ -106,21 +116,16 @@ class Contextualizer:
 
     def file_summary_key(self, chunks: list[Chunk], personal: bool) -> str:
         return _key(
-            "file",
-            prompts.PROMPT_VERSION,
-            self.chat.name,
-            self._owner_for(personal) or "",
-            *self.excerpts(chunks),
+            "file", prompts.PROMPT_VERSION, self._owner_for(personal) or "", *self.excerpts(chunks)
         )
 
     def rewrite_key(self, chunk: Chunk) -> str:
-        return _key("rewrite", prompts.PROMPT_VERSION, self.chat.name, self.owner, chunk.content)
+        return _key("rewrite", prompts.PROMPT_VERSION, self.owner, chunk.content)
 
     def chunk_summary_key(self, chunk: Chunk, personal: bool) -> str:
         return _key(
             "chunk",
             prompts.PROMPT_VERSION,
-            self.chat.name,
             self._owner_for(personal) or "",
             str(self._rewrites(personal)),
             header_line(chunk.header_path),
@@ -138,13 +143,29 @@ class Contextualizer:
                 keys.append(self.rewrite_key(chunk))
         return keys
 
-    def build(self, chunks: list[Chunk], personal: bool, known: Mapping[str, str]) -> FileContext:
-        """Context for every chunk; `known` maps cache keys to outputs already paid for."""
+    def build(
+        self,
+        chunks: list[Chunk],
+        personal: bool,
+        known: Mapping[str, Output],
+        *,
+        title: str,
+        folder: str = "",
+    ) -> FileContext:
+        """Context for every chunk.
+
+        `known` maps cache keys to outputs already paid for. The caller leaves out
+        fallbacks made by another model, so those are asked again; `title` and `folder`
+        go into the structural context used when the model's output is unusable.
+        """
         if not chunks:
-            return FileContext(summary="", summary_key="", chunks=[], llm_calls=0)
-        calls = 0
+            return FileContext("", "", False, [], 0, [])
         owner = self._owner_for(personal)
-        max_summary = self.settings.summary_max_tokens * _SUMMARY_CHARS_PER_TOKEN
+        file_tokens = self.settings.summary_max_tokens
+        # A chunk summary is one or two sentences: a tighter cap stops a runaway sooner.
+        chunk_tokens = max(48, file_tokens * 3 // 5)
+        problems: list[str] = []
+        calls = 0
 
         file_key = self.file_summary_key(chunks, personal)
         file_summary = known.get(file_key)
@@ -152,74 +173,110 @@ class Contextualizer:
             prompt = prompts.file_summary_prompt(
                 self.excerpts(chunks),
                 owner=owner,
-                max_tokens=self.settings.summary_max_tokens,
+                max_tokens=file_tokens,
                 context_window=self.context_window,
             )
             # Through the pool, so every LLM call counts against the concurrency limit.
-            file_summary = self.executor.submit(self._summary, prompt, max_summary).result()
+            text, problem = self.executor.submit(self._summary, prompt).result()
             calls += 1
+            if problem:
+                problems.append(f"file summary: {problem}")
+                text = outputs.structural_file_summary(title, folder, _sections(chunks), owner)
+            file_summary = Output(text, fallback=problem is not None)
 
-        def one(chunk: Chunk) -> tuple[ContextChunk, int]:
-            made = 0
-            text = chunk.content
-            rewrite = rewrite_key = None
-            if self._rewrites(personal):
-                rewrite_key = self.rewrite_key(chunk)
-                rewrite = known.get(rewrite_key)
-                if rewrite is None:
-                    rewrite = self._rewrite(chunk.content)
-                    made += 1
-                text = rewrite
-            headers = header_line(chunk.header_path)
-            summary_key = self.chunk_summary_key(chunk, personal)
-            summary = known.get(summary_key)
-            if summary is None:
-                prompt = prompts.chunk_summary_prompt(
-                    file_summary,
-                    headers,
-                    text,
-                    owner=owner,
-                    max_tokens=self.settings.summary_max_tokens,
-                    context_window=self.context_window,
+        # All rewrites first, then all summaries: the summaries of one note then reach the
+        # server back to back and share their cached prompt prefix.
+        texts: list[Output | None] = [None] * len(chunks)
+        if self._rewrites(personal):
+            texts = [known.get(self.rewrite_key(c)) for c in chunks]
+            todo = [i for i, t in enumerate(texts) if t is None]
+            results = self.executor.map(self._rewrite, [chunks[i].content for i in todo])
+            for i, (text, problem) in zip(todo, results, strict=True):
+                calls += 1
+                if problem:
+                    problems.append(f"chunk {i + 1} rewrite: {problem}")
+                    text = outputs.owned_text(chunks[i].content, self.owner)
+                texts[i] = Output(text, fallback=problem is not None)
+
+        summary_keys = [self.chunk_summary_key(c, personal) for c in chunks]
+        summaries: list[Output | None] = [known.get(k) for k in summary_keys]
+        todo = [i for i, s in enumerate(summaries) if s is None]
+        summary_prompts = [
+            prompts.chunk_summary_prompt(
+                file_summary.text,
+                header_line(chunks[i].header_path),
+                (texts[i] or Output(chunks[i].content)).text,
+                owner=owner,
+                max_tokens=chunk_tokens,
+                context_window=self.context_window,
+            )
+            for i in todo
+        ]
+        results = self.executor.map(self._summary, summary_prompts)
+        for i, (text, problem) in zip(todo, results, strict=True):
+            calls += 1
+            if problem:
+                problems.append(f"chunk {i + 1} summary: {problem}")
+                text = outputs.structural_chunk_summary(
+                    title, _plain_headers(chunks[i].header_path)
                 )
-                summary = self._summary(prompt, max_summary)
-                made += 1
-            return ContextChunk(
-                chunk=chunk,
-                summary=summary,
-                summary_key=summary_key,
-                rewrite=rewrite,
-                rewrite_key=rewrite_key,
-                full_context=full_context(file_summary, summary, headers, text),
-            ), made
+            summaries[i] = Output(text, fallback=problem is not None)
 
-        results = list(self.executor.map(one, chunks))
-        calls += sum(made for _, made in results)
+        built = []
+        for chunk, key, summary, rewritten in zip(
+            chunks, summary_keys, summaries, texts, strict=True
+        ):
+            assert summary is not None
+            built.append(
+                ContextChunk(
+                    chunk=chunk,
+                    summary=summary.text,
+                    summary_key=key,
+                    summary_fallback=summary.fallback,
+                    rewrite=rewritten.text if rewritten else None,
+                    rewrite_key=self.rewrite_key(chunk) if rewritten else None,
+                    rewrite_fallback=rewritten.fallback if rewritten else False,
+                    full_context=full_context(
+                        file_summary.text,
+                        summary.text,
+                        header_line(chunk.header_path),
+                        rewritten.text if rewritten else chunk.content,
+                    ),
+                )
+            )
         return FileContext(
-            summary=file_summary,
+            summary=file_summary.text,
             summary_key=file_key,
-            chunks=[c for c, _ in results],
+            summary_fallback=file_summary.fallback,
+            chunks=built,
             llm_calls=calls,
+            problems=problems,
         )
 
-    def _summary(self, prompt: Prompt, max_chars: int) -> str:
-        text = prompts.clean_summary(self.chat.complete(prompt), max_chars=max_chars)
-        # An echo of the input is no summary: better none than a misleading one.
-        if _is_echo(text, prompt.user):
-            return ""
-        return text
+    def _summary(self, prompt: Prompt) -> tuple[str, str | None]:
+        max_chars = prompt.max_tokens * _SUMMARY_CHARS_PER_TOKEN
+        text = outputs.clean_summary(self.chat.complete(prompt), max_chars=max_chars)
+        return text, outputs.summary_problem(text, prompt)
 
-    def _rewrite(self, content: str) -> str:
+    def _rewrite(self, content: str) -> tuple[str, str | None]:
         prompt = prompts.rewrite_prompt(
             content, owner=self.owner, context_window=self.context_window
         )
-        text = prompts.clean_rewrite(self.chat.complete(prompt))
-        # A rewrite that lost most of the text, or ran away, is worse than the original.
-        if not text or not 0.5 <= len(text) / max(1, len(content)) <= 2.5:
-            return content
-        return text
+        text = outputs.clean_rewrite(self.chat.complete(prompt))
+        return text, outputs.rewrite_problem(text, content, self.owner)
 
 
-def _is_echo(output: str, prompt_text: str) -> bool:
-    norm = " ".join(output.split()).lower()
-    return len(norm) > 40 and norm in " ".join(prompt_text.split()).lower()
+def _plain(header: str) -> str:
+    return header.lstrip("#").strip()
+
+
+def _plain_headers(header_path: tuple[str, ...]) -> str:
+    return " > ".join(_plain(h) for h in header_path)
+
+
+def _sections(chunks: list[Chunk]) -> Iterator[str]:
+    """The note's top sections: each chunk's first heading below the title."""
+    for chunk in chunks:
+        below = [h for h in chunk.header_path if not h.startswith("# ")]
+        if below:
+            yield _plain(below[0])

@@ -13,6 +13,7 @@ import re
 import warnings
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import psycopg
@@ -55,8 +56,13 @@ def embedded_url(data_dir: Path) -> str:
 
 def migrations() -> list[Migration]:
     """The ordered SQL files of `migrations/` (shipped inside the package when installed)."""
-    packaged = resources.files("kb") / "migrations"
-    folder = packaged if packaged.is_dir() else Path(__file__).parents[2] / "migrations"
+    checkout = Path(__file__).parents[2]
+    # An editable install also holds a packaged copy, frozen at install time: in a source
+    # checkout the repository's own folder is the truth.
+    if (checkout / "pyproject.toml").is_file() and (checkout / "migrations").is_dir():
+        folder: Path | Traversable = checkout / "migrations"
+    else:
+        folder = resources.files("kb") / "migrations"
     found = []
     for entry in folder.iterdir():
         match = re.fullmatch(r"(\d+)_(\w+)\.sql", entry.name)

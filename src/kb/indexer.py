@@ -14,11 +14,12 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 import psycopg
 
-from kb.chunking import chunk_body
+from kb.chunking import Chunk, chunk_body
 from kb.config import Config, VaultConfig
 from kb.context import ContextChunk, Contextualizer
 from kb.db import first_line
@@ -43,6 +44,7 @@ class FileEvent:
     chunks: int = 0
     llm_calls: int = 0
     embedded: int = 0
+    fallbacks: int = 0  # model outputs rejected and replaced by structural context
     error: str = ""
 
 
@@ -57,6 +59,7 @@ class SyncReport:
     chunks: int = 0
     llm_calls: int = 0
     embedded: int = 0
+    fallbacks: int = 0
     failures: list[FileEvent] = field(default_factory=list)
 
     def add(self, event: FileEvent) -> None:
@@ -66,6 +69,7 @@ class SyncReport:
         self.chunks += event.chunks
         self.llm_calls += event.llm_calls
         self.embedded += event.embedded
+        self.fallbacks += event.fallbacks
         if event.action == "failed":
             self.failures.append(event)
 
@@ -159,6 +163,8 @@ class Indexer:
 
     def _sync_vault(self, vault: VaultConfig, report: SyncReport, *, force: bool) -> None:
         stored = self.store.documents(vault.name)
+        # Notes where an earlier model's output was rejected get a try with this model.
+        retry = self.store.paths_with_fallbacks(vault.name, self.chat.name)
         on_disk = {f.path: f for f in scan_vault(vault)}
         self.on_scan(len(on_disk))
         # Only hashes are kept here: a file's bytes are read again by the worker that
@@ -173,6 +179,7 @@ class Indexer:
             old = stored.get(f.path)
             if (
                 not force
+                and f.path not in retry
                 and old is not None
                 and old.size == f.size
                 and old.mtime_ns == f.mtime_ns
@@ -187,6 +194,7 @@ class Indexer:
                 continue
             if (
                 not force
+                and f.path not in retry
                 and old is not None
                 and old.personal == f.personal
                 and old.content_hash == digest
@@ -259,8 +267,18 @@ class Indexer:
             note.body, max_chars=self.config.chunking.max_chars, first_line=note.body_start_line
         )
         personal = vault.is_personal(path)
-        known = {} if force else self.store.known_outputs(self.context.keys(chunks, personal))
-        ctx = self.context.build(chunks, personal, known)
+        keys = self.context.keys(chunks, personal)
+        known = {} if force else self.store.known_outputs(keys, self.chat.name)
+        folder = PurePosixPath(path).parent.as_posix()
+        ctx = self.context.build(
+            chunks,
+            personal,
+            known,
+            title=note_title(note.metadata, chunks, path),
+            folder="" if folder == "." else folder,
+        )
+        for problem in ctx.problems:
+            log.info("%s/%s: %s; stored structural context instead", vault.name, path, problem)
         vectors, embedded = self._vectors(ctx.chunks, reuse=not force)
         records = [
             ChunkRecord(
@@ -279,6 +297,8 @@ class Indexer:
                 chat_model=self.chat.name,
                 embedding=v,
                 embed_model=self.embedder.name,
+                summary_fallback=self._failed_model(c.summary_fallback),
+                rewrite_fallback=self._failed_model(c.rewrite_fallback),
             )
             for c, v in zip(ctx.chunks, vectors, strict=True)
         ]
@@ -296,6 +316,7 @@ class Indexer:
                 personal=personal,
                 summary=ctx.summary,
                 summary_key=ctx.summary_key,
+                summary_fallback=self._failed_model(ctx.summary_fallback),
             ),
             records,
         )
@@ -306,7 +327,11 @@ class Indexer:
             chunks=len(records),
             llm_calls=ctx.llm_calls,
             embedded=embedded,
+            fallbacks=len(ctx.problems),
         )
+
+    def _failed_model(self, fallback: bool) -> str | None:
+        return self.chat.name if fallback else None
 
     def _vectors(self, chunks: Sequence[ContextChunk], *, reuse: bool) -> tuple[list[Vector], int]:
         """A vector per chunk, embedding only full_context not embedded before by this model."""
@@ -387,3 +412,13 @@ def _sha256(data: bytes) -> str:
 
 def _now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def note_title(metadata: dict[str, Any], chunks: Sequence[Chunk], path: str) -> str:
+    """The frontmatter title, else the first top-level heading, else the file name."""
+    if isinstance(title := metadata.get("title"), str) and title.strip():
+        return title.strip()
+    for chunk in chunks:
+        if chunk.header_path and chunk.header_path[0].startswith("# "):
+            return chunk.header_path[0][2:].strip()
+    return PurePosixPath(path).stem

@@ -1,56 +1,93 @@
-"""Every prompt kb sends, its version, and the cleaning of what comes back.
+"""Every prompt kb sends, and its version.
 
 PROMPT_VERSION is part of every cache key: change any wording here and bump
 it, and the next run rewrites the context it affects (and nothing else).
 
 Each chunk prompt starts with the same text for every chunk of a file (the
-instructions, then the file summary), so servers that cache prompt prefixes
-only evaluate the chunk itself.
+instructions, the worked example, then the file summary), so servers that cache
+prompt prefixes only evaluate the chunk itself.
 """
 
 from __future__ import annotations
 
-import re
-
 from kb.llm.base import Prompt
 
-PROMPT_VERSION = "2"
+PROMPT_VERSION = "3"
 
 # A conservative characters-per-token ratio for English prose and Markdown.
 _CHARS_PER_TOKEN = 3
 _PROMPT_OVERHEAD_TOKENS = 64
 _MIN_CTX = 2048
 
+# Small models (0.5B to 1.5B) follow short, concrete rules and one worked example far
+# better than long instructions; each example sits in the cached prompt prefix.
 _FILE_SYSTEM = (
-    "You write short summaries of notes for a search index. "
-    "Given the beginning and the end of a note, write two or three plain sentences that say "
-    "what the whole note is about: its subject, its purpose, and the main people, places, "
-    "projects or tools it mentions. Write only the summary: no preamble, no lists, no Markdown."
+    "You summarize notes for a search index. You get the beginning and the end of a note. "
+    "Write two or three plain sentences that say what the whole note is about: its subject, "
+    "its purpose, and the main people, places, projects or tools it names. "
+    "Do not copy sentences from the note. No lists, no headings, no Markdown. "
+    "Answer with the summary only."
 )
 _CHUNK_SYSTEM = (
-    "You help a search index understand one part of a note. "
-    "Given a summary of the whole note and one part of it, write one or two plain sentences "
-    "that say what this part is about and how it fits in the note. "
-    "Write only those sentences: no preamble, no lists, no Markdown."
+    "You help a search index understand one part of a note. You get a summary of the whole "
+    "note, the headings above the part, and the part itself. Write one or two plain sentences "
+    "that say what this part is about and how it fits in the note, naming the specific people, "
+    "places, tools and numbers it mentions. Do not copy the part. No lists, no Markdown. "
+    "Answer with the sentences only."
 )
 _REWRITE_SYSTEM = (
-    "You rewrite personal notes in the third person. The text was written by {owner} about "
-    "themself. Replace every I, me, my, mine and myself (and we, us, our when they include "
-    "the writer) with {owner} or {owner}'s, so that it is abundantly clear the text is about "
-    "{owner}. Keep every fact, name, number, date, link and the Markdown formatting. "
-    "Write only the rewritten text."
+    "You rewrite a personal note in the third person. {owner} wrote it about themself. "
+    "Replace every first-person word with {owner}'s name: I and me become {owner}, my and mine "
+    "become {owner}'s, myself becomes {owner}; we, us and our become {owner} and the others. "
+    "Fix the verb that follows (I am → {owner} is, I have → {owner} has). Keep everything else "
+    "exactly as it is: facts, names, numbers, dates, links and Markdown. Do not add, drop or "
+    "explain anything. Answer with the rewritten text only."
 )
 _OWNER_NOTE = (
-    " The note is {owner}'s own, written in the first person: say plainly that it is about "
-    "{owner}, and name {owner} instead of writing 'I', 'the author' or 'the writer'."
+    " This note is {owner}'s own, written in the first person: call the writer {owner}, "
+    "never 'I', 'the author' or 'the writer'."
 )
+
+_FILE_EXAMPLE = (
+    "<note>\n# Sourdough log\n\nFed the starter at 8:00 with 50 g of rye flour. It doubled by "
+    "noon.\n\n[…]\n\n## Bake 3\n\nThe loaf from Maria's recipe rose well; bake 40 minutes "
+    "at 230 °C next time.\n</note>\n\nSummary of the whole note:",
+    "A baking log that tracks feeding a rye sourdough starter and the results of several "
+    "bakes. It records rising times, flour amounts and oven settings, and notes that a loaf "
+    "made from Maria's recipe worked best.",
+)
+_FILE_EXAMPLE_PERSONAL = (
+    _FILE_EXAMPLE[0],
+    "{owner}'s baking log, tracking how {owner} feeds a rye sourdough starter and how "
+    "several bakes turned out. {owner} records rising times, flour amounts and oven settings, "
+    "and found that a loaf made from Maria's recipe worked best.",
+)
+_CHUNK_EXAMPLE = (
+    "<file_summary>\nA guide to running a small home server: hardware, services and backups."
+    "\n</file_summary>\n\n<chunk_headers>\n# Home server > ## Backups\n</chunk_headers>\n\n"
+    "<chunk>\nrestic runs every night at 02:00 and keeps 7 daily and 4 weekly snapshots on "
+    "the USB disk.\n</chunk>\n\nWhat this part is about:",
+    "The backup section of the home server guide: restic makes nightly snapshots at 02:00 "
+    "to a USB disk, keeping 7 daily and 4 weekly ones.",
+)
+_REWRITE_EXAMPLE = (
+    "<text>\nI'm back at the gym. My knee is fine, and Sam lent me his gloves. We lifted for "
+    "an hour.\n</text>\n\nThe same text in the third person:",
+    "{owner} is back at the gym. {owner}'s knee is fine, and Sam lent {owner} his gloves. "
+    "{owner} and Sam lifted for an hour.",
+)
+
+
+def _example(pair: tuple[str, str], owner: str | None) -> tuple[tuple[str, str], ...]:
+    return ((pair[0], pair[1].format(owner=owner)),)
 
 
 def file_summary_prompt(
     excerpts: list[str], *, owner: str | None, max_tokens: int, context_window: int
 ) -> Prompt:
     system = _FILE_SYSTEM + (_OWNER_NOTE.format(owner=owner) if owner else "")
-    budget = _input_budget(system, max_tokens, context_window)
+    examples = _example(_FILE_EXAMPLE_PERSONAL if owner else _FILE_EXAMPLE, owner)
+    budget = _input_budget(system + _joined(examples), max_tokens, context_window)
     excerpt = _fit("\n\n[…]\n\n".join(excerpts), budget)
     user = f"<note>\n{excerpt}\n</note>\n\nSummary of the whole note:"
     return _prompt(
@@ -60,6 +97,7 @@ def file_summary_prompt(
         max_tokens,
         context_window,
         {"excerpt": excerpt, "owner": owner or ""},
+        examples,
     )
 
 
@@ -73,7 +111,9 @@ def chunk_summary_prompt(
     context_window: int,
 ) -> Prompt:
     system = _CHUNK_SYSTEM + (_OWNER_NOTE.format(owner=owner) if owner else "")
-    budget = _input_budget(system + file_summary + header_path, max_tokens, context_window)
+    examples = _example(_CHUNK_EXAMPLE, owner)
+    fixed = system + _joined(examples) + file_summary + header_path
+    budget = _input_budget(fixed, max_tokens, context_window)
     content = _fit(content, budget)
     user = (
         f"<file_summary>\n{file_summary}\n</file_summary>\n\n"
@@ -93,18 +133,27 @@ def chunk_summary_prompt(
             "content": content,
             "owner": owner or "",
         },
+        examples,
     )
 
 
 def rewrite_prompt(content: str, *, owner: str, context_window: int) -> Prompt:
     system = _REWRITE_SYSTEM.format(owner=owner)
-    # The rewrite is about as long as its input; leave it room to finish.
+    examples = _example(_REWRITE_EXAMPLE, owner)
+    # The rewrite is a little longer than its input (a name for each "I"); room to finish,
+    # and no more, so a model that runs away stops soon.
     max_tokens = min(len(content) // 2 + 64, context_window // 2)
-    budget = _input_budget(system, max_tokens, context_window)
+    budget = _input_budget(system + _joined(examples), max_tokens, context_window)
     content = _fit(content, budget)
     user = f"<text>\n{content}\n</text>\n\nThe same text in the third person:"
     return _prompt(
-        "rewrite", system, user, max_tokens, context_window, {"content": content, "owner": owner}
+        "rewrite",
+        system,
+        user,
+        max_tokens,
+        context_window,
+        {"content": content, "owner": owner},
+        examples,
     )
 
 
@@ -115,12 +164,24 @@ def _prompt(
     max_tokens: int,
     context_window: int,
     inputs: dict[str, str],
+    examples: tuple[tuple[str, str], ...],
 ) -> Prompt:
-    needed = (len(system) + len(user)) // _CHARS_PER_TOKEN + max_tokens + _PROMPT_OVERHEAD_TOKENS
+    sent = len(system) + len(_joined(examples)) + len(user)
+    needed = sent // _CHARS_PER_TOKEN + max_tokens + _PROMPT_OVERHEAD_TOKENS * (1 + len(examples))
     num_ctx = min(context_window, max(_MIN_CTX, -(-needed // 1024) * 1024))
     return Prompt(
-        task=task, system=system, user=user, max_tokens=max_tokens, num_ctx=num_ctx, inputs=inputs
+        task=task,
+        system=system,
+        user=user,
+        max_tokens=max_tokens,
+        num_ctx=num_ctx,
+        inputs=inputs,
+        examples=examples,
     )
+
+
+def _joined(examples: tuple[tuple[str, str], ...]) -> str:
+    return "".join(asked + answered for asked, answered in examples)
 
 
 def _input_budget(fixed_text: str, max_tokens: int, context_window: int) -> int:
@@ -135,34 +196,3 @@ def _fit(text: str, budget: int) -> str:
         return text
     half = (budget - 5) // 2
     return f"{text[:half]}\n[…]\n{text[-half:]}"
-
-
-_CHATTER = re.compile(
-    r"^\s*(?:(?:sure|certainly|of course|okay|ok)\b[^\n.:!]*[.:!]\s*)?"
-    r"(?:here(?:'s| is| are)\b[^\n:]*:\s*)?"
-    r"(?:(?:\*\*)?(?:summary|answer|rewritten text|the same text in the third person|"
-    r"what this part is about)(?:\*\*)?\s*:(?:\*\*)?\s*)?",
-    re.IGNORECASE,
-)
-_TAGS = re.compile(r"</?(?:note|chunk|chunk_headers|file_summary|text|chunk_summary)>")
-_FENCE = re.compile(r"^```[\w-]*\n(.*?)\n```$", re.DOTALL)
-
-
-def clean_summary(text: str, *, max_chars: int) -> str:
-    """One paragraph of prose: no chatter, no tags, bounded, cut at a sentence end."""
-    text = _TAGS.sub(" ", _CHATTER.sub("", text.strip(), count=1))
-    text = " ".join(text.split()).strip(" \"'")
-    if len(text) > max_chars:
-        cut = text[:max_chars]
-        end = max(cut.rfind(". "), cut.rfind("! "), cut.rfind("? "))
-        text = cut[: end + 1] if end > max_chars // 3 else cut[:-1].rsplit(" ", 1)[0] + "…"
-    return text
-
-
-def clean_rewrite(text: str) -> str:
-    """The rewritten chunk: no chatter, no wrapping fence or tags, Markdown kept."""
-    text = _CHATTER.sub("", text.strip(), count=1).strip()
-    fenced = _FENCE.match(text)
-    if fenced:
-        text = fenced.group(1)
-    return _TAGS.sub("", text).strip()

@@ -25,6 +25,7 @@ from psycopg_pool import ConnectionPool
 
 from kb import db
 from kb.errors import DatabaseError
+from kb.outputs import Output
 
 Vector = Sequence[float] | np.ndarray
 
@@ -52,6 +53,7 @@ class DocumentRecord:
     personal: bool
     summary: str
     summary_key: str
+    summary_fallback: str | None = None  # the chat model whose summary was rejected
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class ChunkRecord:
     chat_model: str
     embedding: Vector
     embed_model: str
+    summary_fallback: str | None = None  # the chat model whose output was rejected
+    rewrite_fallback: str | None = None
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,8 @@ class Status:
     dimensions: int | None
     last_sync: dict[str, Any] | None
     failures: list[dict[str, Any]] = field(default_factory=list)
+    # Outputs stored as structural context because the model's answer was rejected.
+    fallbacks: dict[str, int] = field(default_factory=dict)
 
 
 def _configure(conn: psycopg.Connection) -> None:
@@ -145,13 +151,15 @@ class Store:
             row = conn.execute(
                 """
                 INSERT INTO documents (vault, path, content_hash, size, mtime_ns, metadata,
-                                       personal, summary, summary_key, indexed_at)
-                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                                       personal, summary, summary_key, summary_fallback,
+                                       indexed_at)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
                 ON CONFLICT (vault, path) DO UPDATE SET
                     content_hash = EXCLUDED.content_hash, size = EXCLUDED.size,
                     mtime_ns = EXCLUDED.mtime_ns, metadata = EXCLUDED.metadata,
                     personal = EXCLUDED.personal, summary = EXCLUDED.summary,
-                    summary_key = EXCLUDED.summary_key, indexed_at = now()
+                    summary_key = EXCLUDED.summary_key,
+                    summary_fallback = EXCLUDED.summary_fallback, indexed_at = now()
                 RETURNING id
                 """,
                 (
@@ -164,6 +172,7 @@ class Store:
                     doc.personal,
                     doc.summary,
                     doc.summary_key,
+                    doc.summary_fallback,
                 ),
             ).fetchone()
             assert row is not None
@@ -175,8 +184,9 @@ class Store:
                     INSERT INTO chunks (document_id, position, header_path, content,
                         content_hash, start_line, end_line, summary, summary_key, rewrite,
                         rewrite_key, full_context, context_hash, chat_model, embedding,
-                        embed_model)
-                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                        embed_model, summary_fallback, rewrite_fallback)
+                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+                            %s, %s)
                     """,
                     [
                         (
@@ -196,6 +206,8 @@ class Store:
                             c.chat_model,
                             np.asarray(c.embedding, dtype=np.float32),
                             c.embed_model,
+                            c.summary_fallback,
+                            c.rewrite_fallback,
                         )
                         for c in chunks
                     ],
@@ -248,25 +260,54 @@ class Store:
 
     # -- cached outputs ----------------------------------------------------------------------------
 
-    def known_outputs(self, keys: Sequence[str]) -> dict[str, str]:
-        """LLM outputs already paid for, by cache key, wherever they are stored."""
+    def known_outputs(self, keys: Sequence[str], chat_model: str) -> dict[str, Output]:
+        """LLM outputs already paid for, by cache key, wherever they are stored.
+
+        A fallback counts as known only to the model that produced it: asking that model
+        again would fail again, while another model deserves its chance.
+        """
         if not keys:
             return {}
         keys = list(set(keys))
         with self.pool.connection() as conn:
             rows = conn.execute(
                 """
-                SELECT summary_key AS key, summary AS text FROM documents
+                SELECT summary_key AS key, summary AS text, summary_fallback AS fallback
+                  FROM documents
                  WHERE summary_key = ANY(%(k)s) AND summary IS NOT NULL
                 UNION ALL
-                SELECT summary_key, summary FROM chunks WHERE summary_key = ANY(%(k)s)
+                SELECT summary_key, summary, summary_fallback FROM chunks
+                 WHERE summary_key = ANY(%(k)s)
                 UNION ALL
-                SELECT rewrite_key, rewrite FROM chunks
+                SELECT rewrite_key, rewrite, rewrite_fallback FROM chunks
                  WHERE rewrite_key = ANY(%(k)s) AND rewrite IS NOT NULL
                 """,
                 {"k": keys},
             ).fetchall()
-        return {r["key"]: r["text"] for r in rows}
+        known: dict[str, Output] = {}
+        for r in rows:
+            if r["fallback"] is None:
+                known[r["key"]] = Output(r["text"])
+            elif r["fallback"] == chat_model:
+                known.setdefault(r["key"], Output(r["text"], fallback=True))
+        return known
+
+    def paths_with_fallbacks(self, vault: str, chat_model: str) -> set[str]:
+        """Notes holding fallbacks of a model other than `chat_model`: worth another try."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                """
+                SELECT d.path FROM documents d
+                 WHERE d.vault = %(v)s
+                   AND (d.summary_fallback <> %(m)s
+                        OR EXISTS (SELECT 1 FROM chunks c
+                                    WHERE c.document_id = d.id
+                                      AND (c.summary_fallback <> %(m)s
+                                           OR c.rewrite_fallback <> %(m)s)))
+                """,
+                {"v": vault, "m": chat_model},
+            ).fetchall()
+        return {r["path"] for r in rows}
 
     def known_embeddings(self, context_hashes: Sequence[str], model: str) -> dict[str, Vector]:
         if not context_hashes:
@@ -411,6 +452,17 @@ class Store:
             failures = conn.execute(
                 "SELECT vault, path, error, failed_at FROM failures ORDER BY vault, path"
             ).fetchall()
+            fallbacks = conn.execute(
+                """
+                SELECT (SELECT count(*) FROM documents WHERE summary_fallback IS NOT NULL)
+                           AS file_summary,
+                       (SELECT count(*) FROM chunks WHERE summary_fallback IS NOT NULL)
+                           AS chunk_summary,
+                       (SELECT count(*) FROM chunks WHERE rewrite_fallback IS NOT NULL)
+                           AS rewrite
+                """
+            ).fetchone()
+            assert fallbacks is not None
         space = self.embedding_space()
         return Status(
             documents=counts["documents"],
@@ -421,6 +473,7 @@ class Store:
             dimensions=space[1] if space else None,
             last_sync=self.get_state("last_sync"),
             failures=[{**f, "failed_at": _iso(f["failed_at"])} for f in failures],
+            fallbacks={task: n for task, n in fallbacks.items() if n},
         )
 
 

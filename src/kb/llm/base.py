@@ -21,6 +21,18 @@ class Prompt:
     max_tokens: int
     num_ctx: int
     inputs: Mapping[str, str] = field(default_factory=dict)
+    # Worked examples as (user, assistant) turns, sent between the system text and `user`.
+    examples: tuple[tuple[str, str], ...] = ()
+
+    def messages(self) -> list[dict[str, str]]:
+        """The chat turns: system, the examples, then the request."""
+        turns = [{"role": "system", "content": self.system}]
+        for asked, answered in self.examples:
+            turns += [
+                {"role": "user", "content": asked},
+                {"role": "assistant", "content": answered},
+            ]
+        return [*turns, {"role": "user", "content": self.user}]
 
 
 class ChatModel(Protocol):

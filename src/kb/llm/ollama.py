@@ -28,10 +28,7 @@ class OllamaChat:
         def call() -> str:
             response = self._client.chat(
                 model=self.name,
-                messages=[
-                    {"role": "system", "content": prompt.system},
-                    {"role": "user", "content": prompt.user},
-                ],
+                messages=prompt.messages(),
                 options={
                     "num_ctx": prompt.num_ctx,
                     "num_predict": prompt.max_tokens,

@@ -80,10 +80,7 @@ class OpenAIChat(_OpenAIBase):
         def call() -> str:
             response = self._client.chat.completions.create(
                 model=self.name,
-                messages=[
-                    {"role": "system", "content": prompt.system},
-                    {"role": "user", "content": prompt.user},
-                ],
+                messages=prompt.messages(),
                 max_tokens=prompt.max_tokens,
                 temperature=0,
             )
