@@ -272,10 +272,9 @@ def server_args(stack: Stack, model: str, port: int) -> list[str]:
         # MiniLM was trained on 256 tokens and has 512 positions; one sequence per batch.
         return [*args, "--embedding", "true", "--n_ctx", "512", "--n_batch", "512",
                 "--n_ubatch", "512"]  # fmt: skip
-    # Several cached prompt states let chunk prompts of one note re-use their shared prefix
-    # even when other requests come in between.
-    return [*args, "--n_ctx", "4096", "--chat_format", "chatml", "--cache", "true",
-            "--cache_type", "ram"]  # fmt: skip
+    # llama.cpp re-uses the longest prefix shared with the previous prompt: kb sends the
+    # chunk prompts of a note back to back, all starting with the same text.
+    return [*args, "--n_ctx", "4096", "--chat_format", "chatml"]
 
 
 def spawn(stack: Stack, model: str, *, timeout: float = 180) -> Server:

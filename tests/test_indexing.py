@@ -11,6 +11,7 @@ import pytest
 
 from conftest import OWNER, Kb, make_config
 from kb.llm.fake import FakeChat
+from kb.outputs import needs_rewrite
 from kb.query import search
 from kb.store import Store
 
@@ -202,9 +203,12 @@ def test_personal_notes_are_rewritten_about_the_owner(kb: Kb) -> None:
         assert " I " in f" {chunk['content']} "  # the raw chunk is what is stored and returned
     clipping = _chunks(kb.store, "Clippings/How I Climbed Mount Fuji in One Night.md")
     assert all(c["rewrite"] is None and OWNER not in c["full_context"] for c in clipping)
-    assert kb.chat.calls["rewrite"] == sum(
-        len(_chunks(kb.store, p)) for p in kb.store.documents("v") if p.startswith("Alex/")
-    )
+    # Only chunks where the writer speaks of themself are sent for a rewrite.
+    personal = [
+        c for p in kb.store.documents("v") if p.startswith("Alex/") for c in _chunks(kb.store, p)
+    ]
+    assert kb.chat.calls["rewrite"] == sum(needs_rewrite(c["content"]) for c in personal)
+    assert 0 < kb.chat.calls["rewrite"] < len(personal)
 
 
 def test_first_person_query_prefers_the_owners_notes(kb: Kb) -> None:

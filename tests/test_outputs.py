@@ -85,5 +85,3 @@ def test_clean_rewrite_keeps_inner_markdown_and_inner_fences() -> None:
     )
     assert clean_rewrite(text) == text
     assert clean_rewrite(f"The same text in the third person:\n{text}") == text
-
-

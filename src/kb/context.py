@@ -188,7 +188,12 @@ class Contextualizer:
         # server back to back and share their cached prompt prefix.
         texts: list[Output | None] = [None] * len(chunks)
         if self._rewrites(personal):
-            texts = [known.get(self.rewrite_key(c)) for c in chunks]
+            texts = [
+                known.get(self.rewrite_key(c))
+                if outputs.needs_rewrite(c.content)
+                else Output(c.content)
+                for c in chunks
+            ]
             todo = [i for i, t in enumerate(texts) if t is None]
             results = self.executor.map(self._rewrite, [chunks[i].content for i in todo])
             for i, (text, problem) in zip(todo, results, strict=True):

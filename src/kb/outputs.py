@@ -31,9 +31,13 @@ _REFUSAL = re.compile(
 )
 _WORD = re.compile(r"\w+")
 _FIRST_PERSON = re.compile(r"\b(?:I|me|my|mine|myself|I'm|I've|I'd|I'll)\b")
+# "we", "us" and "our" are left alone by the check (they may be right after a rewrite),
+# but a chunk that uses them still needs one.
+_SELF_REFERENCE = re.compile(r"\b(?:I|me|my|mine|myself|we|us|our|ours|ourselves)\b", re.I)
 # Spans where a first-person word is not the writer speaking: quotes, code, links.
 _NOT_NARRATION = re.compile(r"`[^`\n]*`|```.*?```|\"[^\"\n]*\"|“[^”\n]*”|\[\[[^\]]*\]\]", re.S)
-_NUMBER_OR_LINK = re.compile(r"\d+|\[\[[^\]]+\]\]|\]\([^)]+\)")
+# Numbers, wikilink targets (an alias may be rewritten) and Markdown link URLs.
+_FACT = re.compile(r"\d+|(?<=\[\[)[^\]|#]+|(?<=\]\()[^)]+")
 _RUN = re.compile(r"(\S.{0,19}?)\1{5,}", re.S)
 
 MIN_SUMMARY_CHARS = 12
@@ -98,9 +102,14 @@ def rewrite_problem(text: str, source: str, owner: str) -> str | None:
         return "first person left"
     if first_person_words(source) and owner.split()[0].lower() not in text.lower():
         return "owner not named"
-    if not _kept(_NUMBER_OR_LINK.findall(source), text):
+    if not all(fact in text for fact in _FACT.findall(source)):
         return "facts lost"
     return None
+
+
+def needs_rewrite(text: str) -> bool:
+    """Whether the writer refers to themself at all; other chunks are kept as they are."""
+    return bool(_SELF_REFERENCE.search(_NOT_NARRATION.sub(" ", text)))
 
 
 def first_person_words(text: str) -> list[str]:
@@ -153,7 +162,3 @@ def _repetitive(text: str) -> bool:
         return False
     trigrams = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
     return len(set(trigrams)) < 0.6 * len(trigrams)
-
-
-def _kept(items: list[str], text: str) -> bool:
-    return all(item in text for item in items)

@@ -25,6 +25,7 @@ _STOP = frozenset(
     ).split()
 )
 _FIRST_PERSON = re.compile(r"\b(I|me|my|mine|myself)\b", re.IGNORECASE)
+_WIKILINK = re.compile(r"(\[\[[^\]]*\]\])")
 
 
 def _words(text: str) -> list[str]:
@@ -61,7 +62,13 @@ class FakeChat:
                 "my": f"{owner}'s",
                 "mine": f"{owner}'s",
             }
-            return _FIRST_PERSON.sub(lambda m: replacement[m.group(0).lower()], inputs["content"])
+            # Link targets are names of other notes, not the writer speaking.
+            parts = _WIKILINK.split(inputs["content"])
+            parts[::2] = [
+                _FIRST_PERSON.sub(lambda m: replacement[m.group(0).lower()], part)
+                for part in parts[::2]
+            ]
+            return "".join(parts)
         if prompt.task == "file_summary":
             about = f" about {inputs['owner']}" if inputs.get("owner") else ""
             return f"A note{about} covering {_keywords(inputs['excerpt'], 8)}."
