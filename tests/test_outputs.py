@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from kb.outputs import clean_rewrite, clean_summary
+from kb.llm.base import Prompt
+from kb.outputs import (
+    clean_rewrite,
+    clean_summary,
+    first_person_words,
+    needs_rewrite,
+    rewrite_problem,
+    structural_chunk_summary,
+    structural_file_summary,
+    summary_problem,
+)
+from kb.prompts import chunk_summary_prompt
 
 # --- clean_summary -----------------------------------------------------------------------------
 
@@ -85,3 +96,135 @@ def test_clean_rewrite_keeps_inner_markdown_and_inner_fences() -> None:
     )
     assert clean_rewrite(text) == text
     assert clean_rewrite(f"The same text in the third person:\n{text}") == text
+
+
+# --- failure detection -------------------------------------------------------------------------
+
+CHUNK = (
+    "Trail 6 follows a stream for most of the way, and the last section actually walks in the "
+    "streambed over stepping stones. My boots stayed dry, mostly."
+)
+
+
+def _chunk_prompt(content: str = CHUNK) -> Prompt:
+    return chunk_summary_prompt(
+        "Alex Doe's hike up Mount Takao.",
+        "# Takao > ## The climb",
+        content,
+        owner=None,
+        max_tokens=96,
+        context_window=8192,
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        ("", "empty"),
+        ("...", "empty"),
+        ("12 34", "empty"),
+        ("I'm sorry, but I cannot summarize this.", "refusal"),
+        ("Please provide the text you want summarized.", "refusal"),
+        ("As an AI language model, I think this is about hiking.", "refusal"),
+        (CHUNK, "echo of the note"),
+        (CHUNK[:90], "echo of the note"),
+        ("The climb. " * 12, "repetition"),
+        ("hiking " * 30, "repetition"),
+        ("=" * 60, "empty"),
+        ("The climb was steep" + "!" * 60, "repetition"),
+        (
+            "The backup section of the home server guide: restic makes nightly snapshots at "
+            "02:00 to a USB disk, keeping 7 daily and 4 weekly ones.",
+            "echo of the instructions",
+        ),
+        (
+            "You help a search index understand one part of a note. You get a summary of the "
+            "whole note",
+            "echo of the instructions",
+        ),
+    ],
+)
+def test_unusable_summaries_are_named(answer: str, problem: str) -> None:
+    prompt = _chunk_prompt()
+    assert summary_problem(clean_summary(answer, max_chars=600), prompt) == problem
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "The climb up Trail 6, which follows a stream and ends in the streambed itself.",
+        # Quoting a phrase of the chunk is fine; copying it is not.
+        "Describes the last section, which 'walks in the streambed over stepping stones', "
+        "and how the boots stayed dry on the way to the summit of Takao.",
+        "Kenji and Alex reach the top.",
+    ],
+)
+def test_good_summaries_pass(answer: str) -> None:
+    assert summary_problem(answer, _chunk_prompt()) is None
+
+
+PERSONAL = (
+    "I caught the Keiō line from Shinjuku at 7:40. My knee held up, and Kenji gave me "
+    "coffee. See [[Kenji Sato|Kenji]]."
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        ("", "empty"),
+        ("I'm sorry, I can't rewrite personal text.", "refusal"),
+        (PERSONAL, "first person left"),
+        (PERSONAL.replace("I caught", "Alex Doe caught"), "first person left"),
+        (
+            "He caught the Keiō line from Shinjuku at 7:40. His knee held up, and Kenji gave "
+            "him coffee. See [[Kenji Sato|Kenji]].",
+            "owner not named",
+        ),
+        (
+            "Alex Doe caught the Keiō line from Shinjuku in the morning. Alex Doe's knee held "
+            "up, and Kenji gave Alex Doe coffee. See [[Kenji Sato|Kenji]].",
+            "facts lost",
+        ),
+        (
+            "Alex Doe caught the Keiō line from Shinjuku at 7:40. Alex Doe's knee held up, and "
+            "Kenji gave Alex Doe coffee.",
+            "facts lost",
+        ),
+        ("Alex Doe took a train.", "length changed"),
+        ("Alex Doe caught the train at 7:40. " * 12, "length changed"),
+    ],
+)
+def test_unusable_rewrites_are_named(answer: str, problem: str) -> None:
+    assert rewrite_problem(clean_rewrite(answer), PERSONAL, "Alex Doe") == problem
+
+
+def test_good_rewrite_passes_and_link_aliases_may_change() -> None:
+    good = (
+        "Alex Doe caught the Keiō line from Shinjuku at 7:40. Alex Doe's knee held up, and "
+        "Kenji gave Alex Doe coffee. See [[Kenji Sato|Alex's friend Kenji]]."
+    )
+    assert rewrite_problem(good, PERSONAL, "Alex Doe") is None
+
+
+def test_first_person_inside_quotes_code_and_links_is_not_the_writer() -> None:
+    text = (
+        'Kenji said "I will come" and Alex Doe read [[How I Climbed Mount Fuji]]; '
+        "the command is `echo I am root`."
+    )
+    assert first_person_words(text) == []
+    assert not needs_rewrite(text)
+    assert needs_rewrite("We went home.") and needs_rewrite("Kenji gave me coffee.")
+    assert first_person_words("Kenji gave me coffee; I'm glad.") == ["me", "I'm"]
+
+
+def test_structural_context_is_true_and_plain() -> None:
+    assert structural_file_summary("Home Server", "Projects", ["Hardware", "Backups"], None) == (
+        'Note "Home Server" in Projects. Sections: Hardware, Backups.'
+    )
+    assert structural_file_summary("Goals", "", [], "Alex Doe") == (
+        'Note "Goals". Written by Alex Doe in the first person.'
+    )
+    assert structural_chunk_summary("Home Server", "Home Server > Backups") == (
+        'Part of the note "Home Server", section "Home Server > Backups".'
+    )

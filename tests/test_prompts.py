@@ -114,6 +114,8 @@ def test_chunk_prompts_of_one_file_share_their_prefix(owner: str | None) -> None
         context_window=8192,
     )
     assert first.system == second.system
+    # Everything before the last user turn (instructions, worked example) is shared too.
+    assert first.examples and first.messages()[:-1] == second.messages()[:-1]
     prefix_a, _, rest_a = first.user.partition("<chunk_headers>")
     prefix_b, _, rest_b = second.user.partition("<chunk_headers>")
     assert rest_a and rest_b
@@ -123,6 +125,20 @@ def test_chunk_prompts_of_one_file_share_their_prefix(owner: str | None) -> None
     assert "Mount Takao." not in prefix_a
     assert rest_a != rest_b
     assert first.user.index(FILE_SUMMARY) < first.user.index("I took the day off")
+
+
+def test_worked_examples_speak_of_the_owner_only_in_personal_prompts() -> None:
+    personal = file_summary_prompt(
+        ["I went."], owner="Alex Doe", max_tokens=160, context_window=8192
+    )
+    other = file_summary_prompt(["I went."], owner=None, max_tokens=160, context_window=8192)
+    assert "Alex Doe" in personal.examples[0][1]
+    assert "{owner}" not in other.examples[0][1] and "Alex" not in other.examples[0][1]
+    rewrite = rewrite_prompt("I went home.", owner="Alex Doe", context_window=8192)
+    asked, answered = rewrite.examples[0]
+    assert " I" in asked and "Alex Doe is back at the gym" in answered
+    roles = [m["role"] for m in rewrite.messages()]
+    assert roles == ["system", "user", "assistant", "user"]
 
 
 def test_owner_named_in_system_prompts() -> None:

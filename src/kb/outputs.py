@@ -30,7 +30,7 @@ _REFUSAL = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"\w+")
-_FIRST_PERSON = re.compile(r"\b(?:I|me|my|mine|myself|I'm|I've|I'd|I'll)\b")
+_FIRST_PERSON = re.compile(r"\b(?:I'm|I've|I'd|I'll|I|me|my|mine|myself)\b")
 # "we", "us" and "our" are left alone by the check (they may be right after a rewrite),
 # but a chunk that uses them still needs one.
 _SELF_REFERENCE = re.compile(r"\b(?:I|me|my|mine|myself|we|us|our|ours|ourselves)\b", re.I)
