@@ -149,6 +149,15 @@ def test_unusable_summaries_are_named(answer: str, problem: str) -> None:
     assert summary_problem(clean_summary(answer, max_chars=600), prompt) == problem
 
 
+def test_a_chunk_summary_copied_from_the_file_summary_is_an_echo() -> None:
+    file_summary = "Alex Doe's goals for 2024, including health, learning and home projects."
+    prompt = chunk_summary_prompt(
+        file_summary, "# Goals > ## Health", CHUNK, owner=None, max_tokens=96, context_window=8192
+    )
+    assert summary_problem(file_summary, prompt) == "echo of the file summary"
+    assert summary_problem("Health goals: Trail 6 and dry boots on the stream.", prompt) is None
+
+
 @pytest.mark.parametrize(
     "answer",
     [
@@ -164,7 +173,7 @@ def test_good_summaries_pass(answer: str) -> None:
 
 
 PERSONAL = (
-    "I caught the Keiō line from Shinjuku at 7:40. My knee held up, and Kenji gave me "
+    "- [ ] I caught the Keiō line from Shinjuku at 7:40. My knee held up, and Kenji gave me "
     "coffee. See [[Kenji Sato|Kenji]]."
 )
 
@@ -177,21 +186,28 @@ PERSONAL = (
         (PERSONAL, "first person left"),
         (PERSONAL.replace("I caught", "Alex Doe caught"), "first person left"),
         (
-            "He caught the Keiō line from Shinjuku at 7:40. His knee held up, and Kenji gave "
+            "- [ ] He caught the Keiō line from Shinjuku at 7:40. His knee held up, and Kenji gave "
             "him coffee. See [[Kenji Sato|Kenji]].",
             "owner not named",
         ),
         (
-            "Alex Doe caught the Keiō line from Shinjuku in the morning. Alex Doe's knee held "
-            "up, and Kenji gave Alex Doe coffee. See [[Kenji Sato|Kenji]].",
+            "- [ ] Alex Doe caught the Keiō line from Shinjuku in the morning. Alex Doe's knee "
+            "held up, and Kenji gave Alex Doe coffee. See [[Kenji Sato|Kenji]].",
             "facts lost",
         ),
         (
-            "Alex Doe caught the Keiō line from Shinjuku at 7:40. Alex Doe's knee held up, and "
-            "Kenji gave Alex Doe coffee.",
+            "- [ ] Alex Doe caught the Keiō line from Shinjuku at 7:40. Alex Doe's knee held up, "
+            "and Kenji gave Alex Doe coffee.",
             "facts lost",
         ),
         ("Alex Doe took a train.", "length changed"),
+        (
+            "- [x] "
+            + PERSONAL.replace("I caught", "Alex Doe caught")
+            .replace("My knee", "Alex Doe's knee")
+            .replace("gave me", "gave Alex Doe"),
+            "facts changed",
+        ),
         ("Alex Doe caught the train at 7:40. " * 12, "length changed"),
     ],
 )
@@ -201,7 +217,7 @@ def test_unusable_rewrites_are_named(answer: str, problem: str) -> None:
 
 def test_good_rewrite_passes_and_link_aliases_may_change() -> None:
     good = (
-        "Alex Doe caught the Keiō line from Shinjuku at 7:40. Alex Doe's knee held up, and "
+        "- [ ] Alex Doe caught the Keiō line from Shinjuku at 7:40. Alex Doe's knee held up, and "
         "Kenji gave Alex Doe coffee. See [[Kenji Sato|Alex's friend Kenji]]."
     )
     assert rewrite_problem(good, PERSONAL, "Alex Doe") is None

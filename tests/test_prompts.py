@@ -136,7 +136,7 @@ def test_worked_examples_speak_of_the_owner_only_in_personal_prompts() -> None:
     assert "{owner}" not in other.examples[0][1] and "Alex" not in other.examples[0][1]
     rewrite = rewrite_prompt("I went home.", owner="Alex Doe", context_window=8192)
     asked, answered = rewrite.examples[0]
-    assert " I" in asked and "Alex Doe is back at the gym" in answered
+    assert "I'm" in asked and "Alex Doe is back at the gym" in answered
     roles = [m["role"] for m in rewrite.messages()]
     assert roles == ["system", "user", "assistant", "user"]
 

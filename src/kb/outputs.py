@@ -38,6 +38,7 @@ _SELF_REFERENCE = re.compile(r"\b(?:I|me|my|mine|myself|we|us|our|ours|ourselves
 _NOT_NARRATION = re.compile(r"`[^`\n]*`|```.*?```|\"[^\"\n]*\"|“[^”\n]*”|\[\[[^\]]*\]\]", re.S)
 # Numbers, wikilink targets (an alias may be rewritten) and Markdown link URLs.
 _FACT = re.compile(r"\d+|(?<=\[\[)[^\]|#]+|(?<=\]\()[^)]+")
+_CHECKBOX = re.compile(r"^\s*[-*+] \[(.)\]", re.M)
 _RUN = re.compile(r"(\S.{0,19}?)\1{5,}", re.S)
 
 MIN_SUMMARY_CHARS = 12
@@ -83,6 +84,8 @@ def summary_problem(text: str, prompt: Prompt) -> str | None:
     source = prompt.inputs.get("content") or prompt.inputs.get("excerpt") or prompt.user
     if _copied(text, [source]):
         return "echo of the note"
+    if _copied(text, [prompt.inputs.get("file_summary", "")]):
+        return "echo of the file summary"
     if _copied(text, [prompt.system, *(answer for _, answer in prompt.examples)], share=0.5):
         return "echo of the instructions"
     return None
@@ -104,6 +107,8 @@ def rewrite_problem(text: str, source: str, owner: str) -> str | None:
         return "owner not named"
     if not all(fact in text for fact in _FACT.findall(source)):
         return "facts lost"
+    if _CHECKBOX.findall(text) != _CHECKBOX.findall(source):
+        return "facts changed"
     return None
 
 
