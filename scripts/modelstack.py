@@ -37,6 +37,8 @@ CMAKE_ARGS = (
 )
 CONVERTER_PACKAGES = ("gguf==0.19.0", "safetensors==0.8.0", "tokenizers==0.23.3")
 HERE = Path(__file__).resolve().parent
+# The chat servers' context, equal to kb's default llm.context_window.
+CHAT_CONTEXT = 8192
 
 
 @dataclass(frozen=True)
@@ -274,7 +276,7 @@ def server_args(stack: Stack, model: str, port: int) -> list[str]:
                 "--n_ubatch", "512"]  # fmt: skip
     # llama.cpp re-uses the longest prefix shared with the previous prompt: kb sends the
     # chunk prompts of a note back to back, all starting with the same text.
-    return [*args, "--n_ctx", "4096", "--chat_format", "chatml"]
+    return [*args, "--n_ctx", str(CHAT_CONTEXT), "--chat_format", "chatml"]
 
 
 def spawn(stack: Stack, model: str, *, timeout: float = 180) -> Server:

@@ -1,0 +1,251 @@
+"""End to end against real local models: llama.cpp servers with Qwen2.5-Coder 0.5B/1.5B and
+all-MiniLM-L6-v2, reached through kb's OpenAI-compatible provider.
+
+These tests check behaviour, not exact text. They need the stack that
+`scripts/test-models install` builds; without it they are skipped, unless
+KB_REQUIRE_REALMODEL=1 (set by CI), which turns a missing stack into a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from conftest import EXAMPLE_VAULT, OWNER, ROOT, make_config
+from kb.config import Config
+from kb.indexer import Indexer, SyncReport
+from kb.llm import make_chat, make_embedder
+from kb.outputs import first_person_words
+from kb.query import search
+from kb.store import Store
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import modelstack
+
+pytestmark = pytest.mark.realmodel
+
+JOURNAL = "Alex/Journal/2024-04-12.md"
+CLIPPING = "Clippings/How I Climbed Mount Fuji in One Night.md"
+GOALS = "Alex/Goals 2024.md"
+
+
+@pytest.fixture(scope="session")
+def stack() -> modelstack.Stack:
+    stack = modelstack.Stack(modelstack.cache_dir())
+    if missing := stack.missing():
+        reason = (
+            f"real-model stack not installed in {stack.root} ({', '.join(missing)}): "
+            "run scripts/test-models install"
+        )
+        if os.environ.get("KB_REQUIRE_REALMODEL") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return stack
+
+
+@pytest.fixture(scope="session")
+def server(stack: modelstack.Stack) -> Iterator[Callable[[str], modelstack.Server]]:
+    """Starts each model's server on first use; all are stopped by PID at the end, pass or
+    fail."""
+    started: dict[str, modelstack.Server] = {}
+
+    def get(model: str) -> modelstack.Server:
+        if model not in started:
+            started[model] = modelstack.spawn(stack, model)
+        return started[model]
+
+    try:
+        yield get
+    finally:
+        for s in started.values():
+            modelstack.kill(s.pid)
+
+
+def _config(vault: Path, chat: modelstack.Server, embed: modelstack.Server) -> Config:
+    return make_config(
+        vault,
+        llm={
+            "provider": "openai",
+            "chat_host": chat.url,
+            "embed_host": embed.url,
+            "chat_model": chat.model,
+            "embed_model": embed.model,
+            # One llama.cpp slot: parallel requests would only queue and break prefix reuse.
+            "concurrency": 1,
+            "context_window": modelstack.CHAT_CONTEXT,
+            "timeout": 600,
+        },
+    )
+
+
+class Indexed:
+    def __init__(self, config: Config, store: Store, report: SyncReport) -> None:
+        self.config = config
+        self.store = store
+        self.report = report
+
+    def rows(self, query: str, *params: object) -> list[dict]:
+        with self.store.pool.connection() as conn:
+            return conn.execute(query, params).fetchall()
+
+    def chunks(self, path: str | None = None) -> list[dict]:
+        return self.rows(
+            "SELECT d.path, d.summary AS file_summary, c.*, vector_dims(c.embedding) AS dims"
+            " FROM chunks c JOIN documents d ON d.id = c.document_id"
+            " WHERE %s::text IS NULL OR d.path = %s ORDER BY d.path, c.position",
+            path,
+            path,
+        )
+
+
+def _index(
+    pg_admin_url: str, tmp: Path, vault: Path, chat: modelstack.Server, embed: modelstack.Server
+) -> Iterator[Indexed]:
+    name = f"kb_real_{os.getpid()}_{tmp.name}".replace("-", "_").lower()
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    config = _config(vault, chat, embed)
+    try:
+        with Store(make_conninfo(pg_admin_url, dbname=name)) as store:
+            with Indexer(
+                config, store, make_chat(config.llm), make_embedder(config.llm)
+            ) as indexer:
+                report = indexer.sync()
+            yield Indexed(config, store, report)
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+@pytest.fixture(scope="module")
+def small(
+    pg_admin_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    server: Callable[[str], modelstack.Server],
+) -> Iterator[Indexed]:
+    """examples/vault indexed with the 0.5B chat model and MiniLM."""
+    tmp = tmp_path_factory.mktemp("small")
+    vault = tmp / "vault"
+    shutil.copytree(EXAMPLE_VAULT, vault)
+    yield from _index(
+        pg_admin_url, tmp, vault, server(modelstack.SMALL), server(modelstack.EMBED_MODEL)
+    )
+
+
+def test_whole_vault_indexes_without_failures(small: Indexed) -> None:
+    assert small.report.failed == 0
+    assert small.report.indexed == 15
+    assert small.report.chunks == len(small.chunks()) > 50
+
+
+def test_every_chunk_has_context_that_is_no_echo(small: Indexed) -> None:
+    chunks = small.chunks()
+    for c in chunks:
+        where = f"{c['path']} #{c['position']}"
+        summary, content, full = c["summary"], c["content"], c["full_context"]
+        assert len(summary) >= 12, where
+        assert summary.strip() != content.strip(), where
+        if len(content) > 60:
+            assert content.strip() not in summary, where
+        for instruction in ("search index", "<chunk>", "<file_summary>", "What this part"):
+            assert instruction not in summary, where
+        assert full != content and summary in full and c["file_summary"] in full, where
+        assert c["header_path"] == [] or c["header_path"][-1] in full, where
+    # Fallbacks are honest, but they should be the exception even for a 0.5B model.
+    fallbacks = [c for c in chunks if c["summary_fallback"]]
+    assert len(fallbacks) <= len(chunks) // 4, [c["summary"] for c in fallbacks]
+
+
+def test_vectors_have_384_dimensions(small: Indexed) -> None:
+    chunks = small.chunks()
+    assert chunks and {c["dims"] for c in chunks} == {384}
+    assert small.store.embedding_space() == (modelstack.EMBED_MODEL, 384)
+
+
+def test_served_embeddings_match_the_original_model(
+    stack: modelstack.Stack, small: Indexed
+) -> None:
+    reference = json.loads(stack.reference.read_text())
+    embedder = make_embedder(small.config.llm)
+    texts = list(reference)
+    for text, got in zip(texts, embedder.embed(texts), strict=True):
+        want = np.asarray(reference[text])
+        got = np.asarray(got)
+        cosine = float(got @ want / np.linalg.norm(got) / np.linalg.norm(want))
+        assert cosine >= 0.99, (text, cosine)
+
+
+def test_related_texts_are_closer_than_unrelated(small: Indexed) -> None:
+    embedder = make_embedder(small.config.llm)
+    anchor, related, unrelated = np.asarray(
+        embedder.embed(
+            [
+                "How do I back up the database every night?",
+                "restic snapshots of the Postgres dump run at 02:00 daily",
+                "Slice the spring onions and soft-boil the eggs for the ramen",
+            ]
+        )
+    )
+
+    def cos(a: np.ndarray, b: np.ndarray) -> float:
+        return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+    assert cos(anchor, related) > cos(anchor, unrelated) + 0.1
+
+
+def test_owner_activity_query_ranks_the_personal_note_first(small: Indexed) -> None:
+    embedder = make_embedder(small.config.llm)
+    hits = search(small.store, embedder, "when did I climb a mountain", owner=OWNER, top_k=50)
+    paths = [h.path for h in hits]
+    assert JOURNAL in paths
+    assert CLIPPING not in paths or paths.index(JOURNAL) < paths.index(CLIPPING)
+
+
+def test_second_run_costs_nothing(small: Indexed) -> None:
+    chat, embedder = make_chat(small.config.llm), make_embedder(small.config.llm)
+    with Indexer(small.config, small.store, chat, embedder) as indexer:
+        report = indexer.sync()
+    assert report.llm_calls == 0 and report.embedded == 0 and report.indexed == 0
+
+
+@pytest.fixture(scope="module")
+def large(
+    pg_admin_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    server: Callable[[str], modelstack.Server],
+) -> Iterator[Indexed]:
+    """One personal note indexed with the 1.5B chat model (the 0.5B cannot rewrite)."""
+    tmp = tmp_path_factory.mktemp("large")
+    vault = tmp / "vault"
+    (vault / "Alex").mkdir(parents=True)
+    shutil.copy(EXAMPLE_VAULT / GOALS, vault / GOALS)
+    yield from _index(
+        pg_admin_url, tmp, vault, server(modelstack.LARGE), server(modelstack.EMBED_MODEL)
+    )
+
+
+def test_personal_chunks_are_about_the_owner_in_the_third_person(large: Indexed) -> None:
+    chunks = large.chunks(GOALS)
+    assert chunks
+    opening = chunks[0]
+    assert "I wrote these" in opening["content"]
+    assert opening["rewrite_fallback"] is None, opening["rewrite"]
+    assert OWNER in opening["full_context"]
+    assert first_person_words(opening["full_context"]) == [], opening["full_context"]
+    rewritten = [c for c in chunks if c["rewrite_fallback"] is None]
+    assert len(rewritten) >= len(chunks) - 1, [c["rewrite"] for c in chunks]
+    for c in rewritten:
+        assert first_person_words(c["full_context"]) == [], c["full_context"]
+        assert OWNER.split()[0] in c["full_context"]
