@@ -90,7 +90,9 @@ def note_prompts(path: Path, chat: OpenAIChat) -> list[Prompt]:
     chunks = chunk_body(note.body, max_chars=1600, first_line=note.body_start_line)
     excerpt = [c.content for c in chunks[:2] + chunks[-2:]]
     summary = chat.complete(
-        prompts.file_summary_prompt(excerpt, owner=None, max_tokens=120, context_window=modelstack.CHAT_CONTEXT)
+        prompts.file_summary_prompt(
+            excerpt, owner=None, max_tokens=120, context_window=modelstack.CHAT_CONTEXT
+        )
     )
     return [
         prompts.chunk_summary_prompt(

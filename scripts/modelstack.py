@@ -300,10 +300,12 @@ def spawn(stack: Stack, model: str, *, timeout: float = 180) -> Server:
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"test-models: {model} server exited ({proc.returncode}); see {log}")
-        with contextlib.suppress(OSError):
-            with urllib.request.urlopen(f"{server.url}/models", timeout=2) as resp:
-                if resp.status == 200:
-                    return server
+        with (
+            contextlib.suppress(OSError),
+            urllib.request.urlopen(f"{server.url}/models", timeout=2) as resp,
+        ):
+            if resp.status == 200:
+                return server
         time.sleep(0.3)
     kill(server.pid)
     raise SystemExit(f"test-models: {model} server did not answer in {timeout:.0f} s; see {log}")
