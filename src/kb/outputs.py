@@ -150,7 +150,7 @@ def _shingles(text: str, n: int = 4) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
 
 
-def _copied(text: str, sources: Iterable[str], *, share: float = 0.8) -> bool:
+def _copied(text: str, sources: Iterable[str], *, share: float = 0.6) -> bool:
     """Most of the output's 4-word runs appear verbatim in one of the sources."""
     mine = _shingles(text)
     if len(mine) < 5:

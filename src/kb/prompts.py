@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from kb.llm.base import Prompt
 
-PROMPT_VERSION = "3"
+PROMPT_VERSION = "4"
 
 # A conservative characters-per-token ratio for English prose and Markdown.
 _CHARS_PER_TOKEN = 3
@@ -30,10 +30,10 @@ _FILE_SYSTEM = (
 )
 _CHUNK_SYSTEM = (
     "You help a search index understand one part of a note. You get a summary of the whole "
-    "note, the headings above the part, and the part itself. Write one or two plain sentences "
-    "that say what this part is about and how it fits in the note, naming the specific people, "
-    "places, tools and numbers it mentions. Do not copy the part. No lists, no Markdown. "
-    "Answer with the sentences only."
+    "note as background, the headings above the part, and the part itself. Write one or two "
+    "plain sentences in your own words about what this part adds: its topic and the specific "
+    "people, places, tools and numbers in it. Do not repeat the summary of the whole note and "
+    "do not copy the part. No lists, no Markdown. Answer with the sentences only."
 )
 _REWRITE_SYSTEM = (
     "You rewrite a personal note in the third person. {owner} wrote it about themself. "
@@ -66,9 +66,11 @@ _CHUNK_EXAMPLE = (
     "<file_summary>\nA guide to running a small home server: hardware, services and backups."
     "\n</file_summary>\n\n<chunk_headers>\n# Home server > ## Backups\n</chunk_headers>\n\n"
     "<chunk>\nrestic runs every night at 02:00 and keeps 7 daily and 4 weekly snapshots on "
-    "the USB disk.\n</chunk>\n\nWhat this part is about:",
-    "The backup section of the home server guide: restic makes nightly snapshots at 02:00 "
-    "to a USB disk, keeping 7 daily and 4 weekly ones.",
+    "the USB disk. Once a month I restore one folder to check that it works.\n</chunk>\n\n"
+    "What this part is about:",
+    # Said in other words, never copied: small models imitate an example that copies.
+    "Explains how the home server is backed up: a nightly restic job with daily and weekly "
+    "retention on a USB disk, checked by a monthly test restore.",
 )
 _REWRITE_EXAMPLE = (
     "<text>\nI'm back at the gym. My knee is fine, and Sam lent me his gloves. We lifted for "
