@@ -133,8 +133,8 @@ def _chunk_prompt(content: str = CHUNK) -> Prompt:
         ("=" * 60, "empty"),
         ("The climb was steep" + "!" * 60, "repetition"),
         (
-            "The backup section of the home server guide: restic makes nightly snapshots at "
-            "02:00 to a USB disk, keeping 7 daily and 4 weekly ones.",
+            "Explains how the home server is backed up: a nightly restic job with daily and "
+            "weekly retention on a USB disk.",
             "echo of the instructions",
         ),
         (
