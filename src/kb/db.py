@@ -13,6 +13,7 @@ import re
 import warnings
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import psycopg
@@ -55,8 +56,14 @@ def embedded_url(data_dir: Path) -> str:
 
 def migrations() -> list[Migration]:
     """The ordered SQL files of `migrations/` (shipped inside the package when installed)."""
+    checkout = Path(__file__).parents[2]
     packaged = resources.files("kb") / "migrations"
-    folder = packaged if packaged.is_dir() else Path(__file__).parents[2] / "migrations"
+    # In a source checkout (an editable install), the copy made at install time goes stale
+    # as soon as a migration is added: the checkout's own folder wins.
+    if (checkout / "pyproject.toml").is_file() and (checkout / "migrations").is_dir():
+        folder: Traversable = checkout / "migrations"
+    else:
+        folder = packaged
     found = []
     for entry in folder.iterdir():
         match = re.fullmatch(r"(\d+)_(\w+)\.sql", entry.name)

@@ -273,7 +273,7 @@ class Indexer:
                 self.store.move_document(vault.name, source.path, f.path, f.size, f.mtime_ns)
                 vanished.pop(source.path, None)
                 elsewhere.pop(source.path, None)
-                log.info("%s/%s: moved from %s", vault.name, f.path, source.path)
+                log.debug("%s/%s: moved from %s", vault.name, f.path, source.path)
                 emit(FileEvent(vault.name, f.path, "moved"))
             else:
                 to_index.append(f)
@@ -335,7 +335,8 @@ class Indexer:
 
     def _failed(self, vault: VaultConfig, path: str, exc: Exception) -> FileEvent:
         message = str(exc)
-        log.warning("%s/%s: %s", vault.name, path, message)
+        # Reported to the user through on_event (the CLI's summary, the daemon's log).
+        log.debug("%s/%s: %s", vault.name, path, message)
         self.store.record_failure(vault.name, path, message)
         return FileEvent(vault.name, path, "failed", error=message)
 

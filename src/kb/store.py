@@ -414,6 +414,29 @@ class Store:
                 (vault, path, error),
             )
 
+    def failures(self, vault: str) -> dict[str, str]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT path, error FROM failures WHERE vault = %s", (vault,)
+            ).fetchall()
+        return {r["path"]: r["error"] for r in rows}
+
+    def vault_row_counts(self) -> dict[str, int]:
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT vault, count(*) AS n FROM documents GROUP BY vault")
+            return {r["vault"]: r["n"] for r in rows}
+
+    def documents_without_vectors(self, model: str) -> list[tuple[str, str]]:
+        """(vault, path) of documents with a chunk that lacks a vector from `model`."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT d.vault, d.path FROM chunks c JOIN documents d"
+                " ON d.id = c.document_id"
+                " WHERE c.embedding IS NULL OR c.embed_model IS DISTINCT FROM %s",
+                (model,),
+            ).fetchall()
+        return [(r["vault"], r["path"]) for r in rows]
+
     def keep_failures(self, vault: str, paths: Iterable[str]) -> None:
         """Forget the failures of a vault's files that are no longer there."""
         with self.pool.connection() as conn:
