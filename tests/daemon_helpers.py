@@ -38,8 +38,8 @@ def wait_for(
         time.sleep(every)
 
 
-def daemon_kb(store: Store, vault: Path, **daemon: Any) -> Kb:
-    return Kb(store, make_config(vault, daemon={**FAST, **daemon}))
+def daemon_kb(store: Store, vault: Path, llm: dict[str, Any] | None = None, **daemon: Any) -> Kb:
+    return Kb(store, make_config(vault, daemon={**FAST, **daemon}, llm=llm or {}))
 
 
 @contextmanager

@@ -7,13 +7,25 @@ idle, and counts the fake provider's calls where the rule says a change costs no
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import threading
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from daemon_helpers import daemon_kb, no_calls, reconcile_now, running, settle
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from watchdog.observers.inotify_c import InotifyFD
+
+from daemon_helpers import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
+from kb import indexer
+from kb.errors import LLMUnavailable
 from kb.store import Store
+from kb.verify import verify
 
 LONG_NOTE = "Projects/Home Server.md"
 
@@ -238,3 +250,204 @@ def test_edits_while_stopped_are_caught_up(store: Store, vault: Path) -> None:
     with running(kb) as daemon:
         settle(daemon, kb)
     assert kb.chat.calls["chunk_summary"] == 2  # the edited paragraph and the new note
+
+
+# --- bursts ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fast_store(pg_admin_url: str, db_url: str) -> Iterator[Store]:
+    """A store whose commits do not wait for the disk, for bursts of thousands of files
+    (one fsync per file would dominate; durability is not what these tests are about)."""
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(
+                sql.Identifier(conninfo_to_dict(db_url)["dbname"])
+            )
+        )
+    with Store(db_url) as s:
+        yield s
+
+
+def _notes(root: Path, count: int, folders: int, text: str = "alpha") -> list[Path]:
+    paths = []
+    for i in range(count):
+        folder = root / f"f{i % folders:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"n{i:05d}.md"
+        path.write_text(f"# Note {i}\n\nword{i} {text}\n")
+        paths.append(path)
+    return paths
+
+
+def test_git_checkout_of_1000_files(fast_store: Store, tmp_path: Path) -> None:
+    vault = tmp_path / "repo"
+    paths = _notes(vault, 1000, folders=10)
+    # The default quiet period: a checkout never leaves a file missing that long.
+    kb = daemon_kb(fast_store, vault, debounce=1.0, max_delay=10.0)
+    with running(kb) as daemon:
+        kb.reset_counts()
+        for i, path in enumerate(paths):  # git: unlink, then write the checked-out blob
+            path.unlink()
+            text = "beta" if i % 10 == 0 else "alpha"
+            path.write_text(f"# Note {i}\n\nword{i} {text}\n")
+        settle(daemon, kb)
+    assert len(kb.store.documents("v")) == 1000
+    assert dict(kb.chat.calls) == {"file_summary": 100, "chunk_summary": 100}
+    assert kb.embedder.texts == 100
+
+
+def test_20000_creates_with_the_watcher_stalled_overflow_and_reconcile(
+    fast_store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    vault = tmp_path / "big"
+    for i in range(20):  # watched before the stall, so their files' events reach the kernel
+        (vault / f"f{i:02d}").mkdir(parents=True)
+    # Few dimensions: inserting 20,000 vectors of 256 into the HNSW index would take minutes.
+    kb = daemon_kb(fast_store, vault, llm={"embed_model": "hash-8"})
+    # Stall watchdog's inotify reader, as a SIGSTOP would: the kernel queue (16384 events by
+    # default) overflows, and watchdog only logs it.
+    reading = threading.Event()
+    reading.set()
+    read_events = InotifyFD.read_events
+
+    def stalled(self: InotifyFD, *args: Any, **kwargs: Any) -> Any:
+        reading.wait()
+        return read_events(self, *args, **kwargs)
+
+    monkeypatch.setattr(InotifyFD, "read_events", stalled)
+    try:
+        with running(kb) as daemon:
+            reading.clear()
+            _notes(vault, 20_000, folders=20)
+            reading.set()
+            settle(daemon, kb, timeout=600)
+            record = kb.store.get_state("last_reconcile")
+    finally:
+        reading.set()
+    assert "watcher overflow" in record["reason"]
+    assert len(kb.store.documents("v")) == 20_000
+
+
+# --- failures -------------------------------------------------------------------------------------
+
+
+def test_exception_in_one_file_is_recorded_and_work_goes_on(
+    store: Store, vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parse_note = indexer.parse_note
+
+    def fragile(text: str) -> Any:
+        if "EXPLODE" in text:
+            raise RuntimeError("parser bug")
+        return parse_note(text)
+
+    monkeypatch.setattr(indexer, "parse_note", fragile)
+    kb = daemon_kb(store, vault)
+    with running(kb) as daemon:
+        (vault / "Inbox/bomb.md").write_text("# Bomb\n\nEXPLODE\n")
+        (vault / "Inbox/fine.md").write_text("# Fine\n\nall good\n")
+        wait_for(
+            lambda: "Inbox/bomb.md" in kb.store.failures("v") and daemon.idle,
+            "the failure to be recorded",
+        )
+        report = verify(kb.config, kb.store)
+        assert [(d.kind, d.path) for d in report.differences] == [("failed", "Inbox/bomb.md")]
+        assert "RuntimeError: parser bug" in kb.store.failures("v")["Inbox/bomb.md"]
+        assert daemon.watcher is not None and daemon.watcher.problem() is None
+        (vault / "Inbox/bomb.md").write_text("# Bomb\n\ndefused\n")
+        settle(daemon, kb)
+    assert kb.store.failures("v") == {}
+
+
+def test_dead_llm_server_is_retried(store: Store, vault: Path) -> None:
+    kb = daemon_kb(store, vault)
+    complete = kb.chat.complete
+    down = threading.Event()
+
+    def flaky(prompt: Any) -> str:
+        if down.is_set():
+            raise LLMUnavailable("cannot reach the LLM server")
+        return complete(prompt)
+
+    kb.chat.complete = flaky  # type: ignore[method-assign]
+    with running(kb) as daemon:
+        down.set()
+        _edit_middle(vault / LONG_NOTE)
+        wait_for(lambda: daemon.last_error, "the daemon to report the error")
+        assert "cannot reach the LLM server" in daemon.last_error
+        down.clear()
+        settle(daemon, kb)
+    assert daemon.last_error is None
+
+
+def test_lock_connection_killed_stops_writing_until_retaken(
+    store: Store, vault: Path, pg_admin_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="kb.daemon")
+    kb = daemon_kb(store, vault)
+    with running(kb) as daemon:
+        _terminate_backends(pg_admin_url, kb.store.url)
+        _edit_middle(vault / LONG_NOTE)
+        settle(daemon, kb)
+    messages = [r.getMessage() for r in caplog.records]
+    lost = messages.index("writer lock lost: writing stops until it is taken again")
+    assert "writer lock acquired: watching and writing" in messages[lost:]
+
+
+def test_database_outage(store: Store, vault: Path, pg_admin_url: str) -> None:
+    kb = daemon_kb(store, vault)
+    dbname = conninfo_to_dict(kb.store.url)["dbname"]
+    with running(kb) as daemon:
+        try:
+            _allow_connections(pg_admin_url, dbname, allow=False)
+            _terminate_backends(pg_admin_url, kb.store.url)
+            _edit_middle(vault / LONG_NOTE)
+            (vault / "Inbox/During the outage.md").write_text("# Outage\n\nwritten meanwhile\n")
+            wait_for(lambda: daemon.role != "writer", "the daemon to notice the outage")
+        finally:
+            _allow_connections(pg_admin_url, dbname, allow=True)
+        settle(daemon, kb)
+
+
+def test_observer_death_is_repaired(store: Store, vault: Path) -> None:
+    kb = daemon_kb(store, vault)
+    with running(kb) as daemon:
+        assert daemon.watcher is not None and daemon.watcher.observer is not None
+        dead = daemon.watcher.observer
+        dead.stop()
+        _edit_middle(vault / LONG_NOTE)  # while nothing watches: the reconciliation finds it
+        wait_for(lambda: daemon.watcher.observer is not dead, "a new observer")
+        settle(daemon, kb)
+        (vault / "Inbox/After.md").write_text("# After\n\nthe new observer sees this\n")
+        settle(daemon, kb)
+    assert "observer thread died" in kb.store.get_state("last_reconcile")["reason"]
+
+
+def test_vault_folder_replaced(store: Store, vault: Path, tmp_path: Path) -> None:
+    kb = daemon_kb(store, vault)
+    with running(kb) as daemon:
+        os.rename(vault, tmp_path / "old vault")
+        shutil.copytree(tmp_path / "old vault", vault)
+        shutil.rmtree(vault / "Reference")
+        _edit_middle(tmp_path / "old vault" / LONG_NOTE)  # phantom events: not the vault now
+        settle(daemon, kb)
+    assert "folder replaced" in kb.store.get_state("last_reconcile")["reason"]
+
+
+def _terminate_backends(admin_url: str, url: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()",
+            (conninfo_to_dict(url)["dbname"],),
+        )
+
+
+def _allow_connections(admin_url: str, dbname: str, *, allow: bool) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS {}").format(
+                sql.Identifier(dbname), sql.Literal(allow)
+            )
+        )

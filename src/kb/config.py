@@ -6,6 +6,7 @@ The file is found via `--config`, then `KB_CONFIG`, then the XDG config path
 
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -49,7 +50,9 @@ class VaultConfig:
         return _spec(self.ignore).match_file(rel_path)
 
 
+@functools.lru_cache(maxsize=64)
 def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    # Cached: the daemon's watcher asks about every event's path.
     return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 

@@ -19,6 +19,7 @@ the one in hand) leaves the index consistent.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -85,6 +86,7 @@ class Daemon:
         self._reasons_lock = threading.Lock()
         self._reconciling = False
         self._worker: threading.Thread | None = None
+        self.watcher: Watcher | None = None
         self._db_down = False
 
     # -- control -----------------------------------------------------------------------------------
@@ -160,11 +162,15 @@ class Daemon:
 
     def _serve(self) -> None:
         """Watch and write until stopped or the lock is lost."""
+        # Taking the lock may follow a database restart that left dead idle connections.
+        self.store.check()
         self._writable.set()
         # The reconciliation below covers anything pending from an earlier turn.
         self.debouncer.clear()
         self.request_reconcile("start-up")
-        watcher = Watcher(self.config.vaults, self.debouncer.add, polling=self.settings.polling)
+        self.watcher = watcher = Watcher(
+            self.config.vaults, self.debouncer.add, polling=self.settings.polling
+        )
         alarm = OverflowAlarm(lambda: self.request_reconcile("watcher overflow"))
         with alarm.installed():
             # Watching starts before the catch-up scan, so no change falls between the two.
@@ -304,6 +310,8 @@ class Daemon:
                     self.debouncer.add(d.vault, d.key)
                 if isinstance(exc, DatabaseError | psycopg.Error):
                     self.request_reconcile("database back")
+                    with contextlib.suppress(psycopg.Error):
+                        self.store.check()
                 self.activity = "retrying after an error"
             finally:
                 self.debouncer.done()

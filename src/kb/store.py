@@ -127,8 +127,6 @@ class Store:
                 max_size=max_connections,
                 configure=_configure,
                 kwargs={"row_factory": dict_row},
-                # A connection that died while idle (server restart) is replaced, not handed out.
-                check=ConnectionPool.check_connection,
                 open=True,
                 timeout=30,
             )
@@ -462,10 +460,9 @@ class Store:
             (key, Jsonb(value)),
         )
 
-    def ping(self) -> None:
-        """Raise unless the database answers."""
-        with self.pool.connection() as conn:
-            conn.execute("SELECT 1")
+    def check(self) -> None:
+        """Replace pooled connections that died while idle (after a database restart)."""
+        self.pool.check()
 
     def daemons(self) -> list[dict[str, Any]]:
         """Every daemon that has a row, with its heartbeat's age and whether it looks alive."""

@@ -260,13 +260,13 @@ class Watcher:
         self.vaults = vaults
         self.sink = sink
         self.polling = polling
-        self._observer: BaseObserver | None = None
+        self.observer: BaseObserver | None = None
         self._roots: dict[str, tuple[int, int] | None] = {}
 
     def start(self) -> None:
         self._roots = {v.name: _identity(v) for v in self.vaults}
         try:
-            self._observer = self._start(polling=self.polling)
+            self.observer = self._start(polling=self.polling)
         except OSError as exc:
             # Out of inotify watches or instances (ENOSPC, EMFILE): polling still works.
             log.error(
@@ -274,7 +274,7 @@ class Watcher:
                 "fs.inotify.max_user_watches / max_user_instances to fix it",
                 exc.strerror or exc,
             )
-            self._observer = self._start(polling=True)
+            self.observer = self._start(polling=True)
 
     def _start(self, *, polling: bool) -> BaseObserver:
         observer = PollingObserver(timeout=POLLING_INTERVAL) if polling else Observer()
@@ -294,11 +294,11 @@ class Watcher:
         return observer
 
     def stop(self) -> None:
-        if self._observer is not None:
-            self._observer.stop()
+        if self.observer is not None:
+            self.observer.stop()
             # join() can be slow (watchdog #857); the threads are daemons anyway.
-            self._observer.join(timeout=2)
-            self._observer = None
+            self.observer.join(timeout=2)
+            self.observer = None
 
     def restart(self) -> None:
         self.stop()
@@ -306,7 +306,7 @@ class Watcher:
 
     def problem(self) -> str | None:
         """Why the observer must be rebuilt (and the vaults reconciled), if it must."""
-        observer = self._observer
+        observer = self.observer
         if observer is None or not observer.is_alive():
             return "observer thread died"
         if not all(emitter.is_alive() for emitter in observer.emitters):
