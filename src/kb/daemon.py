@@ -132,10 +132,20 @@ class Daemon:
         )
         try:
             while not self.stop_event.is_set():
-                if self._acquire():
-                    self._serve()
-                else:
-                    self.stop_event.wait(self.settings.heartbeat)
+                try:
+                    if self._acquire():
+                        self._serve()
+                        continue
+                except Exception as exc:
+                    # The watcher or the database failing in a way not foreseen: stay alive.
+                    self.last_error = first_line(exc)
+                    event(
+                        log,
+                        "daemon error: retrying",
+                        logging.ERROR,
+                        error=f"{type(exc).__name__}: {self.last_error}",
+                    )
+                self.stop_event.wait(self.settings.heartbeat)
         finally:
             if not self.abandoned:
                 self.indexer.close()
@@ -384,6 +394,8 @@ class Daemon:
         if file.action == "unchanged":
             return
         fields: dict[str, object] = {"vault": file.vault, "path": file.path}
+        if file.action == "moved":
+            fields["from"] = file.moved_from
         if file.action == "indexed":
             fields.update(chunks=file.chunks, llm_calls=file.llm_calls, embedded=file.embedded)
         if file.action == "failed":

@@ -48,6 +48,7 @@ class FileEvent:
     llm_calls: int = 0
     embedded: int = 0
     error: str = ""
+    moved_from: str = ""
 
 
 @dataclass
@@ -274,7 +275,7 @@ class Indexer:
                 vanished.pop(source.path, None)
                 elsewhere.pop(source.path, None)
                 log.debug("%s/%s: moved from %s", vault.name, f.path, source.path)
-                emit(FileEvent(vault.name, f.path, "moved"))
+                emit(FileEvent(vault.name, f.path, "moved", moved_from=source.path))
             else:
                 to_index.append(f)
 

@@ -545,6 +545,8 @@ class WriterLock:
                     keepalives_interval=5,
                     keepalives_count=3,
                 )
+                # A hung server must not hang the heartbeat, nor a stop waiting behind it.
+                self._conn.execute("SET statement_timeout = '10s'")
             except psycopg.Error as exc:
                 message = f"cannot connect to the database: {db.first_line(exc)}"
                 raise DatabaseError(message) from None
