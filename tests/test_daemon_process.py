@@ -77,7 +77,7 @@ def setup(tmp_path: Path, vault: Path, db_url: str) -> Iterator[tuple[Path, Conf
 
 
 @pytest.fixture
-def daemons(tmp_path: Path, db_url: str) -> Iterator[list[KbDaemon]]:
+def daemons() -> Iterator[list[KbDaemon]]:
     started: list[KbDaemon] = []
     yield started
     for d in started:
@@ -86,10 +86,14 @@ def daemons(tmp_path: Path, db_url: str) -> Iterator[list[KbDaemon]]:
             d.proc.wait(30)
 
 
-def _start(setup: tuple[Path, Config, Store], db_url: str, started: list[KbDaemon]) -> KbDaemon:
-    config_path = setup[0]
+def _start(
+    setup: tuple[Path, Config, Store], db_url: str, started: list[KbDaemon], role: str
+) -> KbDaemon:
+    """Start a daemon and wait until it reports the role it should take."""
+    config_path, _, store = setup
     d = KbDaemon(config_path, db_url, config_path.parent / f"daemon-{len(started)}.log")
     started.append(d)
+    wait_for(lambda: _role(store, d.pid) == role, f"the new daemon to be a {role}")
     return d
 
 
@@ -106,10 +110,8 @@ def test_second_daemon_is_a_standby_and_takes_over(
     setup: tuple[Path, Config, Store], db_url: str, vault: Path, daemons: list[KbDaemon]
 ) -> None:
     config_path, config, store = setup
-    first = _start(setup, db_url, daemons)
-    wait_for(lambda: _role(store, first.pid) == "writer", "the first daemon to write")
-    second = _start(setup, db_url, daemons)
-    wait_for(lambda: _role(store, second.pid) == "standby", "the second daemon to stand by")
+    first = _start(setup, db_url, daemons, "writer")
+    second = _start(setup, db_url, daemons, "standby")
     wait_for(lambda: _in_sync(config, store), "the index to equal the vault")
 
     (vault / "Inbox/First.md").write_text("# First\n\nwritten while the first daemon runs\n")
@@ -148,8 +150,7 @@ def test_sigterm_in_the_middle_of_a_burst_then_restart_converges(
     setup: tuple[Path, Config, Store], db_url: str, vault: Path, daemons: list[KbDaemon]
 ) -> None:
     _, config, store = setup
-    first = _start(setup, db_url, daemons)
-    wait_for(lambda: _role(store, first.pid) == "writer", "the daemon to write")
+    first = _start(setup, db_url, daemons, "writer")
     wait_for(lambda: _in_sync(config, store), "the start-up reconciliation")
     before = len(store.documents("v"))
     burst = vault / "Burst"
@@ -166,7 +167,7 @@ def test_sigterm_in_the_middle_of_a_burst_then_restart_converges(
     assert "msg=stopping signal=SIGTERM" in log and "abandoned=False" in log
     assert len(store.documents("v")) < before + 3000, "the burst was not interrupted"
 
-    second = _start(setup, db_url, daemons)
+    second = _start(setup, db_url, daemons, "writer")
     wait_for(lambda: _in_sync(config, store), "a restarted daemon to converge", timeout=300)
     assert len(store.documents("v")) == before + 3000
     assert second.stop() == 0

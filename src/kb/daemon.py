@@ -19,7 +19,6 @@ the one in hand) leaves the index consistent.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import os
@@ -88,6 +87,7 @@ class Daemon:
         self._worker: threading.Thread | None = None
         self.watcher: Watcher | None = None
         self._db_down = False
+        self._turns = 0
 
     # -- control -----------------------------------------------------------------------------------
 
@@ -172,22 +172,21 @@ class Daemon:
 
     def _serve(self) -> None:
         """Watch and write until stopped or the lock is lost."""
-        # Taking the lock may follow a database restart that left dead idle connections.
-        self.store.check()
-        self._writable.set()
         # The reconciliation below covers anything pending from an earlier turn.
         self.debouncer.clear()
-        self.request_reconcile("start-up")
+        self.request_reconcile("lock taken again" if self._turns else "start-up")
+        self._turns += 1
         self.watcher = watcher = Watcher(
             self.config.vaults, self.debouncer.add, polling=self.settings.polling
         )
         alarm = OverflowAlarm(lambda: self.request_reconcile("watcher overflow"))
         with alarm.installed():
-            # Watching starts before the catch-up scan, so no change falls between the two.
-            watcher.start()
-            self._worker = threading.Thread(target=self._work, name="kb-worker", daemon=True)
-            self._worker.start()
             try:
+                # Watching starts before the catch-up scan, so no change falls between the two.
+                watcher.start()
+                self._writable.set()
+                self._worker = threading.Thread(target=self._work, name="kb-worker", daemon=True)
+                self._worker.start()
                 self._supervise(watcher)
             finally:
                 self._writable.clear()
@@ -320,8 +319,6 @@ class Daemon:
                     self.debouncer.add(d.vault, d.key)
                 if isinstance(exc, DatabaseError | psycopg.Error):
                     self.request_reconcile("database back")
-                    with contextlib.suppress(psycopg.Error):
-                        self.store.check()
                 self.activity = "retrying after an error"
             finally:
                 self.debouncer.done()

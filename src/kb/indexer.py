@@ -261,7 +261,7 @@ class Indexer:
         vanished = {p: d for p, d in stored.items() if p not in on_disk}
         # A watcher may name a move's destination apart from its source: rows elsewhere in the
         # vault with the same content whose file is gone are moves too.
-        elsewhere = {}
+        elsewhere: dict[str, DocumentState] = {}
         if scope is not None and not force:
             elsewhere = self._vanished_elsewhere(vault, changed, stored)
         to_index = []
@@ -293,7 +293,7 @@ class Indexer:
         gone = set(vanished) | ({p for p in scope.files if p not in on_disk} if scope else set())
         self.store.delete_documents(vault.name, gone)
         if scope is None:
-            self.store.keep_failures(vault.name, on_disk)
+            self.store.keep_failures(vault.name, on_disk.keys())
         for path in vanished:
             emit(FileEvent(vault.name, path, "deleted"))
 

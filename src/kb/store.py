@@ -127,6 +127,9 @@ class Store:
                 max_size=max_connections,
                 configure=_configure,
                 kwargs={"row_factory": dict_row},
+                # A connection that died while idle (a database restart) is replaced, not
+                # handed out: long-running users (the daemon) then just carry on.
+                check=ConnectionPool.check_connection,
                 open=True,
                 timeout=30,
             )
@@ -459,10 +462,6 @@ class Store:
             " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
             (key, Jsonb(value)),
         )
-
-    def check(self) -> None:
-        """Replace pooled connections that died while idle (after a database restart)."""
-        self.pool.check()
 
     def daemons(self) -> list[dict[str, Any]]:
         """Every daemon that has a row, with its heartbeat's age and whether it looks alive."""
