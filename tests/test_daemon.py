@@ -73,7 +73,8 @@ def test_atomic_save(store: Store, vault: Path) -> None:
 
 
 def test_vim_save_never_drops_the_note(store: Store, vault: Path) -> None:
-    kb = daemon_kb(store, vault)
+    # The default quiet period, which a save dance never outlasts, even on a busy machine.
+    kb = daemon_kb(store, vault, debounce=1.0)
     note = vault / LONG_NOTE
     with running(kb) as daemon:
         kb.reset_counts()

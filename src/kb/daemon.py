@@ -296,7 +296,10 @@ class Daemon:
                 else:
                     self.activity = "watching"
                     due = self.debouncer.take_due(TICK)
+                    if not due:
+                        continue
                     self._process(due)
+                # Only work that went through clears an error.
                 backoff = 0.0
                 self.last_error = None
             except Interrupted:
