@@ -452,3 +452,30 @@ def _allow_connections(admin_url: str, dbname: str, *, allow: bool) -> None:
                 sql.Identifier(dbname), sql.Literal(allow)
             )
         )
+
+
+def test_bad_notes_are_recorded_and_the_daemon_goes_on(store: Store, vault: Path) -> None:
+    kb = daemon_kb(store, vault)
+    with running(kb) as daemon:
+        (vault / "Inbox/binary.md").write_bytes(b"\xff\xfe\x00\x01binary")
+        (vault / "Inbox/huge.md").write_bytes(b"word " * (indexer.MAX_NOTE_BYTES // 5 + 1))
+        with open(os.path.join(os.fsencode(vault), b"Inbox/caf\xe9.md"), "wb") as f:
+            f.write(b"# Latin-1 name\n")
+        (vault / "Inbox/fine.md").write_text("# Fine\n\nstill indexed\n")
+        wait_for(
+            lambda: (
+                {"Inbox/binary.md", "Inbox/huge.md"} <= set(kb.store.failures("v"))
+                and "Inbox/fine.md" in kb.store.documents("v")
+                and daemon.idle
+            ),
+            "the bad notes to be recorded",
+        )
+        report = verify(kb.config, kb.store)
+        assert sorted((d.kind, d.path) for d in report.differences) == [
+            ("failed", "Inbox/binary.md"),
+            ("failed", "Inbox/huge.md"),
+        ]
+        (vault / "Inbox/binary.md").unlink()
+        (vault / "Inbox/huge.md").unlink()
+        settle(daemon, kb)
+    assert kb.store.failures("v") == {}

@@ -73,6 +73,10 @@ def test_recorder_keys(event: FileSystemEvent, keys: list[str]) -> None:
     assert _recorded(event) == keys
 
 
+def test_names_that_are_not_utf8_are_not_notes() -> None:
+    assert _recorded(FileCreatedEvent(b"/vault/caf\xe9.md")) == []
+
+
 def test_conflict_copies_recorded_when_configured() -> None:
     event = FileCreatedEvent("/vault/a.sync-conflict-20240101-101010-ABCDEFG.md")
     assert _recorded(event, conflicts="index") == ["a.sync-conflict-20240101-101010-ABCDEFG.md"]

@@ -45,6 +45,10 @@ log = logging.getLogger(__name__)
 # How often the main thread and the worker look around (seconds): bounds how late a stop,
 # a due path or a lost lock is noticed.
 TICK = 0.25
+# The worker re-checks that it still holds the writer lock at most this often (seconds), so
+# a daemon that lost it stops writing within about that long. A write that slips through in
+# that window is harmless: each is one file's idempotent transaction.
+LOCK_CHECK = 1.0
 # Back-off after an error the worker cannot fix itself (a dead LLM server, say), seconds.
 MIN_BACKOFF = 2.0
 MAX_BACKOFF = 300.0
@@ -88,6 +92,7 @@ class Daemon:
         self.watcher: Watcher | None = None
         self._db_down = False
         self._turns = 0
+        self._lock_checked = 0.0
 
     # -- control -----------------------------------------------------------------------------------
 
@@ -280,6 +285,11 @@ class Daemon:
     def _checkpoint(self) -> None:
         if self.stop_event.is_set():
             raise Interrupted("shutting down")
+        now = time.monotonic()
+        if self._writable.is_set() and now - self._lock_checked >= LOCK_CHECK:
+            self._lock_checked = now
+            if not self.lock.held():
+                self._writable.clear()  # the main thread notices at its next heartbeat
         if not self._writable.is_set():
             raise Interrupted("writer lock lost")
 

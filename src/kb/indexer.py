@@ -93,7 +93,16 @@ class OnDisk:
 
 def is_note(vault: VaultConfig, rel_path: str) -> bool:
     """Whether a vault-relative path names a note: Markdown, and not ignored."""
-    return rel_path.lower().endswith(NOTE_SUFFIXES) and not vault.is_ignored(rel_path)
+    if not rel_path.lower().endswith(NOTE_SUFFIXES) or vault.is_ignored(rel_path):
+        return False
+    try:
+        rel_path.encode("utf-8")
+    except UnicodeEncodeError:
+        # A file name that is not UTF-8 (os.fsdecode kept its bytes as surrogates) could not
+        # be stored as a row's path.
+        log.warning("%s: skipped a note whose name is not UTF-8: %r", vault.name, rel_path)
+        return False
+    return True
 
 
 def stat_note(vault: VaultConfig, rel_path: str) -> OnDisk | None:
