@@ -203,16 +203,18 @@ class Daemon:
         next_reconcile = time.monotonic() + self._interval()
         while not self.stop_event.is_set():
             now = time.monotonic()
-            if now >= next_beat:
-                if not self.lock.held():
-                    event(
-                        log,
-                        "writer lock lost: writing stops until it is taken again",
-                        logging.WARNING,
-                        id=self.id,
-                    )
-                    self.role = "lost"
-                    return
+            # The worker may have found the lock gone first (it clears _writable).
+            checked = now >= next_beat
+            if not self._writable.is_set() or (checked and not self.lock.held()):
+                event(
+                    log,
+                    "writer lock lost: writing stops until it is taken again",
+                    logging.WARNING,
+                    id=self.id,
+                )
+                self.role = "lost"
+                return
+            if checked:
                 self._beat()
                 next_beat = now + self.settings.heartbeat
             if problem := watcher.problem():
