@@ -15,6 +15,7 @@ from kb.config import (
     ChunkingConfig,
     Config,
     ContextConfig,
+    DaemonConfig,
     LLMConfig,
     QueryConfig,
     VaultConfig,
@@ -126,7 +127,7 @@ def test_wrong_type_names_the_key(raw: dict[str, Any], key: str) -> None:
     assert f"'{key}'" in error(raw)
 
 
-@pytest.mark.parametrize("section", ["database", "chunking", "context", "llm", "query"])
+@pytest.mark.parametrize("section", ["database", "chunking", "context", "llm", "query", "daemon"])
 def test_section_that_is_not_a_table(section: str) -> None:
     assert f"'{section}'" in error(minimal(**{section: 5}))
 
@@ -437,9 +438,62 @@ def test_each_example_key_is_accepted_on_its_own(section: str, key: str) -> None
         ("context", ContextConfig),
         ("llm", LLMConfig),
         ("query", QueryConfig),
+        ("daemon", DaemonConfig),
         ("vaults", VaultConfig),
     ],
 )
 def test_example_documents_every_setting(section: str, cls: type) -> None:
     documented = _example_keys()[section]
     assert {f.name for f in dataclasses.fields(cls)} <= documented
+
+
+# --- the daemon and conflict copies -------------------------------------------------------------
+
+
+def test_daemon_defaults_and_values() -> None:
+    assert parse(minimal()).daemon == DaemonConfig()
+    cfg = parse(minimal(daemon={"debounce": 0.2, "max_delay": 2, "polling": True}))
+    assert cfg.daemon.debounce == 0.2 and cfg.daemon.max_delay == 2.0 and cfg.daemon.polling
+
+
+@pytest.mark.parametrize(
+    ("daemon", "key"),
+    [
+        ({"debounce": 0}, "daemon.debounce"),
+        ({"debounce": 5, "max_delay": 1}, "daemon.max_delay"),
+        ({"reconcile_jitter": 1.5}, "daemon.reconcile_jitter"),
+        ({"max_pending": -1}, "daemon.max_pending"),
+        ({"polling": "yes"}, "daemon.polling"),
+        ({"interval": 5}, "daemon.interval"),
+    ],
+)
+def test_bad_daemon_values_name_the_key(daemon: dict[str, Any], key: str) -> None:
+    assert f"'{key}'" in error(minimal(daemon=daemon))
+
+
+def test_daemon_polling_env() -> None:
+    assert parse(minimal(), {"KB_DAEMON_POLLING": "true"}).daemon.polling
+    assert not parse(minimal(daemon={"polling": True}), {"KB_DAEMON_POLLING": "0"}).daemon.polling
+    with pytest.raises(ConfigError, match="KB_DAEMON_POLLING"):
+        parse(minimal(), {"KB_DAEMON_POLLING": "maybe"})
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "a/Note.sync-conflict-20240101-120000-ABCDEFG.md",
+        "Note (Conflicted copy MacBook 202401011200).md",
+        "Note (Alex Doe's conflicted copy 2024-01-01).md",
+    ],
+)
+def test_conflict_copies_ignored_unless_configured(rel: str) -> None:
+    ignoring = parse(minimal()).vaults[0]
+    indexing = parse({**minimal(), "vaults": [{"path": "/n", "conflicts": "index"}]}).vaults[0]
+    assert ignoring.is_ignored(rel) and not indexing.is_ignored(rel)
+    assert not ignoring.is_ignored("Conflicts in the team.md")
+
+
+def test_bad_conflicts_mode() -> None:
+    assert "'vaults[0].conflicts'" in error(
+        {**minimal(), "vaults": [{"path": "/n", "conflicts": "x"}]}
+    )

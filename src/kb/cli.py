@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -20,10 +23,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kb import query as query_mod
 from kb.config import Config, load_config
 from kb.db import database_url
-from kb.errors import KbError
+from kb.errors import DatabaseError, KbError
 from kb.indexer import FileEvent, Indexer, SyncReport
 from kb.llm import make_chat, make_embedder
+from kb.logfmt import LogfmtFormatter, event
 from kb.store import Store
+from kb.verify import KINDS, verify
 
 app = typer.Typer(
     help="kb: a contextual search index of your Markdown vault.",
@@ -35,6 +40,7 @@ err = Console(stderr=True, soft_wrap=True)
 
 EXIT_ERROR = 1
 EXIT_FILES_FAILED = 3
+EXIT_OUT_OF_SYNC = 4
 
 
 @dataclass
@@ -242,9 +248,13 @@ def status(
         location = (cfg.database_url and _redact(cfg.database_url)) or (
             f"embedded PostgreSQL in {cfg.data_dir / 'pgdata'}"
         )
+        daemons = store.daemons()
+        last_reconcile = store.get_state("last_reconcile")
     data = {
         "database": location,
         **asdict(report),
+        "daemons": daemons,
+        "last_reconcile": last_reconcile,
         "configured": {
             "chat_model": cfg.llm.chat_model,
             "embed_model": cfg.llm.embed_model,
@@ -267,6 +277,7 @@ def status(
     out.print(f"failed files {len(report.failures)}")
     for f in report.failures:
         out.print(f"  {escape(f['vault'])}/{escape(f['path'])}: {escape(f['error'])}")
+    _print_daemons(daemons, last_reconcile)
 
 
 def _redact(url: str) -> str:
@@ -277,3 +288,132 @@ def _redact(url: str) -> str:
         netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
         return urlunsplit(parts._replace(netloc=netloc))
     return url
+
+
+# -- the daemon ----------------------------------------------------------------------------------
+
+
+def _print_daemons(daemons: list[dict], last_reconcile: dict | None) -> None:
+    alive = [d for d in daemons if d["alive"]]
+    writer = next((d for d in alive if d["role"] == "writer"), None)
+    if writer:
+        out.print(
+            f"daemon       running on {escape(writer['host'])} (pid {writer['pid']}), "
+            f"{escape(writer['activity'])}, {writer['queue_length']} paths queued, "
+            f"heartbeat {writer['heartbeat_age']:.0f}s ago"
+        )
+    else:
+        out.print("daemon       not running")
+    for d in daemons:
+        if d is writer:
+            continue
+        state = "standby" if d["alive"] and d["role"] == "standby" else "dead"
+        if d["alive"] and d["role"] != "standby":
+            state = escape(d["activity"])
+        out.print(
+            f"  {state}: {escape(d['host'])} (pid {d['pid']}), "
+            f"heartbeat {d['heartbeat_age']:.0f}s ago"
+        )
+    for d in daemons:
+        if d["alive"] and d["last_error"]:
+            out.print(f"  last error: {escape(d['last_error'])}")
+    if last_reconcile:
+        out.print(
+            f"reconciled   {last_reconcile['at']} ({escape(last_reconcile['reason'])}): "
+            f"{last_reconcile['files']} files, {last_reconcile['indexed']} indexed, "
+            f"{last_reconcile['deleted']} deleted, {last_reconcile['failed']} failed"
+        )
+    else:
+        out.print("reconciled   never")
+
+
+@app.command()
+def daemon() -> None:
+    """Watch the vaults and keep the index equal to them (foreground; logs to stderr).
+
+    SIGTERM or SIGINT finishes the file in hand (or abandons it after daemon.shutdown_grace
+    seconds; its transaction is rolled back) and exits. A second signal exits at once.
+    """
+    from kb.daemon import Daemon
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LogfmtFormatter())
+    logging.basicConfig(
+        level=logging.DEBUG if _options.verbose else logging.INFO,
+        handlers=[handler],
+        force=True,
+    )
+    for noisy in ("httpx", "pgserver", "psycopg.pool", "openai", "watchdog"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    log = logging.getLogger("kb.daemon")
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stop.is_set():
+            os._exit(EXIT_ERROR)  # a second signal: the user does not want to wait
+        event(log, "stopping", signal=signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        config = load_config(_options.config)
+    except KbError as exc:
+        raise _fail(str(exc)) from None
+    store = _connect_until_stopped(config, stop, log)
+    if store is None:
+        return
+    runner = Daemon(config, store, make_chat(config.llm), make_embedder(config.llm), stop=stop)
+    runner.run()
+    if runner.abandoned:
+        # A worker thread is still waiting on the LLM; Postgres rolls its transaction back.
+        logging.shutdown()
+        os._exit(0)
+    store.close()
+
+
+def _connect_until_stopped(
+    config: Config, stop: threading.Event, log: logging.Logger
+) -> Store | None:
+    """Open the store, waiting for the database as long as it takes (or until stopped)."""
+    delay = 1.0
+    while not stop.is_set():
+        try:
+            return Store(database_url(config.database_url, config.data_dir))
+        except DatabaseError as exc:
+            event(
+                log, "database unreachable: retrying", logging.ERROR, error=str(exc), retry_in=delay
+            )
+            stop.wait(delay)
+            delay = min(delay * 2, 30.0)
+    return None
+
+
+@app.command(name="verify")
+def verify_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Check that the index equals the vaults: exit 0 if so, else list the differences (exit 4)."""
+    with _session() as (cfg, store):
+        report = verify(cfg, store)
+    if as_json:
+        data = {
+            "in_sync": report.in_sync,
+            "notes": report.notes,
+            "rows": report.rows,
+            "differences": [asdict(d) for d in report.differences],
+        }
+        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    else:
+        for d in report.differences:
+            where = f"{d.vault}/{d.path}" if d.path else d.vault
+            detail = f"  ({d.detail})" if d.detail else ""
+            out.print(f"{d.kind:<10} {escape(where)}{escape(detail)}", highlight=False)
+        verdict = "in sync" if report.in_sync else f"{len(report.differences)} differences"
+        err.print(f"{report.notes} notes on disk, {report.rows} rows in the index: {verdict}")
+        if not report.in_sync:
+            kinds = sorted({d.kind for d in report.differences})
+            err.print("; ".join(f"{k}: {KINDS[k]}" for k in kinds))
+    if not report.in_sync:
+        raise typer.Exit(EXIT_OUT_OF_SYNC)

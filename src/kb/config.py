@@ -6,6 +6,7 @@ The file is found via `--config`, then `KB_CONFIG`, then the XDG config path
 
 from __future__ import annotations
 
+import functools
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -19,6 +20,14 @@ from kb.errors import ConfigError
 
 DEFAULT_OLLAMA_HOST = "http://localhost:11434"
 PROVIDERS = ("ollama", "openai", "fake")
+CONFLICT_MODES = ("ignore", "index")
+
+# Conflict copies written by sync tools: Syncthing, Obsidian Sync, Dropbox.
+CONFLICT_PATTERNS = (
+    "*.sync-conflict-*",
+    "* (Conflicted copy *)*",
+    "* (*conflicted copy*)*",
+)
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,7 @@ class VaultConfig:
     path: Path
     personal: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    conflicts: str = "ignore"
 
     def is_personal(self, rel_path: str) -> bool:
         return _spec(self.personal).match_file(rel_path)
@@ -35,10 +45,14 @@ class VaultConfig:
         # Dot-folders and dot-files (.obsidian/, .trash/, .git/) are never notes.
         if any(part.startswith(".") for part in rel_path.split("/")):
             return True
+        if self.conflicts == "ignore" and _spec(CONFLICT_PATTERNS).match_file(rel_path):
+            return True
         return _spec(self.ignore).match_file(rel_path)
 
 
+@functools.lru_cache(maxsize=64)
 def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+    # Cached: the daemon's watcher asks about every event's path.
     return pathspec.GitIgnoreSpec.from_lines(patterns)
 
 
@@ -77,6 +91,18 @@ class QueryConfig:
 
 
 @dataclass(frozen=True)
+class DaemonConfig:
+    debounce: float = 1.0
+    max_delay: float = 15.0
+    reconcile_interval: float = 1800.0
+    reconcile_jitter: float = 0.1
+    max_pending: int = 10_000
+    heartbeat: float = 5.0
+    shutdown_grace: float = 10.0
+    polling: bool = False
+
+
+@dataclass(frozen=True)
 class Config:
     owner_name: str
     vaults: tuple[VaultConfig, ...]
@@ -86,6 +112,7 @@ class Config:
     context: ContextConfig = field(default_factory=ContextConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)
     source: Path | None = None
 
 
@@ -195,6 +222,7 @@ def parse_config(
             "query.owner_in_first_person", bool, QueryConfig.owner_in_first_person
         ),
     )
+    daemon = _daemon(r, env)
     # Only once every key has been read can the rest be called unknown.
     r.reject_unknown()
     return Config(
@@ -206,8 +234,34 @@ def parse_config(
         context=context,
         llm=llm,
         query=query,
+        daemon=daemon,
         source=source,
     )
+
+
+def _daemon(r: _Reader, env: dict[str, str]) -> DaemonConfig:
+    d = DaemonConfig
+    polling = r.get("daemon.polling", bool, d.polling)
+    if "KB_DAEMON_POLLING" in env:
+        flag = env["KB_DAEMON_POLLING"].strip().lower()
+        if flag not in ("1", "true", "yes", "0", "false", "no", ""):
+            raise ConfigError("environment variable KB_DAEMON_POLLING must be true or false")
+        polling = flag in ("1", "true", "yes")
+    daemon = DaemonConfig(
+        debounce=float(r.positive("daemon.debounce", d.debounce)),
+        max_delay=float(r.positive("daemon.max_delay", d.max_delay)),
+        reconcile_interval=float(r.positive("daemon.reconcile_interval", d.reconcile_interval)),
+        reconcile_jitter=float(r.get("daemon.reconcile_jitter", float, d.reconcile_jitter)),
+        max_pending=r.positive("daemon.max_pending", d.max_pending),
+        heartbeat=float(r.positive("daemon.heartbeat", d.heartbeat)),
+        shutdown_grace=float(r.positive("daemon.shutdown_grace", d.shutdown_grace)),
+        polling=polling,
+    )
+    if daemon.max_delay < daemon.debounce:
+        raise ConfigError("config key 'daemon.max_delay' must be at least daemon.debounce")
+    if not 0 <= daemon.reconcile_jitter < 1:
+        raise ConfigError("config key 'daemon.reconcile_jitter' must be in [0, 1)")
+    return daemon
 
 
 def _env(env: dict[str, str], name: str, file_value: str) -> str:
@@ -241,17 +295,22 @@ def _vault(r: _Reader, base_dir: Path) -> VaultConfig:
     name = r.get("name", str, path.name)
     personal = tuple(r.get("personal", list, []))
     ignore = tuple(r.get("ignore", list, []))
+    conflicts = r.get("conflicts", str, VaultConfig.conflicts)
+    if conflicts not in CONFLICT_MODES:
+        raise ConfigError(
+            f"config key '{r.prefix}conflicts' must be one of {', '.join(CONFLICT_MODES)}"
+        )
     for key, patterns in (("personal", personal), ("ignore", ignore)):
         if not all(isinstance(p, str) for p in patterns):
             raise ConfigError(f"config key '{r.prefix}{key}' must be a list of glob strings")
     r.reject_unknown()
-    return VaultConfig(name=name, path=path, personal=personal, ignore=ignore)
+    return VaultConfig(name=name, path=path, personal=personal, ignore=ignore, conflicts=conflicts)
 
 
 class _Reader:
     """Typed access to nested TOML keys that remembers which keys were read."""
 
-    _KNOWN_SECTIONS = ("database", "chunking", "context", "llm", "query")
+    _KNOWN_SECTIONS = ("database", "chunking", "context", "llm", "query", "daemon")
 
     def __init__(self, raw: dict[str, Any], prefix: str = "") -> None:
         self.raw = raw

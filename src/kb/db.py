@@ -57,12 +57,13 @@ def embedded_url(data_dir: Path) -> str:
 def migrations() -> list[Migration]:
     """The ordered SQL files of `migrations/` (shipped inside the package when installed)."""
     checkout = Path(__file__).parents[2]
-    # An editable install also holds a packaged copy, frozen at install time: in a source
-    # checkout the repository's own folder is the truth.
+    packaged = resources.files("kb") / "migrations"
+    # In a source checkout (an editable install), the copy made at install time goes stale
+    # as soon as a migration is added: the checkout's own folder wins.
     if (checkout / "pyproject.toml").is_file() and (checkout / "migrations").is_dir():
-        folder: Path | Traversable = checkout / "migrations"
+        folder: Traversable = checkout / "migrations"
     else:
-        folder = resources.files("kb") / "migrations"
+        folder = packaged
     found = []
     for entry in folder.iterdir():
         match = re.fullmatch(r"(\d+)_(\w+)\.sql", entry.name)

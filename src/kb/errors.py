@@ -29,3 +29,10 @@ class ModelMissing(LLMError):
 
 class NoteError(KbError):
     """One note cannot be indexed; the run goes on without it."""
+
+
+class Interrupted(Exception):
+    """A run was stopped on purpose (shutdown, lost writer lock) between two files.
+
+    Not a KbError: nothing went wrong, and whatever was half done was not written.
+    """

@@ -3,6 +3,9 @@
 A file is only read when its size or mtime changed, only re-chunked when its
 hash changed, and only sent to the LLM for the chunks whose cached outputs are
 missing. Renames and moves are re-keyed without any model call.
+
+A sync covers a whole vault (`kb index`, the daemon's reconciliation) or a Scope:
+the files and folders a watcher named, judged by their state on disk now.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import datetime as dt
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+import stat
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -23,7 +27,7 @@ from kb.chunking import Chunk, chunk_body
 from kb.config import Config, VaultConfig
 from kb.context import ContextChunk, Contextualizer
 from kb.db import first_line
-from kb.errors import DatabaseError, KbError, NoteError
+from kb.errors import DatabaseError, Interrupted, KbError, NoteError
 from kb.llm.base import ChatModel, Embedder
 from kb.parsing import decode, parse_note
 from kb.store import ChunkRecord, DocumentRecord, DocumentState, Store, Vector
@@ -46,6 +50,7 @@ class FileEvent:
     embedded: int = 0
     fallbacks: int = 0  # model outputs rejected and replaced by structural context
     error: str = ""
+    moved_from: str = ""
 
 
 @dataclass
@@ -75,29 +80,71 @@ class SyncReport:
 
 
 @dataclass(frozen=True)
-class _OnDisk:
+class Scope:
+    """Part of a vault: some files, and everything under some folders ("a/b/"; "" is the root)."""
+
+    files: frozenset[str] = frozenset()
+    folders: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class OnDisk:
     path: str
     size: int
     mtime_ns: int
     personal: bool
 
 
-def scan_vault(vault: VaultConfig) -> Iterator[_OnDisk]:
-    """Every note of a vault, skipping dot-folders, ignored paths and non-Markdown files."""
+def is_note(vault: VaultConfig, rel_path: str) -> bool:
+    """Whether a vault-relative path names a note: Markdown, and not ignored."""
+    if not rel_path.lower().endswith(NOTE_SUFFIXES) or vault.is_ignored(rel_path):
+        return False
+    try:
+        rel_path.encode("utf-8")
+    except UnicodeEncodeError:
+        # A file name that is not UTF-8 (os.fsdecode kept its bytes as surrogates) could not
+        # be stored as a row's path.
+        log.warning("%s: skipped a note whose name is not UTF-8: %r", vault.name, rel_path)
+        return False
+    return True
+
+
+def stat_note(vault: VaultConfig, rel_path: str) -> OnDisk | None:
+    """The note at a path, or None if it is missing, ignored or not a regular file."""
+    if not is_note(vault, rel_path):
+        return None
+    try:
+        st = os.stat(vault.path / rel_path)
+    except OSError:
+        return None  # missing, or vanished between listing and stat
+    # A FIFO or device named *.md would block or never end when read.
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return OnDisk(rel_path, st.st_size, st.st_mtime_ns, vault.is_personal(rel_path))
+
+
+def scan_vault(vault: VaultConfig, folder: str = "") -> Iterator[OnDisk]:
+    """Every note of a vault, or of one of its folders ("a/b/"), skipping dot-folders,
+    ignored paths and non-Markdown files."""
     root = vault.path
-    for dirpath, dirnames, filenames in os.walk(root):
+    if folder and vault.is_ignored(folder):
+        return
+    for dirpath, dirnames, filenames in os.walk(root / folder):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
         rel_dir = "" if rel_dir == "." else rel_dir + "/"
         dirnames[:] = sorted(d for d in dirnames if not vault.is_ignored(f"{rel_dir}{d}/"))
         for name in sorted(filenames):
-            rel = f"{rel_dir}{name}"
-            if not name.lower().endswith(NOTE_SUFFIXES) or vault.is_ignored(rel):
-                continue
-            try:
-                st = os.stat(Path(dirpath, name))
-            except OSError:
-                continue  # vanished or unreadable between listing and stat
-            yield _OnDisk(rel, st.st_size, st.st_mtime_ns, vault.is_personal(rel))
+            note = stat_note(vault, f"{rel_dir}{name}")
+            if note is not None:
+                yield note
+
+
+def scan_scope(vault: VaultConfig, scope: Scope) -> dict[str, OnDisk]:
+    found = {f.path: f for folder in sorted(scope.folders) for f in scan_vault(vault, folder)}
+    for path in scope.files:
+        if path not in found and (note := stat_note(vault, path)) is not None:
+            found[path] = note
+    return found
 
 
 class Indexer:
@@ -110,6 +157,7 @@ class Indexer:
         *,
         on_event: Callable[[FileEvent], None] | None = None,
         on_scan: Callable[[int], None] | None = None,
+        checkpoint: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -117,6 +165,8 @@ class Indexer:
         self.embedder = embedder
         self.on_event = on_event or (lambda event: None)
         self.on_scan = on_scan or (lambda files: None)
+        # Called before each file and each write; it raises Interrupted to stop the run there.
+        self.checkpoint = checkpoint or (lambda: None)
         workers = max(1, config.llm.concurrency)
         self._llm_pool = ThreadPoolExecutor(workers, thread_name_prefix="kb-llm")
         self._file_pool = ThreadPoolExecutor(workers, thread_name_prefix="kb-file")
@@ -140,12 +190,14 @@ class Indexer:
 
     # -- whole-vault sync --------------------------------------------------------------------------
 
-    def sync(self, *, force: bool = False) -> SyncReport:
-        """Make the index equal to every configured vault."""
+    def sync(
+        self, *, force: bool = False, vaults: Iterable[VaultConfig] | None = None
+    ) -> SyncReport:
+        """Make the index equal to every configured vault (or to the ones given)."""
         report = SyncReport()
         self.ensure_embedding_space()
         self.store.delete_vaults_except([v.name for v in self.config.vaults])
-        for vault in self.config.vaults:
+        for vault in self.config.vaults if vaults is None else vaults:
             if not vault.path.is_dir():
                 raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
             self._sync_vault(vault, report, force=force)
@@ -161,24 +213,40 @@ class Indexer:
         )
         return report
 
-    def _sync_vault(self, vault: VaultConfig, report: SyncReport, *, force: bool) -> None:
-        stored = self.store.documents(vault.name)
+    def sync_scope(self, vault: VaultConfig, scope: Scope) -> SyncReport:
+        """Make the index equal to the vault for some files and folders, as they are now."""
+        report = SyncReport()
+        self._sync_vault(vault, report, force=False, scope=scope)
+        return report
+
+    def _sync_vault(
+        self, vault: VaultConfig, report: SyncReport, *, force: bool, scope: Scope | None = None
+    ) -> None:
         # Notes where an earlier model's output was rejected get a try with this model.
         retry = self.store.paths_with_fallbacks(vault.name, self.chat.name)
-        on_disk = {f.path: f for f in scan_vault(vault)}
+        if scope is None:
+            stored = self.store.documents(vault.name)
+            on_disk = {f.path: f for f in scan_vault(vault)}
+        else:
+            stored = self.store.documents_in(vault.name, scope.files, scope.folders)
+            on_disk = scan_scope(vault, scope)
         self.on_scan(len(on_disk))
         # Only hashes are kept here: a file's bytes are read again by the worker that
         # indexes it, so a first sync of a large vault does not hold it all in memory.
-        changed: list[tuple[_OnDisk, str]] = []
+        changed: list[tuple[OnDisk, str]] = []
 
         def emit(event: FileEvent) -> None:
             report.add(event)
             self.on_event(event)
 
-        for f in on_disk.values():
+        for f in list(on_disk.values()):
+            self.checkpoint()
             old = stored.get(f.path)
+            # A full scan trusts an unchanged size and mtime; a file a watcher named is hashed,
+            # since a sync tool may replace a note and keep its old mtime.
             if (
-                not force
+                scope is None
+                and not force
                 and f.path not in retry
                 and old is not None
                 and old.size == f.size
@@ -188,7 +256,10 @@ class Indexer:
                 emit(FileEvent(vault.name, f.path, "unchanged"))
                 continue
             try:
-                digest = _sha256(_read(vault.path / f.path))
+                digest = sha256(read_note(vault.path / f.path))
+            except FileNotFoundError:
+                del on_disk[f.path]  # gone since the scan: treated as deleted below
+                continue
             except NoteError as exc:
                 emit(self._failed(vault, f.path, exc))
                 continue
@@ -205,37 +276,76 @@ class Indexer:
             changed.append((f, digest))
 
         vanished = {p: d for p, d in stored.items() if p not in on_disk}
+        # A watcher may name a move's destination apart from its source: rows elsewhere in the
+        # vault with the same content whose file is gone are moves too.
+        elsewhere: dict[str, DocumentState] = {}
+        if scope is not None and not force:
+            elsewhere = self._vanished_elsewhere(vault, changed, stored)
         to_index = []
         for f, digest in changed:
-            source = None if force or f.path in stored else _moved_from(vanished, f, digest)
+            source = None
+            if not force and f.path not in stored:
+                source = _moved_from(vanished, f, digest) or _moved_from(elsewhere, f, digest)
             if source is not None:
+                self.checkpoint()
                 self.store.move_document(vault.name, source.path, f.path, f.size, f.mtime_ns)
-                del vanished[source.path]
-                log.info("%s: moved from %s", f.path, source.path)
-                emit(FileEvent(vault.name, f.path, "moved"))
+                vanished.pop(source.path, None)
+                elsewhere.pop(source.path, None)
+                log.debug("%s/%s: moved from %s", vault.name, f.path, source.path)
+                emit(FileEvent(vault.name, f.path, "moved", moved_from=source.path))
             else:
                 to_index.append(f)
 
         futures = [self._file_pool.submit(self._index_guarded, vault, f, force) for f in to_index]
-        for future in futures:
-            emit(future.result())
+        try:
+            for future in futures:
+                emit(future.result())
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
 
-        self.store.delete_documents(vault.name, vanished)
+        self.checkpoint()
+        # Paths named by the scope but not on disk may have a failure recorded, and no row.
+        gone = set(vanished) | ({p for p in scope.files if p not in on_disk} if scope else set())
+        self.store.delete_documents(vault.name, gone)
+        if scope is None:
+            self.store.keep_failures(vault.name, on_disk.keys())
         for path in vanished:
             emit(FileEvent(vault.name, path, "deleted"))
 
-    def _index_guarded(self, vault: VaultConfig, f: _OnDisk, force: bool) -> FileEvent:
+    def _vanished_elsewhere(
+        self,
+        vault: VaultConfig,
+        changed: list[tuple[OnDisk, str]],
+        in_scope: dict[str, DocumentState],
+    ) -> dict[str, DocumentState]:
+        hashes = [digest for f, digest in changed if f.path not in in_scope]
+        if not hashes:
+            return {}
+        return {
+            d.path: d
+            for d in self.store.documents_with_hashes(vault.name, hashes)
+            if d.path not in in_scope and not os.path.lexists(vault.path / d.path)
+        }
+
+    def _index_guarded(self, vault: VaultConfig, f: OnDisk, force: bool) -> FileEvent:
         try:
-            data = _read(vault.path / f.path)
+            self.checkpoint()
+            data = read_note(vault.path / f.path)
             return self.index_bytes(
                 vault, f.path, data, size=len(data), mtime_ns=f.mtime_ns, force=force
             )
+        except FileNotFoundError:
+            # Deleted since it was listed (an editor's save dance, or a real delete).
+            self.store.delete_documents(vault.name, [f.path])
+            return FileEvent(vault.name, f.path, "deleted")
         except NoteError as exc:
             return self._failed(vault, f.path, exc)
         except psycopg.OperationalError as exc:
             raise DatabaseError(f"lost the database connection: {first_line(exc)}") from None
-        except KbError:
-            raise  # a dead LLM server or database: no point trying the next file
+        except (KbError, Interrupted):
+            raise  # a dead LLM server or database, or a stop: no point trying the next file
         except Exception as exc:
             # A bug triggered by one note must not stop the others; it is recorded.
             log.debug("%s/%s failed", vault.name, f.path, exc_info=True)
@@ -243,7 +353,8 @@ class Indexer:
 
     def _failed(self, vault: VaultConfig, path: str, exc: Exception) -> FileEvent:
         message = str(exc)
-        log.warning("%s/%s: %s", vault.name, path, message)
+        # Reported to the user through on_event (the CLI's summary, the daemon's log).
+        log.debug("%s/%s: %s", vault.name, path, message)
         self.store.record_failure(vault.name, path, message)
         return FileEvent(vault.name, path, "failed", error=message)
 
@@ -305,11 +416,12 @@ class Indexer:
         metadata = dict(note.metadata)
         if note.warnings:
             metadata["warnings"] = list(note.warnings)
+        self.checkpoint()
         self.store.save_document(
             DocumentRecord(
                 vault=vault.name,
                 path=path,
-                content_hash=_sha256(data),
+                content_hash=sha256(data),
                 size=size,
                 mtime_ns=mtime_ns,
                 metadata=metadata,
@@ -384,16 +496,15 @@ class Indexer:
         return self.ensure_embedding_space()
 
 
-def _moved_from(
-    vanished: dict[str, DocumentState], f: _OnDisk, digest: str
-) -> DocumentState | None:
+def _moved_from(vanished: dict[str, DocumentState], f: OnDisk, digest: str) -> DocumentState | None:
     return next(
         (d for d in vanished.values() if d.content_hash == digest and d.personal == f.personal),
         None,
     )
 
 
-def _read(path: Path) -> bytes:
+def read_note(path: Path) -> bytes:
+    """A note's bytes; FileNotFoundError if it is gone, NoteError if it cannot be read."""
     try:
         size = path.stat().st_size
         if size > MAX_NOTE_BYTES:
@@ -402,11 +513,13 @@ def _read(path: Path) -> bytes:
                 "MiB limit for a note"
             )
         return path.read_bytes()
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         raise NoteError(f"cannot be read: {exc.strerror or exc}") from None
 
 
-def _sha256(data: bytes) -> str:
+def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 

@@ -10,6 +10,7 @@ names its model, so a search never mixes two models.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -102,6 +103,20 @@ class Status:
     fallbacks: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class DaemonBeat:
+    """One heartbeat of a running daemon, as `kb status` shows it."""
+
+    id: str
+    host: str
+    pid: int
+    role: str  # "writer" or "standby"
+    activity: str
+    queue_length: int
+    heartbeat_interval: float
+    last_error: str | None = None
+
+
 def _configure(conn: psycopg.Connection) -> None:
     register_vector(conn)
     conn.commit()
@@ -118,6 +133,9 @@ class Store:
                 max_size=max_connections,
                 configure=_configure,
                 kwargs={"row_factory": dict_row},
+                # A connection that died while idle (a database restart) is replaced, not
+                # handed out: long-running users (the daemon) then just carry on.
+                check=ConnectionPool.check_connection,
                 open=True,
                 timeout=30,
             )
@@ -144,6 +162,27 @@ class Store:
                 (vault,),
             ).fetchall()
         return {r["path"]: DocumentState(**r) for r in rows}
+
+    def documents_in(
+        self, vault: str, paths: Iterable[str], folders: Iterable[str]
+    ) -> dict[str, DocumentState]:
+        """The rows of some files and of everything under some folders ("a/b/"; "" is the root)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, path, content_hash, size, mtime_ns, personal FROM documents"
+                " WHERE vault = %s AND (path = ANY(%s) OR path LIKE ANY(%s))",
+                (vault, list(paths), [_like_prefix(f) for f in folders]),
+            ).fetchall()
+        return {r["path"]: DocumentState(**r) for r in rows}
+
+    def documents_with_hashes(self, vault: str, hashes: Iterable[str]) -> list[DocumentState]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, path, content_hash, size, mtime_ns, personal FROM documents"
+                " WHERE vault = %s AND content_hash = ANY(%s) ORDER BY path",
+                (vault, list(set(hashes))),
+            ).fetchall()
+        return [DocumentState(**r) for r in rows]
 
     def save_document(self, doc: DocumentRecord, chunks: Sequence[ChunkRecord]) -> None:
         """Replace a document and all its chunks in one transaction."""
@@ -417,6 +456,37 @@ class Store:
                 (vault, path, error),
             )
 
+    def failures(self, vault: str) -> dict[str, str]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT path, error FROM failures WHERE vault = %s", (vault,)
+            ).fetchall()
+        return {r["path"]: r["error"] for r in rows}
+
+    def vault_row_counts(self) -> dict[str, int]:
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT vault, count(*) AS n FROM documents GROUP BY vault")
+            return {r["vault"]: r["n"] for r in rows}
+
+    def documents_without_vectors(self, model: str) -> list[tuple[str, str]]:
+        """(vault, path) of documents with a chunk that lacks a vector from `model`."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT d.vault, d.path FROM chunks c JOIN documents d"
+                " ON d.id = c.document_id"
+                " WHERE c.embedding IS NULL OR c.embed_model IS DISTINCT FROM %s",
+                (model,),
+            ).fetchall()
+        return [(r["vault"], r["path"]) for r in rows]
+
+    def keep_failures(self, vault: str, paths: Iterable[str]) -> None:
+        """Forget the failures of a vault's files that are no longer there."""
+        with self.pool.connection() as conn:
+            conn.execute(
+                "DELETE FROM failures WHERE vault = %s AND NOT (path = ANY(%s))",
+                (vault, list(paths)),
+            )
+
     def get_state(self, key: str) -> Any:
         with self.pool.connection() as conn:
             row = conn.execute("SELECT value FROM state WHERE key = %s", (key,)).fetchone()
@@ -433,6 +503,25 @@ class Store:
             " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
             (key, Jsonb(value)),
         )
+
+    def daemons(self) -> list[dict[str, Any]]:
+        """Every daemon that has a row, with its heartbeat's age and whether it looks alive."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, host, pid, role, activity, queue_length, heartbeat_interval,"
+                "       last_error, started_at, heartbeat_at,"
+                "       extract(epoch FROM now() - heartbeat_at)::float AS heartbeat_age"
+                "  FROM daemons ORDER BY role DESC, started_at"
+            ).fetchall()
+        return [
+            {
+                **r,
+                "alive": r["heartbeat_age"] < _STALE_BEATS * r["heartbeat_interval"],
+                "started_at": _iso(r["started_at"]),
+                "heartbeat_at": _iso(r["heartbeat_at"]),
+            }
+            for r in rows
+        ]
 
     def status(self) -> Status:
         with self.pool.connection() as conn:
@@ -475,6 +564,109 @@ class Store:
             failures=[{**f, "failed_at": _iso(f["failed_at"])} for f in failures],
             fallbacks={task: n for task, n in fallbacks.items() if n},
         )
+
+
+# A daemon that missed this many heartbeats is taken for dead.
+_STALE_BEATS = 3
+# The writer lock's two keys ("kb", "daemon"); only the same constants matter.
+_WRITER_LOCK = (0x6B62, 0x6461)
+
+
+class WriterLock:
+    """A daemon's own connection: the single-writer lock and the heartbeat.
+
+    The lock is a session-level advisory lock, so it lives exactly as long as this
+    connection: a daemon that dies, or whose connection drops, loses it, and a standby's
+    next try_acquire() gets it. It is deliberately not a pooled connection.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conn: psycopg.Connection | None = None
+
+    def _connection(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            try:
+                # Keepalives notice a server that vanished without closing the socket.
+                self._conn = psycopg.connect(
+                    self.url,
+                    autocommit=True,
+                    connect_timeout=5,
+                    keepalives=1,
+                    keepalives_idle=10,
+                    keepalives_interval=5,
+                    keepalives_count=3,
+                )
+                # A hung server must not hang the heartbeat, nor a stop waiting behind it.
+                self._conn.execute("SET statement_timeout = '10s'")
+            except psycopg.Error as exc:
+                message = f"cannot connect to the database: {db.first_line(exc)}"
+                raise DatabaseError(message) from None
+        return self._conn
+
+    def _run(self, query: str, params: Sequence[Any] = ()) -> Any:
+        try:
+            cur = self._connection().execute(query, params)
+            row = cur.fetchone() if cur.description else None
+        except psycopg.Error as exc:
+            self.close()
+            raise DatabaseError(f"lost the database connection: {db.first_line(exc)}") from None
+        return row[0] if row else None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if no other daemon holds it; True when this daemon is the writer."""
+        return bool(self._run("SELECT pg_try_advisory_lock(%s, %s)", _WRITER_LOCK))
+
+    def held(self) -> bool:
+        """Whether this connection is alive and still holds the lock (never raises)."""
+        try:
+            return bool(
+                self._run(
+                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'"
+                    " AND pid = pg_backend_pid() AND granted"
+                    " AND classid = %s AND objid = %s AND objsubid = 2)",
+                    _WRITER_LOCK,
+                )
+            )
+        except DatabaseError:
+            return False
+
+    def beat(self, beat: DaemonBeat) -> None:
+        """Record that this daemon is alive, and what it is doing; drops long-dead rows."""
+        self._run(
+            "WITH gone AS (DELETE FROM daemons WHERE id <> %s"
+            "   AND heartbeat_at < now() - make_interval(secs => heartbeat_interval * 20))"
+            " INSERT INTO daemons (id, host, pid, role, activity, queue_length,"
+            "   heartbeat_interval, last_error)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (id) DO UPDATE SET role = EXCLUDED.role, activity = EXCLUDED.activity,"
+            "   queue_length = EXCLUDED.queue_length,"
+            "   heartbeat_interval = EXCLUDED.heartbeat_interval,"
+            "   last_error = EXCLUDED.last_error, heartbeat_at = now()",
+            (
+                beat.id,
+                beat.id,
+                beat.host,
+                beat.pid,
+                beat.role,
+                beat.activity,
+                beat.queue_length,
+                beat.heartbeat_interval,
+                beat.last_error,
+            ),
+        )
+
+    def leave(self, daemon_id: str) -> None:
+        """Remove this daemon's row and release the lock (a clean exit)."""
+        # If the database is gone the row goes stale, and another daemon's heartbeat drops it.
+        with contextlib.suppress(DatabaseError):
+            self._run("DELETE FROM daemons WHERE id = %s", (daemon_id,))
+        self.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
 
 def _like_prefix(prefix: str) -> str:

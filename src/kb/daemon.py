@@ -1,0 +1,427 @@
+"""`kb daemon`: keep the index equal to the vaults while they change.
+
+Three kinds of threads:
+
+- watchdog's, where the Recorder only records changed paths in the Debouncer;
+- the worker, the only one that writes: it syncs the Scope of the paths that are due,
+  or runs a full reconciliation when one was asked for;
+- the main thread (`run`): the writer lock, the heartbeat, and the checks that ask for a
+  reconciliation (the interval, a dead observer, a replaced vault folder). Signals only
+  set the stop event.
+
+Only the holder of the writer lock (a session advisory lock, see store.WriterLock) watches
+and writes; another daemon on the same database waits as a standby and takes over when the
+lock is freed. Losing the lock's connection stops all writing until it is taken again,
+and taking it always starts with a full reconciliation, so nothing missed in between is
+lost. Every write is one file's transaction, so stopping between two files (or abandoning
+the one in hand) leaves the index consistent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import random
+import socket
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+
+import psycopg
+
+from kb.config import Config
+from kb.db import first_line
+from kb.errors import DatabaseError, Interrupted
+from kb.indexer import FileEvent, Indexer, Scope, SyncReport
+from kb.llm.base import ChatModel, Embedder
+from kb.logfmt import event
+from kb.store import DaemonBeat, Store, WriterLock
+from kb.watcher import Debouncer, Due, OverflowAlarm, Watcher
+
+log = logging.getLogger(__name__)
+
+# How often the main thread and the worker look around (seconds): bounds how late a stop,
+# a due path or a lost lock is noticed.
+TICK = 0.25
+# The worker re-checks that it still holds the writer lock at most this often (seconds), so
+# a daemon that lost it stops writing within about that long. A write that slips through in
+# that window is harmless: each is one file's idempotent transaction.
+LOCK_CHECK = 1.0
+# Back-off after an error the worker cannot fix itself (a dead LLM server, say), seconds.
+MIN_BACKOFF = 2.0
+MAX_BACKOFF = 300.0
+
+
+class Daemon:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        chat: ChatModel,
+        embedder: Embedder,
+        *,
+        stop: threading.Event | None = None,
+        daemon_id: str | None = None,
+    ) -> None:
+        self.config = config
+        self.settings = config.daemon
+        self.store = store
+        self.stop_event = stop or threading.Event()
+        self.host = socket.gethostname()
+        self.id = daemon_id or f"{self.host}:{os.getpid()}"
+        self.role = "starting"
+        self.activity = "starting"
+        self.last_error: str | None = None
+        self.debouncer = Debouncer(
+            quiet=self.settings.debounce,
+            max_delay=self.settings.max_delay,
+            max_pending=self.settings.max_pending,
+            on_overflow=lambda: self.request_reconcile("too many pending changes"),
+        )
+        self.indexer = Indexer(
+            config, store, chat, embedder, on_event=self._file_event, checkpoint=self._checkpoint
+        )
+        self.lock = WriterLock(store.url)
+        self._writable = threading.Event()
+        self._reasons: set[str] = set()
+        self._reasons_lock = threading.Lock()
+        self._reconciling = False
+        self._worker: threading.Thread | None = None
+        self.watcher: Watcher | None = None
+        self._db_down = False
+        self._turns = 0
+        self._lock_checked = 0.0
+
+    # -- control -----------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the daemon to finish the file in hand and return from run()."""
+        self.stop_event.set()
+
+    def request_reconcile(self, reason: str) -> None:
+        """Ask for a full reconciliation (safe from any thread, including watchdog's)."""
+        with self._reasons_lock:
+            self._reasons.add(reason)
+
+    def _take_reasons(self) -> list[str]:
+        with self._reasons_lock:
+            reasons = sorted(self._reasons)
+            self._reasons.clear()
+            self._reconciling = bool(reasons)
+        return reasons
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued, in hand, or asked for: the index is as current as the events say."""
+        with self._reasons_lock:
+            if self._reasons or self._reconciling:
+                return False
+        return self._writable.is_set() and len(self.debouncer) == 0
+
+    @property
+    def abandoned(self) -> bool:
+        """True when run() returned while the worker still had a file in hand."""
+        return self._worker is not None and self._worker.is_alive()
+
+    # -- the main thread ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Serve until stopped: as the writer when the lock is free, else as a standby."""
+        event(
+            log,
+            "daemon started",
+            id=self.id,
+            vaults=",".join(v.name for v in self.config.vaults),
+        )
+        try:
+            while not self.stop_event.is_set():
+                try:
+                    if self._acquire():
+                        self._serve()
+                        continue
+                except Exception as exc:
+                    # The watcher or the database failing in a way not foreseen: stay alive.
+                    self.last_error = first_line(exc)
+                    event(
+                        log,
+                        "daemon error: retrying",
+                        logging.ERROR,
+                        error=f"{type(exc).__name__}: {self.last_error}",
+                    )
+                self.stop_event.wait(self.settings.heartbeat)
+        finally:
+            if not self.abandoned:
+                self.indexer.close()
+            self.lock.leave(self.id)
+            event(log, "daemon stopped", id=self.id, abandoned=self.abandoned)
+
+    def _acquire(self) -> bool:
+        try:
+            acquired = self.lock.try_acquire()
+        except DatabaseError as exc:
+            self._database_down(str(exc))
+            return False
+        self._database_up()
+        if acquired:
+            self.role = "writer"
+            event(log, "writer lock acquired: watching and writing", id=self.id)
+            return True
+        if self.role != "standby":
+            self.role = "standby"
+            self.activity = "waiting for the writer lock"
+            event(log, "standby: another daemon is the writer", id=self.id)
+        self._beat()
+        return False
+
+    def _serve(self) -> None:
+        """Watch and write until stopped or the lock is lost."""
+        # The reconciliation below covers anything pending from an earlier turn.
+        self.debouncer.clear()
+        self.request_reconcile("lock taken again" if self._turns else "start-up")
+        self._turns += 1
+        self.watcher = watcher = Watcher(
+            self.config.vaults, self.debouncer.add, polling=self.settings.polling
+        )
+        alarm = OverflowAlarm(lambda: self.request_reconcile("watcher overflow"))
+        with alarm.installed():
+            try:
+                # Watching starts before the catch-up scan, so no change falls between the two.
+                watcher.start()
+                self._writable.set()
+                self._worker = threading.Thread(target=self._work, name="kb-worker", daemon=True)
+                self._worker.start()
+                self._supervise(watcher)
+            finally:
+                self._writable.clear()
+                watcher.stop()
+                self._join_worker()
+
+    def _supervise(self, watcher: Watcher) -> None:
+        next_beat = 0.0
+        next_reconcile = time.monotonic() + self._interval()
+        while not self.stop_event.is_set():
+            now = time.monotonic()
+            # The worker may have found the lock gone first (it clears _writable).
+            checked = now >= next_beat
+            if not self._writable.is_set() or (checked and not self.lock.held()):
+                event(
+                    log,
+                    "writer lock lost: writing stops until it is taken again",
+                    logging.WARNING,
+                    id=self.id,
+                )
+                self.role = "lost"
+                return
+            if checked:
+                self._beat()
+                next_beat = now + self.settings.heartbeat
+            if problem := watcher.problem():
+                event(log, "restarting the watcher", logging.WARNING, reason=problem)
+                watcher.restart()
+                self.request_reconcile(problem)
+            if now >= next_reconcile:
+                self.request_reconcile("interval")
+                next_reconcile = now + self._interval()
+            if self._worker is not None and not self._worker.is_alive():
+                # The worker catches everything; this is the last line of defence.
+                event(log, "worker thread died: restarting it", logging.ERROR)
+                self.request_reconcile("worker restarted")
+                self._worker = threading.Thread(target=self._work, name="kb-worker", daemon=True)
+                self._worker.start()
+            self.stop_event.wait(TICK)
+
+    def _join_worker(self) -> None:
+        """Wait for the worker to stop between two files; on shutdown, for shutdown_grace only."""
+        worker = self._worker
+        if worker is None:
+            return
+        grace_end: float | None = None
+        while worker.is_alive():
+            if self.stop_event.is_set():
+                grace_end = grace_end or time.monotonic() + self.settings.shutdown_grace
+                if time.monotonic() >= grace_end:
+                    event(
+                        log,
+                        "abandoning the file in hand: its transaction is rolled back",
+                        logging.WARNING,
+                    )
+                    return
+            worker.join(TICK)
+
+    def _interval(self) -> float:
+        jitter = self.settings.reconcile_jitter
+        return self.settings.reconcile_interval * (1 + random.uniform(-jitter, jitter))
+
+    def _beat(self) -> None:
+        try:
+            self.lock.beat(
+                DaemonBeat(
+                    id=self.id,
+                    host=self.host,
+                    pid=os.getpid(),
+                    role=self.role,
+                    activity=self.activity,
+                    queue_length=len(self.debouncer),
+                    heartbeat_interval=self.settings.heartbeat,
+                    last_error=self.last_error,
+                )
+            )
+        except DatabaseError as exc:
+            self._database_down(str(exc))
+
+    def _database_down(self, message: str) -> None:
+        if not self._db_down:
+            self._db_down = True
+            self.activity = "waiting for the database"
+            event(log, "database unreachable: retrying", logging.ERROR, error=message)
+
+    def _database_up(self) -> None:
+        if self._db_down:
+            self._db_down = False
+            event(log, "database reachable again")
+
+    # -- the worker --------------------------------------------------------------------------------
+
+    def _checkpoint(self) -> None:
+        if self.stop_event.is_set():
+            raise Interrupted("shutting down")
+        now = time.monotonic()
+        if self._writable.is_set() and now - self._lock_checked >= LOCK_CHECK:
+            self._lock_checked = now
+            if not self.lock.held():
+                self._writable.clear()  # the main thread notices at its next heartbeat
+        if not self._writable.is_set():
+            raise Interrupted("writer lock lost")
+
+    def _work(self) -> None:
+        backoff = 0.0
+        while True:
+            due: list[Due] = []
+            reasons: list[str] = []
+            try:
+                self._checkpoint()
+                reasons = self._take_reasons()
+                if reasons:
+                    self._reconcile(reasons)
+                else:
+                    self.activity = "watching"
+                    due = self.debouncer.take_due(TICK)
+                    if not due:
+                        continue
+                    self._process(due)
+                # Only work that went through clears an error.
+                backoff = 0.0
+                self.last_error = None
+            except Interrupted:
+                return
+            except Exception as exc:
+                # A dead LLM server, a lost database, or a bug: nothing is lost (the paths go
+                # back in the queue, the reconciliation is asked for again) and we retry.
+                self.last_error = first_line(exc)
+                backoff = min(max(backoff * 2, MIN_BACKOFF), MAX_BACKOFF)
+                event(
+                    log,
+                    "work failed: retrying",
+                    logging.ERROR,
+                    error=f"{type(exc).__name__}: {self.last_error}",
+                    retry_in=backoff,
+                )
+                for reason in reasons:
+                    self.request_reconcile(reason)
+                for d in due:
+                    self.debouncer.add(d.vault, d.key)
+                if isinstance(exc, DatabaseError | psycopg.Error):
+                    self.request_reconcile("database back")
+                self.activity = "retrying after an error"
+            finally:
+                self.debouncer.done()
+                with self._reasons_lock:
+                    self._reconciling = False
+            if backoff:
+                try:
+                    self._pause(backoff)
+                except Interrupted:
+                    return
+
+    def _pause(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            self._checkpoint()
+            time.sleep(min(TICK, end - time.monotonic()))
+
+    def _process(self, due: Sequence[Due]) -> None:
+        by_vault: dict[str, list[Due]] = defaultdict(list)
+        for d in due:
+            by_vault[d.vault].append(d)
+        for vault in self.config.vaults:
+            items = by_vault.get(vault.name)
+            if not items or not vault.path.is_dir():
+                continue  # a missing vault folder is the watcher's to report, never a delete
+            files: set[str] = set()
+            folders: set[str] = set()
+            for d in items:
+                if not d.settled and not os.path.lexists(vault.path / d.key):
+                    # Still changing and missing right now: an editor may be half-way
+                    # through a save (vim moves the note away first). Wait for quiet.
+                    self.debouncer.add(d.vault, d.key)
+                    continue
+                (folders if d.key.endswith("/") else files).add(d.key)
+            if files or folders:
+                self.activity = f"indexing {len(files) + len(folders)} changed paths"
+                self.indexer.sync_scope(vault, Scope(frozenset(files), frozenset(folders)))
+
+    def _reconcile(self, reasons: list[str]) -> None:
+        reason = ", ".join(reasons)
+        vaults = []
+        for vault in self.config.vaults:
+            if vault.path.is_dir():
+                vaults.append(vault)
+            else:
+                event(
+                    log,
+                    "vault folder missing: its index is kept as it is",
+                    logging.ERROR,
+                    vault=vault.name,
+                    path=str(vault.path),
+                )
+        self.activity = "reconciling"
+        event(log, "reconciliation started", reason=reason)
+        started = time.monotonic()
+        report = self.indexer.sync(vaults=vaults)
+        seconds = round(time.monotonic() - started, 3)
+        event(log, "reconciliation done", reason=reason, seconds=seconds, **_counts(report))
+        self.store.set_state(
+            "last_reconcile",
+            {
+                "at": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+                "reason": reason,
+                "seconds": seconds,
+                **_counts(report),
+            },
+        )
+
+    def _file_event(self, file: FileEvent) -> None:
+        if file.action == "unchanged":
+            return
+        fields: dict[str, object] = {"vault": file.vault, "path": file.path}
+        if file.action == "moved":
+            fields["from"] = file.moved_from
+        if file.action == "indexed":
+            fields.update(chunks=file.chunks, llm_calls=file.llm_calls, embedded=file.embedded)
+        if file.action == "failed":
+            event(log, "failed", logging.WARNING, **fields, error=file.error)
+        else:
+            event(log, file.action, **fields)
+
+
+def _counts(report: SyncReport) -> dict[str, int]:
+    return {
+        "files": report.files,
+        "indexed": report.indexed,
+        "moved": report.moved,
+        "deleted": report.deleted,
+        "failed": report.failed,
+        "llm_calls": report.llm_calls,
+    }

@@ -1,0 +1,89 @@
+"""Is the index equal to the vaults? Every note present with its current content, every
+chunk embedded by the configured model, and no row for anything that is gone.
+
+This reads and hashes every note (it trusts no size or mtime), so it is the check that
+`kb verify` runs and that the daemon's tests wait for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kb.config import Config
+from kb.errors import NoteError
+from kb.indexer import read_note, scan_vault, sha256
+from kb.store import Store
+
+KINDS = {
+    "missing": "a note on disk with no row",
+    "stale": "a row whose hash or personal flag differs from the file",
+    "extra": "a row for a file that is gone, or for a vault no longer configured",
+    "failed": "a note that could not be indexed (its error is recorded)",
+    "unembedded": "a note with chunks lacking a vector from the configured model",
+    "unreadable": "a note that cannot be read",
+    "no vault": "a configured vault folder that does not exist",
+}
+
+
+@dataclass(frozen=True)
+class Difference:
+    vault: str
+    path: str
+    kind: str  # a key of KINDS
+    detail: str = ""
+
+
+@dataclass
+class VerifyReport:
+    notes: int = 0
+    rows: int = 0
+    differences: list[Difference] = field(default_factory=list)
+
+    @property
+    def in_sync(self) -> bool:
+        return not self.differences
+
+
+def verify(config: Config, store: Store) -> VerifyReport:
+    report = VerifyReport()
+    diffs = report.differences
+    unembedded = set(store.documents_without_vectors(config.llm.embed_model))
+    for vault in config.vaults:
+        stored = store.documents(vault.name)
+        report.rows += len(stored)
+        if not vault.path.is_dir():
+            diffs.append(Difference(vault.name, "", "no vault", str(vault.path)))
+            continue
+        failures = store.failures(vault.name)
+        seen = set()
+        for note in scan_vault(vault):
+            try:
+                digest = sha256(read_note(vault.path / note.path))
+            except FileNotFoundError:
+                continue  # deleted while being verified
+            except NoteError as exc:
+                kind = "failed" if note.path in failures else "unreadable"
+                diffs.append(Difference(vault.name, note.path, kind, str(exc)))
+                continue
+            seen.add(note.path)
+            report.notes += 1
+            row = stored.get(note.path)
+            if row is None:
+                if note.path in failures:
+                    diffs.append(Difference(vault.name, note.path, "failed", failures[note.path]))
+                else:
+                    diffs.append(Difference(vault.name, note.path, "missing"))
+            elif row.content_hash != digest:
+                detail = f"indexed {row.content_hash[:12]}, file {digest[:12]}"
+                diffs.append(Difference(vault.name, note.path, "stale", detail))
+            elif row.personal != note.personal:
+                diffs.append(Difference(vault.name, note.path, "stale", "personal flag"))
+            elif (vault.name, note.path) in unembedded:
+                diffs.append(Difference(vault.name, note.path, "unembedded"))
+        diffs.extend(Difference(vault.name, p, "extra") for p in sorted(set(stored) - seen))
+    configured = {v.name for v in config.vaults}
+    for name, rows in store.vault_row_counts().items():
+        if name not in configured:
+            report.rows += rows
+            diffs.append(Difference(name, "", "extra", f"{rows} rows of an unconfigured vault"))
+    return report

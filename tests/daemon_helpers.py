@@ -1,0 +1,90 @@
+"""Running a daemon in a test, and waiting on conditions rather than sleeping."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from conftest import Kb, make_config
+from kb.daemon import Daemon
+from kb.store import Store
+from kb.verify import VerifyReport, verify
+
+# Short enough for quick tests, long enough for a loaded machine to finish a save.
+FAST = {
+    "debounce": 0.3,
+    "max_delay": 3.0,
+    "heartbeat": 0.5,
+    "shutdown_grace": 10.0,
+}
+TIMEOUT = 120.0
+
+
+def wait_for(
+    condition: Callable[[], Any], what: str, timeout: float = TIMEOUT, every: float = 0.1
+) -> Any:
+    """Poll until `condition()` is truthy; fail with `what` after `timeout` seconds."""
+    end = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(every)
+
+
+def daemon_kb(store: Store, vault: Path, llm: dict[str, Any] | None = None, **daemon: Any) -> Kb:
+    return Kb(store, make_config(vault, daemon={**FAST, **daemon}, llm=llm or {}))
+
+
+@contextmanager
+def running(kb: Kb, **kwargs: Any) -> Iterator[Daemon]:
+    """A daemon on its own thread, past its start-up reconciliation; stopped afterwards."""
+    daemon = Daemon(kb.config, kb.store, kb.chat, kb.embedder, **kwargs)
+    thread = threading.Thread(target=daemon.run, name="test-daemon", daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: daemon.role == "writer" and daemon.idle, "the start-up reconciliation")
+        yield daemon
+    finally:
+        daemon.stop()
+        thread.join(30)
+        assert not thread.is_alive(), "the daemon did not stop within 30 s"
+
+
+def settle(daemon: Daemon, kb: Kb, timeout: float = TIMEOUT) -> VerifyReport:
+    """Wait until the index equals the vault and the daemon has nothing left to do."""
+    last: list[VerifyReport] = []
+
+    def synced() -> bool:
+        if not daemon.idle:
+            return False
+        last[:] = [verify(kb.config, kb.store)]
+        return last[0].in_sync and daemon.idle
+
+    try:
+        wait_for(synced, "the index to equal the vault", timeout, every=0.2)
+    except AssertionError as exc:
+        diffs = last[0].differences[:20] if last else "never idle"
+        raise AssertionError(f"{exc}: {diffs}") from None
+    return last[0]
+
+
+def reconcile_now(daemon: Daemon, kb: Kb) -> dict[str, Any]:
+    """Ask for a reconciliation and wait for it to finish; returns its record."""
+    before = kb.store.get_state("last_reconcile")
+    daemon.request_reconcile("test")
+    wait_for(
+        lambda: kb.store.get_state("last_reconcile") != before and daemon.idle,
+        "a reconciliation",
+    )
+    return kb.store.get_state("last_reconcile")
+
+
+def no_calls(kb: Kb) -> bool:
+    return kb.chat.total_calls == 0 and kb.embedder.calls == 0
