@@ -373,7 +373,9 @@ def stop(stack: Stack) -> None:
 
 def env_lines(servers: dict[str, Server], chat: str) -> list[str]:
     """Settings that point kb's openai provider at the servers."""
-    lines = ["KB_PROVIDER=openai"]
+    # Each server has one slot: more requests in flight would only queue, and interleaving
+    # two notes' prompts would spoil the prompt-prefix re-use.
+    lines = ["KB_PROVIDER=openai", "KB_LLM_CONCURRENCY=1"]
     if chat in servers:
         lines += [f"KB_CHAT_HOST={servers[chat].url}", f"KB_CHAT_MODEL={chat}"]
     if EMBED_MODEL in servers:

@@ -255,6 +255,15 @@ def test_openai_provider_needs_a_host() -> None:
     assert cfg.llm.chat_host == cfg.llm.embed_host == "http://127.0.0.1:8080/v1"
 
 
+def test_provider_and_concurrency_env_overrides() -> None:
+    env = {"KB_PROVIDER": "fake", "KB_LLM_CONCURRENCY": "1"}
+    cfg = parse(minimal(llm={"provider": "ollama", "concurrency": 4}), env)
+    assert (cfg.llm.provider, cfg.llm.concurrency) == ("fake", 1)
+    for bad in ("0", "-2", "two"):
+        with pytest.raises(ConfigError, match="KB_LLM_CONCURRENCY"):
+            parse(minimal(), {"KB_LLM_CONCURRENCY": bad})
+
+
 def test_model_and_key_env_overrides() -> None:
     env = {"KB_CHAT_MODEL": "m1", "KB_EMBED_MODEL": "m2", "KB_API_KEY": "k"}
     cfg = parse(minimal(llm={"chat_model": "x", "embed_model": "y", "api_key": "z"}), env)

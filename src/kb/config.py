@@ -191,7 +191,9 @@ def parse_config(
             env, "KB_EMBED_MODEL", r.get("llm.embed_model", str, LLMConfig.embed_model)
         ),
         context_window=r.positive("llm.context_window", LLMConfig.context_window),
-        concurrency=r.positive("llm.concurrency", LLMConfig.concurrency),
+        concurrency=_env_int(
+            env, "KB_LLM_CONCURRENCY", r.positive("llm.concurrency", LLMConfig.concurrency)
+        ),
         timeout=float(r.positive("llm.timeout", LLMConfig.timeout)),
         retries=r.get("llm.retries", int, LLMConfig.retries),
         embed_batch=r.positive("llm.embed_batch", LLMConfig.embed_batch),
@@ -262,6 +264,18 @@ def _daemon(r: _Reader, env: dict[str, str]) -> DaemonConfig:
     if not 0 <= daemon.reconcile_jitter < 1:
         raise ConfigError("config key 'daemon.reconcile_jitter' must be in [0, 1)")
     return daemon
+
+
+def _env_int(env: dict[str, str], name: str, file_value: int) -> int:
+    if not env.get(name):
+        return file_value
+    try:
+        value = int(env[name])
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ConfigError(f"environment variable {name} must be a positive whole number")
+    return value
 
 
 def _env(env: dict[str, str], name: str, file_value: str) -> str:
