@@ -58,6 +58,7 @@ def test_index_query_status_round_trip(cfg: Path, db_url: str) -> None:
         "header_path",
         "content",
         "score",
+        "similarity",
         "start_line",
         "end_line",
     }
@@ -70,7 +71,16 @@ def test_index_query_status_round_trip(cfg: Path, db_url: str) -> None:
     assert filtered and all(h["path"].startswith("Alex/") for h in filtered)
 
     text = kb(cfg, db_url, "query", "miso ramen")
-    assert "Weeknight Miso Ramen.md" in text.stdout and "score" in text.stdout
+    assert "Weeknight Miso Ramen.md" in text.stdout and "similarity" in text.stdout
+
+    args = ("--json", "--tag", "hiking", "--tag", "journal", "--after", "2000-01-01")
+    for mode in ("vector", "text", "hybrid"):
+        tagged = json.loads(kb(cfg, db_url, "query", "climb", "--mode", mode, *args).stdout)
+        assert {h["path"] for h in tagged} == {"Alex/Journal/2024-04-12.md"}, mode
+    future = kb(cfg, db_url, "query", "climb", "--json", "--after", "2999-01-01")
+    assert future.returncode == 0 and json.loads(future.stdout) == []
+    assert kb(cfg, db_url, "query", "climb", "--mode", "fuzzy").returncode == 2
+    assert kb(cfg, db_url, "query", "climb", "--after", "yesterday").returncode == 2
 
     status = json.loads(kb(cfg, db_url, "status", "--json").stdout)
     assert status["documents"] == 15 and status["embed_model"] == "hash-256"

@@ -13,7 +13,7 @@ from conftest import OWNER, Kb, make_config
 from kb.llm.fake import FakeChat
 from kb.outputs import needs_rewrite
 from kb.query import search
-from kb.store import Store
+from kb.store import SearchFilter, Store
 
 LONG_NOTE = "Projects/Home Server.md"
 
@@ -261,15 +261,37 @@ def test_failed_save_leaves_the_old_version_whole(kb: Kb, vault: Path) -> None:
 def test_query_filters_and_threshold(kb: Kb) -> None:
     kb.sync()
     hits = search(
-        kb.store, kb.embedder, "postgres migration", owner=None, top_k=5, path_prefix="Alex/"
+        kb.store,
+        kb.embedder,
+        "postgres migration",
+        owner=None,
+        top_k=5,
+        filters=SearchFilter(path_prefix="Alex/"),
     )
     assert hits and all(h.path.startswith("Alex/") for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    best = max(h.similarity for h in hits)
     strict = search(
-        kb.store, kb.embedder, "postgres migration", owner=None, top_k=5, threshold=hits[0].score
+        kb.store,
+        kb.embedder,
+        "postgres migration",
+        owner=None,
+        top_k=5,
+        threshold=best,
+        mode="vector",
     )
-    assert len(strict) >= 1 and all(h.score >= hits[0].score for h in strict)
-    assert search(kb.store, kb.embedder, "postgres", owner=None, top_k=5, path_prefix="Nope/") == []
+    assert len(strict) >= 1 and all(h.similarity >= best for h in strict)
+    assert (
+        search(
+            kb.store,
+            kb.embedder,
+            "postgres",
+            owner=None,
+            top_k=5,
+            filters=SearchFilter(path_prefix="Nope/"),
+        )
+        == []
+    )
 
 
 def test_removed_vault_is_forgotten(kb: Kb, tmp_path: Path) -> None:

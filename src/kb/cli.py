@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -21,14 +22,17 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kb import query as query_mod
-from kb.config import Config, load_config
+from kb.config import SEARCH_MODES, Config, load_config
 from kb.db import database_url
 from kb.errors import DatabaseError, KbError
 from kb.indexer import FileEvent, Indexer, SyncReport
 from kb.llm import make_chat, make_embedder
 from kb.logfmt import LogfmtFormatter, event
-from kb.store import Store
+from kb.store import SearchFilter, Store
 from kb.verify import KINDS, verify
+
+# Dates on the command line: a day, or a day and a time (local unless an offset is given).
+_DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]
 
 app = typer.Typer(
     help="kb: a contextual search index of your Markdown vault.",
@@ -200,6 +204,34 @@ def query(
     path: Annotated[
         str | None, typer.Option("--path", "-p", help="Only notes under this path prefix.")
     ] = None,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tag",
+            help="Only notes with this tag (or a tag nested under it); repeat for all of several.",
+        ),
+    ] = None,
+    after: Annotated[
+        dt.datetime | None,
+        typer.Option(
+            "--after", help="Only notes modified at or after this date/time.", formats=_DATE_FORMATS
+        ),
+    ] = None,
+    before: Annotated[
+        dt.datetime | None,
+        typer.Option(
+            "--before", help="Only notes modified before this date/time.", formats=_DATE_FORMATS
+        ),
+    ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            "-m",
+            metavar="MODE",
+            help="vector, text or hybrid (default: query.mode, hybrid).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     no_owner: Annotated[
         bool,
@@ -207,6 +239,8 @@ def query(
     ] = False,
 ) -> None:
     """Search the index; prints the raw chunks, best first."""
+    if mode is not None and mode not in SEARCH_MODES:
+        raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
     with _session() as (cfg, store):
         owner = None if no_owner or not cfg.query.owner_in_first_person else cfg.owner_name
         hits = query_mod.search(
@@ -216,7 +250,13 @@ def query(
             owner=owner,
             top_k=top_k or cfg.query.top_k,
             threshold=threshold,
-            path_prefix=path,
+            mode=mode or cfg.query.mode,
+            filters=SearchFilter(
+                path_prefix=path,
+                tags=tuple(tag or ()),
+                modified_after=after,
+                modified_before=before,
+            ),
         )
     if as_json:
         sys.stdout.write(json.dumps([asdict(h) for h in hits], ensure_ascii=False, indent=2))
@@ -229,7 +269,7 @@ def query(
         headers = " > ".join(hit.header_path)
         out.rule(
             f"[bold]{rank}. {escape(hit.vault)}/{escape(hit.path)}[/]"
-            f":{hit.start_line}-{hit.end_line}  score {hit.score:.3f}",
+            f":{hit.start_line}-{hit.end_line}  similarity {hit.similarity:.3f}",
             align="left",
         )
         if headers:

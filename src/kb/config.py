@@ -84,10 +84,15 @@ class LLMConfig:
     embed_batch: int = 32
 
 
+# How `kb query` ranks: by embedding, by full-text match, or both fused by rank.
+SEARCH_MODES = ("vector", "text", "hybrid")
+
+
 @dataclass(frozen=True)
 class QueryConfig:
     top_k: int = 5
     owner_in_first_person: bool = True
+    mode: str = "hybrid"  # "vector", "text" or "hybrid"
 
 
 @dataclass(frozen=True)
@@ -223,7 +228,10 @@ def parse_config(
         owner_in_first_person=r.get(
             "query.owner_in_first_person", bool, QueryConfig.owner_in_first_person
         ),
+        mode=r.get("query.mode", str, QueryConfig.mode),
     )
+    if query.mode not in SEARCH_MODES:
+        raise ConfigError(f"config key 'query.mode' must be one of {', '.join(SEARCH_MODES)}")
     daemon = _daemon(r, env)
     # Only once every key has been read can the rest be called unknown.
     r.reject_unknown()

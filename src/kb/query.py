@@ -1,4 +1,4 @@
-"""Answering a query: owner-aware query text, embedding, cosine search."""
+"""Answering a query: owner-aware query text, embedding, vector/text/hybrid search."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 from kb.errors import KbError
 from kb.llm.base import Embedder
-from kb.store import SearchHit, Store
+from kb.store import NO_FILTER, SearchFilter, SearchHit, Store
 
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.IGNORECASE)
 
@@ -26,9 +26,14 @@ def search(
     owner: str | None,
     top_k: int,
     threshold: float | None = None,
-    path_prefix: str | None = None,
+    mode: str = "hybrid",
+    filters: SearchFilter = NO_FILTER,
 ) -> list[SearchHit]:
-    """Best chunks first; `owner` set means first-person queries are about the owner."""
+    """Best chunks first; `owner` set means first-person queries are about the owner.
+
+    `threshold` is a minimum cosine similarity in every mode, so it means the same thing
+    whichever list a chunk came from.
+    """
     if not text.strip():
         raise KbError("the query is empty")
     space = store.embedding_space()
@@ -43,8 +48,8 @@ def search(
     query = owner_query(text, owner) if owner else text
     [vector] = embedder.embed([query])
     hits = store.search(
-        vector, model=model, dimensions=dimensions, top_k=top_k, path_prefix=path_prefix
+        vector, query, model=model, dimensions=dimensions, top_k=top_k, mode=mode, filters=filters
     )
     if threshold is not None:
-        hits = [h for h in hits if h.score >= threshold]
+        hits = [h for h in hits if h.similarity >= threshold]
     return hits

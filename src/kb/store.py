@@ -25,6 +25,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from kb import db
+from kb.config import SEARCH_MODES
 from kb.errors import DatabaseError
 from kb.outputs import Output
 
@@ -84,9 +85,33 @@ class SearchHit:
     path: str
     header_path: list[str]
     content: str
+    # The mode's ranking score: cosine similarity (vector), ts_rank_cd (text) or the
+    # reciprocal rank fusion of both lists (hybrid). Only comparable within one query.
     score: float
+    similarity: float  # cosine similarity of chunk and query, whatever the mode
     start_line: int
     end_line: int
+
+
+# Reciprocal rank fusion's constant: rank r in a list is worth 1 / (RRF_K + r).
+RRF_K = 60
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """Which notes a search may return; every part is optional and they combine (AND)."""
+
+    path_prefix: str | None = None
+    tags: tuple[str, ...] = ()  # all of them; a tag also matches its nested tags (a/b)
+    modified_after: dt.datetime | None = None
+    modified_before: dt.datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.path_prefix or self.tags or self.modified_after or self.modified_before)
+
+
+NO_FILTER = SearchFilter()
 
 
 @dataclass(frozen=True)
@@ -409,41 +434,90 @@ class Store:
     def search(
         self,
         vector: Vector,
+        text: str,
         *,
         model: str,
         dimensions: int,
         top_k: int,
-        path_prefix: str | None = None,
+        mode: str = "hybrid",
+        filters: SearchFilter = NO_FILTER,
+        candidates: int = 40,
     ) -> list[SearchHit]:
-        """Nearest chunks by cosine; score is cosine similarity (1 = same direction)."""
+        """The best chunks for a query, in one round trip.
+
+        vector: nearest by cosine. text: full-text match on full_context (any of the
+        query's words, ranked by ts_rank_cd). hybrid: the top `candidates` of each list
+        fused by reciprocal rank.
+        """
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"unknown search mode {mode!r}")
+        where = sql.SQL(
+            """c.embed_model = {model}
+               AND (%(like)s::text IS NULL OR d.path LIKE %(like)s)
+               AND (%(after)s::bigint IS NULL OR d.mtime_ns >= %(after)s)
+               AND (%(before)s::bigint IS NULL OR d.mtime_ns < %(before)s)
+               AND cardinality(%(tags)s::text[]) = (
+                   SELECT count(*) FROM unnest(%(tags)s::text[]) AS want
+                    WHERE EXISTS (
+                        SELECT 1 FROM jsonb_array_elements_text(d.metadata -> 'tags') AS t
+                         WHERE lower(t) = want OR left(lower(t), length(want) + 1) = want || '/'))
+            """
+        ).format(model=sql.Literal(model))
+        distance = sql.SQL("c.embedding::vector({dim}) <=> %(v)s::vector({dim})").format(
+            dim=sql.Literal(dimensions)
+        )
+        # plainto_tsquery ANDs the words; a question rarely has them all, so any will do.
+        any_word = sql.SQL("replace(plainto_tsquery('english', %(q)s)::text, ' & ', ' | ')")
         query = sql.SQL(
             """
+            WITH v AS (
+                SELECT c.id, row_number() OVER (ORDER BY {distance}) AS rank
+                  FROM chunks c JOIN documents d ON d.id = c.document_id
+                 WHERE {where}
+                 ORDER BY {distance} LIMIT %(nv)s
+            ), t AS (
+                SELECT c.id, ts_rank_cd(c.search_text, q) AS text_rank,
+                       row_number() OVER (ORDER BY ts_rank_cd(c.search_text, q) DESC, c.id) AS rank
+                  FROM chunks c JOIN documents d ON d.id = c.document_id,
+                       CAST({any_word} AS tsquery) AS q
+                 WHERE c.search_text @@ q AND {where}
+                 ORDER BY rank LIMIT %(nt)s
+            ), fused AS (
+                SELECT coalesce(v.id, t.id) AS id, t.text_rank,
+                       coalesce(1.0 / ({rrf_k} + v.rank), 0)
+                       + coalesce(1.0 / ({rrf_k} + t.rank), 0) AS rrf
+                  FROM v FULL OUTER JOIN t ON v.id = t.id
+            )
             SELECT d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
-                   1 - (c.embedding::vector({dim}) <=> %(v)s::vector({dim})) AS score
-              FROM chunks c JOIN documents d ON d.id = c.document_id
-             WHERE c.embed_model = {model}
-               AND (%(prefix)s::text IS NULL OR d.path LIKE %(like)s)
-             ORDER BY c.embedding::vector({dim}) <=> %(v)s::vector({dim})
+                   1 - ({distance}) AS similarity,
+                   CASE %(mode)s WHEN 'vector' THEN 1 - ({distance})
+                                 WHEN 'text' THEN f.text_rank
+                                 ELSE f.rrf END AS score
+              FROM fused f JOIN chunks c ON c.id = f.id JOIN documents d ON d.id = c.document_id
+             ORDER BY score DESC, c.id
              LIMIT %(k)s
             """
-        ).format(dim=sql.Literal(dimensions), model=sql.Literal(model))
-        like = _like_prefix(path_prefix) if path_prefix else None
+        ).format(distance=distance, where=where, any_word=any_word, rrf_k=sql.Literal(RRF_K))
+        pool_size = max(candidates, top_k)
+        to_ns = _epoch_ns
+        params: dict[str, Any] = {
+            "v": np.asarray(vector, dtype=np.float32),
+            "q": text,
+            "mode": mode,
+            "like": _like_prefix(filters.path_prefix) if filters.path_prefix else None,
+            "after": to_ns(filters.modified_after) if filters.modified_after else None,
+            "before": to_ns(filters.modified_before) if filters.modified_before else None,
+            "tags": [t.lower().lstrip("#") for t in filters.tags],
+            "nv": 0 if mode == "text" else pool_size,
+            "nt": 0 if mode == "vector" else pool_size,
+            "k": top_k,
+        }
         with self.pool.connection() as conn, conn.transaction():
-            if path_prefix:
-                # A filtered HNSW scan must keep going until it has k rows (pgvector >= 0.8).
+            if filters.active:
+                # A filtered HNSW scan must keep going until it has enough rows (pgvector >= 0.8).
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            rows = conn.execute(
-                query,
-                {
-                    "v": np.asarray(vector, dtype=np.float32),
-                    "model": model,
-                    "prefix": path_prefix,
-                    "like": like,
-                    "k": top_k,
-                },
-            ).fetchall()
-        hits = [SearchHit(**r) for r in rows]
-        return sorted(hits, key=lambda h: h.score, reverse=True)
+            rows = conn.execute(query, params).fetchall()
+        return [SearchHit(**r) for r in rows]
 
     # -- failures and state ------------------------------------------------------------------------
 
@@ -672,6 +746,13 @@ class WriterLock:
 def _like_prefix(prefix: str) -> str:
     escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return escaped + "%"
+
+
+def _epoch_ns(value: dt.datetime) -> int:
+    if value.tzinfo is None:
+        value = value.astimezone()  # a naive date or time is local, as the user means it
+    # mtime_ns is a bigint: dates past 2262 (or before 1677) are clamped to its range.
+    return max(-(2**63), min(2**63 - 1, int(value.timestamp()) * 1_000_000_000))
 
 
 def _iso(value: dt.datetime) -> str:

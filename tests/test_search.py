@@ -1,0 +1,142 @@
+"""Vector, text and hybrid search with filters, on a real PostgreSQL and the fake provider."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import Kb
+from kb.query import search
+from kb.store import SearchFilter, SearchHit
+
+RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"
+TAKAO = "Alex/Journal/2024-04-12.md"
+
+
+def _search(kb: Kb, text: str, **kwargs: object) -> list[SearchHit]:
+    kwargs.setdefault("owner", None)
+    kwargs.setdefault("top_k", 10)
+    return search(kb.store, kb.embedder, text, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def indexed(kb: Kb) -> Kb:
+    kb.sync()
+    return kb
+
+
+def test_text_mode_returns_only_chunks_with_a_query_word(indexed: Kb) -> None:
+    hits = _search(indexed, "tonkotsu miso broth", mode="text")
+    assert hits and hits[0].path == RAMEN
+    for hit in hits:
+        context = hit.content.lower()
+        assert any(w in context for w in ("miso", "broth", "tonkotsu")) or hit.path == RAMEN
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_text_mode_matches_any_word_and_stems(indexed: Kb) -> None:
+    # "climbing" stems to "climb"; no chunk needs every word of the question.
+    hits = _search(indexed, "climbing zebra unicorn", mode="text")
+    assert TAKAO in {h.path for h in hits}
+    assert _search(indexed, "zebra unicorn", mode="text") == []
+
+
+def test_hybrid_fuses_both_lists(indexed: Kb) -> None:
+    question = "when did Alex climb Mount Takao"
+    vector = _search(indexed, question, mode="vector", top_k=40)
+    text = _search(indexed, question, mode="text", top_k=40)
+    hybrid = _search(indexed, question, mode="hybrid", top_k=10)
+    assert hybrid and hybrid[0].path == TAKAO
+    assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
+    # Reciprocal rank fusion: a chunk first in both lists scores 2 / (60 + 1).
+    ranked = {(h.path, h.start_line) for h in vector} | {(h.path, h.start_line) for h in text}
+    assert all((h.path, h.start_line) in ranked for h in hybrid)
+    assert 0 < hybrid[0].score <= 2 / 61 + 1e-9
+
+
+@pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
+def test_similarity_and_threshold_mean_the_same_in_every_mode(indexed: Kb, mode: str) -> None:
+    hits = _search(indexed, "postgres upgrade migration", mode=mode)
+    assert hits
+    floor = sorted(h.similarity for h in hits)[len(hits) // 2]
+    kept = _search(indexed, "postgres upgrade migration", mode=mode, threshold=floor)
+    assert kept and all(h.similarity >= floor for h in kept)
+    assert {(h.path, h.start_line) for h in kept} == {
+        (h.path, h.start_line) for h in hits if h.similarity >= floor
+    }
+    if mode == "vector":
+        assert all(h.score == pytest.approx(h.similarity) for h in hits)
+
+
+def _tagged(kb: Kb, *tags: str) -> set[str]:
+    """Notes whose tags include every one of `tags`, read from the stored metadata."""
+    found = set()
+    for path in kb.store.documents("v"):
+        with kb.store.pool.connection() as conn:
+            row = conn.execute("SELECT metadata FROM documents WHERE path = %s", (path,)).fetchone()
+        assert row is not None
+        have = [t.lower() for t in row["metadata"].get("tags", [])]
+        if all(any(h == t or h.startswith(t + "/") for h in have) for t in tags):
+            found.add(path)
+    return found
+
+
+@pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
+def test_tag_filter_in_every_mode(indexed: Kb, mode: str) -> None:
+    hiking = _tagged(indexed, "hiking")
+    assert hiking == {TAKAO, "Clippings/How I Climbed Mount Fuji in One Night.md"}
+    hits = _search(
+        indexed, "mountain climb hike", mode=mode, filters=SearchFilter(tags=("hiking",))
+    )
+    assert {h.path for h in hits} == hiking
+    # Several tags: all of them. Case does not matter.
+    both = _search(
+        indexed, "mountain climb", mode=mode, filters=SearchFilter(tags=("Hiking", "travel"))
+    )
+    assert {h.path for h in both} == _tagged(indexed, "hiking", "travel") != hiking
+    assert _search(indexed, "mountain", mode=mode, filters=SearchFilter(tags=("nope",))) == []
+
+
+def test_a_tag_matches_its_nested_tags(indexed: Kb) -> None:
+    # Inline #project/kb in the goals note; the project notes are tagged "project" too.
+    expected = _tagged(indexed, "project")
+    assert "Alex/Goals 2024.md" in expected
+    hits = _search(indexed, "project goals plan", top_k=50, filters=SearchFilter(tags=("project",)))
+    assert hits and {h.path for h in hits} == expected
+    nested = _search(
+        indexed, "knowledge base", top_k=50, filters=SearchFilter(tags=("project/kb",))
+    )
+    assert {h.path for h in nested} == {"Alex/Goals 2024.md"}
+
+
+@pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
+def test_modified_date_filters_in_every_mode(kb: Kb, vault: Path, mode: str) -> None:
+    old = dt.datetime(2020, 1, 1, tzinfo=dt.UTC).timestamp()
+    for path in vault.rglob("*.md"):
+        os.utime(path, (old, old))
+    recent = dt.datetime(2024, 6, 1, tzinfo=dt.UTC).timestamp()
+    os.utime(vault / RAMEN, (recent, recent))
+    kb.sync()
+    cut = dt.datetime(2023, 1, 1, tzinfo=dt.UTC)
+    after = _search(kb, "miso ramen noodles", mode=mode, filters=SearchFilter(modified_after=cut))
+    assert after and {h.path for h in after} == {RAMEN}
+    before = _search(kb, "miso ramen noodles", mode=mode, filters=SearchFilter(modified_before=cut))
+    assert before and RAMEN not in {h.path for h in before}
+    window = SearchFilter(
+        modified_after=dt.datetime(2024, 5, 31, tzinfo=dt.UTC),
+        modified_before=dt.datetime(2024, 6, 2, tzinfo=dt.UTC),
+        path_prefix="Reference/",
+        tags=("recipe",),
+    )
+    combined = _search(kb, "miso ramen noodles", mode=mode, filters=window)
+    assert {h.path for h in combined} == {RAMEN}
+
+
+def test_first_person_query_reaches_the_owner_in_text_mode_too(indexed: Kb) -> None:
+    question = "when did I climb a mountain"
+    owner = "Alex Doe"
+    mine = _search(indexed, question, mode="text", owner=owner, top_k=5)
+    assert mine and mine[0].path.startswith("Alex/")
