@@ -28,6 +28,7 @@ from kb.errors import DatabaseError, KbError
 from kb.indexer import FileEvent, Indexer, SyncReport
 from kb.llm import make_chat, make_embedder
 from kb.logfmt import LogfmtFormatter, event
+from kb.rerank import Reranker
 from kb.store import SearchFilter, Store
 from kb.verify import KINDS, verify
 
@@ -232,6 +233,13 @@ def query(
             help="vector, text or hybrid (default: query.mode, hybrid).",
         ),
     ] = None,
+    rerank: Annotated[
+        bool | None,
+        typer.Option(
+            "--rerank/--no-rerank",
+            help="Let the chat model re-rank the best candidates (default: query.rerank).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     no_owner: Annotated[
         bool,
@@ -243,6 +251,18 @@ def query(
         raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
     with _session() as (cfg, store):
         owner = None if no_owner or not cfg.query.owner_in_first_person else cfg.owner_name
+        reranker = (
+            Reranker(
+                make_chat(cfg.llm),
+                store,
+                candidates=cfg.query.rerank_candidates,
+                chars=cfg.query.rerank_chars,
+                context_window=cfg.llm.context_window,
+                concurrency=cfg.llm.concurrency,
+            )
+            if (cfg.query.rerank if rerank is None else rerank)
+            else None
+        )
         hits = query_mod.search(
             store,
             make_embedder(cfg.llm),
@@ -257,6 +277,7 @@ def query(
                 modified_after=after,
                 modified_before=before,
             ),
+            reranker=reranker,
         )
     if as_json:
         sys.stdout.write(json.dumps([asdict(h) for h in hits], ensure_ascii=False, indent=2))
@@ -269,7 +290,8 @@ def query(
         headers = " > ".join(hit.header_path)
         out.rule(
             f"[bold]{rank}. {escape(hit.vault)}/{escape(hit.path)}[/]"
-            f":{hit.start_line}-{hit.end_line}  similarity {hit.similarity:.3f}",
+            f":{hit.start_line}-{hit.end_line}  similarity {hit.similarity:.3f}"
+            + (f"  relevance {hit.relevance}/10" if hit.relevance is not None else ""),
             align="left",
         )
         if headers:

@@ -61,12 +61,18 @@ class ChunkingConfig:
     max_chars: int = 1600
 
 
+# What each chunk's embedded context holds: LLM summaries (the product), the note's title
+# and header path only (no LLM at all), or nothing but the chunk.
+SUMMARY_MODES = ("llm", "structure", "none")
+
+
 @dataclass(frozen=True)
 class ContextConfig:
     first_chunks: int = 2
     last_chunks: int = 2
     summary_max_tokens: int = 160
     rewrite_personal: bool = True
+    summaries: str = "llm"
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,11 @@ class QueryConfig:
     top_k: int = 5
     owner_in_first_person: bool = True
     mode: str = "hybrid"  # "vector", "text" or "hybrid"
+    # Re-ranking by the chat model: how many of the best candidates it reads, and how much
+    # of each, bound its cost (one short call per candidate, cached).
+    rerank: bool = False
+    rerank_candidates: int = 10
+    rerank_chars: int = 600
 
 
 @dataclass(frozen=True)
@@ -210,7 +221,12 @@ def parse_config(
             "context.summary_max_tokens", ContextConfig.summary_max_tokens
         ),
         rewrite_personal=r.get("context.rewrite_personal", bool, ContextConfig.rewrite_personal),
+        summaries=r.get("context.summaries", str, ContextConfig.summaries),
     )
+    if context.summaries not in SUMMARY_MODES:
+        raise ConfigError(
+            f"config key 'context.summaries' must be one of {', '.join(SUMMARY_MODES)}"
+        )
     if (
         context.first_chunks < 0
         or context.last_chunks < 0
@@ -229,6 +245,9 @@ def parse_config(
             "query.owner_in_first_person", bool, QueryConfig.owner_in_first_person
         ),
         mode=r.get("query.mode", str, QueryConfig.mode),
+        rerank=r.get("query.rerank", bool, QueryConfig.rerank),
+        rerank_candidates=r.positive("query.rerank_candidates", QueryConfig.rerank_candidates),
+        rerank_chars=r.positive("query.rerank_chars", QueryConfig.rerank_chars),
     )
     if query.mode not in SEARCH_MODES:
         raise ConfigError(f"config key 'query.mode' must be one of {', '.join(SEARCH_MODES)}")

@@ -134,7 +134,7 @@ class Contextualizer:
 
     def keys(self, chunks: list[Chunk], personal: bool) -> list[str]:
         """Every cache key a note needs, so the caller can fetch known outputs in one go."""
-        if not chunks:
+        if not chunks or self.settings.summaries != "llm":
             return []
         keys = [self.file_summary_key(chunks, personal)]
         for chunk in chunks:
@@ -160,6 +160,8 @@ class Contextualizer:
         """
         if not chunks:
             return FileContext("", "", False, [], 0, [])
+        if self.settings.summaries != "llm":
+            return self._without_llm(chunks, personal, title=title, folder=folder)
         owner = self._owner_for(personal)
         file_tokens = self.settings.summary_max_tokens
         # A chunk summary is one or two sentences: a tighter cap stops a runaway sooner.
@@ -257,6 +259,47 @@ class Contextualizer:
             llm_calls=calls,
             problems=problems,
         )
+
+    def _without_llm(
+        self, chunks: list[Chunk], personal: bool, *, title: str, folder: str
+    ) -> FileContext:
+        """Context for `summaries = "structure"` (title and header path) or `"none"`."""
+        mode = self.settings.summaries
+        structure = mode == "structure"
+        file_summary = (
+            outputs.structural_file_summary(
+                title, folder, _sections(chunks), self._owner_for(personal)
+            )
+            if structure
+            else ""
+        )
+        built = []
+        for chunk in chunks:
+            summary = (
+                outputs.structural_chunk_summary(title, _plain_headers(chunk.header_path))
+                if structure
+                else ""
+            )
+            built.append(
+                ContextChunk(
+                    chunk=chunk,
+                    summary=summary,
+                    # Keys of their own: an "llm" run never takes these for model answers.
+                    summary_key=_key(mode, summary),
+                    summary_fallback=False,
+                    rewrite=None,
+                    rewrite_key=None,
+                    rewrite_fallback=False,
+                    full_context=(
+                        full_context(
+                            file_summary, summary, header_line(chunk.header_path), chunk.content
+                        )
+                        if structure
+                        else chunk.content
+                    ),
+                )
+            )
+        return FileContext(file_summary, _key(mode, file_summary), False, built, 0, [])
 
     def _summary(self, prompt: Prompt) -> tuple[str, str | None]:
         max_chars = prompt.max_tokens * _SUMMARY_CHARS_PER_TOKEN

@@ -197,10 +197,15 @@ class Indexer:
         report = SyncReport()
         self.ensure_embedding_space()
         self.store.delete_vaults_except([v.name for v in self.config.vaults])
+        # A new context.summaries setting rebuilds every note's context (cached answers kept).
+        summaries = self.config.context.summaries
+        rebuild = (self.store.get_state("context_summaries") or "llm") != summaries
         for vault in self.config.vaults if vaults is None else vaults:
             if not vault.path.is_dir():
                 raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
-            self._sync_vault(vault, report, force=force)
+            self._sync_vault(vault, report, force=force, rebuild=rebuild)
+        if vaults is None:
+            self.store.set_state("context_summaries", summaries)
         self.store.set_state(
             "last_sync",
             {
@@ -220,7 +225,13 @@ class Indexer:
         return report
 
     def _sync_vault(
-        self, vault: VaultConfig, report: SyncReport, *, force: bool, scope: Scope | None = None
+        self,
+        vault: VaultConfig,
+        report: SyncReport,
+        *,
+        force: bool,
+        rebuild: bool = False,
+        scope: Scope | None = None,
     ) -> None:
         # Notes where an earlier model's output was rejected get a try with this model.
         retry = self.store.paths_with_fallbacks(vault.name, self.chat.name)
@@ -246,7 +257,7 @@ class Indexer:
             # since a sync tool may replace a note and keep its old mtime.
             if (
                 scope is None
-                and not force
+                and not (force or rebuild)
                 and f.path not in retry
                 and old is not None
                 and old.size == f.size
@@ -264,7 +275,7 @@ class Indexer:
                 emit(self._failed(vault, f.path, exc))
                 continue
             if (
-                not force
+                not (force or rebuild)
                 and f.path not in retry
                 and old is not None
                 and old.personal == f.personal
@@ -284,7 +295,7 @@ class Indexer:
         to_index = []
         for f, digest in changed:
             source = None
-            if not force and f.path not in stored:
+            if not (force or rebuild) and f.path not in stored:
                 source = _moved_from(vanished, f, digest) or _moved_from(elsewhere, f, digest)
             if source is not None:
                 self.checkpoint()

@@ -167,3 +167,15 @@ def _repetitive(text: str) -> bool:
         return False
     trigrams = [tuple(words[i : i + 3]) for i in range(len(words) - 2)]
     return len(set(trigrams)) < 0.6 * len(trigrams)
+
+
+_RELEVANCE = re.compile(r"^\W*(\d{1,2})(?:\s*/\s*10)?\b")
+
+
+def parse_relevance(text: str) -> int | None:
+    """A re-ranking answer as a score from 0 to 10, or None when it is not one."""
+    match = _RELEVANCE.match(text.strip())
+    if match is None:
+        return None
+    score = int(match.group(1))
+    return score if score <= 10 else None

@@ -13,6 +13,8 @@ from __future__ import annotations
 from kb.llm.base import Prompt
 
 PROMPT_VERSION = "4"
+# Re-ranking has a version of its own: changing its prompt must not redo the index.
+RERANK_VERSION = "1"
 
 # A conservative characters-per-token ratio for English prose and Markdown.
 _CHARS_PER_TOKEN = 3
@@ -77,6 +79,27 @@ _REWRITE_EXAMPLE = (
     "an hour.\n</text>\n\nThe same text in the third person:",
     "{owner} is back at the gym. {owner}'s knee is fine, and Sam lent {owner} his gloves. "
     "{owner} and Sam lifted for an hour.",
+)
+_RERANK_SYSTEM = (
+    "You rate how well a passage from a note answers a search query. Reply with one whole "
+    "number from 0 to 10: 10 when the passage answers the query directly, 6 when it is about "
+    "the query's subject but does not answer it, 3 when it is only loosely related, 0 when it "
+    "is unrelated. Answer with the number only."
+)
+# Two examples, one high and one low, so the model does not learn a single answer.
+_RERANK_EXAMPLES = (
+    (
+        "<query>\nhow often are the backups tested?\n</query>\n\n<passage>\n"
+        "# Home server > ## Backups\n\nrestic runs every night at 02:00. Once a month I "
+        "restore one folder to check that it works.\n</passage>\n\nScore:",
+        "9",
+    ),
+    (
+        "<query>\nhow often are the backups tested?\n</query>\n\n<passage>\n"
+        "# Sourdough log\n\nFed the starter at 8:00 with 50 g of rye flour.\n</passage>"
+        "\n\nScore:",
+        "0",
+    ),
 )
 
 
@@ -156,6 +179,21 @@ def rewrite_prompt(content: str, *, owner: str, context_window: int) -> Prompt:
         context_window,
         {"content": content, "owner": owner},
         examples,
+    )
+
+
+def rerank_prompt(query: str, header_path: str, passage: str, *, context_window: int) -> Prompt:
+    """Judge one candidate; the query comes first so all candidates share the prefix."""
+    head = f"{header_path}\n\n" if header_path else ""
+    user = f"<query>\n{query}\n</query>\n\n<passage>\n{head}{passage}\n</passage>\n\nScore:"
+    return _prompt(
+        "rerank",
+        _RERANK_SYSTEM,
+        user,
+        4,
+        context_window,
+        {"query": query, "header_path": header_path, "passage": passage},
+        _RERANK_EXAMPLES,
     )
 
 

@@ -6,6 +6,7 @@ import re
 
 from kb.errors import KbError
 from kb.llm.base import Embedder
+from kb.rerank import Reranker
 from kb.store import NO_FILTER, SearchFilter, SearchHit, Store
 
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.IGNORECASE)
@@ -28,11 +29,13 @@ def search(
     threshold: float | None = None,
     mode: str = "hybrid",
     filters: SearchFilter = NO_FILTER,
+    reranker: Reranker | None = None,
 ) -> list[SearchHit]:
     """Best chunks first; `owner` set means first-person queries are about the owner.
 
     `threshold` is a minimum cosine similarity in every mode, so it means the same thing
-    whichever list a chunk came from.
+    whichever list a chunk came from. With a `reranker`, its candidates are fetched and
+    judged by the chat model before the top `top_k` are kept.
     """
     if not text.strip():
         raise KbError("the query is empty")
@@ -47,9 +50,13 @@ def search(
         )
     query = owner_query(text, owner) if owner else text
     [vector] = embedder.embed([query])
+    fetch = max(top_k, reranker.candidates) if reranker else top_k
     hits = store.search(
-        vector, query, model=model, dimensions=dimensions, top_k=top_k, mode=mode, filters=filters
+        vector, query, model=model, dimensions=dimensions, top_k=fetch, mode=mode, filters=filters
     )
     if threshold is not None:
         hits = [h for h in hits if h.similarity >= threshold]
-    return hits
+    if reranker:
+        # The model reads the user's own words; the owner's name is for the embedding.
+        hits = reranker.rerank(text, hits)
+    return hits[:top_k]

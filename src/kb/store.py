@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +91,9 @@ class SearchHit:
     similarity: float  # cosine similarity of chunk and query, whatever the mode
     start_line: int
     end_line: int
+    # The chat model's 0-10 judgement when the hit was re-ranked; None otherwise, or when
+    # its answer was unusable.
+    relevance: int | None = None
 
 
 # Reciprocal rank fusion's constant: rank r in a list is worth 1 / (RRF_K + r).
@@ -518,6 +521,29 @@ class Store:
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             rows = conn.execute(query, params).fetchall()
         return [SearchHit(**r) for r in rows]
+
+    # -- re-ranking judgements ---------------------------------------------------------------------
+
+    def known_relevance(self, keys: Sequence[str]) -> dict[str, int | None]:
+        """Judgements already paid for, by cache key (None: the model's answer was unusable)."""
+        if not keys:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT key, score FROM relevance WHERE key = ANY(%s)", (list(set(keys)),)
+            ).fetchall()
+        return {r["key"]: r["score"] for r in rows}
+
+    def save_relevance(self, chat_model: str, scores: Mapping[str, int | None]) -> None:
+        if not scores:
+            return
+        with self.pool.connection() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO relevance (key, score, chat_model) VALUES (%s, %s, %s)"
+                " ON CONFLICT (key) DO UPDATE SET score = EXCLUDED.score,"
+                "   chat_model = EXCLUDED.chat_model, judged_at = now()",
+                [(key, score, chat_model) for key, score in scores.items()],
+            )
 
     # -- failures and state ------------------------------------------------------------------------
 

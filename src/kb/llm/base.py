@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -15,7 +16,7 @@ T = TypeVar("T")
 class Prompt:
     """One chat request: the text sent, and the structured inputs it was made from."""
 
-    task: str  # "file_summary", "chunk_summary" or "rewrite"
+    task: str  # "file_summary", "chunk_summary", "rewrite" or "rerank"
     system: str
     user: str
     max_tokens: int
@@ -35,8 +36,25 @@ class Prompt:
         return [*turns, {"role": "user", "content": self.user}]
 
 
+class TokenUsage:
+    """What a chat model has been asked for so far, as its server counted it (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.prompt_tokens = 0
+        self.output_tokens = 0
+        self._lock = threading.Lock()
+
+    def add(self, prompt_tokens: int, output_tokens: int) -> None:
+        with self._lock:
+            self.calls += 1
+            self.prompt_tokens += prompt_tokens
+            self.output_tokens += output_tokens
+
+
 class ChatModel(Protocol):
     name: str
+    usage: TokenUsage
 
     def complete(self, prompt: Prompt) -> str: ...
 

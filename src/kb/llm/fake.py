@@ -15,7 +15,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 
-from kb.llm.base import Prompt
+from kb.llm.base import Prompt, TokenUsage
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
@@ -42,6 +42,7 @@ class FakeChat:
         self.name = name
         self.calls: Counter[str] = Counter()
         self.prompts: list[Prompt] = []
+        self.usage = TokenUsage()
         self._lock = threading.Lock()
 
     @property
@@ -52,6 +53,13 @@ class FakeChat:
         with self._lock:
             self.calls[prompt.task] += 1
             self.prompts.append(prompt)
+        answer = self._answer(prompt)
+        # Words stand in for tokens: there is no tokenizer here.
+        sent = sum(len(m["content"].split()) for m in prompt.messages())
+        self.usage.add(sent, len(answer.split()))
+        return answer
+
+    def _answer(self, prompt: Prompt) -> str:
         inputs = prompt.inputs
         if prompt.task == "rewrite":
             owner = inputs["owner"]
@@ -69,6 +77,11 @@ class FakeChat:
                 for part in parts[::2]
             ]
             return "".join(parts)
+        if prompt.task == "rerank":
+            # The share of the query's words found in the passage, on the 0-10 scale.
+            wanted = set(_words(inputs["query"]))
+            found = set(_words(inputs["header_path"] + " " + inputs["passage"]))
+            return str(round(10 * len(wanted & found) / max(1, len(wanted))))
         if prompt.task == "file_summary":
             about = f" about {inputs['owner']}" if inputs.get("owner") else ""
             return f"A note{about} covering {_keywords(inputs['excerpt'], 8)}."

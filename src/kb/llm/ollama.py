@@ -9,7 +9,7 @@ import httpx
 import ollama
 
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
-from kb.llm.base import Prompt, TransientError, with_retries
+from kb.llm.base import Prompt, TokenUsage, TransientError, with_retries
 
 T = TypeVar("T")
 
@@ -23,6 +23,7 @@ class OllamaChat:
         self._client = ollama.Client(host=host, timeout=timeout)
         self._retries = retries
         self._backoff = backoff
+        self.usage = TokenUsage()
 
     def complete(self, prompt: Prompt) -> str:
         def call() -> str:
@@ -35,6 +36,7 @@ class OllamaChat:
                     "temperature": 0,
                 },
             )
+            self.usage.add(response.prompt_eval_count or 0, response.eval_count or 0)
             return response.message.content or ""
 
         return _call(

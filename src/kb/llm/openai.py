@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import openai
 
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
-from kb.llm.base import Prompt, TransientError, with_retries
+from kb.llm.base import Prompt, TokenUsage, TransientError, with_retries
 
 T = TypeVar("T")
 
@@ -76,6 +76,10 @@ class _OpenAIBase:
 
 
 class OpenAIChat(_OpenAIBase):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.usage = TokenUsage()
+
     def complete(self, prompt: Prompt) -> str:
         def call() -> str:
             response = self._client.chat.completions.create(
@@ -84,6 +88,8 @@ class OpenAIChat(_OpenAIBase):
                 max_tokens=prompt.max_tokens,
                 temperature=0,
             )
+            if response.usage is not None:
+                self.usage.add(response.usage.prompt_tokens, response.usage.completion_tokens)
             if not response.choices:
                 return ""
             return response.choices[0].message.content or ""
