@@ -129,3 +129,15 @@ def test_migrations_apply_once_even_when_racing(db_url: str) -> None:
     applied = sorted(v for r in results for v in r)
     assert applied == [m.version for m in migrations()]
     assert migrate(db_url) == []
+
+
+def test_query_rerank_flag(cfg: Path, db_url: str) -> None:
+    assert kb(cfg, db_url, "index").returncode == 0
+    result = kb(cfg, db_url, "query", "miso ramen", "--rerank", "--json", "--top-k", "2")
+    assert result.returncode == 0, result.stderr
+    hits = json.loads(result.stdout)
+    assert len(hits) == 2 and all(isinstance(h["relevance"], int) for h in hits)
+    plain = json.loads(kb(cfg, db_url, "query", "miso ramen", "--json").stdout)
+    assert all(h["relevance"] is None for h in plain)
+    shown = kb(cfg, db_url, "query", "miso ramen", "--rerank", "--top-k", "1")
+    assert "relevance 10/10" in shown.stdout

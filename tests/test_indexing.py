@@ -327,3 +327,43 @@ def test_llm_calls_never_exceed_the_concurrency_limit(store: Store, vault: Path)
     kb.chat = SlowChat()
     kb.sync()
     assert kb.chat.peak == 3
+
+
+def test_structure_and_none_levels_ask_no_model(store: Store, vault: Path) -> None:
+    structure = Kb(store, make_config(vault, context={"summaries": "structure"}))
+    report = structure.sync()
+    assert report.indexed == 15 and structure.chat.total_calls == 0
+    chunks = _chunks(store, LONG_NOTE)
+    title = _doc(store, LONG_NOTE)
+    assert title is not None and title["summary"].startswith('Note "Home Server" in Projects.')
+    for chunk in chunks:
+        headers = " > ".join(h.lstrip("#").strip() for h in chunk["header_path"])
+        assert chunk["summary"] == f'Part of the note "Home Server", section "{headers}".'
+        assert chunk["full_context"].endswith(
+            f"<chunk_content>\n{chunk['content']}\n</chunk_content>"
+        )
+        assert chunk["rewrite"] is None
+
+    # Switching level rebuilds every note's context on the next sync, still with no model.
+    bare = Kb(store, make_config(vault, context={"summaries": "none"}))
+    report = bare.sync()
+    assert report.indexed == 15 and bare.chat.total_calls == 0
+    assert all(c["full_context"] == c["content"] for c in _chunks(store, LONG_NOTE))
+    assert bare.sync().indexed == 0  # and only once
+
+    llm = Kb(store, make_config(vault))
+    llm.sync()
+    assert llm.chat.calls["file_summary"] == 14
+    assert all(c["full_context"].startswith("<file_summary>") for c in _chunks(store, LONG_NOTE))
+
+
+def test_unknown_summaries_level_is_a_config_error(vault: Path) -> None:
+    with pytest.raises(Exception, match=r"context\.summaries"):
+        make_config(vault, context={"summaries": "some"})
+
+
+def test_chat_usage_is_counted(kb: Kb) -> None:
+    kb.sync()
+    usage = kb.chat.usage
+    assert usage.calls == kb.chat.total_calls > 0
+    assert usage.prompt_tokens > usage.output_tokens > 0

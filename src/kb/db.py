@@ -17,6 +17,8 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from kb.errors import DatabaseError
 
@@ -52,6 +54,21 @@ def embedded_url(data_dir: Path) -> str:
     except Exception as exc:
         raise DatabaseError(f"cannot start the embedded PostgreSQL in {pgdata}: {exc}") from None
     return server.get_uri()
+
+
+def database_on(url: str, name: str) -> str:
+    """The URL of database `name` on the server at `url`, created if it does not exist.
+
+    For tools that keep several indexes on one server (the retrieval benchmark).
+    """
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            if exists.fetchone() is None:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    except psycopg.Error as exc:
+        raise DatabaseError(f"cannot create database {name}: {first_line(exc)}") from None
+    return make_conninfo(url, dbname=name)
 
 
 def migrations() -> list[Migration]:

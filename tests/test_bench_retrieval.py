@@ -1,0 +1,128 @@
+"""The retrieval benchmark's scoring rule and a whole run on a tiny dataset (fake models)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from kb.store import SearchHit
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("bench_retrieval", ROOT / "bench/retrieval.py")
+assert _spec and _spec.loader
+retrieval = importlib.util.module_from_spec(_spec)
+sys.modules["bench_retrieval"] = retrieval
+_spec.loader.exec_module(retrieval)
+Gold, Query, Scores = retrieval.Gold, retrieval.Query, retrieval.Scores
+
+
+@pytest.mark.parametrize(
+    ("span", "hit"),
+    [
+        (("a.md", 0, 100), True),  # the same span
+        (("a.md", 40, 90), True),  # inside: overlap is all of the shorter span
+        (("a.md", 0, 1000), True),  # a big chunk holding the whole gold section
+        (("a.md", 70, 170), False),  # overlap 30 < half of 100
+        (("a.md", 49, 149), True),  # overlap 51
+        (("b.md", 0, 100), False),  # another file
+        (("a.md", 100, 200), False),  # touching is not overlapping
+    ],
+)
+def test_hit_rule(span: tuple[str, int, int], hit: bool) -> None:
+    assert retrieval._hit(span, Gold("a.md", 0, 100)) is hit
+
+
+def test_recall_and_mrr() -> None:
+    q = Query("q", "?", (Gold("a.md", 0, 100), Gold("b.md", 0, 100)))
+    scores = Scores()
+    spans = [("c.md", 0, 50), ("b.md", 0, 100), ("x.md", 0, 10), ("a.md", 0, 100)]
+    scores.add(q, spans, 0.0)
+    assert scores.recall[1] == [0.0]
+    assert scores.recall[3] == [0.5]
+    assert scores.recall[5] == [1.0]
+    assert scores.rr[3] == [0.5] and scores.rr[10] == [0.5]
+    assert scores.chars == [50, 100, 10, 100]
+
+
+def test_line_spans_become_character_spans(tmp_path: Path) -> None:
+    (tmp_path / "n.md").write_text("# T\n\nfirst para\n\n## S\nbody\n")
+    spans = retrieval.Spans(tmp_path)
+    hit = SearchHit("v", "n.md", ["# T"], "first para", 0, 0, start_line=3, end_line=3)
+    assert spans(hit) == ("n.md", 5, 15)
+    text = (tmp_path / "n.md").read_text()
+    assert text[5:15] == "first para"
+    last = SearchHit("v", "n.md", ["# T", "## S"], "## S\nbody", 0, 0, start_line=5, end_line=6)
+    assert text[slice(*spans(last)[1:])] == "## S\nbody"
+
+
+def _dataset(root: Path) -> Path:
+    notes = {
+        "pets/cats.md": "# Cats\n\n## Food\n\nCats eat tuna and chicken.\n\n## Sleep\n\n"
+        "Cats sleep sixteen hours a day on the sofa.\n",
+        "pets/dogs.md": "# Dogs\n\n## Walks\n\nDogs need a walk in the park twice a day.\n",
+        "garden.md": "# Garden\n\n## Tomatoes\n\nWater the tomatoes every evening in July.\n",
+    }
+    docs, queries = [], []
+    for path, text in notes.items():
+        file = root / "corpus_md" / path
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(text)
+        docs.append({"file": path})
+
+    def gold(path: str, needle: str) -> dict:
+        text = notes[path]
+        start = text.index(needle)
+        return {"file": path, "start": start, "end": start + len(needle)}
+
+    queries = [
+        {
+            "qid": "1",
+            "query": "how long do cats sleep",
+            "gold": [gold("pets/cats.md", "Cats sleep")],
+        },
+        {"qid": "2", "query": "dogs walk park", "gold": [gold("pets/dogs.md", "Dogs need")]},
+        {"qid": "3", "query": "water tomatoes", "gold": [gold("garden.md", "Water the")]},
+    ]
+    (root / "documents.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    return root
+
+
+def test_a_whole_run_on_fake_models(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dataset = _dataset(tmp_path / "tiny")
+    for name, value in {
+        "KB_PROVIDER": "fake",
+        "KB_CHAT_MODEL": "fake-chat",
+        "KB_EMBED_MODEL": "hash-256",
+    }.items():
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "result.json"
+    args = [str(dataset), "--data-dir", str(tmp_path / "data"), "--json", str(out)]
+    assert retrieval.main(args) == 0
+    result = json.loads(out.read_text())
+    assert result["queries"] == 3
+    rows = result["results"]
+    assert len(rows) == len(retrieval.SETUPS)
+    for row in rows.values():
+        assert row["recall@20"] == 1.0  # three notes: everything is in the top 20
+        assert 0 < row["recall@1"] <= 1
+    assert result["costs"]["llm"]["this run"]["llm_calls"] > 0
+    assert result["costs"]["none"]["this run"]["llm_calls"] == 0
+
+    # A second run pays nothing: the indexes and the judgements are kept.
+    capsys.readouterr()
+    assert retrieval.main([*args, "--limit-docs", "2"]) == 0
+    assert retrieval.main(args) == 0
+    again = json.loads(out.read_text())
+    assert again["costs"]["llm"]["this run"]["llm_calls"] == 0
+    assert again["costs"]["llm"]["paid in all runs"] == result["costs"]["llm"]["paid in all runs"]
+    assert again["results"] == {
+        name: {**row, "seconds_per_query": again["results"][name]["seconds_per_query"]}
+        for name, row in result["results"].items()
+    }

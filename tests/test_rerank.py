@@ -1,0 +1,117 @@
+"""Re-ranking by the chat model: order, bounds, cache, unusable answers, the CLI flag."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import Kb
+from kb.llm.base import Prompt
+from kb.llm.fake import FakeChat
+from kb.outputs import parse_relevance
+from kb.query import search
+from kb.rerank import UNJUDGED, Reranker
+from kb.store import SearchHit
+
+RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"
+
+
+def _reranker(kb: Kb, chat: FakeChat | None = None, **kwargs: int) -> Reranker:
+    return Reranker(
+        chat or kb.chat,
+        kb.store,
+        candidates=kwargs.get("candidates", 10),
+        chars=kwargs.get("chars", 600),
+        context_window=8192,
+        concurrency=2,
+    )
+
+
+@pytest.fixture
+def indexed(kb: Kb) -> Kb:
+    kb.sync()
+    kb.reset_counts()
+    return kb
+
+
+def _hit(path: str, content: str) -> SearchHit:
+    return SearchHit("v", path, ["# " + path], content, 0.5, 0.5, 1, 2)
+
+
+def test_judgements_reorder_the_candidates_and_ties_keep_search_order(indexed: Kb) -> None:
+    hits = [
+        _hit("a.md", "nothing relevant here"),
+        _hit("b.md", "miso ramen with chili oil"),
+        _hit("c.md", "ramen noodles"),
+        _hit("d.md", "also nothing"),
+    ]
+    ranked = _reranker(indexed).rerank("miso ramen chili", hits)
+    assert [h.path for h in ranked] == ["b.md", "c.md", "a.md", "d.md"]
+    assert [h.relevance for h in ranked] == [10, 3, 0, 0]
+    assert indexed.chat.calls["rerank"] == 4
+
+
+def test_only_the_candidates_are_judged_and_only_their_first_characters(indexed: Kb) -> None:
+    hits = [_hit(f"{i}.md", f"text {i} " + "x" * 2000) for i in range(8)]
+    ranked = _reranker(indexed, candidates=3, chars=100).rerank("text", hits)
+    assert indexed.chat.calls["rerank"] == 3
+    assert [h.path for h in ranked[3:]] == [f"{i}.md" for i in range(3, 8)]
+    assert all(h.relevance is None for h in ranked[3:])
+    for prompt in (p for p in indexed.chat.prompts if p.task == "rerank"):
+        assert len(prompt.inputs["passage"]) <= 100 + len(" […]")
+
+
+def test_judgements_are_cached_per_model(indexed: Kb) -> None:
+    hits = [_hit("a.md", "miso"), _hit("b.md", "ramen")]
+    first = _reranker(indexed).rerank("miso ramen", hits)
+    again = _reranker(indexed).rerank("miso ramen", hits)
+    assert again == first
+    assert indexed.chat.calls["rerank"] == 2
+    other = FakeChat("other-model")
+    _reranker(indexed, other).rerank("miso ramen", hits)
+    assert other.calls["rerank"] == 2  # another model's judgement is its own
+
+
+class Mumbling(FakeChat):
+    def _answer(self, prompt: Prompt) -> str:
+        return "I cannot rate this." if "b.md" in prompt.inputs["header_path"] else "2"
+
+
+def test_an_unusable_answer_takes_the_middle_of_the_scale(indexed: Kb) -> None:
+    chat = Mumbling("mumbling")
+    hits = [_hit("a.md", "one"), _hit("b.md", "two"), _hit("c.md", "three")]
+    ranked = _reranker(indexed, chat).rerank("anything", hits)
+    assert [h.path for h in ranked] == ["b.md", "a.md", "c.md"]
+    assert ranked[0].relevance is None and UNJUDGED > 2
+    # Cached too: the same model would mumble again.
+    _reranker(indexed, chat).rerank("anything", hits)
+    assert chat.calls["rerank"] == 3
+
+
+@pytest.mark.parametrize(
+    ("answer", "score"),
+    [("7", 7), (" 10\n", 10), ("Score: 4", None), ("3/10", 3), ("**8**", 8), ("11", None)],
+)
+def test_parse_relevance(answer: str, score: int | None) -> None:
+    assert parse_relevance(answer) == score
+
+
+@pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
+def test_search_with_reranker_returns_top_k_of_the_judged(indexed: Kb, mode: str) -> None:
+    plain = search(indexed.store, indexed.embedder, "miso ramen", owner=None, top_k=3, mode=mode)
+    reranked = search(
+        indexed.store,
+        indexed.embedder,
+        "miso ramen",
+        owner=None,
+        top_k=3,
+        mode=mode,
+        reranker=_reranker(indexed, candidates=6),
+    )
+    assert len(plain) == 3 and len(reranked) == 3
+    assert reranked[0].path == RAMEN and reranked[0].relevance == 10
+    assert indexed.chat.calls["rerank"] <= 6
+    assert [h.relevance for h in reranked] == sorted(
+        (h.relevance for h in reranked), key=lambda r: -(r if r is not None else UNJUDGED)
+    )
+    top6 = search(indexed.store, indexed.embedder, "miso ramen", owner=None, top_k=6, mode=mode)
+    assert {(h.path, h.start_line) for h in reranked} <= {(h.path, h.start_line) for h in top6}
