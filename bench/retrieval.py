@@ -13,7 +13,9 @@ query's gold sections hit by the top k chunks; MRR@k is 1/rank of the first hit.
 The corpus is indexed by kb itself, once per context level, each into its own database on
 the embedded server in --data-dir: `none` (the chunk alone), `structure` (title and header
 path, no LLM) and `llm` (the product's default). Databases are kept, so a second run (or
-one that was interrupted) pays only for what is missing: kb's own content-hash caches.
+one that was interrupted) pays only for what is missing: kb's own content-hash caches. A
+quick run (--limit-docs) indexes its documents into the same databases and searches only
+them, so its work counts toward the full run.
 
 Models come from the environment, as for kb (KB_PROVIDER, KB_CHAT_HOST, KB_EMBED_HOST,
 KB_CHAT_MODEL, KB_EMBED_MODEL, KB_LLM_CONCURRENCY); `eval "$(scripts/test-models start)"`
@@ -37,12 +39,12 @@ from pathlib import Path
 
 from kb import db
 from kb.config import Config, parse_config
-from kb.indexer import FileEvent, Indexer
+from kb.indexer import FileEvent, Indexer, Scope
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
 from kb.query import search
 from kb.rerank import Reranker
-from kb.store import SearchHit, Store
+from kb.store import NO_FILTER, SearchFilter, SearchHit, Store
 
 KS = (1, 3, 5, 10, 20)
 LEVELS = ("none", "structure", "llm")
@@ -169,15 +171,12 @@ def _lines(path: Path) -> list[str]:
     return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def make_config(corpus: Path, data_dir: Path, level: str, files: Sequence[str]) -> Config:
-    all_files = {p.relative_to(corpus).as_posix() for p in corpus.rglob("*.md")}
+def make_config(corpus: Path, data_dir: Path, level: str) -> Config:
     raw = {
         # Nobody's personal notes here: the owner only matters to the owner-name row.
         "owner_name": "Alex Doe",
         "data_dir": str(data_dir),
-        "vaults": [
-            {"name": "corpus", "path": str(corpus), "ignore": sorted(all_files - set(files))}
-        ],
+        "vaults": [{"name": "corpus", "path": str(corpus)}],
         "context": {"summaries": level},
     }
     return parse_config(raw, base_dir=Path.cwd(), env=dict(os.environ))
@@ -197,7 +196,11 @@ class Cost:
         return Cost(**{k: getattr(self, k) + getattr(other, k) for k in vars(self)})
 
 
-def index(config: Config, store: Store, chat: ChatModel, embedder: Embedder) -> Cost:
+def index(
+    config: Config, store: Store, chat: ChatModel, embedder: Embedder, subset: Sequence[str]
+) -> Cost:
+    """Index the corpus, or only `subset` of it (the rest of the index is left alone, so a
+    quick run's work counts toward the full one)."""
     before = (chat.usage.calls, chat.usage.prompt_tokens, chat.usage.output_tokens)
     started = time.perf_counter()
 
@@ -207,7 +210,11 @@ def index(config: Config, store: Store, chat: ChatModel, embedder: Embedder) -> 
             print(line + (f" ({event.error})" if event.error else ""), file=sys.stderr, flush=True)
 
     with Indexer(config, store, chat, embedder, on_event=progress) as indexer:
-        report = indexer.sync()
+        if subset:
+            indexer.ensure_embedding_space()
+            report = indexer.sync_scope(config.vaults[0], Scope(files=frozenset(subset)))
+        else:
+            report = indexer.sync()
     return Cost(
         files=report.indexed,
         chunks=report.chunks,
@@ -226,6 +233,7 @@ def run_setup(
     queries: Sequence[Query],
     spans: Callable[[SearchHit], tuple[str, int, int]],
     reranker: Reranker | None,
+    filters: SearchFilter,
 ) -> Scores:
     scores = Scores()
     for q in queries:
@@ -238,12 +246,15 @@ def run_setup(
             top_k=max(KS),
             mode=setup.mode,
             reranker=reranker if setup.rerank else None,
+            filters=filters,
         )
         scores.add(q, [spans(h) for h in hits], time.perf_counter() - started)
     return scores
 
 
-def latency(store: Store, embedder: Embedder, queries: Sequence[Query]) -> tuple[float, float]:
+def latency(
+    store: Store, embedder: Embedder, queries: Sequence[Query], filters: SearchFilter
+) -> tuple[float, float]:
     """Milliseconds of one hybrid top-10 search (the SQL round trip), p50 and p95."""
     space = store.embedding_space()
     assert space is not None
@@ -251,7 +262,7 @@ def latency(store: Store, embedder: Embedder, queries: Sequence[Query]) -> tuple
     for q in queries:
         [vector] = embedder.embed([q.text])
         started = time.perf_counter()
-        store.search(vector, q.text, model=space[0], dimensions=space[1], top_k=10)
+        store.search(vector, q.text, model=space[0], dimensions=space[1], top_k=10, filters=filters)
         times.append((time.perf_counter() - started) * 1000)
     times.sort()
     return statistics.median(times), times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
@@ -281,9 +292,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.limit_queries:
         queries = queries[: args.limit_queries]
     levels = [lv for lv in args.levels.split(",") if lv]
-    suffix = f"_docs{args.limit_docs}" if args.limit_docs else ""
+    # A quick run indexes its documents into the full run's index and searches only them.
+    subset = files if args.limit_docs else []
+    filters = SearchFilter(paths=tuple(subset)) if subset else NO_FILTER
     server = db.embedded_url(args.data_dir)
-    base = make_config(corpus, args.data_dir, "llm", files)
+    base = make_config(corpus, args.data_dir, "llm")
     chat = make_chat(base.llm)
     embedder = CachedEmbedder(make_embedder(base.llm))
     print(
@@ -295,10 +308,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     stores: dict[str, Store] = {}
     costs: dict[str, dict[str, Cost]] = {}
     for level in levels:
-        name = f"bench_{args.dataset.resolve().name}_{level}{suffix}".replace("-", "_")
+        name = f"bench_{args.dataset.resolve().name}_{level}".replace("-", "_")
         store = stores[level] = Store(db.database_on(server, name))
         print(f"indexing with context level '{level}' into {name}", file=sys.stderr)
-        this_run = index(make_config(corpus, args.data_dir, level, files), store, chat, embedder)
+        config = make_config(corpus, args.data_dir, level)
+        this_run = index(config, store, chat, embedder, subset)
         ledger = args.data_dir / f"{name}.cost.json"
         paid = Cost(**json.loads(ledger.read_text())) if ledger.exists() else Cost()
         if this_run.files:  # a run with nothing to do adds nothing, not even its seconds
@@ -328,7 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         before = (chat.usage.calls, chat.usage.prompt_tokens, chat.usage.output_tokens)
         print(f"querying: {setup.name.strip()}", file=sys.stderr)
         results[setup.name] = run_setup(
-            setup, stores[setup.level], embedder, queries, spans, reranker
+            setup, stores[setup.level], embedder, queries, spans, reranker, filters
         )
         if setup.rerank:
             rerank_usage = (
@@ -347,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     latency_ms = None
     if "llm" in stores:
-        latency_ms = latency(stores["llm"], embedder, queries)
+        latency_ms = latency(stores["llm"], embedder, queries, filters)
         print(
             f"hybrid top-10 search in the database: p50 {latency_ms[0]:.1f} ms, "
             f"p95 {latency_ms[1]:.1f} ms"

@@ -104,8 +104,19 @@ def test_a_whole_run_on_fake_models(
         monkeypatch.setenv(name, value)
     out = tmp_path / "result.json"
     args = [str(dataset), "--data-dir", str(tmp_path / "data"), "--json", str(out)]
+    # A quick run on two notes searches only them, and its work counts toward the full run.
+    assert retrieval.main([*args, "--limit-docs", "2"]) == 0
+    quick = json.loads(out.read_text())
+    assert quick["documents"] == 2 and quick["queries"] == 2
+    assert all(row["recall@20"] == 1.0 for row in quick["results"].values())
+    quick_calls = quick["costs"]["llm"]["this run"]["llm_calls"]
+    assert quick_calls > 0
+
     assert retrieval.main(args) == 0
     result = json.loads(out.read_text())
+    full_calls = result["costs"]["llm"]["this run"]["llm_calls"]
+    assert 0 < full_calls
+    assert result["costs"]["llm"]["paid in all runs"]["llm_calls"] == quick_calls + full_calls
     assert result["queries"] == 3
     rows = result["results"]
     assert len(rows) == len(retrieval.SETUPS)
@@ -117,7 +128,6 @@ def test_a_whole_run_on_fake_models(
 
     # A second run pays nothing: the indexes and the judgements are kept.
     capsys.readouterr()
-    assert retrieval.main([*args, "--limit-docs", "2"]) == 0
     assert retrieval.main(args) == 0
     again = json.loads(out.read_text())
     assert again["costs"]["llm"]["this run"]["llm_calls"] == 0

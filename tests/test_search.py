@@ -100,6 +100,20 @@ def test_tag_filter_in_every_mode(indexed: Kb, mode: str) -> None:
     assert _search(indexed, "mountain", mode=mode, filters=SearchFilter(tags=("nope",))) == []
 
 
+@pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
+def test_paths_filter_keeps_only_the_named_notes(indexed: Kb, mode: str) -> None:
+    notes = (RAMEN, TAKAO)
+    hits = _search(indexed, "miso ramen mountain climb", mode=mode, top_k=50)
+    assert {h.path for h in hits} - set(notes)
+    only = _search(
+        indexed, "miso ramen mountain climb", mode=mode, top_k=50, filters=SearchFilter(paths=notes)
+    )
+    assert {h.path for h in only} == set(notes)
+    if mode != "hybrid":  # fusion re-ranks within the filtered lists, so its order may move
+        kept = [(h.path, h.start_line) for h in hits if h.path in notes]
+        assert [(h.path, h.start_line) for h in only][: len(kept)] == kept
+
+
 def test_a_tag_matches_its_nested_tags(indexed: Kb) -> None:
     # Inline #project/kb in the goals note; the project notes are tagged "project" too.
     expected = _tagged(indexed, "project")

@@ -108,10 +108,17 @@ class SearchFilter:
     tags: tuple[str, ...] = ()  # all of them; a tag also matches its nested tags (a/b)
     modified_after: dt.datetime | None = None
     modified_before: dt.datetime | None = None
+    paths: tuple[str, ...] = ()  # only these notes (exact vault-relative paths)
 
     @property
     def active(self) -> bool:
-        return bool(self.path_prefix or self.tags or self.modified_after or self.modified_before)
+        return bool(
+            self.path_prefix
+            or self.tags
+            or self.modified_after
+            or self.modified_before
+            or self.paths
+        )
 
 
 NO_FILTER = SearchFilter()
@@ -457,6 +464,7 @@ class Store:
         where = sql.SQL(
             """c.embed_model = {model}
                AND (%(like)s::text IS NULL OR d.path LIKE %(like)s)
+               AND (cardinality(%(paths)s::text[]) = 0 OR d.path = ANY(%(paths)s::text[]))
                AND (%(after)s::bigint IS NULL OR d.mtime_ns >= %(after)s)
                AND (%(before)s::bigint IS NULL OR d.mtime_ns < %(before)s)
                AND cardinality(%(tags)s::text[]) = (
@@ -511,6 +519,7 @@ class Store:
             "after": to_ns(filters.modified_after) if filters.modified_after else None,
             "before": to_ns(filters.modified_before) if filters.modified_before else None,
             "tags": [t.lower().lstrip("#") for t in filters.tags],
+            "paths": list(filters.paths),
             "nv": 0 if mode == "text" else pool_size,
             "nt": 0 if mode == "vector" else pool_size,
             "k": top_k,
