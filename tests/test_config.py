@@ -200,6 +200,10 @@ def test_bad_provider() -> None:
         ("query", {"top_k": 0}, "query.top_k"),
         ("context", {"first_chunks": 0, "last_chunks": 0}, "context.first_chunks"),
         ("context", {"first_chunks": -1}, "context.first_chunks"),
+        ("context", {"summaries": "all"}, "context.summaries"),
+        ("query", {"rerank_candidates": 0}, "query.rerank_candidates"),
+        ("query", {"rerank_chars": -5}, "query.rerank_chars"),
+        ("query", {"rerank": "yes"}, "query.rerank"),
     ],
 )
 def test_out_of_range_values(section: str, value: dict[str, Any], key: str) -> None:
