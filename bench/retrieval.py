@@ -197,33 +197,44 @@ class Cost:
 
 
 def index(
-    config: Config, store: Store, chat: ChatModel, embedder: Embedder, subset: Sequence[str]
-) -> Cost:
+    config: Config,
+    store: Store,
+    chat: ChatModel,
+    embedder: Embedder,
+    subset: Sequence[str],
+    ledger: Path,
+) -> tuple[Cost, Cost]:
     """Index the corpus, or only `subset` of it (the rest of the index is left alone, so a
-    quick run's work counts toward the full one)."""
+    quick run's work counts toward the full one); returns this run's cost and the cost paid
+    in all runs so far, which `ledger` keeps up to date after every note."""
+    paid = Cost(**json.loads(ledger.read_text())) if ledger.exists() else Cost()
+    run = Cost()
     before = (chat.usage.calls, chat.usage.prompt_tokens, chat.usage.output_tokens)
     started = time.perf_counter()
 
     def progress(event: FileEvent) -> None:
-        if event.action in ("indexed", "failed"):
-            line = f"    {event.action} {event.path}: {event.chunks} chunks, {event.llm_calls} LLM"
-            print(line + (f" ({event.error})" if event.error else ""), file=sys.stderr, flush=True)
+        if event.action not in ("indexed", "failed"):
+            return
+        line = f"    {event.action} {event.path}: {event.chunks} chunks, {event.llm_calls} LLM"
+        print(line + (f" ({event.error})" if event.error else ""), file=sys.stderr, flush=True)
+        if event.action == "indexed":
+            run.files += 1
+            run.chunks += event.chunks
+            run.embedded += event.embedded
+            run.llm_calls = chat.usage.calls - before[0]
+            run.prompt_tokens = chat.usage.prompt_tokens - before[1]
+            run.output_tokens = chat.usage.output_tokens - before[2]
+            run.seconds = time.perf_counter() - started
+            # Written as it goes: a run that is killed still counts what it paid for.
+            ledger.write_text(json.dumps(vars(paid.plus(run))))
 
     with Indexer(config, store, chat, embedder, on_event=progress) as indexer:
         if subset:
             indexer.ensure_embedding_space()
-            report = indexer.sync_scope(config.vaults[0], Scope(files=frozenset(subset)))
+            indexer.sync_scope(config.vaults[0], Scope(files=frozenset(subset)))
         else:
-            report = indexer.sync()
-    return Cost(
-        files=report.indexed,
-        chunks=report.chunks,
-        llm_calls=chat.usage.calls - before[0],
-        prompt_tokens=chat.usage.prompt_tokens - before[1],
-        output_tokens=chat.usage.output_tokens - before[2],
-        embedded=report.embedded,
-        seconds=time.perf_counter() - started,
-    )
+            indexer.sync()
+    return run, paid.plus(run)
 
 
 def run_setup(
@@ -312,12 +323,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         store = stores[level] = Store(db.database_on(server, name))
         print(f"indexing with context level '{level}' into {name}", file=sys.stderr)
         config = make_config(corpus, args.data_dir, level)
-        this_run = index(config, store, chat, embedder, subset)
         ledger = args.data_dir / f"{name}.cost.json"
-        paid = Cost(**json.loads(ledger.read_text())) if ledger.exists() else Cost()
-        if this_run.files:  # a run with nothing to do adds nothing, not even its seconds
-            paid = paid.plus(this_run)
-            ledger.write_text(json.dumps(vars(paid)))
+        this_run, paid = index(config, store, chat, embedder, subset, ledger)
         costs[level] = {"this run": this_run, "paid in all runs": paid}
     _print_costs(costs)
     if args.index_only:
