@@ -23,6 +23,10 @@ sets them for the local llama.cpp stack.
 
     .venv/bin/python bench/retrieval.py ../shared/eval/docs-rag              # full run
     .venv/bin/python bench/retrieval.py ../shared/eval/docs-rag --limit-docs 8   # quick
+    .venv/bin/python bench/retrieval.py examples/eval --config examples/kb.toml  # an index as is
+
+examples/eval holds sixteen questions about the example vault, half of them in the first
+person about its owner, to measure what the owner's name does to a query.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb import db
-from kb.config import Config, parse_config
+from kb.config import Config, load_config, parse_config
 from kb.indexer import FileEvent, Indexer, Scope
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
@@ -245,6 +249,7 @@ def run_setup(
     spans: Callable[[SearchHit], tuple[str, int, int]],
     reranker: Reranker | None,
     filters: SearchFilter,
+    owner: str,
 ) -> Scores:
     scores = Scores()
     for q in queries:
@@ -253,7 +258,7 @@ def run_setup(
             store,
             embedder,
             q.text,
-            owner="Alex Doe" if setup.owner else None,
+            owner=owner if setup.owner else None,
             top_k=max(KS),
             mode=setup.mode,
             reranker=reranker if setup.rerank else None,
@@ -290,6 +295,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=Path(os.environ.get("KB_BENCH_DIR", Path.home() / ".cache/kb/bench")),
         help="where the benchmark's PostgreSQL and its indexes live (kept between runs)",
     )
+    parser.add_argument(
+        "--config",
+        type=Path,
+        help="evaluate the index of this kb config as it stands (no indexing; its first vault "
+        "is the corpus, its owner the owner): your own index, with your own questions",
+    )
     parser.add_argument("--levels", default=",".join(LEVELS), help="context levels to index")
     parser.add_argument("--no-rerank", action="store_true", help="skip the re-ranking row")
     parser.add_argument("--rerank-candidates", type=int, default=10)
@@ -298,7 +309,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
 
-    corpus = args.dataset / "corpus_md"
     files, queries = load_dataset(args.dataset, args.limit_docs)
     if args.limit_queries:
         queries = queries[: args.limit_queries]
@@ -306,8 +316,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A quick run indexes its documents into the full run's index and searches only them.
     subset = files if args.limit_docs else []
     filters = SearchFilter(paths=tuple(subset)) if subset else NO_FILTER
-    server = db.embedded_url(args.data_dir)
-    base = make_config(corpus, args.data_dir, "llm")
+    if args.config:
+        base = load_config(args.config)
+        corpus = base.vaults[0].path
+    else:
+        corpus = args.dataset / "corpus_md"
+        base = make_config(corpus, args.data_dir, "llm")
     chat = make_chat(base.llm)
     embedder = CachedEmbedder(make_embedder(base.llm))
     print(
@@ -318,6 +332,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stores: dict[str, Store] = {}
     costs: dict[str, dict[str, Cost]] = {}
+    if args.config:
+        stores["llm"] = Store(db.database_url(base.database_url, base.data_dir))
+        levels = []
+    else:
+        server = db.embedded_url(args.data_dir)
     for level in levels:
         name = f"bench_{args.dataset.resolve().name}_{level}".replace("-", "_")
         store = stores[level] = Store(db.database_on(server, name))
@@ -326,7 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ledger = args.data_dir / f"{name}.cost.json"
         this_run, paid = index(config, store, chat, embedder, subset, ledger)
         costs[level] = {"this run": this_run, "paid in all runs": paid}
-    _print_costs(costs)
+    if costs:
+        _print_costs(costs)
     if args.index_only:
         return 0
 
@@ -349,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         before = (chat.usage.calls, chat.usage.prompt_tokens, chat.usage.output_tokens)
         print(f"querying: {setup.name.strip()}", file=sys.stderr)
         results[setup.name] = run_setup(
-            setup, stores[setup.level], embedder, queries, spans, reranker, filters
+            setup, stores[setup.level], embedder, queries, spans, reranker, filters, base.owner_name
         )
         if setup.rerank:
             rerank_usage = (
