@@ -46,7 +46,7 @@ from kb.config import Config, load_config, parse_config
 from kb.indexer import FileEvent, Indexer, Scope
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
-from kb.query import search
+from kb.query import owner_query, search
 from kb.rerank import Reranker
 from kb.store import NO_FILTER, SearchFilter, SearchHit, Store
 
@@ -377,7 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 chat.usage.prompt_tokens - before[1],
                 chat.usage.output_tokens - before[2],
             )
-    _print_table(results, len(queries))
+    _print_table(results, queries)
     if reranker is not None and SETUPS[-1].name in results:
         calls, prompt_tokens, output_tokens = rerank_usage
         per_query = statistics.mean(results[SETUPS[-1].name].seconds)
@@ -422,9 +422,9 @@ def _summary(s: Scores) -> dict[str, float]:
     return out
 
 
-def _print_table(results: dict[str, Scores], n_queries: int) -> None:
+def _print_table(results: dict[str, Scores], queries: Sequence[Query]) -> None:
     head = "".join(f"{f'R@{k}':>7}" for k in KS) + f"{'MRR@3':>7}{'MRR@10':>8}{'chars':>7}"
-    print(f"\n{'configuration':<44}{head}   ({n_queries} questions)")
+    print(f"\n{'configuration':<44}{head}   ({len(queries)} questions)")
     for name, scores in results.items():
         s = _summary(scores)
         row = "".join(f"{s[f'recall@{k}']:>7.3f}" for k in KS)
@@ -437,6 +437,28 @@ def _print_table(results: dict[str, Scores], n_queries: int) -> None:
         if miss_before > 0:
             cut = 1 - miss_after / miss_before
             print(f"\nmisses at recall@5, configuration 4 against 1: {cut:+.0%} fewer")
+    _print_first_person(results, queries)
+
+
+def _print_first_person(results: dict[str, Scores], queries: Sequence[Query]) -> None:
+    """The owner's name only changes first-person questions: show them apart from the rest."""
+    mine = [owner_query(q.text, "Owner") != q.text for q in queries]
+    if not any(mine):
+        return
+    print(f"\n{'by question':<44}{'first person (' + str(sum(mine)) + ')':>23}", end="")
+    print(f"{'others (' + str(len(mine) - sum(mine)) + ')':>23}")
+    print(f"{'':<44}{'R@3':>7}{'R@5':>7}{'MRR@10':>8}{'R@3':>7}{'R@5':>7}{'MRR@10':>8}")
+    for name in (SETUPS[4].name, SETUPS[5].name):
+        if name not in results:
+            continue
+        s = results[name]
+        row = ""
+        for want in (True, False):
+            picked = [i for i, m in enumerate(mine) if m is want]
+            for values in (s.recall[3], s.recall[5], s.rr[10]):
+                row += f"{statistics.mean(values[i] for i in picked) if picked else 0:>7.3f}"
+            row += " "
+        print(f"{name:<44}{row}")
 
 
 def _print_costs(costs: dict[str, dict[str, Cost]]) -> None:
