@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from conftest import Kb
+from kb.errors import LLMUnavailable
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.outputs import parse_relevance
@@ -115,3 +118,25 @@ def test_search_with_reranker_returns_top_k_of_the_judged(indexed: Kb, mode: str
     )
     top6 = search(indexed.store, indexed.embedder, "miso ramen", owner=None, top_k=6, mode=mode)
     assert {(h.path, h.start_line) for h in reranked} <= {(h.path, h.start_line) for h in top6}
+
+
+class Unreachable(FakeChat):
+    def _answer(self, prompt: Prompt) -> str:
+        raise LLMUnavailable("cannot reach the OpenAI-compatible server at http://127.0.0.1:9/v1")
+
+
+def test_a_dead_chat_server_leaves_the_search_order(
+    indexed: Kb, caplog: pytest.LogCaptureFixture
+) -> None:
+    plain = search(indexed.store, indexed.embedder, "miso ramen", owner=None, top_k=3)
+    with caplog.at_level(logging.WARNING):
+        hits = search(
+            indexed.store,
+            indexed.embedder,
+            "miso ramen",
+            owner=None,
+            top_k=3,
+            reranker=_reranker(indexed, Unreachable("dead")),
+        )
+    assert hits == plain
+    assert "re-ranking skipped, results in search order: cannot reach" in caplog.text

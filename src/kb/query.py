@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
-from kb.errors import KbError
+from kb.errors import KbError, LLMError
 from kb.llm.base import Embedder
 from kb.rerank import Reranker
 from kb.store import NO_FILTER, SearchFilter, SearchHit, Store
+
+log = logging.getLogger(__name__)
 
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.IGNORECASE)
 
@@ -57,6 +60,10 @@ def search(
     if threshold is not None:
         hits = [h for h in hits if h.similarity >= threshold]
     if reranker:
-        # The model reads the user's own words; the owner's name is for the embedding.
-        hits = reranker.rerank(text, hits)
+        try:
+            # The model reads the user's own words; the owner's name is for the embedding.
+            hits = reranker.rerank(text, hits)
+        except LLMError as exc:
+            # The search itself worked: its answer is still worth having.
+            log.warning("re-ranking skipped, results in search order: %s", exc)
     return hits[:top_k]
