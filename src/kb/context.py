@@ -9,7 +9,9 @@ prompt version, so a run only asks for what is new:
   summary, so a new file summary does not redo every chunk summary;
 - the rewrite depends on the chunk and the owner's name.
 
-`full_context` is then assembled from those parts; that is what gets embedded.
+`full_context` is then assembled from those parts; that is what gets embedded. With
+`context.summaries = "structure"` (title and header path) or `"none"` (the chunk alone) no
+model is asked at all.
 """
 
 from __future__ import annotations
