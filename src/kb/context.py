@@ -30,7 +30,8 @@ from kb.outputs import Output
 _SUMMARY_CHARS_PER_TOKEN = 6
 
 
-def _key(*parts: str) -> str:
+def cache_key(*parts: str) -> str:
+    """A hash of exactly these parts, in order: the key every cached model output is kept under."""
     digest = hashlib.sha256()
     for part in parts:
         digest.update(part.encode())
@@ -117,15 +118,15 @@ class Contextualizer:
         return [c.content for c in picked]
 
     def file_summary_key(self, chunks: list[Chunk], personal: bool) -> str:
-        return _key(
+        return cache_key(
             "file", prompts.PROMPT_VERSION, self._owner_for(personal) or "", *self.excerpts(chunks)
         )
 
     def rewrite_key(self, chunk: Chunk) -> str:
-        return _key("rewrite", prompts.PROMPT_VERSION, self.owner, chunk.content)
+        return cache_key("rewrite", prompts.PROMPT_VERSION, self.owner, chunk.content)
 
     def chunk_summary_key(self, chunk: Chunk, personal: bool) -> str:
-        return _key(
+        return cache_key(
             "chunk",
             prompts.PROMPT_VERSION,
             self._owner_for(personal) or "",
@@ -287,7 +288,7 @@ class Contextualizer:
                     chunk=chunk,
                     summary=summary,
                     # Keys of their own: an "llm" run never takes these for model answers.
-                    summary_key=_key(mode, summary),
+                    summary_key=cache_key(mode, summary),
                     summary_fallback=False,
                     rewrite=None,
                     rewrite_key=None,
@@ -301,7 +302,7 @@ class Contextualizer:
                     ),
                 )
             )
-        return FileContext(file_summary, _key(mode, file_summary), False, built, 0, [])
+        return FileContext(file_summary, cache_key(mode, file_summary), False, built, 0, [])
 
     def _summary(self, prompt: Prompt) -> tuple[str, str | None]:
         max_chars = prompt.max_tokens * _SUMMARY_CHARS_PER_TOKEN

@@ -8,12 +8,12 @@ judgement is cached in the store, so repeating a query asks the model nothing.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from kb import prompts
+from kb.context import cache_key
 from kb.llm.base import ChatModel
 from kb.outputs import parse_relevance
 from kb.store import SearchHit, Store
@@ -46,12 +46,8 @@ class Reranker:
         return text if len(text) <= self.chars else text[: self.chars].rstrip() + " […]"
 
     def key(self, query: str, hit: SearchHit) -> str:
-        digest = hashlib.sha256()
         header = " > ".join(hit.header_path)
-        for part in (prompts.RERANK_VERSION, self.chat.name, query, header, self.passage(hit)):
-            digest.update(part.encode())
-            digest.update(b"\x1f")
-        return digest.hexdigest()
+        return cache_key(prompts.RERANK_VERSION, self.chat.name, query, header, self.passage(hit))
 
     def rerank(self, query: str, hits: Sequence[SearchHit]) -> list[SearchHit]:
         """The first `candidates` hits reordered by the model's judgement; the rest after them.
