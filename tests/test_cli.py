@@ -41,7 +41,7 @@ def cfg(tmp_path: Path, vault: Path) -> Path:
     return _config(tmp_path, vault, FAKE)
 
 
-def test_index_query_status_round_trip(cfg: Path, db_url: str) -> None:
+def test_index_query_status_round_trip(cfg: Path, vault: Path, db_url: str) -> None:
     first = kb(cfg, db_url, "index")
     assert first.returncode == 0, first.stderr
     assert "15 files: 15 indexed" in first.stderr
@@ -65,7 +65,8 @@ def test_index_query_status_round_trip(cfg: Path, db_url: str) -> None:
     assert hits[0]["path"] == "Reference/Recipes/Weeknight Miso Ramen.md"
     assert isinstance(hits[0]["header_path"], list)
     assert hits[0]["vault"] == "example" and hits[0]["start_line"] <= hits[0]["end_line"]
-    assert "<chunk_content>" not in hits[0]["content"]  # raw content, not full_context
+    # The raw chunk as it is in the note, not full_context.
+    assert hits[0]["content"] in (vault / hits[0]["path"]).read_text()
 
     filtered = json.loads(kb(cfg, db_url, "query", "postgres", "--json", "--path", "Alex/").stdout)
     assert filtered and all(h["path"].startswith("Alex/") for h in filtered)

@@ -74,7 +74,7 @@ def test_echoed_chunk_summaries_fall_back_to_structure(kb: Kb) -> None:
         assert chunk["summary_fallback"] == "small"
         assert chunk["summary"].startswith('Part of the note "')
         assert chunk["content"] not in chunk["summary"]
-        assert f"<chunk_summary>\n{chunk['summary']}\n</chunk_summary>" in chunk["full_context"]
+        assert f"\n\n{chunk['summary']}\n\n" in chunk["full_context"]
     status = kb.store.status()
     assert status.fallbacks == {"chunk_summary": len(failed)}
 
@@ -143,7 +143,7 @@ def test_bad_file_summaries_fall_back_to_title_and_sections(
     ramen = _rows(kb.store, "SELECT * FROM documents WHERE path = %s", RAMEN)[0]
     assert OWNER not in ramen["summary"]
     for chunk in _chunks(kb.store, JOURNAL):
-        assert chunk["full_context"].startswith(f"<file_summary>\n{doc['summary']}\n")
+        assert chunk["full_context"].endswith(f"\n\n{doc['summary']}")
 
 
 def test_failed_rewrites_keep_the_text_attributed_to_the_owner(kb: Kb) -> None:

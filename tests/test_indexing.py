@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from conftest import OWNER, Kb, make_config
+from kb.context import LAYOUT_VERSION, full_context, header_line
 from kb.llm.fake import FakeChat
 from kb.outputs import needs_rewrite
 from kb.query import search
@@ -32,6 +33,13 @@ def _doc(store: Store, path: str) -> dict | None:
         return conn.execute("SELECT * FROM documents WHERE path = %s", (path,)).fetchone()
 
 
+def _laid_out(chunk: dict, file_summary: str) -> str:
+    """full_context as the layout promises it: header path, the chunk, then its summaries."""
+    text = chunk["rewrite"] or chunk["content"]
+    parts = (header_line(tuple(chunk["header_path"])), text, chunk["summary"], file_summary)
+    return "\n\n".join(parts)
+
+
 def _edit_paragraph(vault: Path, path: str, which: str) -> None:
     """Change one word of one paragraph: the first, the last, or one in the middle."""
     file = vault / path
@@ -44,6 +52,12 @@ def _edit_paragraph(vault: Path, path: str, which: str) -> None:
     file.write_text("\n".join(lines))
 
 
+def test_full_context_puts_the_chunk_first_and_leaves_out_empty_parts() -> None:
+    laid_out = full_context("File.", "Chunk.", "# A > ## B", "## B\n\nbody")
+    assert laid_out == "# A > ## B\n\n## B\n\nbody\n\nChunk.\n\nFile."
+    assert full_context("", "", "", "body") == "body"
+
+
 def test_index_example_vault(kb: Kb) -> None:
     report = kb.sync()
     assert report.failed == 0
@@ -54,10 +68,11 @@ def test_index_example_vault(kb: Kb) -> None:
     assert "Projects/Board.canvas" not in paths
     empty = _doc(kb.store, "Inbox/Untitled.md")
     assert empty is not None and _chunks(kb.store, "Inbox/Untitled.md") == []
+    doc = _doc(kb.store, LONG_NOTE)
+    assert doc is not None and doc["summary"]
     for chunk in _chunks(kb.store, LONG_NOTE):
         assert chunk["embedding"] is not None and chunk["embed_model"] == "hash-256"
-        assert chunk["full_context"].startswith("<file_summary>")
-        assert f"<chunk_content>\n{chunk['content']}\n</chunk_content>" in chunk["full_context"]
+        assert chunk["summary"] and chunk["full_context"] == _laid_out(chunk, doc["summary"])
 
 
 def test_unchanged_vault_makes_no_calls(kb: Kb) -> None:
@@ -197,8 +212,9 @@ def test_personal_notes_are_rewritten_about_the_owner(kb: Kb) -> None:
     first_person = [c for c in journal if " I " in f" {c['content']} "]
     assert first_person, "the example journal is written in the first person"
     for chunk in first_person:
-        content_part = chunk["full_context"].split("<chunk_content>")[1]
-        assert OWNER in content_part and " I " not in content_part
+        rewrite = chunk["rewrite"]
+        assert OWNER in rewrite and " I " not in f" {rewrite} "
+        assert rewrite in chunk["full_context"] and chunk["content"] not in chunk["full_context"]
         assert OWNER in chunk["summary"]
         assert " I " in f" {chunk['content']} "  # the raw chunk is what is stored and returned
     clipping = _chunks(kb.store, "Clippings/How I Climbed Mount Fuji in One Night.md")
@@ -339,10 +355,8 @@ def test_structure_and_none_levels_ask_no_model(store: Store, vault: Path) -> No
     for chunk in chunks:
         headers = " > ".join(h.lstrip("#").strip() for h in chunk["header_path"])
         assert chunk["summary"] == f'Part of the note "Home Server", section "{headers}".'
-        assert chunk["full_context"].endswith(
-            f"<chunk_content>\n{chunk['content']}\n</chunk_content>"
-        )
         assert chunk["rewrite"] is None
+        assert chunk["full_context"] == _laid_out(chunk, title["summary"])
 
     # Switching level rebuilds every note's context on the next sync, still with no model.
     bare = Kb(store, make_config(vault, context={"summaries": "none"}))
@@ -354,7 +368,26 @@ def test_structure_and_none_levels_ask_no_model(store: Store, vault: Path) -> No
     llm = Kb(store, make_config(vault))
     llm.sync()
     assert llm.chat.calls["file_summary"] == 14
-    assert all(c["full_context"].startswith("<file_summary>") for c in _chunks(store, LONG_NOTE))
+    summary = _doc(store, LONG_NOTE)["summary"]  # type: ignore[index]
+    assert all(c["full_context"] == _laid_out(c, summary) for c in _chunks(store, LONG_NOTE))
+
+
+def test_new_context_layout_rebuilds_without_model_calls(kb: Kb) -> None:
+    kb.sync()
+    before = [c["full_context"] for c in _chunks(kb.store, LONG_NOTE)]
+    # As an index built before the current layout would have it.
+    kb.store.set_state("context", {"summaries": "llm", "layout": "1"})
+    with kb.store.pool.connection() as conn:
+        conn.execute(
+            "UPDATE chunks SET full_context = 'old: ' || full_context, context_hash = md5(content)"
+        )
+    kb.reset_counts()
+    report = kb.sync()
+    assert report.indexed == 15 and kb.chat.total_calls == 0
+    assert kb.embedder.texts == sum(len(_chunks(kb.store, p)) for p in kb.store.documents("v"))
+    assert [c["full_context"] for c in _chunks(kb.store, LONG_NOTE)] == before
+    assert kb.store.get_state("context") == {"summaries": "llm", "layout": LAYOUT_VERSION}
+    assert kb.sync().indexed == 0  # and only once
 
 
 def test_unknown_summaries_level_is_a_config_error(vault: Path) -> None:

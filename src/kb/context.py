@@ -9,7 +9,8 @@ prompt version, so a run only asks for what is new:
   summary, so a new file summary does not redo every chunk summary;
 - the rewrite depends on the chunk and the owner's name.
 
-`full_context` is then assembled from those parts; that is what gets embedded. With
+`full_context` is then assembled from those parts and the chunk; that is what gets
+embedded. With
 `context.summaries = "structure"` (title and header path) or `"none"` (the chunk alone) no
 model is asked at all.
 """
@@ -70,14 +71,19 @@ class FileContext:
     problems: list[str]
 
 
+# Part of the state that decides whether stored contexts are current: bump it when
+# full_context's layout changes, and the next sync rebuilds every note's (no model calls).
+LAYOUT_VERSION = "2"
+
+
 def full_context(file_summary: str, chunk_summary: str, header_path: str, content: str) -> str:
-    """The seed's tagged layout; this text is what gets embedded."""
-    return (
-        f"<file_summary>\n{file_summary}\n</file_summary>\n\n"
-        f"<chunk_summary>\n{chunk_summary}\n</chunk_summary>\n\n"
-        f"<chunk_headers>\n{header_path}\n</chunk_headers>\n\n"
-        f"<chunk_content>\n{content}\n</chunk_content>"
-    )
+    """What gets embedded and searched as text: the chunk first, then what places it.
+
+    Plain text, in this order, because a small embedder averages over every token it reads
+    and reads only the first few hundred: markup tags would be averaged in, and a long chunk
+    behind a paragraph of summaries would lose its end. Empty parts are left out.
+    """
+    return "\n\n".join(part for part in (header_path, content, chunk_summary, file_summary) if part)
 
 
 class Contextualizer:

@@ -25,7 +25,7 @@ import psycopg
 
 from kb.chunking import Chunk, chunk_body
 from kb.config import Config, VaultConfig
-from kb.context import ContextChunk, Contextualizer
+from kb.context import LAYOUT_VERSION, ContextChunk, Contextualizer
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, KbError, NoteError
 from kb.llm.base import ChatModel, Embedder
@@ -197,15 +197,16 @@ class Indexer:
         report = SyncReport()
         self.ensure_embedding_space()
         self.store.delete_vaults_except([v.name for v in self.config.vaults])
-        # A new context.summaries setting rebuilds every note's context (cached answers kept).
-        summaries = self.config.context.summaries
-        rebuild = (self.store.get_state("context_summaries") or "llm") != summaries
+        # A new context.summaries setting or full_context layout rebuilds every note's
+        # context (cached answers kept, so no model call is repeated).
+        built_as = {"summaries": self.config.context.summaries, "layout": LAYOUT_VERSION}
+        rebuild = self.store.get_state("context") != built_as
         for vault in self.config.vaults if vaults is None else vaults:
             if not vault.path.is_dir():
                 raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
             self._sync_vault(vault, report, force=force, rebuild=rebuild)
         if vaults is None:
-            self.store.set_state("context_summaries", summaries)
+            self.store.set_state("context", built_as)
         self.store.set_state(
             "last_sync",
             {
