@@ -11,6 +11,7 @@ import pytest
 
 from conftest import OWNER, Kb, make_config
 from kb.context import LAYOUT_VERSION, full_context, header_line
+from kb.indexer import Scope
 from kb.llm.fake import FakeChat
 from kb.outputs import needs_rewrite
 from kb.query import search
@@ -376,8 +377,8 @@ def test_new_context_layout_rebuilds_without_model_calls(kb: Kb) -> None:
     kb.sync()
     before = [c["full_context"] for c in _chunks(kb.store, LONG_NOTE)]
     # As an index built before the current layout would have it.
-    kb.store.set_state("context", {"summaries": "llm", "layout": "1"})
     with kb.store.pool.connection() as conn:
+        conn.execute("UPDATE documents SET context_build = 'llm/1'")
         conn.execute(
             "UPDATE chunks SET full_context = 'old: ' || full_context, context_hash = md5(content)"
         )
@@ -386,8 +387,21 @@ def test_new_context_layout_rebuilds_without_model_calls(kb: Kb) -> None:
     assert report.indexed == 15 and kb.chat.total_calls == 0
     assert kb.embedder.texts == sum(len(_chunks(kb.store, p)) for p in kb.store.documents("v"))
     assert [c["full_context"] for c in _chunks(kb.store, LONG_NOTE)] == before
-    assert kb.store.get_state("context") == {"summaries": "llm", "layout": LAYOUT_VERSION}
+    builds = {d.context_build for d in kb.store.documents("v").values()}
+    assert builds == {f"llm/{LAYOUT_VERSION}"}
     assert kb.sync().indexed == 0  # and only once
+
+
+def test_scoped_sync_rebuilds_a_note_built_another_way(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    with kb.store.pool.connection() as conn:
+        conn.execute("UPDATE documents SET context_build = 'llm/1' WHERE path = %s", (LONG_NOTE,))
+    kb.reset_counts()
+    # What the daemon runs for the files its watcher names: unchanged bytes, stale context.
+    with kb.indexer() as indexer:
+        report = indexer.sync_scope(kb.config.vaults[0], Scope(files=frozenset({LONG_NOTE})))
+    assert report.indexed == 1 and kb.chat.total_calls == 0
+    assert kb.store.documents("v")[LONG_NOTE].context_build == f"llm/{LAYOUT_VERSION}"
 
 
 def test_unknown_summaries_level_is_a_config_error(vault: Path) -> None:

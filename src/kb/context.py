@@ -71,8 +71,8 @@ class FileContext:
     problems: list[str]
 
 
-# Part of the state that decides whether stored contexts are current: bump it when
-# full_context's layout changes, and the next sync rebuilds every note's (no model calls).
+# Bump when full_context's layout changes: every note's context is then rebuilt from cached
+# model answers (see Contextualizer.build_id).
 LAYOUT_VERSION = "2"
 
 
@@ -107,6 +107,11 @@ class Contextualizer:
         self.owner = owner
         self.context_window = context_window
         self.executor = executor
+
+    @property
+    def build_id(self) -> str:
+        """How contexts are built now: a note stored with another is rebuilt (from cache)."""
+        return f"{self.settings.summaries}/{LAYOUT_VERSION}"
 
     def _owner_for(self, personal: bool) -> str | None:
         return self.owner if personal else None

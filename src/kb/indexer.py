@@ -25,7 +25,7 @@ import psycopg
 
 from kb.chunking import Chunk, chunk_body
 from kb.config import Config, VaultConfig
-from kb.context import LAYOUT_VERSION, ContextChunk, Contextualizer
+from kb.context import ContextChunk, Contextualizer
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, KbError, NoteError
 from kb.llm.base import ChatModel, Embedder
@@ -197,16 +197,10 @@ class Indexer:
         report = SyncReport()
         self.ensure_embedding_space()
         self.store.delete_vaults_except([v.name for v in self.config.vaults])
-        # A new context.summaries setting or full_context layout rebuilds every note's
-        # context (cached answers kept, so no model call is repeated).
-        built_as = {"summaries": self.config.context.summaries, "layout": LAYOUT_VERSION}
-        rebuild = self.store.get_state("context") != built_as
         for vault in self.config.vaults if vaults is None else vaults:
             if not vault.path.is_dir():
                 raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
-            self._sync_vault(vault, report, force=force, rebuild=rebuild)
-        if vaults is None:
-            self.store.set_state("context", built_as)
+            self._sync_vault(vault, report, force=force)
         self.store.set_state(
             "last_sync",
             {
@@ -231,7 +225,6 @@ class Indexer:
         report: SyncReport,
         *,
         force: bool,
-        rebuild: bool = False,
         scope: Scope | None = None,
     ) -> None:
         # Notes where an earlier model's output was rejected get a try with this model.
@@ -251,9 +244,13 @@ class Indexer:
             report.add(event)
             self.on_event(event)
 
+        built = self.context.build_id
         for f in list(on_disk.values()):
             self.checkpoint()
             old = stored.get(f.path)
+            # A note whose context was built another way (a new context.summaries or
+            # layout) is indexed again: cached answers make that free of model calls.
+            rebuild = old is not None and old.context_build != built
             # A full scan trusts an unchanged size and mtime; a file a watcher named is hashed,
             # since a sync tool may replace a note and keep its old mtime.
             if (
@@ -296,7 +293,7 @@ class Indexer:
         to_index = []
         for f, digest in changed:
             source = None
-            if not (force or rebuild) and f.path not in stored:
+            if not force and f.path not in stored:
                 source = _moved_from(vanished, f, digest) or _moved_from(elsewhere, f, digest)
             if source is not None:
                 self.checkpoint()
@@ -440,6 +437,7 @@ class Indexer:
                 personal=personal,
                 summary=ctx.summary,
                 summary_key=ctx.summary_key,
+                context_build=self.context.build_id,
                 summary_fallback=self._failed_model(ctx.summary_fallback),
             ),
             records,

@@ -42,6 +42,7 @@ class DocumentState:
     size: int
     mtime_ns: int
     personal: bool
+    context_build: str
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class DocumentRecord:
     personal: bool
     summary: str
     summary_key: str
+    context_build: str  # how the context was built, see Contextualizer.build_id
     summary_fallback: str | None = None  # the chat model whose summary was rejected
 
 
@@ -192,7 +194,7 @@ class Store:
     def documents(self, vault: str) -> dict[str, DocumentState]:
         with self.pool.connection() as conn:
             rows = conn.execute(
-                "SELECT id, path, content_hash, size, mtime_ns, personal"
+                "SELECT id, path, content_hash, size, mtime_ns, personal, context_build"
                 " FROM documents WHERE vault = %s",
                 (vault,),
             ).fetchall()
@@ -204,7 +206,8 @@ class Store:
         """The rows of some files and of everything under some folders ("a/b/"; "" is the root)."""
         with self.pool.connection() as conn:
             rows = conn.execute(
-                "SELECT id, path, content_hash, size, mtime_ns, personal FROM documents"
+                "SELECT id, path, content_hash, size, mtime_ns, personal, context_build"
+                " FROM documents"
                 " WHERE vault = %s AND (path = ANY(%s) OR path LIKE ANY(%s))",
                 (vault, list(paths), [_like_prefix(f) for f in folders]),
             ).fetchall()
@@ -213,7 +216,8 @@ class Store:
     def documents_with_hashes(self, vault: str, hashes: Iterable[str]) -> list[DocumentState]:
         with self.pool.connection() as conn:
             rows = conn.execute(
-                "SELECT id, path, content_hash, size, mtime_ns, personal FROM documents"
+                "SELECT id, path, content_hash, size, mtime_ns, personal, context_build"
+                " FROM documents"
                 " WHERE vault = %s AND content_hash = ANY(%s) ORDER BY path",
                 (vault, list(set(hashes))),
             ).fetchall()
@@ -226,14 +230,15 @@ class Store:
                 """
                 INSERT INTO documents (vault, path, content_hash, size, mtime_ns, metadata,
                                        personal, summary, summary_key, summary_fallback,
-                                       indexed_at)
-                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                                       context_build, indexed_at)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
                 ON CONFLICT (vault, path) DO UPDATE SET
                     content_hash = EXCLUDED.content_hash, size = EXCLUDED.size,
                     mtime_ns = EXCLUDED.mtime_ns, metadata = EXCLUDED.metadata,
                     personal = EXCLUDED.personal, summary = EXCLUDED.summary,
                     summary_key = EXCLUDED.summary_key,
-                    summary_fallback = EXCLUDED.summary_fallback, indexed_at = now()
+                    summary_fallback = EXCLUDED.summary_fallback,
+                    context_build = EXCLUDED.context_build, indexed_at = now()
                 RETURNING id
                 """,
                 (
@@ -247,6 +252,7 @@ class Store:
                     doc.summary,
                     doc.summary_key,
                     doc.summary_fallback,
+                    doc.context_build,
                 ),
             ).fetchone()
             assert row is not None
