@@ -23,6 +23,7 @@ sets them for the local llama.cpp stack.
 
     .venv/bin/python bench/retrieval.py ../shared/eval/docs-rag              # full run
     .venv/bin/python bench/retrieval.py ../shared/eval/docs-rag --limit-docs 8   # quick
+    .venv/bin/python bench/retrieval.py ../shared/eval/docs-rag --so-far  # part of a full run
     .venv/bin/python bench/retrieval.py examples/eval --config examples/kb.toml  # an index as is
 
 examples/eval holds sixteen questions about the example vault, half of them in the first
@@ -160,15 +161,18 @@ def load_dataset(folder: Path, limit_docs: int | None) -> tuple[list[str], list[
     files = [json.loads(line)["file"] for line in _lines(folder / "documents.jsonl")]
     if limit_docs:
         files = files[:limit_docs]
-    wanted = set(files)
     queries = []
     for line in _lines(folder / "queries.jsonl"):
         q = json.loads(line)
         gold = tuple(Gold(g["file"], g["start"], g["end"]) for g in q["gold"])
-        # A subset keeps the questions it can fully answer.
-        if all(g.file in wanted for g in gold):
-            queries.append(Query(q["qid"], q["query"], gold))
-    return files, queries
+        queries.append(Query(q["qid"], q["query"], gold))
+    return files, answerable(queries, files)
+
+
+def answerable(queries: Sequence[Query], files: Sequence[str]) -> list[Query]:
+    """The questions whose gold sections are all in `files`: what a subset can be asked."""
+    wanted = set(files)
+    return [q for q in queries if all(g.file in wanted for g in q.gold)]
 
 
 def _lines(path: Path) -> list[str]:
@@ -305,23 +309,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-rerank", action="store_true", help="skip the re-ranking row")
     parser.add_argument("--rerank-candidates", type=int, default=10)
     parser.add_argument("--rerank-chars", type=int, default=600)
+    parser.add_argument(
+        "--so-far",
+        action="store_true",
+        help="only the documents the LLM level has indexed so far, when a full run has not "
+        "finished: they are synced again (no model calls) and searched alone",
+    )
     parser.add_argument("--index-only", action="store_true", help="index, then stop")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
 
     files, queries = load_dataset(args.dataset, args.limit_docs)
-    if args.limit_queries:
-        queries = queries[: args.limit_queries]
     levels = [lv for lv in args.levels.split(",") if lv]
-    # A quick run indexes its documents into the full run's index and searches only them.
-    subset = files if args.limit_docs else []
-    filters = SearchFilter(paths=tuple(subset)) if subset else NO_FILTER
     if args.config:
         base = load_config(args.config)
         corpus = base.vaults[0].path
     else:
         corpus = args.dataset / "corpus_md"
         base = make_config(corpus, args.data_dir, "llm")
+        server = db.embedded_url(args.data_dir)
+    if args.so_far and not args.config:
+        with Store(db.database_on(server, _database(args.dataset, "llm"))) as store:
+            done = store.documents(base.vaults[0].name)
+        files = [f for f in files if f in done]
+        if not files:
+            parser.error("--so-far: the LLM level has indexed none of these documents yet")
+        queries = answerable(queries, files)
+    if args.limit_queries:
+        queries = queries[: args.limit_queries]
+    # A quick run indexes its documents into the full run's index and searches only them.
+    subset = files if args.limit_docs or args.so_far else []
+    filters = SearchFilter(paths=tuple(subset)) if subset else NO_FILTER
     chat = make_chat(base.llm)
     embedder = CachedEmbedder(make_embedder(base.llm))
     print(
@@ -335,10 +353,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.config:
         stores["llm"] = Store(db.database_url(base.database_url, base.data_dir))
         levels = []
-    else:
-        server = db.embedded_url(args.data_dir)
     for level in levels:
-        name = f"bench_{args.dataset.resolve().name}_{level}".replace("-", "_")
+        name = _database(args.dataset, level)
         store = stores[level] = Store(db.database_on(server, name))
         print(f"indexing with context level '{level}' into {name}", file=sys.stderr)
         config = make_config(corpus, args.data_dir, level)
@@ -412,6 +428,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for store in stores.values():
         store.close()
     return 0
+
+
+def _database(dataset: Path, level: str) -> str:
+    return f"bench_{dataset.resolve().name}_{level}".replace("-", "_")
 
 
 def _summary(s: Scores) -> dict[str, float]:

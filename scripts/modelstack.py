@@ -275,10 +275,8 @@ def server_args(stack: Stack, model: str, port: int) -> list[str]:
         return [*args, "--embedding", "true", "--n_ctx", "512", "--n_batch", "512",
                 "--n_ubatch", "512"]  # fmt: skip
     # llama.cpp re-uses the longest prefix shared with the previous prompt: kb sends the
-    # chunk prompts of a note back to back, all starting with the same text. The RAM cache
-    # keeps the state of earlier prompts too, so a note's file-summary prompt starts from
-    # the last one's instructions instead of from nothing.
-    return [*args, "--n_ctx", str(CHAT_CONTEXT), "--chat_format", "chatml", "--cache", "true"]
+    # chunk prompts of a note back to back, all starting with the same text.
+    return [*args, "--n_ctx", str(CHAT_CONTEXT), "--chat_format", "chatml"]
 
 
 def spawn(stack: Stack, model: str, *, timeout: float = 180) -> Server:

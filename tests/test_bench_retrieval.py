@@ -114,6 +114,12 @@ def test_a_whole_run_on_fake_models(
     assert all(row["recall@20"] == 1.0 for row in quick["results"].values())
     quick_calls = quick["costs"]["llm"]["this run"]["llm_calls"]
     assert quick_calls > 0
+    # What a full run has indexed so far is scored alone, without a model call.
+    assert retrieval.main([*args, "--so-far", "--no-rerank"]) == 0
+    so_far = json.loads(out.read_text())
+    assert so_far["documents"] == 2 and so_far["queries"] == 2
+    assert so_far["costs"]["llm"]["this run"]["llm_calls"] == 0
+    assert all(row["recall@20"] == 1.0 for row in so_far["results"].values())
 
     assert retrieval.main(args) == 0
     result = json.loads(out.read_text())
