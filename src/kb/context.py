@@ -10,9 +10,8 @@ prompt version, so a run only asks for what is new:
 - the rewrite depends on the chunk and the owner's name.
 
 `full_context` is then assembled from those parts and the chunk; that is what gets
-embedded. With
-`context.summaries = "structure"` (title and header path) or `"none"` (the chunk alone) no
-model is asked at all.
+embedded. With `context.summaries = "structure"` (title and header path) or `"none"` (the
+chunk alone) no model is asked at all.
 """
 
 from __future__ import annotations

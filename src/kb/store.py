@@ -45,6 +45,12 @@ class DocumentState:
     context_build: str
 
 
+# The columns of a DocumentState, for every query that returns one.
+_DOCUMENT_STATE = (
+    "SELECT id, path, content_hash, size, mtime_ns, personal, context_build FROM documents"
+)
+
+
 @dataclass(frozen=True)
 class DocumentRecord:
     vault: str
@@ -194,8 +200,7 @@ class Store:
     def documents(self, vault: str) -> dict[str, DocumentState]:
         with self.pool.connection() as conn:
             rows = conn.execute(
-                "SELECT id, path, content_hash, size, mtime_ns, personal, context_build"
-                " FROM documents WHERE vault = %s",
+                _DOCUMENT_STATE + " WHERE vault = %s",
                 (vault,),
             ).fetchall()
         return {r["path"]: DocumentState(**r) for r in rows}
@@ -206,9 +211,7 @@ class Store:
         """The rows of some files and of everything under some folders ("a/b/"; "" is the root)."""
         with self.pool.connection() as conn:
             rows = conn.execute(
-                "SELECT id, path, content_hash, size, mtime_ns, personal, context_build"
-                " FROM documents"
-                " WHERE vault = %s AND (path = ANY(%s) OR path LIKE ANY(%s))",
+                _DOCUMENT_STATE + " WHERE vault = %s AND (path = ANY(%s) OR path LIKE ANY(%s))",
                 (vault, list(paths), [_like_prefix(f) for f in folders]),
             ).fetchall()
         return {r["path"]: DocumentState(**r) for r in rows}
@@ -216,9 +219,7 @@ class Store:
     def documents_with_hashes(self, vault: str, hashes: Iterable[str]) -> list[DocumentState]:
         with self.pool.connection() as conn:
             rows = conn.execute(
-                "SELECT id, path, content_hash, size, mtime_ns, personal, context_build"
-                " FROM documents"
-                " WHERE vault = %s AND content_hash = ANY(%s) ORDER BY path",
+                _DOCUMENT_STATE + " WHERE vault = %s AND content_hash = ANY(%s) ORDER BY path",
                 (vault, list(set(hashes))),
             ).fetchall()
         return [DocumentState(**r) for r in rows]
