@@ -93,7 +93,7 @@ class SearchHit:
     path: str
     header_path: list[str]
     content: str
-    # The mode's ranking score: cosine similarity (vector), ts_rank_cd (text) or the
+    # The mode's ranking score: cosine similarity (vector), BM25 (text) or the
     # reciprocal rank fusion of both lists (hybrid). Only comparable within one query.
     score: float
     similarity: float  # cosine similarity of chunk and query, whatever the mode
@@ -106,6 +106,12 @@ class SearchHit:
 
 # Reciprocal rank fusion's constant: rank r in a list is worth 1 / (RRF_K + r).
 RRF_K = 60
+# Okapi BM25's usual constants (term-frequency saturation, length normalisation). Text
+# search ranks by BM25 rather than ts_rank_cd because ts_rank_cd has no inverse document
+# frequency: where every note says "Claude" or "project", the common words of a question
+# outweighed the one rare word that finds the answer.
+BM25_K1 = 1.2
+BM25_B = 0.75
 
 
 @dataclass(frozen=True)
@@ -463,7 +469,7 @@ class Store:
         """The best chunks for a query, in one round trip.
 
         vector: nearest by cosine. text: full-text match on full_context (any of the
-        query's words, ranked by ts_rank_cd). hybrid: the top `candidates` of each list
+        query's words, ranked by BM25). hybrid: the top `candidates` of each list
         fused by reciprocal rank.
         """
         if mode not in SEARCH_MODES:
@@ -487,17 +493,38 @@ class Store:
         # plainto_tsquery ANDs the words; a question rarely has them all, so any will do.
         any_word = sql.SQL("replace(plainto_tsquery('english', %(q)s)::text, ' & ', ' | ')")
         query = sql.SQL(
-            """
+            r"""
             WITH v AS (
                 SELECT c.id, row_number() OVER (ORDER BY {distance}) AS rank
                   FROM chunks c JOIN documents d ON d.id = c.document_id
                  WHERE {where}
                  ORDER BY {distance} LIMIT %(nv)s
+            ), corpus AS (
+                SELECT count(*) AS n, avg(search_length) AS avg_length
+                  FROM chunks WHERE embed_model = {model}
+            ), terms AS (
+                -- Each query lexeme's inverse document frequency; its document count comes
+                -- from the GIN index, the lexeme quoted the way tsquery input expects.
+                SELECT lexeme, ln(1 + (corpus.n - df.n + 0.5) / (df.n + 0.5)) AS idf
+                  FROM corpus,
+                       unnest(tsvector_to_array(to_tsvector('english', %(q)s))) AS lexeme,
+                       LATERAL (
+                           SELECT count(*) AS n FROM chunks c
+                            WHERE c.embed_model = {model} AND c.search_text @@ (
+                                  '''' || replace(replace(lexeme, '\', '\\'), '''', '''''')
+                                  || '''')::tsquery
+                       ) AS df
             ), t AS (
-                SELECT c.id, ts_rank_cd(c.search_text, q) AS text_rank,
-                       row_number() OVER (ORDER BY ts_rank_cd(c.search_text, q) DESC, c.id) AS rank
-                  FROM chunks c JOIN documents d ON d.id = c.document_id,
-                       CAST({any_word} AS tsquery) AS q
+                SELECT c.id, bm25.score AS text_rank,
+                       row_number() OVER (ORDER BY bm25.score DESC, c.id) AS rank
+                  FROM corpus, chunks c JOIN documents d ON d.id = c.document_id,
+                       CAST({any_word} AS tsquery) AS q,
+                       LATERAL (
+                           SELECT sum(terms.idf * cardinality(w.positions) * ({k1} + 1)
+                                      / (cardinality(w.positions) + {k1} * (1 - {b}
+                                         + {b} * c.search_length / corpus.avg_length))) AS score
+                             FROM unnest(c.search_text) AS w JOIN terms ON terms.lexeme = w.lexeme
+                       ) AS bm25
                  WHERE c.search_text @@ q AND {where}
                  ORDER BY rank LIMIT %(nt)s
             ), fused AS (
@@ -515,7 +542,15 @@ class Store:
              ORDER BY score DESC, c.id
              LIMIT %(k)s
             """
-        ).format(distance=distance, where=where, any_word=any_word, rrf_k=sql.Literal(RRF_K))
+        ).format(
+            distance=distance,
+            where=where,
+            any_word=any_word,
+            model=sql.Literal(model),
+            k1=sql.Literal(BM25_K1),
+            b=sql.Literal(BM25_B),
+            rrf_k=sql.Literal(RRF_K),
+        )
         pool_size = max(candidates, top_k)
         to_ns = _epoch_ns
         params: dict[str, Any] = {
