@@ -502,9 +502,10 @@ class Store:
             ), corpus AS (
                 SELECT count(*) AS n, avg(search_length) AS avg_length
                   FROM chunks WHERE embed_model = {model}
-            ), terms AS (
+            ), terms AS MATERIALIZED (
                 -- Each query lexeme's inverse document frequency; its document count comes
                 -- from the GIN index, the lexeme quoted the way tsquery input expects.
+                -- MATERIALIZED: inlined, the counts would be redone for every chunk scored.
                 SELECT lexeme, ln(1 + (corpus.n - df.n + 0.5) / (df.n + 0.5)) AS idf
                   FROM corpus,
                        unnest(tsvector_to_array(to_tsvector('english', %(q)s))) AS lexeme,
