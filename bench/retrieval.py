@@ -1,33 +1,39 @@
-"""Retrieval quality of kb on a labelled dataset: recall@k, MRR and cost, per configuration.
+"""Retrieval quality of kb on labelled datasets: recall@k, MRR and cost, per configuration.
 
-The dataset folder holds a Markdown corpus and its questions, in the layout of docs-rag:
+A dataset folder is in one of two layouts:
 
-    corpus_md/<file>.md    the notes
-    documents.jsonl        {"file": ...} per note (its order is the order of --limit-docs)
-    queries.jsonl          {"qid", "query", "gold": [{"file", "start", "end"}, ...]}
+    docs-rag:      corpus_md/<file>.md, documents.jsonl ({"file"} per note, the order of
+                   --limit-docs), queries.jsonl ({"qid", "query", "gold": [{"file", "start",
+                   "end"}]}, files relative to corpus_md); an optional dataset.json
+                   ({"owner": ..., "personal": [globs]}) makes it someone's vault.
+    personal-dev:  one vault folder per person, queries.jsonl whose questions name their
+                   "vault" and "owner" (and "form": first-person or third-person); gold files
+                   are relative to the dataset folder. The owner's folder is personal.
 
 A returned chunk is a hit on a gold section when both are in the same file and their
 character spans overlap by at least half of the shorter one. recall@k is the share of a
 query's gold sections hit by the top k chunks; MRR@k is 1/rank of the first hit.
 
-The corpus is indexed by kb itself, once per context level, each into its own database on
-the embedded server in --data-dir: `none` (the chunk alone), `structure` (title and header
-path, no LLM) and `llm` (the product's default). Databases are kept, so a second run (or
-one that was interrupted) pays only for what is missing: kb's own content-hash caches. A
-quick run (--limit-docs) indexes its documents into the same databases and searches only
-them, so its work counts toward the full run.
+Each vault is indexed by kb itself, once per context level, each into its own database on
+the embedded server in --data-dir: `none` (the chunk alone), `structure` (title, folder and
+header path, no LLM) and `llm` (the model's summaries and first-person rewrite). Databases
+are kept, so a second run (or one that was interrupted) pays only for what is missing: kb's
+own content-hash caches. A quick run (--limit-docs) indexes its documents into the same
+databases and searches only them, so its work counts toward the full run.
+
+Every question is searched once per level (with the owner's name on first-person
+questions, as kb does, and once more without it); the vector and text candidate lists
+are then ranked by each mode and by every fusion method, so the whole matrix costs one
+search per question and level.
 
 Models come from the environment, as for kb (KB_PROVIDER, KB_CHAT_HOST, KB_EMBED_HOST,
 KB_CHAT_MODEL, KB_EMBED_MODEL, KB_LLM_CONCURRENCY); `eval "$(scripts/test-models start)"`
 sets them for the local llama.cpp stack.
 
-    .venv/bin/python bench/retrieval.py ../shared/eval/docs-rag              # full run
+    .venv/bin/python bench/retrieval.py                                  # every dataset
     .venv/bin/python bench/retrieval.py ../shared/eval/docs-rag --limit-docs 8   # quick
     .venv/bin/python bench/retrieval.py ../shared/eval/docs-rag --so-far  # part of a full run
     .venv/bin/python bench/retrieval.py examples/eval --config examples/kb.toml  # an index as is
-
-examples/eval holds sixteen questions about the example vault, half of them in the first
-person about its owner, to measure what the owner's name does to a query.
 """
 
 from __future__ import annotations
@@ -38,43 +44,41 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb import db
 from kb.config import Config, load_config, parse_config
+from kb.fusion import DEFAULT_FUSION, Fusion
 from kb.indexer import FileEvent, Indexer, Scope
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
-from kb.query import owner_query, search
+from kb.query import CANDIDATES, owner_query, rank
 from kb.rerank import Reranker
 from kb.store import NO_FILTER, SearchFilter, SearchHit, Store
 
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATASETS = (
+    ROOT.parent / "shared/eval/docs-rag",
+    ROOT.parent / "shared/eval/personal-dev",
+    ROOT / "examples/eval",
+)
 KS = (1, 3, 5, 10, 20)
 LEVELS = ("none", "structure", "llm")
-
-
-@dataclass(frozen=True)
-class Setup:
-    """One row of the table: an index (context level) and how it is searched."""
-
-    name: str
-    level: str
-    mode: str
-    rerank: bool = False
-    owner: bool = False
-
-
-SETUPS = (
-    Setup("1 raw chunks (vector)", "none", "vector"),
-    Setup("2 structure only (vector)", "structure", "vector"),
-    Setup("3 LLM context (vector)", "llm", "vector"),
-    Setup("  LLM context (text only)", "llm", "text"),
-    Setup("4 LLM context + hybrid", "llm", "hybrid"),
-    Setup("  4 + owner name on first-person queries", "llm", "hybrid", owner=True),
-    Setup("5 4 + re-ranking", "llm", "hybrid", rerank=True),
-)
+# The fusions compared: today's equal-weight RRF, RRF weighted toward each list, and the
+# score-based methods of kb.fusion at equal weight and leaning toward the text list.
+FUSIONS: dict[str, Fusion] = {
+    "rrf": Fusion("rrf", 0.5),
+    "rrf w.3": Fusion("rrf", 0.3),
+    "rrf w.7": Fusion("rrf", 0.7),
+    "minmax": Fusion("minmax", 0.5),
+    "minmax w.3": Fusion("minmax", 0.3),
+    "dbsf": Fusion("dbsf", 0.5),
+    "dbsf w.3": Fusion("dbsf", 0.3),
+    "tm2c2": Fusion("tm2c2", 0.5),
+    "tm2c2 w.3": Fusion("tm2c2", 0.3),
+}
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,31 @@ class Query:
     qid: str
     text: str
     gold: tuple[Gold, ...]
+    vault: str = ""  # which of the dataset's vaults it is asked of
+    first_person: bool = False
+
+
+@dataclass(frozen=True)
+class Vault:
+    """One vault of a dataset: its notes, its owner and personal folders."""
+
+    name: str  # "" for a dataset of one unnamed corpus
+    path: Path
+    files: tuple[str, ...]
+    owner: str = "Alex Doe"
+    personal: tuple[str, ...] = ()
+
+    @property
+    def prefix(self) -> str:
+        """How gold file names start for this vault's notes."""
+        return f"{self.name}/" if self.name else ""
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    vaults: tuple[Vault, ...]
+    queries: tuple[Query, ...]
 
 
 @dataclass
@@ -110,6 +139,17 @@ class Scores:
         self.chars.extend(end - start for _, start, end in spans[:5])
         self.seconds.append(seconds)
 
+    def summary(self, picked: Sequence[int] | None = None) -> dict[str, float]:
+        def mean(values: list[float]) -> float:
+            chosen = values if picked is None else [values[i] for i in picked]
+            return statistics.mean(chosen) if chosen else 0.0
+
+        out = {f"recall@{k}": mean(v) for k, v in self.recall.items()}
+        out |= {f"mrr@{k}": mean(v) for k, v in self.rr.items()}
+        out["chars_per_chunk@5"] = statistics.mean(self.chars) if self.chars else 0.0
+        out["seconds_per_query"] = statistics.mean(self.seconds) if self.seconds else 0.0
+        return out
+
 
 def _hit(span: tuple[str, int, int], gold: Gold) -> bool:
     file, start, end = span
@@ -120,17 +160,18 @@ def _hit(span: tuple[str, int, int], gold: Gold) -> bool:
 
 
 class Spans:
-    """Line spans of returned chunks → character spans in their files."""
+    """Line spans of returned chunks → character spans in their files, named as gold is."""
 
-    def __init__(self, corpus: Path) -> None:
+    def __init__(self, corpus: Path, prefix: str = "") -> None:
         self.corpus = corpus
+        self.prefix = prefix
         self._starts: dict[str, list[int]] = {}
 
     def __call__(self, hit: SearchHit) -> tuple[str, int, int]:
         starts = self._line_starts(hit.path)
         start = starts[min(hit.start_line - 1, len(starts) - 1)]
         end = starts[hit.end_line] - 1 if hit.end_line < len(starts) else starts[-1]
-        return hit.path, start, max(end, start + 1)
+        return self.prefix + hit.path, start, max(end, start + 1)
 
     def _line_starts(self, path: str) -> list[int]:
         if path not in self._starts:
@@ -143,7 +184,7 @@ class Spans:
 
 
 class CachedEmbedder:
-    """Every configuration asks for the same query vectors: embed each text once."""
+    """Every level asks for the same query vectors: embed each text once."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
@@ -157,21 +198,60 @@ class CachedEmbedder:
         return [self._seen[t] for t in texts]
 
 
-def load_dataset(folder: Path, limit_docs: int | None) -> tuple[list[str], list[Query]]:
-    files = [json.loads(line)["file"] for line in _lines(folder / "documents.jsonl")]
-    if limit_docs:
-        files = files[:limit_docs]
+def load_dataset(folder: Path, limit_docs: int | None = None) -> Dataset:
+    rows = [json.loads(line) for line in _lines(folder / "queries.jsonl")]
+    if (folder / "corpus_md").is_dir():
+        vaults = [_corpus_vault(folder, limit_docs)]
+    else:
+        vaults = _person_vaults(folder, rows, limit_docs)
+    by_name = {v.name: v for v in vaults}
     queries = []
-    for line in _lines(folder / "queries.jsonl"):
-        q = json.loads(line)
+    for q in rows:
+        vault = by_name[q.get("vault", "")]
+        form = q.get("form")
+        first_person = (
+            form == "first-person" if form else owner_query(q["query"], vault.owner) != q["query"]
+        )
         gold = tuple(Gold(g["file"], g["start"], g["end"]) for g in q["gold"])
-        queries.append(Query(q["qid"], q["query"], gold))
-    return files, answerable(queries, files)
+        queries.append(Query(q["qid"], q["query"], gold, vault.name, first_person))
+    return Dataset(folder.resolve().name, tuple(vaults), tuple(answerable(queries, vaults)))
 
 
-def answerable(queries: Sequence[Query], files: Sequence[str]) -> list[Query]:
-    """The questions whose gold sections are all in `files`: what a subset can be asked."""
-    wanted = set(files)
+def _corpus_vault(folder: Path, limit_docs: int | None) -> Vault:
+    files = [json.loads(line)["file"] for line in _lines(folder / "documents.jsonl")]
+    spec = folder / "dataset.json"
+    about = json.loads(spec.read_text()) if spec.exists() else {}
+    return Vault(
+        name="",
+        path=folder / "corpus_md",
+        files=tuple(files[:limit_docs] if limit_docs else files),
+        owner=about.get("owner", Vault.owner),
+        personal=tuple(about.get("personal", ())),
+    )
+
+
+def _person_vaults(folder: Path, rows: Sequence[dict], limit_docs: int | None) -> list[Vault]:
+    owners = {q["vault"]: q["owner"] for q in rows}
+    vaults = []
+    for name, owner in sorted(owners.items()):
+        files = sorted(
+            p.relative_to(folder / name).as_posix() for p in (folder / name).rglob("*.md")
+        )
+        vaults.append(
+            Vault(
+                name=name,
+                path=folder / name,
+                files=tuple(files[:limit_docs] if limit_docs else files),
+                owner=owner,
+                personal=(f"{owner}/**",),
+            )
+        )
+    return vaults
+
+
+def answerable(queries: Iterable[Query], vaults: Sequence[Vault]) -> list[Query]:
+    """The questions whose gold sections are all among the vaults' files."""
+    wanted = {v.prefix + f for v in vaults for f in v.files}
     return [q for q in queries if all(g.file in wanted for g in q.gold)]
 
 
@@ -179,12 +259,17 @@ def _lines(path: Path) -> list[str]:
     return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def make_config(corpus: Path, data_dir: Path, level: str) -> Config:
+def make_config(vault: Vault, data_dir: Path, level: str) -> Config:
     raw = {
-        # Nobody's personal notes here: the owner only matters to the owner-name row.
-        "owner_name": "Alex Doe",
+        "owner_name": vault.owner,
         "data_dir": str(data_dir),
-        "vaults": [{"name": "corpus", "path": str(corpus)}],
+        "vaults": [
+            {
+                "name": vault.name or "corpus",
+                "path": str(vault.path),
+                "personal": list(vault.personal),
+            }
+        ],
         "context": {"summaries": level},
     }
     return parse_config(raw, base_dir=Path.cwd(), env=dict(os.environ))
@@ -212,7 +297,7 @@ def index(
     subset: Sequence[str],
     ledger: Path,
 ) -> tuple[Cost, Cost]:
-    """Index the corpus, or only `subset` of it (the rest of the index is left alone, so a
+    """Index the vault, or only `subset` of it (the rest of the index is left alone, so a
     quick run's work counts toward the full one); returns this run's cost and the cost paid
     in all runs so far, which `ledger` keeps up to date after every note."""
     paid = Cost(**json.loads(ledger.read_text())) if ledger.exists() else Cost()
@@ -245,53 +330,241 @@ def index(
     return run, paid.plus(run)
 
 
-def run_setup(
-    setup: Setup,
-    store: Store,
+def configurations(level: str) -> list[tuple[str, str, Fusion]]:
+    """(row name, mode, fusion) of every row a level's index is scored in."""
+    rows = [
+        (f"{level} vector", "vector", DEFAULT_FUSION),
+        (f"{level} text", "text", DEFAULT_FUSION),
+    ]
+    rows += [(f"{level} hybrid {label}", "hybrid", f) for label, f in FUSIONS.items()]
+    return rows
+
+
+@dataclass
+class Matrix:
+    """Scores per row name, with the owner's name on first-person questions (as kb does)
+    and without it."""
+
+    owner: dict[str, Scores] = field(default_factory=dict)
+    plain: dict[str, Scores] = field(default_factory=dict)
+
+
+def score_level(
+    level: str,
+    stores: dict[str, Store],
     embedder: Embedder,
-    queries: Sequence[Query],
-    spans: Callable[[SearchHit], tuple[str, int, int]],
-    reranker: Reranker | None,
-    filters: SearchFilter,
-    owner: str,
+    dataset: Dataset,
+    spans: dict[str, Callable[[SearchHit], tuple[str, int, int]]],
+    filters: dict[str, SearchFilter],
+    matrix: Matrix,
+) -> None:
+    """Search every question once (twice if in the first person) and score every row."""
+    rows = configurations(level)
+    for table in (matrix.owner, matrix.plain):
+        for name, _, _ in rows:
+            table.setdefault(name, Scores())
+    owners = {v.name: v.owner for v in dataset.vaults}
+    for q in dataset.queries:
+        store = stores[q.vault]
+        space = store.embedding_space()
+        assert space is not None, "an indexed vault has an embedding space"
+        texts = {"plain": q.text, "owner": owner_query(q.text, owners[q.vault])}
+        found_by: dict[str, object] = {}
+        for variant, text in texts.items():
+            if variant == "owner" and text == texts["plain"]:
+                found_by["owner"] = found_by["plain"]
+                continue
+            started = time.perf_counter()
+            [vector] = embedder.embed([text])
+            found_by[variant] = (
+                store.candidates(
+                    vector,
+                    text,
+                    model=space[0],
+                    dimensions=space[1],
+                    depth=CANDIDATES,
+                    filters=filters[q.vault],
+                ),
+                time.perf_counter() - started,
+            )
+        for variant, table in (("owner", matrix.owner), ("plain", matrix.plain)):
+            found, seconds = found_by[variant]  # type: ignore[misc]
+            for name, mode, fusion in rows:
+                hits = rank(found, mode, fusion)[: max(KS)]
+                table[name].add(q, [spans[q.vault](h) for h in hits], seconds)
+
+
+def rerank_row(
+    stores: dict[str, Store],
+    embedder: Embedder,
+    reranker: Reranker,
+    dataset: Dataset,
+    spans: dict[str, Callable[[SearchHit], tuple[str, int, int]]],
+    filters: dict[str, SearchFilter],
 ) -> Scores:
+    from kb.query import search
+
     scores = Scores()
-    for q in queries:
+    owners = {v.name: v.owner for v in dataset.vaults}
+    for q in dataset.queries:
         started = time.perf_counter()
         hits = search(
-            store,
+            stores[q.vault],
             embedder,
             q.text,
-            owner=owner if setup.owner else None,
+            owner=owners[q.vault],
             top_k=max(KS),
-            mode=setup.mode,
-            reranker=reranker if setup.rerank else None,
-            filters=filters,
+            reranker=reranker,
+            filters=filters[q.vault],
         )
-        scores.add(q, [spans(h) for h in hits], time.perf_counter() - started)
+        scores.add(q, [spans[q.vault](h) for h in hits], time.perf_counter() - started)
     return scores
 
 
 def latency(
     store: Store, embedder: Embedder, queries: Sequence[Query], filters: SearchFilter
 ) -> tuple[float, float]:
-    """Milliseconds of one hybrid top-10 search (the SQL round trip), p50 and p95."""
+    """Milliseconds of one hybrid top-10 search in the database (candidates and fusion),
+    p50 and p95."""
     space = store.embedding_space()
     assert space is not None
     times = []
     for q in queries:
         [vector] = embedder.embed([q.text])
         started = time.perf_counter()
-        store.search(vector, q.text, model=space[0], dimensions=space[1], top_k=10, filters=filters)
+        found = store.candidates(
+            vector, q.text, model=space[0], dimensions=space[1], depth=CANDIDATES, filters=filters
+        )
+        rank(found, "hybrid", DEFAULT_FUSION)[:10]
         times.append((time.perf_counter() - started) * 1000)
     times.sort()
     return statistics.median(times), times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
 
 
+def _database(dataset: str, vault: str, level: str) -> str:
+    parts = ["bench", dataset, vault, level] if vault else ["bench", dataset, level]
+    return "_".join(parts).replace("-", "_")
+
+
+@dataclass
+class DatasetResult:
+    dataset: Dataset
+    matrix: Matrix = field(default_factory=Matrix)
+    costs: dict[str, dict[str, Cost]] = field(default_factory=dict)
+    rerank: Scores | None = None
+    latency_ms: tuple[float, float] | None = None
+
+
+def run_dataset(
+    folder: Path,
+    args: argparse.Namespace,
+    chat: ChatModel,
+    embedder: Embedder,
+) -> DatasetResult:
+    dataset = load_dataset(folder, args.limit_docs)
+    levels = [lv for lv in args.levels.split(",") if lv]
+    stores: dict[str, dict[str, Store]] = {}
+    subset = bool(args.limit_docs or args.so_far)
+    if args.config:
+        base = load_config(args.config)
+        vault = dataset.vaults[0]
+        dataset = Dataset(
+            dataset.name,
+            (Vault(vault.name, base.vaults[0].path, vault.files, base.owner_name, vault.personal),),
+            dataset.queries,
+        )
+        stores[args.config_level] = {
+            vault.name: Store(db.database_url(base.database_url, base.data_dir))
+        }
+        levels = []
+    else:
+        server = db.embedded_url(args.data_dir)
+    if args.so_far and not args.config:
+        vaults = []
+        for vault in dataset.vaults:
+            with Store(db.database_on(server, _database(dataset.name, vault.name, "llm"))) as s:
+                done = s.documents(vault.name or "corpus")
+            vaults.append(
+                Vault(
+                    vault.name,
+                    vault.path,
+                    tuple(f for f in vault.files if f in done),
+                    vault.owner,
+                    vault.personal,
+                )
+            )
+        dataset = Dataset(dataset.name, tuple(vaults), tuple(answerable(dataset.queries, vaults)))
+    if args.limit_queries:
+        dataset = Dataset(dataset.name, dataset.vaults, dataset.queries[: args.limit_queries])
+    print(
+        f"dataset {dataset.name}: {sum(len(v.files) for v in dataset.vaults)} documents in "
+        f"{len(dataset.vaults)} vault(s), {len(dataset.queries)} questions",
+        file=sys.stderr,
+    )
+    result = DatasetResult(dataset)
+    for level in levels:
+        stores[level] = {}
+        total_run, total_paid = Cost(), Cost()
+        for vault in dataset.vaults:
+            name = _database(dataset.name, vault.name, level)
+            store = stores[level][vault.name] = Store(db.database_on(server, name))
+            print(f"indexing with context level '{level}' into {name}", file=sys.stderr)
+            config = make_config(vault, args.data_dir, level)
+            ledger = args.data_dir / f"{name}.cost.json"
+            this_run, paid = index(
+                config, store, chat, embedder, vault.files if subset else (), ledger
+            )
+            total_run, total_paid = total_run.plus(this_run), total_paid.plus(paid)
+        result.costs[level] = {"this run": total_run, "paid in all runs": total_paid}
+    if args.index_only:
+        _close(stores)
+        return result
+
+    spans = {v.name: Spans(v.path, v.prefix) for v in dataset.vaults}
+    filters = {v.name: SearchFilter(paths=v.files) if subset else NO_FILTER for v in dataset.vaults}
+    for level, by_vault in stores.items():
+        print(f"querying: {level}", file=sys.stderr)
+        score_level(level, by_vault, embedder, dataset, spans, filters, result.matrix)
+    top = next((lv for lv in ("llm", "structure", "none") if lv in stores), None)
+    if args.rerank and top:
+        print("querying: re-ranking", file=sys.stderr)
+        reranker = Reranker(
+            chat,
+            next(iter(stores[top].values())),
+            candidates=args.rerank_candidates,
+            chars=args.rerank_chars,
+            context_window=4096,
+            concurrency=1,
+        )
+        result.rerank = rerank_row(stores[top], embedder, reranker, dataset, spans, filters)
+    if top:
+        biggest = max(dataset.vaults, key=lambda v: len(v.files))
+        result.latency_ms = latency(
+            stores[top][biggest.name],
+            embedder,
+            [q for q in dataset.queries if q.vault == biggest.name],
+            filters[biggest.name],
+        )
+    _close(stores)
+    return result
+
+
+def _close(stores: dict[str, dict[str, Store]]) -> None:
+    for by_vault in stores.values():
+        for store in by_vault.values():
+            store.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("dataset", type=Path, help="folder with corpus_md/ and queries.jsonl")
-    parser.add_argument("--limit-docs", type=int, help="index only the first N documents")
+    parser.add_argument(
+        "datasets",
+        type=Path,
+        nargs="*",
+        default=[d for d in DEFAULT_DATASETS if d.exists()],
+        help="dataset folders (default: docs-rag, personal-dev and the example vault's)",
+    )
+    parser.add_argument("--limit-docs", type=int, help="index only the first N notes per vault")
     parser.add_argument("--limit-queries", type=int, help="run only the first N questions")
     parser.add_argument(
         "--data-dir",
@@ -305,191 +578,190 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="evaluate the index of this kb config as it stands (no indexing; its first vault "
         "is the corpus, its owner the owner): your own index, with your own questions",
     )
+    parser.add_argument("--config-level", default="index", help=argparse.SUPPRESS)
     parser.add_argument("--levels", default=",".join(LEVELS), help="context levels to index")
-    parser.add_argument("--no-rerank", action="store_true", help="skip the re-ranking row")
+    parser.add_argument("--rerank", action="store_true", help="add the re-ranking row")
     parser.add_argument("--rerank-candidates", type=int, default=10)
     parser.add_argument("--rerank-chars", type=int, default=600)
     parser.add_argument(
         "--so-far",
         action="store_true",
-        help="only the documents the LLM level has indexed so far, when a full run has not "
+        help="only the notes the LLM level has indexed so far, when a full run has not "
         "finished: they are synced again (no model calls) and searched alone",
     )
     parser.add_argument("--index-only", action="store_true", help="index, then stop")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
+    if not args.datasets:
+        parser.error("no dataset folder given and none of the default ones exists")
 
-    files, queries = load_dataset(args.dataset, args.limit_docs)
-    levels = [lv for lv in args.levels.split(",") if lv]
-    if args.config:
-        base = load_config(args.config)
-        corpus = base.vaults[0].path
-    else:
-        corpus = args.dataset / "corpus_md"
-        base = make_config(corpus, args.data_dir, "llm")
-        server = db.embedded_url(args.data_dir)
-    if args.so_far and not args.config:
-        with Store(db.database_on(server, _database(args.dataset, "llm"))) as store:
-            done = store.documents(base.vaults[0].name)
-        files = [f for f in files if f in done]
-        if not files:
-            parser.error("--so-far: the LLM level has indexed none of these documents yet")
-        queries = answerable(queries, files)
-    if args.limit_queries:
-        queries = queries[: args.limit_queries]
-    # A quick run indexes its documents into the full run's index and searches only them.
-    subset = files if args.limit_docs or args.so_far else []
-    filters = SearchFilter(paths=tuple(subset)) if subset else NO_FILTER
-    chat = make_chat(base.llm)
-    embedder = CachedEmbedder(make_embedder(base.llm))
+    # The models are those of --config, or come from the environment.
+    env_config = (
+        load_config(args.config)
+        if args.config
+        else make_config(Vault("", Path.cwd(), ()), args.data_dir, "llm")
+    )
+    chat = make_chat(env_config.llm)
+    embedder = CachedEmbedder(make_embedder(env_config.llm))
     print(
-        f"dataset {args.dataset}: {len(files)} documents, {len(queries)} questions; "
-        f"chat {base.llm.chat_model}, embeddings {base.llm.embed_model}",
+        f"chat {env_config.llm.chat_model}, embeddings {env_config.llm.embed_model}",
         file=sys.stderr,
     )
-
-    stores: dict[str, Store] = {}
-    costs: dict[str, dict[str, Cost]] = {}
-    if args.config:
-        stores["llm"] = Store(db.database_url(base.database_url, base.data_dir))
-        levels = []
-    for level in levels:
-        name = _database(args.dataset, level)
-        store = stores[level] = Store(db.database_on(server, name))
-        print(f"indexing with context level '{level}' into {name}", file=sys.stderr)
-        config = make_config(corpus, args.data_dir, level)
-        ledger = args.data_dir / f"{name}.cost.json"
-        this_run, paid = index(config, store, chat, embedder, subset, ledger)
-        costs[level] = {"this run": this_run, "paid in all runs": paid}
-    if costs:
-        _print_costs(costs)
-    if args.index_only:
-        return 0
-
-    spans = Spans(corpus)
-    reranker = None
-    if not args.no_rerank and "llm" in stores:
-        reranker = Reranker(
-            chat,
-            stores["llm"],
-            candidates=args.rerank_candidates,
-            chars=args.rerank_chars,
-            context_window=base.llm.context_window,
-            concurrency=base.llm.concurrency,
-        )
-    results: dict[str, Scores] = {}
-    rerank_usage = (0, 0, 0)
-    for setup in SETUPS:
-        if setup.level not in stores or (setup.rerank and reranker is None):
-            continue
-        before = (chat.usage.calls, chat.usage.prompt_tokens, chat.usage.output_tokens)
-        print(f"querying: {setup.name.strip()}", file=sys.stderr)
-        results[setup.name] = run_setup(
-            setup, stores[setup.level], embedder, queries, spans, reranker, filters, base.owner_name
-        )
-        if setup.rerank:
-            rerank_usage = (
-                chat.usage.calls - before[0],
-                chat.usage.prompt_tokens - before[1],
-                chat.usage.output_tokens - before[2],
-            )
-    _print_table(results, queries)
-    if reranker is not None and SETUPS[-1].name in results:
-        calls, prompt_tokens, output_tokens = rerank_usage
-        per_query = statistics.mean(results[SETUPS[-1].name].seconds)
-        print(
-            f"\nre-ranking: top {args.rerank_candidates} candidates, {args.rerank_chars} "
-            f"characters each; {calls} model calls this run ({prompt_tokens} prompt, "
-            f"{output_tokens} output tokens), {per_query:.2f} s per query"
-        )
-    latency_ms = None
-    if "llm" in stores:
-        latency_ms = latency(stores["llm"], embedder, queries, filters)
-        print(
-            f"hybrid top-10 search in the database: p50 {latency_ms[0]:.1f} ms, "
-            f"p95 {latency_ms[1]:.1f} ms"
-        )
+    results = [run_dataset(folder, args, chat, embedder) for folder in args.datasets]
+    if not args.index_only:
+        for result in results:
+            _print_dataset(result)
+        _print_fusions(results)
+        _print_summary(results)
+        _print_first_person(results)
+    for result in results:
+        if result.costs:
+            _print_costs(result)
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {
-                    "dataset": str(args.dataset),
-                    "documents": len(files),
-                    "queries": len(queries),
-                    "chat_model": base.llm.chat_model,
-                    "embed_model": base.llm.embed_model,
-                    "results": {n: _summary(s) for n, s in results.items()},
-                    "costs": {lv: {k: vars(c) for k, c in v.items()} for lv, v in costs.items()},
-                    "hybrid_latency_ms": latency_ms,
-                },
-                indent=2,
-            )
-        )
-    for store in stores.values():
-        store.close()
+        args.json.write_text(json.dumps(_report(results, env_config), indent=2))
     return 0
 
 
-def _database(dataset: Path, level: str) -> str:
-    return f"bench_{dataset.resolve().name}_{level}".replace("-", "_")
+def _report(results: Sequence[DatasetResult], config: Config) -> dict:
+    return {
+        "chat_model": config.llm.chat_model,
+        "embed_model": config.llm.embed_model,
+        "datasets": {
+            r.dataset.name: {
+                "documents": sum(len(v.files) for v in r.dataset.vaults),
+                "queries": len(r.dataset.queries),
+                "results": {n: s.summary() for n, s in r.matrix.owner.items()},
+                "first_person": _first_person_figures(r),
+                "rerank": r.rerank.summary() if r.rerank else None,
+                "costs": {lv: {k: vars(c) for k, c in v.items()} for lv, v in r.costs.items()},
+                "hybrid_latency_ms": r.latency_ms,
+            }
+            for r in results
+        },
+        "mean": {name: _mean_row(results, name) for name in _row_names(results)},
+    }
 
 
-def _summary(s: Scores) -> dict[str, float]:
-    out = {f"recall@{k}": statistics.mean(v) for k, v in s.recall.items()}
-    out |= {f"mrr@{k}": statistics.mean(v) for k, v in s.rr.items()}
-    out["chars_per_chunk@5"] = statistics.mean(s.chars) if s.chars else 0.0
-    out["seconds_per_query"] = statistics.mean(s.seconds)
-    return out
+def _row_names(results: Sequence[DatasetResult]) -> list[str]:
+    return list(dict.fromkeys(n for r in results for n in r.matrix.owner))
 
 
-def _print_table(results: dict[str, Scores], queries: Sequence[Query]) -> None:
-    head = "".join(f"{f'R@{k}':>7}" for k in KS) + f"{'MRR@3':>7}{'MRR@10':>8}{'chars':>7}"
-    print(f"\n{'configuration':<44}{head}   ({len(queries)} questions)")
-    for name, scores in results.items():
-        s = _summary(scores)
-        row = "".join(f"{s[f'recall@{k}']:>7.3f}" for k in KS)
-        row += f"{s['mrr@3']:>7.3f}{s['mrr@10']:>8.3f}{s['chars_per_chunk@5']:>7.0f}"
-        print(f"{name:<44}{row}")
-    first, hybrid = SETUPS[0].name, SETUPS[4].name
-    if first in results and hybrid in results:
-        miss_before = 1 - _summary(results[first])["recall@5"]
-        miss_after = 1 - _summary(results[hybrid])["recall@5"]
-        if miss_before > 0:
-            cut = 1 - miss_after / miss_before
-            print(f"\nmisses at recall@5, configuration 4 against 1: {cut:+.0%} fewer")
-    _print_first_person(results, queries)
+def _mean_row(results: Sequence[DatasetResult], name: str) -> dict[str, float]:
+    rows = [r.matrix.owner[name].summary() for r in results if name in r.matrix.owner]
+    return {key: statistics.mean(row[key] for row in rows) for key in rows[0]}
 
 
-def _print_first_person(results: dict[str, Scores], queries: Sequence[Query]) -> None:
-    """The owner's name only changes first-person questions: show them apart from the rest."""
-    mine = [owner_query(q.text, "Owner") != q.text for q in queries]
-    if not any(mine):
-        return
-    print(f"\n{'by question':<44}{'first person (' + str(sum(mine)) + ')':>23}", end="")
-    print(f"{'others (' + str(len(mine) - sum(mine)) + ')':>23}")
-    print(f"{'':<44}{'R@3':>7}{'R@5':>7}{'MRR@10':>8}{'R@3':>7}{'R@5':>7}{'MRR@10':>8}")
-    for name in (SETUPS[4].name, SETUPS[5].name):
-        if name not in results:
+_HEAD = "".join(f"{f'R@{k}':>7}" for k in KS) + f"{'MRR@3':>7}{'MRR@10':>8}{'chars':>7}"
+
+
+def _row(s: dict[str, float]) -> str:
+    row = "".join(f"{s[f'recall@{k}']:>7.3f}" for k in KS)
+    return row + f"{s['mrr@3']:>7.3f}{s['mrr@10']:>8.3f}{s['chars_per_chunk@5']:>7.0f}"
+
+
+def _print_dataset(result: DatasetResult) -> None:
+    d = result.dataset
+    print(f"\n== {d.name} ({len(d.queries)} questions)")
+    print(f"{'configuration':<30}{_HEAD}")
+    for name, scores in result.matrix.owner.items():
+        if " hybrid " in name and not name.endswith(" hybrid " + _default_label()):
             continue
-        s = results[name]
-        row = ""
-        for want in (True, False):
-            picked = [i for i, m in enumerate(mine) if m is want]
-            for values in (s.recall[3], s.recall[5], s.rr[10]):
-                row += f"{statistics.mean(values[i] for i in picked) if picked else 0:>7.3f}"
-            row += " "
-        print(f"{name:<44}{row}")
+        print(f"{name:<30}{_row(scores.summary())}")
+    if result.rerank:
+        print(f"{'+ re-ranking':<30}{_row(result.rerank.summary())}")
+    if result.latency_ms:
+        p50, p95 = result.latency_ms
+        print(f"hybrid top-10 in the database: p50 {p50:.1f} ms, p95 {p95:.1f} ms")
 
 
-def _print_costs(costs: dict[str, dict[str, Cost]]) -> None:
+def _default_label() -> str:
+    return next(label for label, f in FUSIONS.items() if f == DEFAULT_FUSION)
+
+
+def _print_fusions(results: Sequence[DatasetResult]) -> None:
+    """recall@5 of every mode and fusion on every dataset, and their mean."""
+    names = [r.dataset.name for r in results]
     print(
-        f"\n{'indexing cost':<30}{'files':>7}{'chunks':>8}{'LLM calls':>11}"
-        f"{'prompt tok':>12}{'output tok':>12}{'embedded':>10}{'seconds':>9}"
+        "\n== recall@5 by mode and fusion"
+        + " " * 6
+        + "".join(f"{n[:14]:>15}" for n in names)
+        + f"{'mean':>8}"
     )
-    for level, by_run in costs.items():
+    for name in _row_names(results):
+        values = [
+            r.matrix.owner[name].summary()["recall@5"] if name in r.matrix.owner else float("nan")
+            for r in results
+        ]
+        print(
+            f"{name:<36}"
+            + "".join(f"{v:>15.3f}" for v in values)
+            + f"{statistics.mean(values):>8.3f}"
+        )
+
+
+def _print_summary(results: Sequence[DatasetResult]) -> None:
+    if len(results) < 2:
+        return
+    print(f"\n== mean over {len(results)} datasets")
+    print(f"{'configuration':<30}{_HEAD}")
+    for name in _row_names(results):
+        if " hybrid " in name and not name.endswith(" hybrid " + _default_label()):
+            continue
+        print(f"{name:<30}{_row(_mean_row(results, name))}")
+
+
+def _first_person_figures(result: DatasetResult) -> dict[str, dict[str, float]]:
+    """recall@5 and MRR@10 of first-person questions with and without the owner's name,
+    and of the other questions, per row."""
+    mine = [i for i, q in enumerate(result.dataset.queries) if q.first_person]
+    others = [i for i, q in enumerate(result.dataset.queries) if not q.first_person]
+    figures = {}
+    for name, scores in result.matrix.owner.items():
+        plain = result.matrix.plain[name]
+        figures[name] = {
+            "first_owner_r5": scores.summary(mine)["recall@5"],
+            "first_plain_r5": plain.summary(mine)["recall@5"],
+            "other_r5": scores.summary(others)["recall@5"],
+            "first_owner_mrr10": scores.summary(mine)["mrr@10"],
+            "first_plain_mrr10": plain.summary(mine)["mrr@10"],
+            "other_mrr10": scores.summary(others)["mrr@10"],
+        }
+    return figures
+
+
+def _print_first_person(results: Sequence[DatasetResult]) -> None:
+    for result in results:
+        mine = sum(q.first_person for q in result.dataset.queries)
+        if not mine:
+            continue
+        others = len(result.dataset.queries) - mine
+        print(
+            f"\n== {result.dataset.name}: first-person questions ({mine}) with and without the "
+            f"owner's name, and the others ({others})"
+        )
+        print(
+            f"{'configuration':<30}{'R@5 owner':>10}{'R@5 plain':>10}{'R@5 other':>10}"
+            f"{'MRR owner':>10}{'MRR plain':>10}{'MRR other':>10}"
+        )
+        for name, f in _first_person_figures(result).items():
+            if " hybrid " in name and not name.endswith(" hybrid " + _default_label()):
+                continue
+            print(
+                f"{name:<30}{f['first_owner_r5']:>10.3f}{f['first_plain_r5']:>10.3f}"
+                f"{f['other_r5']:>10.3f}{f['first_owner_mrr10']:>10.3f}"
+                f"{f['first_plain_mrr10']:>10.3f}{f['other_mrr10']:>10.3f}"
+            )
+
+
+def _print_costs(result: DatasetResult) -> None:
+    print(
+        f"\n{result.dataset.name + ': indexing cost':<36}{'files':>7}{'chunks':>8}"
+        f"{'LLM calls':>11}{'prompt tok':>12}{'output tok':>12}{'embedded':>10}{'seconds':>9}"
+    )
+    for level, by_run in result.costs.items():
         for when, c in by_run.items():
             print(
-                f"{f'{level}, {when}':<30}{c.files:>7}{c.chunks:>8}{c.llm_calls:>11}"
+                f"{f'{level}, {when}':<36}{c.files:>7}{c.chunks:>8}{c.llm_calls:>11}"
                 f"{c.prompt_tokens:>12}{c.output_tokens:>12}{c.embedded:>10}{c.seconds:>9.0f}"
             )
 

@@ -51,10 +51,13 @@ def test_hybrid_fuses_both_lists(indexed: Kb) -> None:
     hybrid = _search(indexed, question, mode="hybrid", top_k=10)
     assert hybrid and hybrid[0].path == TAKAO
     assert [h.score for h in hybrid] == sorted((h.score for h in hybrid), reverse=True)
-    # Reciprocal rank fusion: a chunk first in both lists scores 2 / (60 + 1).
     ranked = {(h.path, h.start_line) for h in vector} | {(h.path, h.start_line) for h in text}
     assert all((h.path, h.start_line) in ranked for h in hybrid)
-    assert 0 < hybrid[0].score <= 2 / 61 + 1e-9
+    # Each hit says where each list put it: first in both here, which scores the most.
+    top = hybrid[0]
+    assert (top.vector_rank, top.text_rank) == (1, 1) and 0 < top.score <= 1 + 1e-9
+    assert top.vector_score == pytest.approx(top.similarity)
+    assert top.text_score == max(h.text_score or 0 for h in text)
 
 
 @pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])

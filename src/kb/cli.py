@@ -29,7 +29,7 @@ from kb.indexer import FileEvent, Indexer, SyncReport
 from kb.llm import make_chat, make_embedder
 from kb.logfmt import LogfmtFormatter, event
 from kb.rerank import Reranker
-from kb.store import SearchFilter, Store
+from kb.store import SearchFilter, SearchHit, Store
 from kb.verify import KINDS, verify
 
 # Dates on the command line: a day, or a day and a time (local unless an offset is given).
@@ -241,6 +241,12 @@ def query(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain", help="Show each hit's vector and text rank and score, and the fused score."
+        ),
+    ] = False,
     no_owner: Annotated[
         bool,
         typer.Option("--no-owner", help="Do not read first-person queries as about the owner."),
@@ -271,6 +277,7 @@ def query(
             top_k=top_k or cfg.query.top_k,
             threshold=threshold,
             mode=mode or cfg.query.mode,
+            fusion=cfg.query.fusion,
             filters=SearchFilter(
                 path_prefix=path,
                 tags=tuple(tag or ()),
@@ -296,8 +303,22 @@ def query(
         )
         if headers:
             out.print(f"[dim]{escape(headers)}[/]")
+        if explain:
+            out.print(f"[dim]{_explanation(hit)}[/]")
         out.print(escape(hit.content), highlight=False)
         out.print()
+
+
+def _explanation(hit: SearchHit) -> str:
+    """Why a hit is where it is: its place and score in each list, and the fused score."""
+
+    def place(rank: int | None, score: float | None, what: str) -> str:
+        return f"{what} #{rank} ({score:.3f})" if rank is not None else f"{what} -"
+
+    return (
+        f"{place(hit.vector_rank, hit.vector_score, 'vector')}  "
+        f"{place(hit.text_rank, hit.text_score, 'text BM25')}  score {hit.score:.4f}"
+    )
 
 
 @app.command()

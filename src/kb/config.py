@@ -17,6 +17,7 @@ import pathspec
 import platformdirs
 
 from kb.errors import ConfigError
+from kb.fusion import FUSION_METHODS, Fusion
 
 DEFAULT_OLLAMA_HOST = "http://localhost:11434"
 PROVIDERS = ("ollama", "openai", "fake")
@@ -99,6 +100,8 @@ class QueryConfig:
     top_k: int = 5
     owner_in_first_person: bool = True
     mode: str = "hybrid"  # "vector", "text" or "hybrid"
+    # How hybrid mode joins the vector list and the text list (see kb.fusion).
+    fusion: Fusion = field(default_factory=Fusion)
     # Re-ranking by the chat model: how many of the best candidates it reads, and how much
     # of each, bound its cost (one short call per candidate, cached).
     rerank: bool = False
@@ -248,9 +251,17 @@ def parse_config(
         rerank=r.get("query.rerank", bool, QueryConfig.rerank),
         rerank_candidates=r.positive("query.rerank_candidates", QueryConfig.rerank_candidates),
         rerank_chars=r.positive("query.rerank_chars", QueryConfig.rerank_chars),
+        fusion=Fusion(
+            method=r.get("query.fusion", str, Fusion.method),  # type: ignore[arg-type]
+            vector_weight=float(r.get("query.vector_weight", float, Fusion.vector_weight)),
+        ),
     )
     if query.mode not in SEARCH_MODES:
         raise ConfigError(f"config key 'query.mode' must be one of {', '.join(SEARCH_MODES)}")
+    if query.fusion.method not in FUSION_METHODS:
+        raise ConfigError(f"config key 'query.fusion' must be one of {', '.join(FUSION_METHODS)}")
+    if not 0 <= query.fusion.vector_weight <= 1:
+        raise ConfigError("config key 'query.vector_weight' must be between 0 and 1")
     daemon = _daemon(r, env)
     # Only once every key has been read can the rest be called unknown.
     r.reject_unknown()

@@ -6,9 +6,10 @@ import logging
 import re
 
 from kb.errors import KbError, LLMError
+from kb.fusion import DEFAULT_FUSION, Fused, Fusion, fuse, single
 from kb.llm.base import Embedder
 from kb.rerank import Reranker
-from kb.store import NO_FILTER, SearchFilter, SearchHit, Store
+from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,39 @@ def owner_query(text: str, owner: str) -> str:
     return text
 
 
+# How many chunks each list contributes to a hybrid search before fusion.
+CANDIDATES = 40
+
+
+def rank(found: Candidates, mode: str, fusion: Fusion) -> list[SearchHit]:
+    """The candidates in the mode's order: one list alone, or both fused."""
+    if mode == "vector":
+        order = single(found.vector, vector=True)
+    elif mode == "text":
+        order = single(found.text, vector=False)
+    else:
+        order = fuse(found.vector, found.text, fusion)
+    return [_hit(found, f) for f in order]
+
+
+def _hit(found: Candidates, fused: Fused) -> SearchHit:
+    row = found.rows[fused.id]
+    return SearchHit(
+        vault=row.vault,
+        path=row.path,
+        header_path=row.header_path,
+        content=row.content,
+        score=fused.score,
+        similarity=row.similarity,
+        start_line=row.start_line,
+        end_line=row.end_line,
+        vector_rank=fused.vector_rank,
+        vector_score=fused.vector_score,
+        text_rank=fused.text_rank,
+        text_score=fused.text_score,
+    )
+
+
 def search(
     store: Store,
     embedder: Embedder,
@@ -31,8 +65,10 @@ def search(
     top_k: int,
     threshold: float | None = None,
     mode: str = "hybrid",
+    fusion: Fusion = DEFAULT_FUSION,
     filters: SearchFilter = NO_FILTER,
     reranker: Reranker | None = None,
+    depth: int = CANDIDATES,
 ) -> list[SearchHit]:
     """Best chunks first; `owner` set means first-person queries are about the owner.
 
@@ -54,9 +90,16 @@ def search(
     query = owner_query(text, owner) if owner else text
     [vector] = embedder.embed([query])
     fetch = max(top_k, reranker.candidates) if reranker else top_k
-    hits = store.search(
-        vector, query, model=model, dimensions=dimensions, top_k=fetch, mode=mode, filters=filters
+    found = store.candidates(
+        vector,
+        query,
+        model=model,
+        dimensions=dimensions,
+        depth=max(depth, fetch),
+        lists="both" if mode == "hybrid" else mode,
+        filters=filters,
     )
+    hits = rank(found, mode, fusion)[:fetch]
     if threshold is not None:
         hits = [h for h in hits if h.similarity >= threshold]
     if reranker:

@@ -14,7 +14,7 @@ import contextlib
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import psycopg
@@ -25,8 +25,8 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from kb import db
-from kb.config import SEARCH_MODES
 from kb.errors import DatabaseError
+from kb.fusion import Ranked
 from kb.outputs import Output
 
 Vector = Sequence[float] | np.ndarray
@@ -93,8 +93,8 @@ class SearchHit:
     path: str
     header_path: list[str]
     content: str
-    # The mode's ranking score: cosine similarity (vector), BM25 (text) or the
-    # reciprocal rank fusion of both lists (hybrid). Only comparable within one query.
+    # What the mode ranks by: cosine similarity (vector), BM25 (text) or the fused score
+    # (hybrid, see kb.fusion). Only comparable within one query.
     score: float
     similarity: float  # cosine similarity of chunk and query, whatever the mode
     start_line: int
@@ -102,10 +102,50 @@ class SearchHit:
     # The chat model's 0-10 judgement when the hit was re-ranked; None otherwise, or when
     # its answer was unusable.
     relevance: int | None = None
+    # Where each list put the chunk (1-based) and what it scored there; None when the
+    # chunk was not among that list's candidates: why a note came first.
+    vector_rank: int | None = None
+    vector_score: float | None = None
+    text_rank: int | None = None
+    text_score: float | None = None
 
 
-# Reciprocal rank fusion's constant: rank r in a list is worth 1 / (RRF_K + r).
-RRF_K = 60
+@dataclass(frozen=True)
+class Candidate:
+    """A chunk one of the search lists found, with its place in each."""
+
+    id: int
+    vault: str
+    path: str
+    header_path: list[str]
+    content: str
+    start_line: int
+    end_line: int
+    similarity: float
+    vector_rank: int | None
+    text_rank: int | None
+    text_score: float | None
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Both lists of one query: the chunks by id, and each list in its own order."""
+
+    rows: dict[int, Candidate]
+    vector: list[Ranked]
+    text: list[Ranked]
+
+    @classmethod
+    def of(cls, rows: Sequence[Candidate]) -> Candidates:
+        by_vector = sorted((r for r in rows if r.vector_rank), key=lambda r: r.vector_rank or 0)
+        by_text = sorted((r for r in rows if r.text_rank), key=lambda r: r.text_rank or 0)
+        return cls(
+            rows={r.id: r for r in rows},
+            vector=[Ranked(r.id, r.vector_rank or 0, r.similarity) for r in by_vector],
+            text=[Ranked(r.id, r.text_rank or 0, r.text_score or 0.0) for r in by_text],
+        )
+
+
 # Okapi BM25's usual constants (term-frequency saturation, length normalisation). Text
 # search ranks by BM25 rather than ts_rank_cd because ts_rank_cd has no inverse document
 # frequency: where every note says "Claude" or "project", the common words of a question
@@ -454,26 +494,22 @@ class Store:
 
     # -- search ------------------------------------------------------------------------------------
 
-    def search(
+    def candidates(
         self,
         vector: Vector,
         text: str,
         *,
         model: str,
         dimensions: int,
-        top_k: int,
-        mode: str = "hybrid",
+        depth: int,
+        lists: Literal["vector", "text", "both"] = "both",
         filters: SearchFilter = NO_FILTER,
-        candidates: int = 40,
-    ) -> list[SearchHit]:
-        """The best chunks for a query, in one round trip.
+    ) -> Candidates:
+        """The top `depth` chunks of each list for a query, in one round trip.
 
         vector: nearest by cosine. text: full-text match on full_context (any of the
-        query's words, ranked by BM25). hybrid: the top `candidates` of each list
-        fused by reciprocal rank.
+        query's words, ranked by BM25). How the two lists become one is `kb.fusion`'s job.
         """
-        if mode not in SEARCH_MODES:
-            raise ValueError(f"unknown search mode {mode!r}")
         where = sql.SQL(
             """c.embed_model = {model}
                AND (%(like)s::text IS NULL OR d.path LIKE %(like)s)
@@ -516,7 +552,7 @@ class Store:
                                   || '''')::tsquery
                        ) AS df
             ), t AS (
-                SELECT c.id, bm25.score AS text_rank,
+                SELECT c.id, bm25.score,
                        row_number() OVER (ORDER BY bm25.score DESC, c.id) AS rank
                   FROM corpus, chunks c JOIN documents d ON d.id = c.document_id,
                        CAST({any_word} AS tsquery) AS q,
@@ -528,20 +564,12 @@ class Store:
                        ) AS bm25
                  WHERE c.search_text @@ q AND {where}
                  ORDER BY rank LIMIT %(nt)s
-            ), fused AS (
-                SELECT coalesce(v.id, t.id) AS id, t.text_rank,
-                       coalesce(1.0 / ({rrf_k} + v.rank), 0)
-                       + coalesce(1.0 / ({rrf_k} + t.rank), 0) AS rrf
-                  FROM v FULL OUTER JOIN t ON v.id = t.id
             )
-            SELECT d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
-                   1 - ({distance}) AS similarity,
-                   CASE %(mode)s WHEN 'vector' THEN 1 - ({distance})
-                                 WHEN 'text' THEN f.text_rank
-                                 ELSE f.rrf END AS score
-              FROM fused f JOIN chunks c ON c.id = f.id JOIN documents d ON d.id = c.document_id
-             ORDER BY score DESC, c.id
-             LIMIT %(k)s
+            SELECT c.id, d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
+                   1 - ({distance}) AS similarity, v.rank AS vector_rank,
+                   t.rank AS text_rank, t.score::float8 AS text_score
+              FROM v FULL OUTER JOIN t ON v.id = t.id
+              JOIN chunks c ON c.id = coalesce(v.id, t.id) JOIN documents d ON d.id = c.document_id
             """
         ).format(
             distance=distance,
@@ -550,29 +578,25 @@ class Store:
             model=sql.Literal(model),
             k1=sql.Literal(BM25_K1),
             b=sql.Literal(BM25_B),
-            rrf_k=sql.Literal(RRF_K),
         )
-        pool_size = max(candidates, top_k)
         to_ns = _epoch_ns
         params: dict[str, Any] = {
             "v": np.asarray(vector, dtype=np.float32),
             "q": text,
-            "mode": mode,
             "like": _like_prefix(filters.path_prefix) if filters.path_prefix else None,
             "after": to_ns(filters.modified_after) if filters.modified_after else None,
             "before": to_ns(filters.modified_before) if filters.modified_before else None,
             "tags": [t.lower().lstrip("#") for t in filters.tags],
             "paths": list(filters.paths),
-            "nv": 0 if mode == "text" else pool_size,
-            "nt": 0 if mode == "vector" else pool_size,
-            "k": top_k,
+            "nv": 0 if lists == "text" else depth,
+            "nt": 0 if lists == "vector" else depth,
         }
         with self.pool.connection() as conn, conn.transaction():
             if filters.active:
                 # A filtered HNSW scan must keep going until it has enough rows (pgvector >= 0.8).
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             rows = conn.execute(query, params).fetchall()
-        return [SearchHit(**r) for r in rows]
+        return Candidates.of([Candidate(**r) for r in rows])
 
     # -- re-ranking judgements ---------------------------------------------------------------------
 
