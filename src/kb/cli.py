@@ -26,7 +26,7 @@ from kb.config import SEARCH_MODES, Config, load_config
 from kb.db import database_url
 from kb.errors import DatabaseError, KbError
 from kb.indexer import FileEvent, Indexer, SyncReport
-from kb.llm import make_chat, make_embedder
+from kb.llm import embed_profile, make_chat, make_embedder
 from kb.logfmt import LogfmtFormatter, event
 from kb.rerank import Reranker
 from kb.store import SearchFilter, SearchHit, Store
@@ -341,6 +341,7 @@ def status(
         "configured": {
             "chat_model": cfg.llm.chat_model,
             "embed_model": cfg.llm.embed_model,
+            "embed_profile": asdict(embed_profile(cfg.llm)),
             "provider": cfg.llm.provider,
         },
     }
@@ -351,6 +352,12 @@ def status(
     out.print(f"documents    {report.documents}")
     out.print(f"chunks       {report.chunks} ({report.embedded} embedded)")
     out.print(f"embeddings   {report.embed_model or '-'} ({report.dimensions or '-'} dimensions)")
+    profile = embed_profile(cfg.llm)
+    share = report.cut / report.chunks if report.chunks else 0.0
+    out.print(
+        f"embedder     reads {profile.window} tokens; {report.cut} chunks ({share:.0%}) have a "
+        "full context longer than that, embedded cut"
+    )
     models = ", ".join(f"{m} ({n} chunks)" for m, n in report.chat_models.items()) or "-"
     out.print(f"chat models  {escape(models)}")
     fallbacks = ", ".join(f"{n} {task.replace('_', ' ')}" for task, n in report.fallbacks.items())

@@ -89,6 +89,10 @@ class LLMConfig:
     timeout: float = 120.0
     retries: int = 3
     embed_batch: int = 32
+    # Overrides of the embedding model's profile (kb.llm.profiles): None keeps the known one.
+    embed_query_prefix: str | None = None
+    embed_document_prefix: str | None = None
+    embed_window: int | None = None
 
 
 # How `kb query` ranks: by embedding, by full-text match, or both fused by rank.
@@ -216,7 +220,12 @@ def parse_config(
         timeout=float(r.positive("llm.timeout", LLMConfig.timeout)),
         retries=r.get("llm.retries", int, LLMConfig.retries),
         embed_batch=r.positive("llm.embed_batch", LLMConfig.embed_batch),
+        embed_query_prefix=r.get("llm.embed_query_prefix", str, None),
+        embed_document_prefix=r.get("llm.embed_document_prefix", str, None),
+        embed_window=r.get("llm.embed_window", int, None),
     )
+    if llm.embed_window is not None and llm.embed_window < 32:
+        raise ConfigError("config key 'llm.embed_window' must be at least 32 tokens")
     context = ContextConfig(
         first_chunks=r.get("context.first_chunks", int, ContextConfig.first_chunks),
         last_chunks=r.get("context.last_chunks", int, ContextConfig.last_chunks),

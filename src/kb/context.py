@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-from kb import outputs, prompts
+from kb import outputs, prompts, tokens
 from kb.chunking import Chunk
 from kb.config import ContextConfig
 from kb.llm.base import ChatModel, Prompt
@@ -52,11 +52,12 @@ class ContextChunk:
     rewrite: str | None
     rewrite_key: str | None
     rewrite_fallback: bool
-    full_context: str
+    full_context: str  # everything: what full-text search reads
+    embed_text: str  # what the embedder reads: full_context fitted to its window
 
     @property
     def context_hash(self) -> str:
-        return hashlib.sha256(self.full_context.encode()).hexdigest()
+        return hashlib.sha256(self.embed_text.encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -72,17 +73,25 @@ class FileContext:
 
 # Bump when full_context's layout changes: every note's context is then rebuilt from cached
 # model answers (see Contextualizer.build_id).
-LAYOUT_VERSION = "2"
+LAYOUT_VERSION = "3"
 
 
 def full_context(file_summary: str, chunk_summary: str, header_path: str, content: str) -> str:
-    """What gets embedded and searched as text: the chunk first, then what places it.
+    """What is searched as text, and embedded as far as it fits: the chunk first, then what
+    places it.
 
     Plain text, in this order, because a small embedder averages over every token it reads
     and reads only the first few hundred: markup tags would be averaged in, and a long chunk
     behind a paragraph of summaries would lose its end. Empty parts are left out.
     """
     return "\n\n".join(part for part in (header_path, content, chunk_summary, file_summary) if part)
+
+
+def fit(context: str, window: int) -> str:
+    """`context` as the embedder reads it: whole if its estimate is within `window` tokens,
+    else cut there, so what is stored as embedded is what the model saw. Parts are
+    joined in order of importance, so a cut drops the file summary first."""
+    return context if tokens.estimate(context) <= window else tokens.cut(context, window)
 
 
 class Contextualizer:
@@ -99,18 +108,21 @@ class Contextualizer:
         *,
         owner: str,
         context_window: int,
+        embed_window: int,
         executor: Executor,
     ) -> None:
         self.chat = chat
         self.settings = settings
         self.owner = owner
         self.context_window = context_window
+        # Tokens of a document the embedder reads, after its document prefix.
+        self.embed_window = embed_window
         self.executor = executor
 
     @property
     def build_id(self) -> str:
         """How contexts are built now: a note stored with another is rebuilt (from cache)."""
-        return f"{self.settings.summaries}/{LAYOUT_VERSION}"
+        return f"{self.settings.summaries}/{LAYOUT_VERSION}/{self.embed_window}"
 
     def _owner_for(self, personal: bool) -> str | None:
         return self.owner if personal else None
@@ -256,7 +268,7 @@ class Contextualizer:
                     rewrite=rewritten.text if rewritten else None,
                     rewrite_key=self.rewrite_key(chunk) if rewritten else None,
                     rewrite_fallback=rewritten.fallback if rewritten else False,
-                    full_context=full_context(
+                    **self._contexts(
                         file_summary.text,
                         summary.text,
                         header_line(chunk.header_path),
@@ -303,16 +315,22 @@ class Contextualizer:
                     rewrite=None,
                     rewrite_key=None,
                     rewrite_fallback=False,
-                    full_context=(
-                        full_context(
+                    **(
+                        self._contexts(
                             file_summary, summary, header_line(chunk.header_path), chunk.content
                         )
                         if structure
-                        else chunk.content
+                        else self._contexts("", "", "", chunk.content)
                     ),
                 )
             )
         return FileContext(file_summary, cache_key(mode, file_summary), False, built, 0, [])
+
+    def _contexts(
+        self, file_summary: str, chunk_summary: str, header_path: str, content: str
+    ) -> dict[str, str]:
+        whole = full_context(file_summary, chunk_summary, header_path, content)
+        return {"full_context": whole, "embed_text": fit(whole, self.embed_window)}
 
     def _summary(self, prompt: Prompt) -> tuple[str, str | None]:
         max_chars = prompt.max_tokens * _SUMMARY_CHARS_PER_TOKEN

@@ -28,6 +28,7 @@ from kb.config import Config, VaultConfig
 from kb.context import ContextChunk, Contextualizer
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, KbError, NoteError
+from kb.llm import embed_window
 from kb.llm.base import ChatModel, Embedder
 from kb.parsing import decode, parse_note
 from kb.store import ChunkRecord, DocumentRecord, DocumentState, Store, Vector
@@ -175,6 +176,7 @@ class Indexer:
             config.context,
             owner=config.owner_name,
             context_window=config.llm.context_window,
+            embed_window=embed_window(config.llm),
             executor=self._llm_pool,
         )
 
@@ -413,6 +415,7 @@ class Indexer:
                 rewrite=c.rewrite,
                 rewrite_key=c.rewrite_key,
                 full_context=c.full_context,
+                embed_text=c.embed_text,
                 context_hash=c.context_hash,
                 chat_model=self.chat.name,
                 embedding=v,
@@ -456,11 +459,11 @@ class Indexer:
         return self.chat.name if fallback else None
 
     def _vectors(self, chunks: Sequence[ContextChunk], *, reuse: bool) -> tuple[list[Vector], int]:
-        """A vector per chunk, embedding only full_context not embedded before by this model."""
+        """A vector per chunk, embedding only texts not embedded before by this model."""
         hashes = [c.context_hash for c in chunks]
         vectors = self.store.known_embeddings(hashes, self.embedder.name) if reuse else {}
         missing = [c for c in chunks if c.context_hash not in vectors]
-        fresh = self._embed([c.full_context for c in missing])
+        fresh = self._embed([c.embed_text for c in missing])
         vectors.update(zip((c.context_hash for c in missing), fresh, strict=True))
         return [vectors[h] for h in hashes], len(missing)
 
@@ -476,7 +479,7 @@ class Indexer:
     def ensure_embedding_space(self) -> int:
         """Switch the index to the configured embedding model if needed; returns chunks re-embedded.
 
-        Stored full_context is re-embedded as it is: a model change never costs a summary.
+        Stored contexts are re-embedded as they are: a model change never costs a summary.
         """
         space = self.store.embedding_space()
         if space is None or space[0] != self.embedder.name:

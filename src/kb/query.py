@@ -88,7 +88,7 @@ def search(
             "run `kb index` to re-embed"
         )
     query = owner_query(text, owner) if owner else text
-    [vector] = embedder.embed([query])
+    vector = embedder.embed_query(query)
     fetch = max(top_k, reranker.candidates) if reranker else top_k
     found = store.candidates(
         vector,

@@ -79,6 +79,7 @@ class ChunkRecord:
     rewrite: str | None
     rewrite_key: str | None
     full_context: str
+    embed_text: str  # full_context fitted to the embedder's window
     context_hash: str
     chat_model: str
     embedding: Vector
@@ -183,6 +184,8 @@ class Status:
     documents: int
     chunks: int
     embedded: int
+    # Chunks whose full context is longer than the embedder reads: it embeds a cut.
+    cut: int
     chat_models: dict[str, int]
     embed_model: str | None
     dimensions: int | None
@@ -310,10 +313,10 @@ class Store:
                     """
                     INSERT INTO chunks (document_id, position, header_path, content,
                         content_hash, start_line, end_line, summary, summary_key, rewrite,
-                        rewrite_key, full_context, context_hash, chat_model, embedding,
-                        embed_model, summary_fallback, rewrite_fallback)
+                        rewrite_key, full_context, embed_text, context_hash, chat_model,
+                        embedding, embed_model, summary_fallback, rewrite_fallback)
                     VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-                            %s, %s)
+                            %s, %s, %s)
                     """,
                     [
                         (
@@ -329,6 +332,7 @@ class Store:
                             c.rewrite,
                             c.rewrite_key,
                             c.full_context,
+                            c.embed_text,
                             c.context_hash,
                             c.chat_model,
                             np.asarray(c.embedding, dtype=np.float32),
@@ -476,10 +480,10 @@ class Store:
     def chunks_without_embedding(self, limit: int) -> list[tuple[int, str]]:
         with self.pool.connection() as conn:
             rows = conn.execute(
-                "SELECT id, full_context FROM chunks WHERE embedding IS NULL ORDER BY id LIMIT %s",
+                "SELECT id, embed_text FROM chunks WHERE embedding IS NULL ORDER BY id LIMIT %s",
                 (limit,),
             ).fetchall()
-        return [(r["id"], r["full_context"]) for r in rows]
+        return [(r["id"], r["embed_text"]) for r in rows]
 
     def set_embeddings(self, model: str, vectors: Sequence[tuple[int, Vector]]) -> None:
         with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
@@ -704,7 +708,8 @@ class Store:
             counts = conn.execute(
                 "SELECT (SELECT count(*) FROM documents) AS documents,"
                 "       (SELECT count(*) FROM chunks) AS chunks,"
-                "       (SELECT count(*) FROM chunks WHERE embedding IS NOT NULL) AS embedded"
+                "       (SELECT count(*) FROM chunks WHERE embedding IS NOT NULL) AS embedded,"
+                "       (SELECT count(*) FROM chunks WHERE embed_text <> full_context) AS cut"
             ).fetchone()
             assert counts is not None
             chat_models = {
@@ -733,6 +738,7 @@ class Store:
             documents=counts["documents"],
             chunks=counts["chunks"],
             embedded=counts["embedded"],
+            cut=counts["cut"],
             chat_models=chat_models,
             embed_model=space[0] if space else None,
             dimensions=space[1] if space else None,

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kb import tokens
 from kb.config import LLMConfig
 from kb.llm.base import ChatModel, Embedder, Prompt
+from kb.llm.profiles import EmbedderProfile, ProfiledEmbedder, profile_for
 
 
 def make_chat(cfg: LLMConfig) -> ChatModel:
@@ -13,7 +15,26 @@ def make_chat(cfg: LLMConfig) -> ChatModel:
 
 
 def make_embedder(cfg: LLMConfig) -> Embedder:
-    return _make(cfg, "embed", cfg.embed_host, cfg.embed_model)
+    return ProfiledEmbedder(
+        _make(cfg, "embed", cfg.embed_host, cfg.embed_model), embed_profile(cfg)
+    )
+
+
+def embed_profile(cfg: LLMConfig) -> EmbedderProfile:
+    """The configured embedding model's prefixes and window, config overrides applied."""
+    return profile_for(
+        cfg.embed_model,
+        query_prefix=cfg.embed_query_prefix,
+        document_prefix=cfg.embed_document_prefix,
+        window=cfg.embed_window,
+    )
+
+
+def embed_window(cfg: LLMConfig) -> int:
+    """Tokens of a document's own text the embedder reads: its window less the document
+    prefix and the two tokens that open and close a sequence."""
+    profile = embed_profile(cfg)
+    return profile.window - tokens.estimate(profile.document_prefix) - 2
 
 
 def _make(cfg: LLMConfig, kind: str, host: str, model: str) -> Any:
@@ -33,4 +54,12 @@ def _make(cfg: LLMConfig, kind: str, host: str, model: str) -> Any:
     return fake.FakeChat(model) if kind == "chat" else fake.FakeEmbedder(model)
 
 
-__all__ = ["ChatModel", "Embedder", "Prompt", "make_chat", "make_embedder"]
+__all__ = [
+    "ChatModel",
+    "Embedder",
+    "Prompt",
+    "embed_profile",
+    "embed_window",
+    "make_chat",
+    "make_embedder",
+]

@@ -59,10 +59,19 @@ class ChatModel(Protocol):
     def complete(self, prompt: Prompt) -> str: ...
 
 
-class Embedder(Protocol):
+class TextEmbedder(Protocol):
+    """A model server's embeddings: texts in, vectors out, as they are."""
+
     name: str
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class Embedder(TextEmbedder, Protocol):
+    """What kb embeds with: `embed` for documents, `embed_query` for a search, each with what
+    the model expects before it (see kb.llm.profiles)."""
+
+    def embed_query(self, text: str) -> list[float]: ...
 
 
 class TransientError(Exception):

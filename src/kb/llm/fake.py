@@ -106,6 +106,10 @@ class FakeEmbedder:
             self.texts += len(texts)
         return [self._vector(t) for t in texts]
 
+    def embed_query(self, text: str) -> list[float]:
+        [vector] = self.embed([text])
+        return vector
+
     def _vector(self, text: str) -> list[float]:
         vec = [0.0] * self.dimensions
         for word in _words(text):

@@ -1,0 +1,145 @@
+"""Embedder profiles: prefixes and windows per model, applied to every text, re-embedding on
+a change; full contexts fitted to the window, and the cut ones counted."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from conftest import Kb, make_config
+from kb import tokens
+from kb.context import fit
+from kb.errors import KbError
+from kb.indexer import Indexer
+from kb.llm import embed_profile, embed_window
+from kb.llm.fake import FakeEmbedder
+from kb.llm.profiles import UNKNOWN, ProfiledEmbedder, profile_for
+from kb.query import search
+from kb.store import Store
+
+NOMIC = ("search_query: ", "search_document: ")
+INSTRUCTION = "Represent this sentence for searching relevant passages: "
+
+
+@pytest.mark.parametrize(
+    ("name", "family", "prefixes", "window"),
+    [
+        ("nomic-embed-text", "nomic", NOMIC, 2048),
+        ("nomic-embed-text:latest", "nomic", NOMIC, 2048),
+        ("nomic-ai/nomic-embed-text-v1.5", "nomic", NOMIC, 2048),
+        ("nomic-embed-text-v2-moe", "nomic-v2", NOMIC, 512),
+        ("mxbai-embed-large:335m", "mxbai", (INSTRUCTION, ""), 512),
+        ("all-minilm:l6-v2", "minilm", ("", ""), 256),
+        ("all-minilm-l6-v2-f16", "minilm", ("", ""), 256),
+        ("sentence-transformers/all-MiniLM-L6-v2", "minilm", ("", ""), 256),
+        ("bge-m3", "bge-m3", ("", ""), 8192),
+        ("BAAI/bge-small-en-v1.5", "bge", (INSTRUCTION, ""), 512),
+        ("bge-base-en-v1.5", "bge", (INSTRUCTION, ""), 512),
+        ("snowflake-arctic-embed:33m", "arctic-embed", (INSTRUCTION, ""), 512),
+        ("snowflake-arctic-embed2", "arctic-embed-2", ("query: ", ""), 8192),
+        ("embeddinggemma:300m", "embeddinggemma",
+         ("task: search result | query: ", "title: none | text: "), 2048),
+        ("intfloat/multilingual-e5-small", "e5", ("query: ", "passage: "), 512),
+        ("e5-small-v2", "e5", ("query: ", "passage: "), 512),
+        ("qwen3-embedding:0.6b", "qwen3-embedding", None, 32768),
+        ("granite-embedding:30m", "granite-embedding", ("", ""), 512),
+        ("some-new-model", "unknown", ("", ""), 512),
+    ],
+)  # fmt: skip
+def test_known_models_by_the_names_servers_report(
+    name: str, family: str, prefixes: tuple[str, str] | None, window: int
+) -> None:
+    profile = profile_for(name)
+    assert profile.family == family and profile.window == window
+    if prefixes is not None:
+        assert (profile.query_prefix, profile.document_prefix) == prefixes
+    else:
+        assert profile.query_prefix.startswith("Instruct: ") and profile.document_prefix == ""
+
+
+def test_config_overrides_any_part_of_a_profile(tmp_path: Path) -> None:
+    cfg = make_config(
+        tmp_path,
+        llm={"embed_model": "nomic-embed-text", "embed_query_prefix": "q> ", "embed_window": 64},
+    )
+    profile = embed_profile(cfg.llm)
+    assert (profile.query_prefix, profile.document_prefix, profile.window) == (
+        "q> ",
+        "search_document: ",
+        64,
+    )
+    # The document prefix and the sequence's two special tokens come out of the window.
+    assert embed_window(cfg.llm) == 64 - tokens.estimate("search_document: ") - 2
+    assert profile_for("x", document_prefix="") == UNKNOWN
+
+
+class Recording:
+    name = "rec"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.seen.extend(texts)
+        return [[1.0, 0.0] for _ in texts]
+
+
+def test_documents_and_queries_are_sent_with_their_prefixes() -> None:
+    inner = Recording()
+    embedder = ProfiledEmbedder(inner, profile_for("nomic-embed-text"))
+    embedder.embed(["a note"])
+    embedder.embed_query("a question")
+    assert inner.seen == ["search_document: a note", "search_query: a question"]
+    # The prefixes are in the name every vector is stored under; none, no change of name.
+    assert embedder.name.startswith("rec#") and len(embedder.name) == len("rec#") + 8
+    assert ProfiledEmbedder(Recording(), profile_for("all-minilm")).name == "rec"
+
+
+def test_a_change_of_prefixes_re_embeds_without_a_model_call(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    chunks = kb.store.status().chunks
+    kb.reset_counts()
+    fake = FakeEmbedder("hash-256")
+    profile = profile_for("hash-256", query_prefix="find: ", document_prefix="note: ")
+    prefixed = ProfiledEmbedder(fake, profile)
+    with Indexer(kb.config, kb.store, kb.chat, prefixed) as indexer:
+        indexer.sync()
+    assert not kb.chat.calls
+    assert fake.texts >= chunks  # every chunk again, with its prefix
+    assert kb.store.embedding_space() == (prefixed.name, 256)
+    assert search(kb.store, prefixed, "miso ramen", owner=None, top_k=3)
+    # A search with the old prefixes would compare vectors of two kinds: it is refused.
+    with pytest.raises(KbError, match="re-embed"):
+        search(kb.store, kb.embedder, "miso ramen", owner=None, top_k=3)
+
+
+def test_fit_cuts_a_full_context_at_the_window_and_keeps_one_that_fits() -> None:
+    context = "# Trip > ## Day 2\n\nWe ate ramen.\n\nA summary of the part.\n\nThe note's summary."
+    assert fit(context, 1000) == context
+    cut = fit(context, 12)
+    assert context.startswith(cut) and tokens.estimate(cut) <= 12 < tokens.estimate(context)
+    assert "ramen" in cut and "note's summary" not in cut
+
+
+def test_tokens_are_estimated_generously() -> None:
+    assert tokens.estimate("") == 0
+    assert tokens.estimate("I ate ramen.") == 4  # three words and a full stop
+    assert tokens.estimate("contextualization") == 3  # long words count as several pieces
+    assert tokens.cut("one two three", 2) == "one two"
+
+
+@pytest.mark.parametrize(("window", "all_fit"), [(4096, True), (40, False)])
+def test_status_counts_the_chunks_embedded_cut(
+    store: Store, vault: Path, window: int, all_fit: bool
+) -> None:
+    cfg = make_config(vault, llm={"embed_window": window})
+    kb = Kb(store, cfg)
+    with Indexer(cfg, store, kb.chat, kb.embedder) as indexer:
+        indexer.sync()
+    status = store.status()
+    assert status.chunks > 0
+    assert (status.cut == 0) is all_fit
+    if not all_fit:
+        assert 0 < status.cut <= status.chunks
