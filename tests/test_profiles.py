@@ -125,8 +125,9 @@ def test_fit_cuts_a_full_context_at_the_window_and_keeps_one_that_fits() -> None
 
 def test_tokens_are_estimated_generously() -> None:
     assert tokens.estimate("") == 0
-    assert tokens.estimate("I ate ramen.") == 4  # three words and a full stop
-    assert tokens.estimate("contextualization") == 3  # long words count as several pieces
+    assert tokens.estimate("I ate ramen.") == 5  # "ramen" is two pieces, the full stop one
+    assert tokens.estimate("contextualization") == 5  # long words count as several pieces
+    assert tokens.estimate("2024 東京") == 6  # digits and other scripts: one per character
     assert tokens.cut("one two three", 2) == "one two"
 
 

@@ -73,7 +73,7 @@ class FileContext:
 
 # Bump when full_context's layout changes: every note's context is then rebuilt from cached
 # model answers (see Contextualizer.build_id).
-LAYOUT_VERSION = "3"
+LAYOUT_VERSION = "4"
 
 
 def full_context(file_summary: str, chunk_summary: str, header_path: str, content: str) -> str:
