@@ -127,7 +127,7 @@ def scan_vault(vault: VaultConfig, folder: str = "") -> Iterator[OnDisk]:
     """Every note of a vault, or of one of its folders ("a/b/"), skipping dot-folders,
     ignored paths and non-Markdown files."""
     root = vault.path
-    if folder and vault.is_ignored(folder):
+    if folder and (vault.is_ignored(folder) or not inside_vault(vault, folder)):
         return
     for dirpath, dirnames, filenames in os.walk(root / folder):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
@@ -265,7 +265,7 @@ class Indexer:
                 emit(FileEvent(vault.name, f.path, "unchanged"))
                 continue
             try:
-                digest = sha256(read_note(vault.path / f.path))
+                digest = sha256(read_note(vault, f.path))
             except FileNotFoundError:
                 del on_disk[f.path]  # gone since the scan: treated as deleted below
                 continue
@@ -341,7 +341,7 @@ class Indexer:
     def _index_guarded(self, vault: VaultConfig, f: OnDisk, force: bool) -> FileEvent:
         try:
             self.checkpoint()
-            data = read_note(vault.path / f.path)
+            data = read_note(vault, f.path)
             return self.index_bytes(
                 vault, f.path, data, size=len(data), mtime_ns=f.mtime_ns, force=force
             )
@@ -513,20 +513,42 @@ def _moved_from(vanished: dict[str, DocumentState], f: OnDisk, digest: str) -> D
     )
 
 
-def read_note(path: Path) -> bytes:
-    """A note's bytes; FileNotFoundError if it is gone, NoteError if it cannot be read."""
+def inside_vault(vault: VaultConfig, rel_path: str) -> bool:
+    """Whether a vault-relative path, links resolved, still lies inside the vault."""
+    root = os.path.realpath(vault.path)
+    return os.path.commonpath([root, os.path.realpath(vault.path / rel_path)]) == root
+
+
+def read_note(vault: VaultConfig, rel_path: str) -> bytes:
+    """A note's bytes; FileNotFoundError if it is gone, NoteError if it cannot be read.
+
+    The one place kb reads a note: whatever a link or an event names, nothing outside the
+    vault is opened.
+    """
+    if not inside_vault(vault, rel_path):
+        raise NoteError("is a link to a file outside the vault; not read")
+    real = os.path.realpath(vault.path / rel_path)
     try:
-        size = path.stat().st_size
-        if size > MAX_NOTE_BYTES:
-            raise NoteError(
-                f"is {size // (1024 * 1024)} MiB, over the {MAX_NOTE_BYTES >> 20} "
-                "MiB limit for a note"
-            )
-        return path.read_bytes()
+        # O_NOFOLLOW: a link put in the file's place since the check above is refused;
+        # O_NONBLOCK: a FIFO put there does not hang the read.
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise NoteError(f"cannot be read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as file:
+        st = os.fstat(file.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise NoteError("is not a regular file")
+        if st.st_size > MAX_NOTE_BYTES:
+            raise NoteError(
+                f"is {st.st_size // (1024 * 1024)} MiB, over the {MAX_NOTE_BYTES >> 20} "
+                "MiB limit for a note"
+            )
+        try:
+            return file.read()
+        except OSError as exc:
+            raise NoteError(f"cannot be read: {exc.strerror or exc}") from None
 
 
 def sha256(data: bytes) -> str:

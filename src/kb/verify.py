@@ -58,7 +58,7 @@ def verify(config: Config, store: Store) -> VerifyReport:
         seen = set()
         for note in scan_vault(vault):
             try:
-                digest = sha256(read_note(vault.path / note.path))
+                digest = sha256(read_note(vault, note.path))
             except FileNotFoundError:
                 continue  # deleted while being verified
             except NoteError as exc:
