@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
 
+import psycopg
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
@@ -23,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from kb import query as query_mod
 from kb.config import SEARCH_MODES, Config, load_config
-from kb.db import database_url
+from kb.db import database_url, first_line
 from kb.errors import DatabaseError, KbError
 from kb.indexer import FileEvent, Indexer, SyncReport
 from kb.llm import make_chat, make_embedder
@@ -102,8 +103,10 @@ def _setup_logging(verbose: bool) -> None:
         handlers=[handler],
         force=True,
     )
-    for noisy in ("httpx", "pgserver", "psycopg.pool", "openai"):
+    for noisy in ("httpx", "pgserver", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # The pool warns at each failed reconnection; the command's own error says it once.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
 def _fail(message: str) -> typer.Exit:
@@ -124,6 +127,9 @@ def _session() -> Iterator[tuple[Config, Store]]:
             store.close()
     except KbError as exc:
         raise _fail(str(exc)) from None
+    except psycopg.Error as exc:
+        # The database went away mid-command (or refused a statement): one line, no traceback.
+        raise _fail(f"database error: {first_line(exc)}") from None
 
 
 def _run_sync(config: Config, store: Store, *, force: bool) -> SyncReport:

@@ -828,7 +828,10 @@ def _like_prefix(prefix: str) -> str:
 
 def _epoch_ns(value: dt.datetime) -> int:
     if value.tzinfo is None:
-        value = value.astimezone()  # a naive date or time is local, as the user means it
+        try:
+            value = value.astimezone()  # a naive date or time is local, as the user means it
+        except (OverflowError, ValueError):
+            value = value.replace(tzinfo=dt.UTC)  # year 1 or 9999: the offset cannot matter
     # mtime_ns is a bigint: dates past 2262 (or before 1677) are clamped to its range.
     return max(-(2**63), min(2**63 - 1, int(value.timestamp()) * 1_000_000_000))
 
