@@ -95,18 +95,19 @@ class OnDisk:
     personal: bool
 
 
+# Why a note whose file name is not UTF-8 is not indexed (a row's path is text).
+MISNAMED = "its file name is not valid UTF-8: rename it to index it"
+
+
 def is_note(vault: VaultConfig, rel_path: str) -> bool:
     """Whether a vault-relative path names a note: Markdown, and not ignored."""
-    if not rel_path.lower().endswith(NOTE_SUFFIXES) or vault.is_ignored(rel_path):
-        return False
-    try:
-        rel_path.encode("utf-8")
-    except UnicodeEncodeError:
-        # A file name that is not UTF-8 (os.fsdecode kept its bytes as surrogates) could not
-        # be stored as a row's path.
-        log.warning("%s: skipped a note whose name is not UTF-8: %r", vault.name, rel_path)
-        return False
-    return True
+    return rel_path.lower().endswith(NOTE_SUFFIXES) and not vault.is_ignored(rel_path)
+
+
+def shown_path(rel_path: str) -> str:
+    """A path as it is stored and shown: bytes that are not UTF-8 in a file name (kept by
+    os.fsdecode as surrogates) become visible \\xNN escapes."""
+    return os.fsencode(rel_path).decode("utf-8", "backslashreplace")
 
 
 def stat_note(vault: VaultConfig, rel_path: str) -> OnDisk | None:
@@ -233,7 +234,9 @@ class Indexer:
             stored = self.store.documents(vault.name)
             on_disk = {f.path: f for f in scan_vault(vault)}
         else:
-            stored = self.store.documents_in(vault.name, scope.files, scope.folders)
+            stored = self.store.documents_in(
+                vault.name, map(shown_path, scope.files), map(shown_path, scope.folders)
+            )
             on_disk = scan_scope(vault, scope)
         self.on_scan(len(on_disk))
         # Only hashes are kept here: a file's bytes are read again by the worker that
@@ -243,6 +246,12 @@ class Indexer:
         def emit(event: FileEvent) -> None:
             report.add(event)
             self.on_event(event)
+
+        misnamed = [p for p in on_disk if shown_path(p) != p]
+        for path in misnamed:
+            # Listed like any note that failed, under a name that can be stored and shown.
+            del on_disk[path]
+            emit(self._failed(vault, shown_path(path), NoteError(MISNAMED)))
 
         built = self.context.build_id
         for f in list(on_disk.values()):
@@ -316,10 +325,14 @@ class Indexer:
 
         self.checkpoint()
         # Paths named by the scope but not on disk may have a failure recorded, and no row.
-        gone = set(vanished) | ({p for p in scope.files if p not in on_disk} if scope else set())
+        gone = set(vanished) | (
+            {shown_path(p) for p in scope.files if p not in on_disk and p not in misnamed}
+            if scope
+            else set()
+        )
         self.store.delete_documents(vault.name, gone)
         if scope is None:
-            self.store.keep_failures(vault.name, on_disk.keys())
+            self.store.keep_failures(vault.name, [*on_disk, *map(shown_path, misnamed)])
         for path in vanished:
             emit(FileEvent(vault.name, path, "deleted"))
 
