@@ -459,12 +459,14 @@ def test_bad_notes_are_recorded_and_the_daemon_goes_on(store: Store, vault: Path
     with running(kb) as daemon:
         (vault / "Inbox/binary.md").write_bytes(b"\xff\xfe\x00\x01binary")
         (vault / "Inbox/huge.md").write_bytes(b"word " * (indexer.MAX_NOTE_BYTES // 5 + 1))
-        with open(os.path.join(os.fsencode(vault), b"Inbox/caf\xe9.md"), "wb") as f:
+        misnamed = os.path.join(os.fsencode(vault), b"Inbox/caf\xe9.md")
+        with open(misnamed, "wb") as f:
             f.write(b"# Latin-1 name\n")
         (vault / "Inbox/fine.md").write_text("# Fine\n\nstill indexed\n")
         wait_for(
             lambda: (
-                {"Inbox/binary.md", "Inbox/huge.md"} <= set(kb.store.failures("v"))
+                {"Inbox/binary.md", "Inbox/huge.md", "Inbox/caf\\xe9.md"}
+                <= set(kb.store.failures("v"))
                 and "Inbox/fine.md" in kb.store.documents("v")
                 and daemon.idle
             ),
@@ -473,10 +475,12 @@ def test_bad_notes_are_recorded_and_the_daemon_goes_on(store: Store, vault: Path
         report = verify(kb.config, kb.store)
         assert sorted((d.kind, d.path) for d in report.differences) == [
             ("failed", "Inbox/binary.md"),
+            ("failed", "Inbox/caf\\xe9.md"),
             ("failed", "Inbox/huge.md"),
         ]
         (vault / "Inbox/binary.md").unlink()
         (vault / "Inbox/huge.md").unlink()
+        os.unlink(misnamed)
         # Deleted notes are in sync at once (no file, no row): wait for their events instead.
         wait_for(
             lambda: kb.store.failures("v") == {} and daemon.idle,

@@ -171,3 +171,27 @@ def test_sigterm_in_the_middle_of_a_burst_then_restart_converges(
     wait_for(lambda: _in_sync(config, store), "a restarted daemon to converge", timeout=300)
     assert len(store.documents("v")) == before + 3000
     assert second.stop() == 0
+
+
+def test_a_killed_daemon_looks_dead_at_once(
+    tmp_path: Path, vault: Path, db_url: str, daemons: list[KbDaemon]
+) -> None:
+    # The default heartbeat: a stale heartbeat alone would take 15 s to tell.
+    path = tmp_path / "kb.toml"
+    path.write_text(CONFIG.format(vault=vault).replace("heartbeat = 0.5", "heartbeat = 5.0"))
+    config = load_config(path, env={})
+    with Store(db_url) as store:
+        writer = _start((path, config, store), db_url, daemons, "writer")
+        writer.proc.kill()
+        writer.proc.wait(30)
+        killed = time.monotonic()
+        wait_for(lambda: not store.daemons()[0]["alive"], "the killed daemon to look dead", 10)
+        assert time.monotonic() - killed < 3
+        status = subprocess.run(
+            [sys.executable, "-m", "kb", "--config", str(path), "status"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "KB_DATABASE_URL": db_url},
+            timeout=120,
+        )
+        assert "daemon       not running" in status.stdout

@@ -73,8 +73,8 @@ def test_recorder_keys(event: FileSystemEvent, keys: list[str]) -> None:
     assert _recorded(event) == keys
 
 
-def test_names_that_are_not_utf8_are_not_notes() -> None:
-    assert _recorded(FileCreatedEvent(b"/vault/caf\xe9.md")) == []
+def test_names_that_are_not_utf8_are_recorded_to_be_listed_as_failed() -> None:
+    assert _recorded(FileCreatedEvent(b"/vault/caf\xe9.md")) == ["caf\udce9.md"]
 
 
 def test_conflict_copies_recorded_when_configured() -> None:

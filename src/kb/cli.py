@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
 
+import psycopg
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
@@ -23,13 +24,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from kb import query as query_mod
 from kb.config import SEARCH_MODES, Config, load_config
-from kb.db import database_url
+from kb.db import database_url, first_line
 from kb.errors import DatabaseError, KbError
 from kb.indexer import FileEvent, Indexer, SyncReport
 from kb.llm import embed_profile, make_chat, make_embedder
 from kb.logfmt import LogfmtFormatter, event
+from kb.redact import redact
 from kb.rerank import Reranker
 from kb.store import SearchFilter, SearchHit, Store
+from kb.terminal import printable
 from kb.verify import KINDS, verify
 
 # Dates on the command line: a day, or a day and a time (local unless an offset is given).
@@ -40,8 +43,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-out = Console()
-err = Console(stderr=True, soft_wrap=True)
+# Note text is shown as written: no `:emoji:` codes, no highlighting of numbers or URLs.
+out = Console(emoji=False, highlight=False)
+err = Console(stderr=True, soft_wrap=True, emoji=False, highlight=False)
 
 EXIT_ERROR = 1
 EXIT_FILES_FAILED = 3
@@ -75,22 +79,38 @@ def main(
     _options.verbose = verbose
 
 
+def _shown(text: str) -> str:
+    """Text from a note, a path or an error, safe to print in Rich markup on a terminal."""
+    return escape(printable(redact(text)))
+
+
+class _SafeLog(logging.Filter):
+    """Log messages shown like everything else: no secrets, no terminal control."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = printable(redact(record.getMessage())), None
+        return True
+
+
 def _setup_logging(verbose: bool) -> None:
     handler = RichHandler(
         console=err, show_time=False, show_path=False, markup=False, rich_tracebacks=False
     )
+    handler.addFilter(_SafeLog())
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(message)s",
         handlers=[handler],
         force=True,
     )
-    for noisy in ("httpx", "pgserver", "psycopg.pool", "openai"):
+    for noisy in ("httpx", "pgserver", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # The pool warns at each failed reconnection; the command's own error says it once.
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {escape(message)}")
+    err.print(f"[bold red]error:[/] {_shown(message)}")
     return typer.Exit(EXIT_ERROR)
 
 
@@ -107,6 +127,9 @@ def _session() -> Iterator[tuple[Config, Store]]:
             store.close()
     except KbError as exc:
         raise _fail(str(exc)) from None
+    except psycopg.Error as exc:
+        # The database went away mid-command (or refused a statement): one line, no traceback.
+        raise _fail(f"database error: {first_line(exc)}") from None
 
 
 def _run_sync(config: Config, store: Store, *, force: bool) -> SyncReport:
@@ -159,7 +182,7 @@ def _summarize(report: SyncReport) -> None:
     )
     for failure in report.failures:
         err.print(
-            f"  failed: {escape(failure.vault)}/{escape(failure.path)}: {escape(failure.error)}"
+            f"  failed: {_shown(failure.vault)}/{_shown(failure.path)}: {_shown(failure.error)}"
         )
     if report.failed:
         raise typer.Exit(EXIT_FILES_FAILED)
@@ -296,16 +319,17 @@ def query(
     for rank, hit in enumerate(hits, 1):
         headers = " > ".join(hit.header_path)
         out.rule(
-            f"[bold]{rank}. {escape(hit.vault)}/{escape(hit.path)}[/]"
+            f"[bold]{rank}. {_shown(hit.vault)}/{_shown(hit.path)}[/]"
             f":{hit.start_line}-{hit.end_line}  similarity {hit.similarity:.3f}"
             + (f"  relevance {hit.relevance}/10" if hit.relevance is not None else ""),
             align="left",
         )
         if headers:
-            out.print(f"[dim]{escape(headers)}[/]")
+            out.print(f"[dim]{_shown(headers)}[/]")
         if explain:
             out.print(f"[dim]{_explanation(hit)}[/]")
-        out.print(escape(hit.content), highlight=False)
+        # The raw chunk, exactly, but for control characters (shown as escapes).
+        out.print(escape(printable(hit.content)))
         out.print()
 
 
@@ -328,7 +352,7 @@ def status(
     """What the index holds, which models made it, and what failed."""
     with _session() as (cfg, store):
         report = store.status()
-        location = (cfg.database_url and _redact(cfg.database_url)) or (
+        location = (cfg.database_url and redact(cfg.database_url)) or (
             f"embedded PostgreSQL in {cfg.data_dir / 'pgdata'}"
         )
         daemons = store.daemons()
@@ -346,9 +370,10 @@ def status(
         },
     }
     if as_json:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+        text = json.dumps(_redacted(data), ensure_ascii=False, indent=2, default=str)
+        sys.stdout.write(text + "\n")
         return
-    out.print(f"database     {escape(location)}")
+    out.print(f"database     {_shown(location)}")
     out.print(f"documents    {report.documents}")
     out.print(f"chunks       {report.chunks} ({report.embedded} embedded)")
     out.print(f"embeddings   {report.embed_model or '-'} ({report.dimensions or '-'} dimensions)")
@@ -359,25 +384,26 @@ def status(
         "full context longer than that, embedded cut"
     )
     models = ", ".join(f"{m} ({n} chunks)" for m, n in report.chat_models.items()) or "-"
-    out.print(f"chat models  {escape(models)}")
+    out.print(f"chat models  {_shown(models)}")
     fallbacks = ", ".join(f"{n} {task.replace('_', ' ')}" for task, n in report.fallbacks.items())
     out.print(f"fallbacks    {fallbacks or 'none'}")
     last = report.last_sync
     out.print(f"last sync    {last['at'] if last else 'never'}")
     out.print(f"failed files {len(report.failures)}")
     for f in report.failures:
-        out.print(f"  {escape(f['vault'])}/{escape(f['path'])}: {escape(f['error'])}")
+        out.print(f"  {_shown(f['vault'])}/{_shown(f['path'])}: {_shown(f['error'])}")
     _print_daemons(daemons, last_reconcile)
 
 
-def _redact(url: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
+def _redacted(value: object) -> object:
+    """Every string in a JSON-able structure redacted (errors may quote a URL)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value
 
 
 # -- the daemon ----------------------------------------------------------------------------------
@@ -388,8 +414,8 @@ def _print_daemons(daemons: list[dict], last_reconcile: dict | None) -> None:
     writer = next((d for d in alive if d["role"] == "writer"), None)
     if writer:
         out.print(
-            f"daemon       running on {escape(writer['host'])} (pid {writer['pid']}), "
-            f"{escape(writer['activity'])}, {writer['queue_length']} paths queued, "
+            f"daemon       running on {_shown(writer['host'])} (pid {writer['pid']}), "
+            f"{_shown(writer['activity'])}, {writer['queue_length']} paths queued, "
             f"heartbeat {writer['heartbeat_age']:.0f}s ago"
         )
     else:
@@ -399,17 +425,17 @@ def _print_daemons(daemons: list[dict], last_reconcile: dict | None) -> None:
             continue
         state = "standby" if d["alive"] and d["role"] == "standby" else "dead"
         if d["alive"] and d["role"] != "standby":
-            state = escape(d["activity"])
+            state = _shown(d["activity"])
         out.print(
-            f"  {state}: {escape(d['host'])} (pid {d['pid']}), "
+            f"  {state}: {_shown(d['host'])} (pid {d['pid']}), "
             f"heartbeat {d['heartbeat_age']:.0f}s ago"
         )
     for d in daemons:
         if d["alive"] and d["last_error"]:
-            out.print(f"  last error: {escape(d['last_error'])}")
+            out.print(f"  last error: {_shown(d['last_error'])}")
     if last_reconcile:
         out.print(
-            f"reconciled   {last_reconcile['at']} ({escape(last_reconcile['reason'])}): "
+            f"reconciled   {last_reconcile['at']} ({_shown(last_reconcile['reason'])}): "
             f"{last_reconcile['files']} files, {last_reconcile['indexed']} indexed, "
             f"{last_reconcile['deleted']} deleted, {last_reconcile['failed']} failed"
         )
@@ -499,7 +525,7 @@ def verify_command(
         for d in report.differences:
             where = f"{d.vault}/{d.path}" if d.path else d.vault
             detail = f"  ({d.detail})" if d.detail else ""
-            out.print(f"{d.kind:<10} {escape(where)}{escape(detail)}", highlight=False)
+            out.print(f"{d.kind:<10} {_shown(where)}{_shown(detail)}")
         verdict = "in sync" if report.in_sync else f"{len(report.differences)} differences"
         err.print(f"{report.notes} notes on disk, {report.rows} rows in the index: {verdict}")
         if not report.in_sync:

@@ -96,18 +96,19 @@ class OnDisk:
     personal: bool
 
 
+# Why a note whose file name is not UTF-8 is not indexed (a row's path is text).
+MISNAMED = "its file name is not valid UTF-8: rename it to index it"
+
+
 def is_note(vault: VaultConfig, rel_path: str) -> bool:
     """Whether a vault-relative path names a note: Markdown, and not ignored."""
-    if not rel_path.lower().endswith(NOTE_SUFFIXES) or vault.is_ignored(rel_path):
-        return False
-    try:
-        rel_path.encode("utf-8")
-    except UnicodeEncodeError:
-        # A file name that is not UTF-8 (os.fsdecode kept its bytes as surrogates) could not
-        # be stored as a row's path.
-        log.warning("%s: skipped a note whose name is not UTF-8: %r", vault.name, rel_path)
-        return False
-    return True
+    return rel_path.lower().endswith(NOTE_SUFFIXES) and not vault.is_ignored(rel_path)
+
+
+def shown_path(rel_path: str) -> str:
+    """A path as it is stored and shown: bytes that are not UTF-8 in a file name (kept by
+    os.fsdecode as surrogates) become visible \\xNN escapes."""
+    return os.fsencode(rel_path).decode("utf-8", "backslashreplace")
 
 
 def stat_note(vault: VaultConfig, rel_path: str) -> OnDisk | None:
@@ -128,7 +129,7 @@ def scan_vault(vault: VaultConfig, folder: str = "") -> Iterator[OnDisk]:
     """Every note of a vault, or of one of its folders ("a/b/"), skipping dot-folders,
     ignored paths and non-Markdown files."""
     root = vault.path
-    if folder and vault.is_ignored(folder):
+    if folder and (vault.is_ignored(folder) or not inside_vault(vault, folder)):
         return
     for dirpath, dirnames, filenames in os.walk(root / folder):
         rel_dir = Path(dirpath).relative_to(root).as_posix()
@@ -235,7 +236,9 @@ class Indexer:
             stored = self.store.documents(vault.name)
             on_disk = {f.path: f for f in scan_vault(vault)}
         else:
-            stored = self.store.documents_in(vault.name, scope.files, scope.folders)
+            stored = self.store.documents_in(
+                vault.name, map(shown_path, scope.files), map(shown_path, scope.folders)
+            )
             on_disk = scan_scope(vault, scope)
         self.on_scan(len(on_disk))
         # Only hashes are kept here: a file's bytes are read again by the worker that
@@ -245,6 +248,12 @@ class Indexer:
         def emit(event: FileEvent) -> None:
             report.add(event)
             self.on_event(event)
+
+        misnamed = [p for p in on_disk if shown_path(p) != p]
+        for path in misnamed:
+            # Listed like any note that failed, under a name that can be stored and shown.
+            del on_disk[path]
+            emit(self._failed(vault, shown_path(path), NoteError(MISNAMED)))
 
         built = self.context.build_id
         for f in list(on_disk.values()):
@@ -267,7 +276,7 @@ class Indexer:
                 emit(FileEvent(vault.name, f.path, "unchanged"))
                 continue
             try:
-                digest = sha256(read_note(vault.path / f.path))
+                digest = sha256(read_note(vault, f.path))
             except FileNotFoundError:
                 del on_disk[f.path]  # gone since the scan: treated as deleted below
                 continue
@@ -318,10 +327,14 @@ class Indexer:
 
         self.checkpoint()
         # Paths named by the scope but not on disk may have a failure recorded, and no row.
-        gone = set(vanished) | ({p for p in scope.files if p not in on_disk} if scope else set())
+        gone = set(vanished) | (
+            {shown_path(p) for p in scope.files if p not in on_disk and p not in misnamed}
+            if scope
+            else set()
+        )
         self.store.delete_documents(vault.name, gone)
         if scope is None:
-            self.store.keep_failures(vault.name, on_disk.keys())
+            self.store.keep_failures(vault.name, [*on_disk, *map(shown_path, misnamed)])
         for path in vanished:
             emit(FileEvent(vault.name, path, "deleted"))
 
@@ -343,7 +356,7 @@ class Indexer:
     def _index_guarded(self, vault: VaultConfig, f: OnDisk, force: bool) -> FileEvent:
         try:
             self.checkpoint()
-            data = read_note(vault.path / f.path)
+            data = read_note(vault, f.path)
             return self.index_bytes(
                 vault, f.path, data, size=len(data), mtime_ns=f.mtime_ns, force=force
             )
@@ -516,20 +529,42 @@ def _moved_from(vanished: dict[str, DocumentState], f: OnDisk, digest: str) -> D
     )
 
 
-def read_note(path: Path) -> bytes:
-    """A note's bytes; FileNotFoundError if it is gone, NoteError if it cannot be read."""
+def inside_vault(vault: VaultConfig, rel_path: str) -> bool:
+    """Whether a vault-relative path, links resolved, still lies inside the vault."""
+    root = os.path.realpath(vault.path)
+    return os.path.commonpath([root, os.path.realpath(vault.path / rel_path)]) == root
+
+
+def read_note(vault: VaultConfig, rel_path: str) -> bytes:
+    """A note's bytes; FileNotFoundError if it is gone, NoteError if it cannot be read.
+
+    The one place kb reads a note: whatever a link or an event names, nothing outside the
+    vault is opened.
+    """
+    if not inside_vault(vault, rel_path):
+        raise NoteError("is a link to a file outside the vault; not read")
+    real = os.path.realpath(vault.path / rel_path)
     try:
-        size = path.stat().st_size
-        if size > MAX_NOTE_BYTES:
-            raise NoteError(
-                f"is {size // (1024 * 1024)} MiB, over the {MAX_NOTE_BYTES >> 20} "
-                "MiB limit for a note"
-            )
-        return path.read_bytes()
+        # O_NOFOLLOW: a link put in the file's place since the check above is refused;
+        # O_NONBLOCK: a FIFO put there does not hang the read.
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise NoteError(f"cannot be read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as file:
+        st = os.fstat(file.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise NoteError("is not a regular file")
+        if st.st_size > MAX_NOTE_BYTES:
+            raise NoteError(
+                f"is {st.st_size // (1024 * 1024)} MiB, over the {MAX_NOTE_BYTES >> 20} "
+                "MiB limit for a note"
+            )
+        try:
+            return file.read()
+        except OSError as exc:
+            raise NoteError(f"cannot be read: {exc.strerror or exc}") from None
 
 
 def sha256(data: bytes) -> str:

@@ -12,6 +12,9 @@ import datetime as dt
 import logging
 from typing import Any
 
+from kb.redact import redact
+from kb.terminal import printable
+
 
 def event(logger: logging.Logger, msg: str, level: int = logging.INFO, **fields: Any) -> None:
     """Log one event with its fields."""
@@ -31,14 +34,16 @@ class LogfmtFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[1] is not None:
             exc = record.exc_info[1]
             fields["error"] = f"{type(exc).__name__}: {exc}"
-        return " ".join(f"{key}={_value(value)}" for key, value in fields.items())
+        # A log line may quote a database URL or a model server's error: no secret in it.
+        return redact(" ".join(f"{key}={_value(value)}" for key, value in fields.items()))
 
 
 def _value(value: Any) -> str:
     if isinstance(value, float):
         value = f"{value:.3f}".rstrip("0").rstrip(".")
     text = "" if value is None else str(value)
-    text = text.replace("\n", " ").replace("\r", " ")
+    # A note's path or an error may hold terminal control characters: shown as escapes.
+    text = printable(text.replace("\n", " ").replace("\r", " "))
     if text and not any(c in text for c in ' "=\\') and text.isprintable():
         return text
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')

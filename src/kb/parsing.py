@@ -8,6 +8,7 @@ can be tested directly.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,88 @@ _FENCE_CLOSE = re.compile(r"^(---|\.\.\.)[ \t]*$")
 # Obsidian tags: `#` then at least one non-digit among letters, digits, `_`, `-`, `/`.
 _TAG = re.compile(r"(?<![\w#/&(])#([\w/-]*[^\W\d][\w/-]*)", re.UNICODE)
 _WIKILINK = re.compile(r"!?\[\[([^\]|#^]+)(?:[#^][^\]|]*)?(?:\|[^\]]*)?\]\]")
+
+# Bounds on the work one note's frontmatter may cost. Real frontmatter is a few lines; past
+# these it is an accident or an attack (a YAML alias bomb of a few hundred bytes expands to
+# billions of values, and 5,000 nested brackets exhaust the parser's recursion).
+MAX_FRONTMATTER_CHARS = 64 * 1024
+MAX_FRONTMATTER_DEPTH = 64
+MAX_FRONTMATTER_VALUES = 10_000
+MAX_METADATA_BYTES = 256 * 1024
+
+
+class _TooDeep(Exception):
+    pass
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _FrontmatterLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing nesting deeper than MAX_FRONTMATTER_DEPTH."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        self._depth += 1
+        try:
+            if self._depth > MAX_FRONTMATTER_DEPTH:
+                raise _TooDeep()
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _expanded_values(root: yaml.Node) -> int | None:
+    """How many values the node graph holds once every alias is expanded (without expanding
+    it), capped just past the limit; None if an alias refers to a node that contains it."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        if isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        else:
+            children = []
+        if children_done:
+            open_nodes.discard(id(node))
+            total = 1 + sum(sizes[id(c)] for c in children)
+            sizes[id(node)] = min(total, MAX_FRONTMATTER_VALUES + 1)
+            continue
+        if id(node) in open_nodes:
+            return None
+        open_nodes.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def _load_frontmatter(text: str) -> Any:
+    """The frontmatter's value; NoteError when it would cost unbounded work to load."""
+    loader = _FrontmatterLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        values = _expanded_values(node)
+        if values is None:
+            raise NoteError("frontmatter refers to itself (a recursive YAML alias)")
+        if values > MAX_FRONTMATTER_VALUES:
+            raise NoteError(
+                f"frontmatter expands to over {MAX_FRONTMATTER_VALUES} values "
+                "(YAML aliases); not indexed"
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 @dataclass(frozen=True)
@@ -60,8 +143,19 @@ def parse_note(text: str) -> Note:
         )
     body = "\n".join(lines[close + 1 :])
     warnings: tuple[str, ...] = ()
+    frontmatter = "\n".join(lines[1:close])
     try:
-        loaded = yaml.safe_load("\n".join(lines[1:close]))
+        if len(frontmatter) > MAX_FRONTMATTER_CHARS:
+            raise _TooLarge()
+        loaded = _load_frontmatter(frontmatter)
+    except _TooLarge:
+        loaded = None
+        warnings = (f"frontmatter is over {MAX_FRONTMATTER_CHARS // 1024} KiB; indexed without it",)
+    except _TooDeep:
+        loaded = None
+        warnings = (
+            f"frontmatter is nested over {MAX_FRONTMATTER_DEPTH} levels deep; indexed without it",
+        )
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
@@ -71,6 +165,12 @@ def parse_note(text: str) -> Note:
         warnings = ("frontmatter is not a mapping; indexed without it",)
         loaded = None
     metadata = _normalize_frontmatter(loaded or {})
+    size = len(json.dumps(metadata, ensure_ascii=False))
+    if size > MAX_METADATA_BYTES:
+        raise NoteError(
+            f"frontmatter holds {size // 1024} KiB of metadata, over the "
+            f"{MAX_METADATA_BYTES // 1024} KiB limit; not indexed"
+        )
     return Note(
         body=body,
         body_start_line=close + 2,

@@ -14,6 +14,11 @@ from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
 log = logging.getLogger(__name__)
 
 _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.IGNORECASE)
+# A question, or a pasted paragraph, is far shorter; PostgreSQL's full-text parser runs out
+# of stack on a query of some tens of kilobytes.
+MAX_QUERY_CHARS = 10_000
+# Undecodable bytes on the command line arrive as lone surrogates (PEP 383).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def owner_query(text: str, owner: str) -> str:
@@ -78,6 +83,10 @@ def search(
     """
     if not text.strip():
         raise KbError("the query is empty")
+    if len(text) > MAX_QUERY_CHARS:
+        raise KbError(f"the query is {len(text)} characters long; at most {MAX_QUERY_CHARS}")
+    if not text.isascii() and _SURROGATE.search(text):
+        raise KbError("the query holds bytes that are not valid UTF-8")
     space = store.embedding_space()
     if space is None:
         raise KbError("the index is empty: run `kb index` first")

@@ -690,13 +690,18 @@ class Store:
             rows = conn.execute(
                 "SELECT id, host, pid, role, activity, queue_length, heartbeat_interval,"
                 "       last_error, started_at, heartbeat_at,"
-                "       extract(epoch FROM now() - heartbeat_at)::float AS heartbeat_age"
+                "       extract(epoch FROM now() - heartbeat_at)::float AS heartbeat_age,"
+                "       (backend_pid IS NULL OR EXISTS (SELECT 1 FROM pg_stat_activity a"
+                "                                        WHERE a.pid = backend_pid)) AS connected"
                 "  FROM daemons ORDER BY role DESC, started_at"
             ).fetchall()
         return [
             {
-                **r,
-                "alive": r["heartbeat_age"] < _STALE_BEATS * r["heartbeat_interval"],
+                **{k: v for k, v in r.items() if k != "connected"},
+                # A daemon that died dropped its connection at once: no waiting for its
+                # heartbeat to go stale.
+                "alive": r["connected"]
+                and r["heartbeat_age"] < _STALE_BEATS * r["heartbeat_interval"],
                 "started_at": _iso(r["started_at"]),
                 "heartbeat_at": _iso(r["heartbeat_at"]),
             }
@@ -819,9 +824,10 @@ class WriterLock:
             "WITH gone AS (DELETE FROM daemons WHERE id <> %s"
             "   AND heartbeat_at < now() - make_interval(secs => heartbeat_interval * 20))"
             " INSERT INTO daemons (id, host, pid, role, activity, queue_length,"
-            "   heartbeat_interval, last_error)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+            "   heartbeat_interval, last_error, backend_pid)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, pg_backend_pid())"
             " ON CONFLICT (id) DO UPDATE SET role = EXCLUDED.role, activity = EXCLUDED.activity,"
+            "   backend_pid = EXCLUDED.backend_pid,"
             "   queue_length = EXCLUDED.queue_length,"
             "   heartbeat_interval = EXCLUDED.heartbeat_interval,"
             "   last_error = EXCLUDED.last_error, heartbeat_at = now()",
@@ -858,7 +864,10 @@ def _like_prefix(prefix: str) -> str:
 
 def _epoch_ns(value: dt.datetime) -> int:
     if value.tzinfo is None:
-        value = value.astimezone()  # a naive date or time is local, as the user means it
+        try:
+            value = value.astimezone()  # a naive date or time is local, as the user means it
+        except (OverflowError, ValueError):
+            value = value.replace(tzinfo=dt.UTC)  # year 1 or 9999: the offset cannot matter
     # mtime_ns is a bigint: dates past 2262 (or before 1677) are clamped to its range.
     return max(-(2**63), min(2**63 - 1, int(value.timestamp()) * 1_000_000_000))
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from kb.config import Config
 from kb.errors import NoteError
-from kb.indexer import read_note, scan_vault, sha256
+from kb.indexer import MISNAMED, read_note, scan_vault, sha256, shown_path
 from kb.store import Store
 
 KINDS = {
@@ -57,8 +57,12 @@ def verify(config: Config, store: Store) -> VerifyReport:
         failures = store.failures(vault.name)
         seen = set()
         for note in scan_vault(vault):
+            if (name := shown_path(note.path)) != note.path:
+                kind = "failed" if name in failures else "unreadable"
+                diffs.append(Difference(vault.name, name, kind, MISNAMED))
+                continue
             try:
-                digest = sha256(read_note(vault.path / note.path))
+                digest = sha256(read_note(vault, note.path))
             except FileNotFoundError:
                 continue  # deleted while being verified
             except NoteError as exc:

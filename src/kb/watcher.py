@@ -113,6 +113,7 @@ class Recorder(FileSystemEventHandler):
         self.sink(self.vault.name, key)
 
     def _relative(self, path: str) -> str | None:
+        path = os.path.normpath(path)
         for root in self._roots:
             if path.startswith(root + os.sep):
                 return path[len(root) + 1 :].replace(os.sep, "/")

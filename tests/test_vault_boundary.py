@@ -1,0 +1,90 @@
+"""Nothing outside a vault is ever read: not through a link to a file or a folder, not
+through /proc, not through an event path that climbs out of the vault."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import Kb, make_config
+from kb.errors import NoteError
+from kb.indexer import Scope, read_note
+from kb.store import Store
+from kb.verify import verify
+from kb.watcher import Recorder
+
+SECRET = "TOP-SECRET-OUTSIDE-THE-VAULT"
+
+
+@pytest.fixture
+def linked(tmp_path: Path) -> Path:
+    """A vault holding one real note and links that lead in and out of it."""
+    outside = tmp_path / "outside"
+    (outside / "folder").mkdir(parents=True)
+    (outside / "secret.txt").write_text(f"# Secret\n\n{SECRET} in a text file\n")
+    (outside / "folder" / "note.md").write_text(f"# Elsewhere\n\n{SECRET} in a folder\n")
+    vault = tmp_path / "vault"
+    (vault / "sub").mkdir(parents=True)
+    (vault / "sub" / "real.md").write_text("# Real\n\nA note about lighthouses.\n")
+    (vault / "passwd.md").symlink_to("/etc/passwd")
+    (vault / "status.md").symlink_to("/proc/self/status")
+    (vault / "secret.md").symlink_to(outside / "secret.txt")
+    (vault / "climb.md").symlink_to(Path("..") / "outside" / "secret.txt")
+    (vault / "linked").symlink_to(outside / "folder", target_is_directory=True)
+    (vault / "alias.md").symlink_to(Path("sub") / "real.md")
+    return vault
+
+
+OUT = {"passwd.md", "status.md", "secret.md", "climb.md"}
+
+
+def _contents(store: Store) -> list[str]:
+    with store.pool.connection() as conn:
+        rows = conn.execute("SELECT content, full_context FROM chunks").fetchall()
+    return [r["content"] + r["full_context"] for r in rows]
+
+
+def test_links_out_of_the_vault_are_never_read(store: Store, linked: Path) -> None:
+    kb = Kb(store, make_config(linked))
+    report = kb.sync()
+    assert set(kb.store.documents("v")) == {"sub/real.md", "alias.md"}
+    assert {f.path for f in report.failures} == OUT
+    assert all("outside the vault" in f.error for f in report.failures)
+    texts = _contents(store)
+    assert texts and not any(SECRET in t or "root:x:0" in t or "VmRSS" in t for t in texts)
+    # kb verify and kb status list them with the reason, like any note that failed.
+    diffs = {d.path: d for d in verify(kb.config, store).differences}
+    assert set(diffs) == OUT and {d.kind for d in diffs.values()} == {"failed"}
+    assert set(store.failures("v")) == OUT
+
+
+def test_a_scoped_sync_checks_the_same(store: Store, linked: Path) -> None:
+    kb = Kb(store, make_config(linked))
+    with kb.indexer() as indexer:
+        report = indexer.sync_scope(
+            kb.config.vaults[0], Scope(frozenset(OUT | {"alias.md"}), frozenset({"linked/"}))
+        )
+    assert set(store.documents("v")) == {"alias.md"}
+    assert {f.path for f in report.failures} == OUT
+    assert not any(SECRET in t for t in _contents(store))
+
+
+def test_read_note_refuses_paths_that_climb_out(linked: Path) -> None:
+    vault = make_config(linked).vaults[0]
+    for rel in ("../outside/secret.txt", "sub/../../outside/folder/note.md", "linked/note.md"):
+        with pytest.raises(NoteError, match="outside the vault"):
+            read_note(vault, rel)
+    assert read_note(vault, "alias.md") == (linked / "sub" / "real.md").read_bytes()
+
+
+def test_watcher_ignores_event_paths_outside_the_vault(linked: Path) -> None:
+    vault = make_config(linked).vaults[0]
+    seen: list[tuple[str, str]] = []
+    recorder = Recorder(vault, lambda name, key: seen.append((name, key)))
+    root = os.fspath(linked)
+    recorder._record(f"{root}/../outside/folder/note.md", folder=False)
+    recorder._record(f"{root}/sub/../../outside/x.md", folder=False)
+    recorder._record(f"{root}/sub/real.md", folder=False)
+    assert seen == [("v", "sub/real.md")]
