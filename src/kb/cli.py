@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
@@ -404,6 +404,38 @@ def _print_sources(answer: Answer) -> None:
             + (f"  [dim]{escape(s.date)}[/]" if s.date else ""),
             highlight=False,
         )
+
+
+@app.command(name="mcp")
+def mcp_command(
+    http: Annotated[
+        bool,
+        typer.Option("--http", help="Serve streamable HTTP instead of stdio."),
+    ] = False,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on with --http.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=1, max=65535, help="Port to listen on with --http.")
+    ] = 8765,
+) -> None:
+    """Serve kb to AI assistants over the Model Context Protocol (read-only).
+
+    stdio by default, as desktop assistants launch it; --http serves streamable HTTP at
+    http://HOST:PORT/mcp, requiring `Authorization: Bearer $KB_MCP_TOKEN` when that is set.
+    """
+    from kb.mcp_server import build_server, serve
+
+    with _session() as (cfg, store):
+        server = build_server(cfg, store, make_embedder(cfg.llm), make_chat(cfg.llm))
+        with suppress(KeyboardInterrupt):
+            serve(
+                server,
+                "http" if http else "stdio",
+                host=host,
+                port=port,
+                token=os.environ.get("KB_MCP_TOKEN") or None,
+            )
 
 
 @app.command()
