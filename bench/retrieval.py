@@ -184,18 +184,20 @@ class Spans:
 
 
 class CachedEmbedder:
-    """Every level asks for the same query vectors: embed each text once."""
+    """Every level asks for the same query vectors: embed each query once."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner = inner
         self.name = inner.name
-        self._seen: dict[str, list[float]] = {}
+        self._queries: dict[str, list[float]] = {}
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        missing = [t for t in dict.fromkeys(texts) if t not in self._seen]
-        if missing:
-            self._seen.update(zip(missing, self.inner.embed(missing), strict=True))
-        return [self._seen[t] for t in texts]
+        return self.inner.embed(texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        if text not in self._queries:
+            self._queries[text] = self.inner.embed_query(text)
+        return self._queries[text]
 
 
 def load_dataset(folder: Path, limit_docs: int | None = None) -> Dataset:
@@ -375,7 +377,7 @@ def score_level(
                 found_by["owner"] = found_by["plain"]
                 continue
             started = time.perf_counter()
-            [vector] = embedder.embed([text])
+            vector = embedder.embed_query(text)
             found_by[variant] = (
                 store.candidates(
                     vector,
@@ -430,7 +432,7 @@ def latency(
     assert space is not None
     times = []
     for q in queries:
-        [vector] = embedder.embed([q.text])
+        vector = embedder.embed_query(q.text)
         started = time.perf_counter()
         found = store.candidates(
             vector, q.text, model=space[0], dimensions=space[1], depth=CANDIDATES, filters=filters

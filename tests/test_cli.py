@@ -142,3 +142,24 @@ def test_query_rerank_flag(cfg: Path, db_url: str) -> None:
     assert all(h["relevance"] is None for h in plain)
     shown = kb(cfg, db_url, "query", "miso ramen", "--rerank", "--top-k", "1")
     assert "relevance 10/10" in shown.stdout
+
+
+def test_ask_streams_an_answer_then_its_sources(cfg: Path, db_url: str) -> None:
+    assert kb(cfg, db_url, "index").returncode == 0
+    result = kb(cfg, db_url, "ask", "which miso goes into the ramen", "--top-k", "3")
+    assert result.returncode == 0, result.stderr
+    answer, _, sources = result.stdout.partition("\n\n[1] ")
+    assert "[1]" in answer or "[2]" in answer or "[3]" in answer
+    assert sources.startswith("example/") and "[3] example/" in sources
+
+    as_json = json.loads(kb(cfg, db_url, "ask", "which miso goes into the ramen", "--json").stdout)
+    assert set(as_json) >= {"answer", "sources", "cited", "model", "timings", "not_in_notes"}
+    assert as_json["model"] == "fake-chat"
+    assert set(as_json["cited"]) <= {s["number"] for s in as_json["sources"]}
+    assert {"path", "start_line", "end_line", "content", "date"} <= set(as_json["sources"][0])
+
+
+def test_ask_before_index_says_what_to_do(cfg: Path, db_url: str) -> None:
+    result = kb(cfg, db_url, "ask", "anything")
+    assert result.returncode == 1 and "run `kb index` first" in result.stderr
+    assert "Traceback" not in result.stderr

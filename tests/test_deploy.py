@@ -24,7 +24,7 @@ DEPLOY = ROOT / "deploy"
 def test_compose_runs_the_daemon_on_the_configured_models() -> None:
     compose = yaml.safe_load((ROOT / "compose.yml").read_text())
     services = compose["services"]
-    assert set(services) == {"postgres", "ollama", "ollama-models", "kb"}
+    assert set(services) == {"postgres", "ollama", "ollama-models", "kb", "kb-mcp"}
     assert services["postgres"]["image"].startswith("pgvector/pgvector:")
     kb = services["kb"]
     assert kb["command"] == ["daemon"] and "entrypoint" not in kb
@@ -37,6 +37,20 @@ def test_compose_runs_the_daemon_on_the_configured_models() -> None:
         assert kb["environment"][name] == services["ollama-models"]["environment"][name]
     assert "./deploy/kb.toml:/config/kb.toml:ro" in kb["volumes"]
     assert any(v.endswith(":/vault:ro") for v in kb["volumes"])
+
+
+def test_compose_serves_mcp_over_http_only_on_request_and_with_a_token() -> None:
+    services = yaml.safe_load((ROOT / "compose.yml").read_text())["services"]
+    mcp, kb = services["kb-mcp"], services["kb"]
+    assert mcp["profiles"] == ["mcp"]
+    assert mcp["command"][:2] == ["mcp", "--http"]
+    # Published on the host's loopback only; kb refuses 0.0.0.0 without the token.
+    assert all(p.startswith("127.0.0.1:") for p in mcp["ports"])
+    assert "KB_MCP_TOKEN" in mcp["environment"]
+    assert mcp["volumes"] == kb["volumes"]
+    assert {k: v for k, v in mcp["environment"].items() if k != "KB_MCP_TOKEN"} == {
+        k: v for k, v in kb["environment"].items() if k != "KB_DAEMON_POLLING"
+    }
 
 
 def test_compose_config_is_valid() -> None:

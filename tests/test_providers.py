@@ -16,6 +16,7 @@ import pytest
 
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
 from kb.llm.base import Prompt
+from kb.llm.fake import FakeChat
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.openai import OpenAIChat, OpenAIEmbedder
 
@@ -32,6 +33,14 @@ class Received:
     path: str
     body: Any
     headers: dict[str, str]  # names in lower case
+
+
+@dataclass(frozen=True)
+class Raw:
+    """A reply sent as these bytes, not as JSON: a stream."""
+
+    data: bytes
+    content_type: str
 
 
 @dataclass
@@ -67,10 +76,13 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             # Interruptible, so a slow reply does not outlive the test.
             if delay and stub.stop.wait(delay):
                 return
-            data = json.dumps(body).encode()
+            if isinstance(body, Raw):
+                data, content_type = body.data, body.content_type
+            else:
+                data, content_type = json.dumps(body).encode(), "application/json"
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -154,6 +166,47 @@ def test_ollama_chat_sends_prompt_and_returns_content(stub: Stub) -> None:
     ]
     assert req.body["options"] == {"num_ctx": 2048, "num_predict": 64, "temperature": 0}
     assert req.body["stream"] is False
+
+
+def ollama_chat_stream(pieces: list[str]) -> Raw:
+    """Ollama's streamed chat: one JSON object per line, the counts on the last."""
+    lines = [
+        {"model": "m", "message": {"role": "assistant", "content": p}, "done": False}
+        for p in pieces
+    ]
+    lines.append(
+        {
+            "model": "m",
+            "message": {"role": "assistant", "content": ""},
+            "done": True,
+            "done_reason": "stop",
+            "prompt_eval_count": 26,
+            "eval_count": len(pieces),
+        }
+    )
+    return Raw("".join(json.dumps(line) + "\n" for line in lines).encode(), "application/x-ndjson")
+
+
+def test_ollama_stream_yields_pieces_and_counts_usage(stub: Stub) -> None:
+    stub.reply(CHAT, ollama_chat_stream(["The NAS ", "runs ", "ZFS [1]."]))
+    chat = OllamaChat(stub.url, "m", **FAST)
+    assert list(chat.stream(PROMPT)) == ["The NAS ", "runs ", "ZFS [1]."]
+    [req] = stub.received
+    assert req.body["stream"] is True
+    assert req.body["messages"][-1] == {"role": "user", "content": "Rewrite this."}
+    assert (chat.usage.calls, chat.usage.prompt_tokens, chat.usage.output_tokens) == (1, 26, 3)
+
+
+def test_ollama_stream_retries_a_busy_server_before_the_first_piece(stub: Stub) -> None:
+    stub.reply(CHAT, {"error": "server busy"}, 503)
+    stub.reply(CHAT, ollama_chat_stream(["ok"]))
+    assert "".join(OllamaChat(stub.url, "m", **FAST).stream(PROMPT)) == "ok"
+    assert stub.count(CHAT) == 2
+
+
+def test_ollama_stream_unreachable_is_unavailable(dead_url: str) -> None:
+    with pytest.raises(LLMUnavailable, match="cannot reach Ollama"):
+        list(OllamaChat(dead_url, "m", **FAST).stream(PROMPT))
 
 
 def test_ollama_embed_sends_input_list(stub: Stub) -> None:
@@ -267,6 +320,75 @@ def test_openai_chat_sends_prompt_and_returns_content(stub: Stub, suffix: str) -
     }
     # Local servers ignore the key, but the client still needs one to send.
     assert req.headers["authorization"] == "Bearer unused"
+
+
+def openai_chat_stream(pieces: list[str], *, usage: bool = True) -> Raw:
+    """OpenAI's streamed chat: server-sent events, the counts in a last chunk without choices."""
+
+    def chunk(choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-123",
+            "object": "chat.completion.chunk",
+            "created": 1694268190,
+            "model": "m",
+            "choices": choices,
+            **extra,
+        }
+
+    events = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}}])]
+    events += [chunk([{"index": 0, "delta": {"content": p}}]) for p in pieces]
+    events.append(chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+    if usage:
+        counts = {"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21}
+        events.append(chunk([], usage=counts))
+    data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+    return Raw(data.encode(), "text/event-stream")
+
+
+@pytest.mark.parametrize(("usage", "counted"), [(True, (9, 12)), (False, (0, 3))])
+def test_openai_stream_yields_pieces_and_counts_usage(
+    stub: Stub, usage: bool, counted: tuple[int, int]
+) -> None:
+    stub.reply(COMPLETIONS, openai_chat_stream(["The NAS ", "runs ", "ZFS [1]."], usage=usage))
+    chat = OpenAIChat(stub.url, "m", api_key="", **FAST)
+    assert list(chat.stream(PROMPT)) == ["The NAS ", "runs ", "ZFS [1]."]
+    [req] = stub.received
+    assert req.body["stream"] is True
+    assert req.body["stream_options"] == {"include_usage": True}
+    assert (chat.usage.prompt_tokens, chat.usage.output_tokens) == counted
+
+
+def test_openai_stream_retries_a_busy_server_before_the_first_piece(stub: Stub) -> None:
+    stub.reply(COMPLETIONS, openai_error("busy"), 503)
+    stub.reply(COMPLETIONS, openai_chat_stream(["ok"]))
+    assert "".join(OpenAIChat(stub.url, "m", api_key="", **FAST).stream(PROMPT)) == "ok"
+    assert stub.count(COMPLETIONS) == 2
+
+
+def test_openai_stream_missing_model_is_model_missing(stub: Stub) -> None:
+    stub.reply(COMPLETIONS, openai_error("model 'x' not found", "model_not_found"), 404)
+    with pytest.raises(ModelMissing, match="model 'x' is not available"):
+        list(OpenAIChat(stub.url, "x", api_key="", **FAST).stream(PROMPT))
+
+
+def test_fake_stream_is_its_answer_in_pieces() -> None:
+    prompt = Prompt(
+        task="answer",
+        system="",
+        user="",
+        max_tokens=64,
+        num_ctx=2048,
+        inputs={
+            "question": "what does the NAS run?",
+            "passage_1": "Bread needs flour.",
+            "passage_2": "The NAS runs ZFS. It has four disks.",
+        },
+    )
+    chat = FakeChat()
+    pieces = list(chat.stream(prompt))
+    assert len(pieces) > 1
+    assert "".join(pieces) == chat.complete(prompt) == "The NAS runs ZFS. [2]"
+    assert chat.calls["answer"] == 2
 
 
 @pytest.mark.parametrize("suffix", ["", "/v1"])

@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated
@@ -23,6 +23,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from kb import query as query_mod
+from kb.answer import Answer, AskOptions, ask
 from kb.config import SEARCH_MODES, Config, load_config
 from kb.db import database_url, first_line
 from kb.errors import DatabaseError, KbError
@@ -343,6 +344,143 @@ def _explanation(hit: SearchHit) -> str:
         f"{place(hit.vector_rank, hit.vector_score, 'vector')}  "
         f"{place(hit.text_rank, hit.text_score, 'text BM25')}  score {hit.score:.4f}"
     )
+
+
+@app.command(name="ask")
+def ask_command(
+    question: Annotated[str, typer.Argument(help="What to ask your notes.")],
+    top_k: Annotated[
+        int | None,
+        typer.Option("--top-k", "-k", min=1, help="How many passages to read (default 5)."),
+    ] = None,
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", "-t", help="Minimum cosine similarity, -1 to 1.")
+    ] = None,
+    path: Annotated[
+        str | None, typer.Option("--path", "-p", help="Only notes under this path prefix.")
+    ] = None,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option("--tag", help="Only notes with this tag; repeat for all of several."),
+    ] = None,
+    after: Annotated[
+        dt.datetime | None,
+        typer.Option(
+            "--after", help="Only notes modified at or after this date/time.", formats=_DATE_FORMATS
+        ),
+    ] = None,
+    before: Annotated[
+        dt.datetime | None,
+        typer.Option(
+            "--before", help="Only notes modified before this date/time.", formats=_DATE_FORMATS
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")] = (
+        False
+    ),
+    no_owner: Annotated[
+        bool,
+        typer.Option("--no-owner", help="Do not read first-person questions as the owner's."),
+    ] = False,
+) -> None:
+    """Answer a question from your notes, citing the passages it used."""
+    with _session() as (cfg, store):
+        owner = None if no_owner or not cfg.query.owner_in_first_person else cfg.owner_name
+        options = AskOptions(
+            top_k=top_k or cfg.query.top_k,
+            threshold=threshold,
+            mode=cfg.query.mode,
+            filters=SearchFilter(
+                path_prefix=path,
+                tags=tuple(tag or ()),
+                modified_after=after,
+                modified_before=before,
+            ),
+            context_window=cfg.llm.context_window,
+        )
+
+        def show(text: str) -> None:
+            out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+
+        answer = ask(
+            store,
+            make_embedder(cfg.llm),
+            make_chat(cfg.llm),
+            question,
+            owner=owner,
+            options=options,
+            on_text=None if as_json else show,
+        )
+    if as_json:
+        sys.stdout.write(json.dumps(answer_json(answer), ensure_ascii=False, indent=2) + "\n")
+        return
+    out.print()
+    _print_sources(answer)
+
+
+def answer_json(answer: Answer) -> dict[str, object]:
+    """`kb ask --json`: the answer, its numbered sources (as `kb query --json`), what it cited."""
+    return {
+        "question": answer.question,
+        "answer": answer.text,
+        "sources": [
+            {"number": s.number, **asdict(s.hit), "date": s.date, "cut": s.cut}
+            for s in answer.sources
+        ],
+        "cited": answer.cited,
+        "not_in_notes": answer.not_in_notes,
+        "model": answer.model,
+        "prompt_version": answer.prompt_version,
+        "timings": asdict(answer.timings),
+    }
+
+
+def _print_sources(answer: Answer) -> None:
+    if not answer.sources:
+        return
+    out.print()
+    for s in answer.sources:
+        style = "bold" if s.number in answer.cited else "dim"
+        headers = " > ".join(s.hit.header_path)
+        out.print(
+            f"[{style}]\\[{s.number}] {escape(s.hit.vault)}/{escape(s.hit.path)}"
+            f":{s.hit.start_line}-{s.hit.end_line}[/]"
+            + (f"  [dim]{escape(headers)}[/]" if headers else "")
+            + (f"  [dim]{escape(s.date)}[/]" if s.date else ""),
+            highlight=False,
+        )
+
+
+@app.command(name="mcp")
+def mcp_command(
+    http: Annotated[
+        bool,
+        typer.Option("--http", help="Serve streamable HTTP instead of stdio."),
+    ] = False,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on with --http.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", min=1, max=65535, help="Port to listen on with --http.")
+    ] = 8765,
+) -> None:
+    """Serve kb to AI assistants over the Model Context Protocol (read-only).
+
+    stdio by default, as desktop assistants launch it; --http serves streamable HTTP at
+    http://HOST:PORT/mcp, requiring `Authorization: Bearer $KB_MCP_TOKEN` when that is set.
+    """
+    from kb.mcp_server import build_server, serve
+
+    with _session() as (cfg, store):
+        server = build_server(cfg, store, make_embedder(cfg.llm), make_chat(cfg.llm))
+        with suppress(KeyboardInterrupt):
+            serve(
+                server,
+                "http" if http else "stdio",
+                host=host,
+                port=port,
+                token=os.environ.get("KB_MCP_TOKEN") or None,
+            )
 
 
 @app.command()

@@ -15,6 +15,8 @@ from kb.llm.base import Prompt
 PROMPT_VERSION = "4"
 # Re-ranking has a version of its own: changing its prompt must not redo the index.
 RERANK_VERSION = "1"
+# Answers are never cached, so their version only names the wording in use (`kb ask --json`).
+ANSWER_VERSION = "1"
 
 # A conservative characters-per-token ratio for English prose and Markdown.
 _CHARS_PER_TOKEN = 3
@@ -101,6 +103,58 @@ _RERANK_EXAMPLES = (
         "0",
     ),
 )
+
+
+_ANSWER_SYSTEM = (
+    "You answer a question using only the numbered passages from the user's notes, never "
+    "what you know otherwise. Answer in one to three short sentences. After each fact, cite "
+    "the passage it comes from by its number in square brackets, like [2]. If the passages "
+    "do not answer the question, reply with one sentence that starts with \"Your notes don't "
+    'say" and nothing else; never guess.'
+)
+_ANSWER_OWNER = (
+    ' The user is {owner}. Passages marked "your note" were written by {owner}: there '
+    '"I" is {owner}, so speak of it as "you". Every other passage was written by someone '
+    'else: there "I" is that writer, never {owner}, and their facts are not {owner}\'s.'
+)
+# One answered and one unanswerable question, so the model sees both ways out.
+_ANSWER_EXAMPLES = (
+    (
+        "<passages>\n[1] Projects/Home Server.md · Home Server > Backups · 2024-03-02\n"
+        "restic runs every night at 02:00 and keeps 7 daily snapshots on the USB disk.\n\n"
+        "[2] Journal/2024-03-09.md · 2024-03-09\nRestored the photos folder as a test; it "
+        "took 20 minutes.\n</passages>\n\nQuestion: when do the backups run?",
+        "Every night at 02:00, with restic keeping 7 daily snapshots on the USB disk [1].",
+    ),
+    (
+        "<passages>\n[1] Recipes/Bread.md · Bread · 2023-11-20\nBake 40 minutes at 230 °C."
+        "\n</passages>\n\nQuestion: which flour did Maria recommend?",
+        "Your notes don't say which flour Maria recommended.",
+    ),
+)
+
+
+def answer_budget(question: str, *, owner: str | None, max_tokens: int, context_window: int) -> int:
+    """Characters of passages (with their header lines) that fit the window with the answer."""
+    system = _ANSWER_SYSTEM + (_ANSWER_OWNER.format(owner=owner) if owner else "")
+    return _input_budget(system + _joined(_ANSWER_EXAMPLES) + question, max_tokens, context_window)
+
+
+def answer_prompt(
+    question: str,
+    passages: list[tuple[str, str]],
+    *,
+    owner: str | None,
+    max_tokens: int,
+    context_window: int,
+) -> Prompt:
+    """Answer from numbered passages, each a (header line, text) pair, best first."""
+    system = _ANSWER_SYSTEM + (_ANSWER_OWNER.format(owner=owner) if owner else "")
+    blocks = "\n\n".join(f"[{n}] {header}\n{text}" for n, (header, text) in enumerate(passages, 1))
+    user = f"<passages>\n{blocks}\n</passages>\n\nQuestion: {question}"
+    inputs = {"question": question, "owner": owner or ""}
+    inputs |= {f"passage_{n}": text for n, (_, text) in enumerate(passages, 1)}
+    return _prompt("answer", system, user, max_tokens, context_window, inputs, _ANSWER_EXAMPLES)
 
 
 def _example(pair: tuple[str, str], owner: str | None) -> tuple[tuple[str, str], ...]:

@@ -179,6 +179,43 @@ class SearchFilter:
 NO_FILTER = SearchFilter()
 
 
+# A note of `d` has every tag in %(tags)s (lower case), or a tag nested under it (a/b).
+_HAS_TAGS = """
+    cardinality(%(tags)s::text[]) = (
+        SELECT count(*) FROM unnest(%(tags)s::text[]) AS want
+         WHERE EXISTS (
+             SELECT 1 FROM jsonb_array_elements_text(d.metadata -> 'tags') AS t
+              WHERE lower(t) = want OR left(lower(t), length(want) + 1) = want || '/'))
+"""
+
+
+@dataclass(frozen=True)
+class NoteInfo:
+    """What the index knows of one note, for listing it or naming it as a source."""
+
+    vault: str
+    path: str
+    personal: bool
+    date: str | None  # the frontmatter's `date`, as written
+    mtime_ns: int
+    tags: list[str]
+    chunks: int
+
+
+@dataclass(frozen=True)
+class NotePage:
+    notes: list[NoteInfo]
+    total: int  # every note that matches, not only this page
+
+
+_NOTE_INFO = """
+    SELECT d.vault, d.path, d.personal, d.metadata ->> 'date' AS date, d.mtime_ns,
+           ARRAY(SELECT jsonb_array_elements_text(d.metadata -> 'tags')) AS tags,
+           (SELECT count(*) FROM chunks c WHERE c.document_id = d.id) AS chunks
+      FROM documents d
+"""
+
+
 @dataclass(frozen=True)
 class Status:
     documents: int
@@ -520,12 +557,8 @@ class Store:
                AND (cardinality(%(paths)s::text[]) = 0 OR d.path = ANY(%(paths)s::text[]))
                AND (%(after)s::bigint IS NULL OR d.mtime_ns >= %(after)s)
                AND (%(before)s::bigint IS NULL OR d.mtime_ns < %(before)s)
-               AND cardinality(%(tags)s::text[]) = (
-                   SELECT count(*) FROM unnest(%(tags)s::text[]) AS want
-                    WHERE EXISTS (
-                        SELECT 1 FROM jsonb_array_elements_text(d.metadata -> 'tags') AS t
-                         WHERE lower(t) = want OR left(lower(t), length(want) + 1) = want || '/'))
-            """
+               AND """
+            + _HAS_TAGS
         ).format(model=sql.Literal(model))
         distance = sql.SQL("c.embedding::vector({dim}) <=> %(v)s::vector({dim})").format(
             dim=sql.Literal(dimensions)
@@ -601,6 +634,51 @@ class Store:
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             rows = conn.execute(query, params).fetchall()
         return Candidates.of([Candidate(**r) for r in rows])
+
+    # -- notes -------------------------------------------------------------------------------------
+
+    def note_info(self, notes: Iterable[tuple[str, str]]) -> dict[tuple[str, str], NoteInfo]:
+        """The index's facts about some notes, by (vault, path); unknown notes are left out."""
+        keys = set(notes)
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                _NOTE_INFO + " WHERE (d.vault, d.path) IN (SELECT * FROM unnest(%s::text[],"
+                " %s::text[]))",
+                ([v for v, _ in keys], [p for _, p in keys]),
+            ).fetchall()
+        return {(r["vault"], r["path"]): NoteInfo(**r) for r in rows}
+
+    def list_notes(
+        self,
+        *,
+        vault: str | None = None,
+        folder: str | None = None,
+        tags: Sequence[str] = (),
+        offset: int = 0,
+        limit: int = 50,
+    ) -> NotePage:
+        """Indexed notes in path order, optionally of one vault, under a folder, with tags."""
+        params = {
+            "vault": vault,
+            "like": _like_prefix(folder) if folder else None,
+            "tags": [t.lower().lstrip("#") for t in tags],
+            "offset": offset,
+            "limit": limit,
+        }
+        where = (
+            """ WHERE (%(vault)s::text IS NULL OR d.vault = %(vault)s)
+                  AND (%(like)s::text IS NULL OR d.path LIKE %(like)s)
+                  AND """
+            + _HAS_TAGS
+        )
+        with self.pool.connection() as conn, conn.transaction():
+            counted = conn.execute("SELECT count(*) AS n FROM documents d" + where, params)
+            total = counted.fetchone()["n"]
+            rows = conn.execute(
+                _NOTE_INFO + where + " ORDER BY d.vault, d.path OFFSET %(offset)s LIMIT %(limit)s",
+                params,
+            ).fetchall()
+        return NotePage([NoteInfo(**r) for r in rows], total)
 
     # -- re-ranking judgements ---------------------------------------------------------------------
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
@@ -16,7 +16,7 @@ T = TypeVar("T")
 class Prompt:
     """One chat request: the text sent, and the structured inputs it was made from."""
 
-    task: str  # "file_summary", "chunk_summary", "rewrite" or "rerank"
+    task: str  # "file_summary", "chunk_summary", "rewrite", "rerank" or "answer"
     system: str
     user: str
     max_tokens: int
@@ -58,6 +58,13 @@ class ChatModel(Protocol):
 
     def complete(self, prompt: Prompt) -> str: ...
 
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        """The answer piece by piece as the server writes it; joined, what `complete` returns.
+
+        Only opening the stream is retried: once text has been shown it cannot be taken back.
+        """
+        ...
+
 
 class TextEmbedder(Protocol):
     """A model server's embeddings: texts in, vectors out, as they are."""
@@ -76,6 +83,29 @@ class Embedder(TextEmbedder, Protocol):
 
 class TransientError(Exception):
     """A failure worth retrying: a timeout, a dropped connection, a busy server."""
+
+
+_END = object()
+
+
+def read_stream(
+    open_stream: Callable[[], Iterator[T]],
+    *,
+    first: Callable[[Callable[[], Any]], Any],
+    rest: Callable[[Callable[[], Any]], Any],
+) -> Iterator[T]:
+    """The items of a server's stream. Opening it and reading its first item go through
+    `first` (retried: nothing has been shown yet), every later item through `rest` (errors
+    made readable, not retried: a retry would repeat what was already shown)."""
+
+    def start() -> tuple[Iterator[T], Any]:
+        items = iter(open_stream())
+        return items, next(items, _END)
+
+    items, item = first(start)
+    while item is not _END:
+        yield item
+        item = rest(lambda: next(items, _END))
 
 
 def with_retries(call: Callable[[], T], *, retries: int, backoff: float = 0.5) -> T:

@@ -13,7 +13,7 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from kb.llm.base import Prompt, TokenUsage
 
@@ -26,6 +26,8 @@ _STOP = frozenset(
 )
 _FIRST_PERSON = re.compile(r"\b(I|me|my|mine|myself)\b", re.IGNORECASE)
 _WIKILINK = re.compile(r"(\[\[[^\]]*\]\])")
+_PIECE = re.compile(r"\S+\s*")
+_SENTENCE = re.compile(r"(?<=[.!?])\s")
 
 
 def _words(text: str) -> list[str]:
@@ -59,6 +61,10 @@ class FakeChat:
         self.usage.add(sent, len(answer.split()))
         return answer
 
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        # Word by word, as a server streams tokens.
+        yield from _PIECE.findall(self.complete(prompt))
+
     def _answer(self, prompt: Prompt) -> str:
         inputs = prompt.inputs
         if prompt.task == "rewrite":
@@ -82,11 +88,29 @@ class FakeChat:
             wanted = set(_words(inputs["query"]))
             found = set(_words(inputs["header_path"] + " " + inputs["passage"]))
             return str(round(10 * len(wanted & found) / max(1, len(wanted))))
+        if prompt.task == "answer":
+            return _grounded_answer(inputs)
         if prompt.task == "file_summary":
             about = f" about {inputs['owner']}" if inputs.get("owner") else ""
             return f"A note{about} covering {_keywords(inputs['excerpt'], 8)}."
         about = f" about {inputs['owner']}" if inputs.get("owner") else ""
         return f"This part{about} covers {_keywords(inputs['content'], 6)}."
+
+
+def _grounded_answer(inputs: Mapping[str, str]) -> str:
+    """The first sentence of the passage sharing most words with the question, cited; or
+    the admission that the notes do not say, when no passage shares a word."""
+    wanted = set(_words(inputs["question"]))
+    shared = {
+        int(key.removeprefix("passage_")): len(wanted & set(_words(text)))
+        for key, text in inputs.items()
+        if key.startswith("passage_")
+    }
+    best = max(shared, key=lambda n: (shared[n], -n), default=None)
+    if best is None or shared[best] == 0:
+        return "Your notes don't say."
+    sentence = _SENTENCE.split(inputs[f"passage_{best}"].strip(), maxsplit=1)[0]
+    return f"{sentence} [{best}]"
 
 
 class FakeEmbedder:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
 import httpx
 import ollama
 
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
-from kb.llm.base import Prompt, TokenUsage, TransientError, with_retries
+from kb.llm.base import Prompt, TokenUsage, TransientError, read_stream, with_retries
 
 T = TypeVar("T")
 
@@ -28,20 +28,34 @@ class OllamaChat:
     def complete(self, prompt: Prompt) -> str:
         def call() -> str:
             response = self._client.chat(
-                model=self.name,
-                messages=prompt.messages(),
-                options={
-                    "num_ctx": prompt.num_ctx,
-                    "num_predict": prompt.max_tokens,
-                    "temperature": 0,
-                },
+                model=self.name, messages=prompt.messages(), options=_options(prompt)
             )
             self.usage.add(response.prompt_eval_count or 0, response.eval_count or 0)
             return response.message.content or ""
 
-        return _call(
-            call, host=self.host, model=self.name, retries=self._retries, backoff=self._backoff
+        return self._guard(call, self._retries)
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        parts = read_stream(
+            lambda: self._client.chat(
+                model=self.name, messages=prompt.messages(), options=_options(prompt), stream=True
+            ),
+            first=lambda call: self._guard(call, self._retries),
+            rest=lambda call: self._guard(call, 0),
         )
+        for part in parts:
+            if part.done:
+                # Only the last part carries the counts.
+                self.usage.add(part.prompt_eval_count or 0, part.eval_count or 0)
+            if part.message.content:
+                yield part.message.content
+
+    def _guard(self, call: Callable[[], T], retries: int) -> T:
+        return _call(call, host=self.host, model=self.name, retries=retries, backoff=self._backoff)
+
+
+def _options(prompt: Prompt) -> dict[str, int | float]:
+    return {"num_ctx": prompt.num_ctx, "num_predict": prompt.max_tokens, "temperature": 0}
 
 
 class OllamaEmbedder:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import openai
 
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
-from kb.llm.base import Prompt, TokenUsage, TransientError, with_retries
+from kb.llm.base import Prompt, TokenUsage, TransientError, read_stream, with_retries
 
 T = TypeVar("T")
 
@@ -38,7 +38,9 @@ class _OpenAIBase:
         self._retries = retries
         self._backoff = backoff
 
-    def _call(self, call: Callable[[], T]) -> T:
+    def _call(self, call: Callable[[], T], retries: int | None = None) -> T:
+        retries = self._retries if retries is None else retries
+
         def attempt() -> T:
             try:
                 return call()
@@ -50,7 +52,7 @@ class _OpenAIBase:
                 raise
 
         try:
-            return with_retries(attempt, retries=self._retries, backoff=self._backoff)
+            return with_retries(attempt, retries=retries, backoff=self._backoff)
         except TransientError as exc:
             cause = exc.__cause__
             if isinstance(cause, openai.APIConnectionError) and not isinstance(
@@ -61,7 +63,7 @@ class _OpenAIBase:
                     "start it or fix llm.host"
                 ) from None
             raise LLMError(
-                f"server at {self.host} failed after {self._retries + 1} attempts: {exc}"
+                f"server at {self.host} failed after {retries + 1} attempts: {exc}"
             ) from None
         except openai.NotFoundError:
             raise ModelMissing(
@@ -95,6 +97,34 @@ class OpenAIChat(_OpenAIBase):
             return response.choices[0].message.content or ""
 
         return self._call(call)
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        chunks = read_stream(
+            lambda: self._client.chat.completions.create(
+                model=self.name,
+                messages=prompt.messages(),
+                max_tokens=prompt.max_tokens,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
+            ),
+            first=self._call,
+            rest=lambda call: self._call(call, retries=0),
+        )
+        pieces = 0
+        usage = None
+        for chunk in chunks:
+            usage = chunk.usage or usage
+            for choice in chunk.choices:
+                if choice.delta.content:
+                    pieces += 1
+                    yield choice.delta.content
+        # A server that ignores include_usage sends no counts; each streamed piece is then
+        # the best count of output tokens there is.
+        if usage is not None:
+            self.usage.add(usage.prompt_tokens, usage.completion_tokens)
+        else:
+            self.usage.add(0, pieces)
 
 
 class OpenAIEmbedder(_OpenAIBase):

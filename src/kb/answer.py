@@ -1,0 +1,306 @@
+"""Answering a question from the notes: retrieve, number the passages, ask the chat model,
+keep only the citations that name a passage.
+
+The pure parts (fitting passages into the context window, filtering citations as the answer
+streams, recognising "your notes don't say") are separate from `ask`, the one function that
+does I/O through the store, the embedder and the chat model.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from kb import prompts
+from kb.llm.base import ChatModel, Embedder
+from kb.query import search
+from kb.store import NO_FILTER, NoteInfo, SearchFilter, SearchHit, Store
+
+# Room for a few cited sentences; a small model that rambles past it is cut off.
+ANSWER_MAX_TOKENS = 320
+# A passage cut shorter than this says too little to be worth its number.
+MIN_PASSAGE_CHARS = 160
+CUT_MARK = " […]"
+# What kb says itself when no passage passes the filters and threshold: the model is not asked.
+NOTHING_FOUND = "Your notes don't say: no passage matches the question."
+
+# "[2]", "[1, 3]", "[1,3]": a citation is one or more passage numbers in brackets.
+_CITATION = re.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]")
+# The start of something that may still become a citation once more text arrives.
+_OPEN_CITATION = re.compile(r"\[[\d,\s]*\Z")
+_LONGEST_CITATION = 40
+_NOT_IN_NOTES = re.compile(
+    r"\b(?:notes?|passages?)\s+(?:do|does)\s*(?:n['\u2019]t|not)\s+(?:say|mention|contain|tell)"
+    r"|\bnot\s+(?:in|mentioned\s+in)\s+(?:your|the)\s+(?:notes|passages)",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Source:
+    """One numbered passage given to the model, and the search hit it came from."""
+
+    number: int
+    hit: SearchHit
+    date: str | None  # the note's frontmatter date, else the day it was last modified
+    personal: bool  # written by the owner
+    text: str  # as given to the model: whole, or cut with CUT_MARK
+    cut: bool
+
+    def header(self) -> str:
+        """The line above the passage: path, header path, date, and whose note it is."""
+        parts = [f"{self.hit.vault}/{self.hit.path}"]
+        if self.hit.header_path:
+            parts.append(" > ".join(h.lstrip("# ") for h in self.hit.header_path))
+        if self.date:
+            parts.append(self.date)
+        if self.personal:
+            parts.append("your note")
+        return " · ".join(parts)
+
+
+@dataclass(frozen=True)
+class Timings:
+    retrieval: float
+    first_token: float | None  # seconds from the request to the first piece of the answer
+    generation: float
+    total: float
+
+
+@dataclass(frozen=True)
+class Answer:
+    question: str
+    text: str
+    sources: list[Source]
+    cited: list[int]
+    model: str | None  # None when no passage was found, so no model was asked
+    not_in_notes: bool
+    timings: Timings
+    prompt_version: str = prompts.ANSWER_VERSION
+
+
+def fit_passages(texts: Sequence[str], budget: int) -> list[tuple[str, bool]]:
+    """The passages, best first, within `budget` characters: each kept whole while it fits;
+    from the first that does not, the rest share what is left equally, each cut visibly;
+    when the shares would be too short to say anything, the next passage takes all that is
+    left and the others are left out. The best passage
+    is always given, cut to the budget if it alone is longer. Returns (text, cut) pairs."""
+    kept: list[tuple[str, bool]] = []
+    left = budget
+    sharing = False
+    for i, raw in enumerate(texts):
+        text = raw.strip()
+        if not sharing and len(text) <= left:
+            kept.append((text, False))
+            left -= len(text)
+            continue
+        sharing = True
+        share = left // (len(texts) - i)
+        if share < MIN_PASSAGE_CHARS:
+            # Too little for all: the next one takes what is left, if that is worth giving.
+            if kept and left < MIN_PASSAGE_CHARS:
+                break
+            share = left
+        cut = len(text) > share
+        if cut:
+            text = text[: max(0, share - len(CUT_MARK))].rstrip() + CUT_MARK
+        kept.append((text, cut))
+        left -= len(text)
+    return kept
+
+
+class CitationFilter:
+    """Passes an answer through piece by piece, dropping citations that name no passage.
+
+    Text that may still turn into a citation (an open bracket and digits) is held back
+    until it is settled, and so is the whitespace before it, so a dropped citation takes
+    its leading space with it. `cited` lists the valid numbers in order of first use.
+    """
+
+    def __init__(self, valid: Iterable[int]) -> None:
+        self.valid = frozenset(valid)
+        self.cited: list[int] = []
+        self._pending = ""
+        self._space = ""
+
+    def feed(self, piece: str) -> str:
+        self._pending += piece
+        out: list[str] = []
+        while self._pending:
+            start = self._pending.find("[")
+            if start == -1:
+                out.append(self._text(self._pending))
+                self._pending = ""
+                break
+            if start:
+                out.append(self._text(self._pending[:start]))
+                self._pending = self._pending[start:]
+            match = _CITATION.match(self._pending)
+            if match:
+                out.append(self._citation(match.group(0)))
+                self._pending = self._pending[match.end() :]
+            elif _OPEN_CITATION.match(self._pending) and len(self._pending) < _LONGEST_CITATION:
+                break  # wait for the rest of it
+            else:
+                out.append(self._text("["))
+                self._pending = self._pending[1:]
+        return "".join(out)
+
+    def close(self) -> str:
+        """Whatever was held back, once the answer is complete."""
+        rest = self._text(self._pending) if self._pending else ""
+        self._pending = ""
+        return rest + self._space
+
+    def _text(self, text: str) -> str:
+        body = text.rstrip()
+        if not body:
+            self._space += text
+            return ""
+        out = self._space + body
+        self._space = text[len(body) :]
+        return out
+
+    def _citation(self, citation: str) -> str:
+        numbers = [int(n) for n in re.findall(r"\d+", citation)]
+        kept = list(dict.fromkeys(n for n in numbers if n in self.valid))
+        if not kept:
+            self._space = ""
+            return ""
+        self.cited.extend(n for n in kept if n not in self.cited)
+        out = self._space + "[" + ", ".join(map(str, kept)) + "]"
+        self._space = ""
+        return out
+
+
+def filter_citations(text: str, valid: Iterable[int]) -> tuple[str, list[int]]:
+    """An answer with the citations that name no passage removed, and the numbers it cites."""
+    f = CitationFilter(valid)
+    return (f.feed(text) + f.close()).strip(), f.cited
+
+
+def says_not_in_notes(answer: str) -> bool:
+    """Whether an answer says the notes do not hold the answer ("Your notes don't say …")."""
+    return bool(_NOT_IN_NOTES.search(answer))
+
+
+def note_date(info: NoteInfo | None) -> str | None:
+    """The date to show beside a passage: the note's own `date`, else its modification day."""
+    if info is None:
+        return None
+    if info.date and info.date.strip():
+        return info.date.strip()[:32]
+    return dt.datetime.fromtimestamp(info.mtime_ns / 1e9, dt.UTC).date().isoformat()
+
+
+def number_sources(
+    hits: Sequence[SearchHit], facts: dict[tuple[str, str], NoteInfo], budget: int
+) -> list[Source]:
+    """Number the hits that fit the budget (their header lines count too), best first."""
+    drafts = [
+        Source(n, h, note_date(facts.get((h.vault, h.path))), _personal(facts, h), "", False)
+        for n, h in enumerate(hits, 1)
+    ]
+    room = budget - sum(len(s.header()) + len(f"[{s.number}] \n\n") for s in drafts)
+    fitted = fit_passages([h.content for h in hits], max(room, MIN_PASSAGE_CHARS))
+    # Fewer passages than hits when the last ones had no room left.
+    return [
+        replace(source, text=text, cut=cut)
+        for source, (text, cut) in zip(drafts, fitted, strict=False)
+    ]
+
+
+def _personal(facts: dict[tuple[str, str], NoteInfo], hit: SearchHit) -> bool:
+    info = facts.get((hit.vault, hit.path))
+    return bool(info and info.personal)
+
+
+@dataclass(frozen=True)
+class AskOptions:
+    """How to retrieve the passages, and the chat model's context window."""
+
+    top_k: int = 5
+    threshold: float | None = None
+    mode: str = "hybrid"
+    filters: SearchFilter = NO_FILTER
+    context_window: int = 8192
+
+
+def ask(
+    store: Store,
+    embedder: Embedder,
+    chat: ChatModel,
+    question: str,
+    *,
+    owner: str | None,
+    options: AskOptions,
+    on_text: Callable[[str], None] | None = None,
+) -> Answer:
+    """Retrieve passages for `question` and have the chat model answer from them alone.
+
+    `owner` set: a first-person question is the owner's (retrieval adds the name, and the
+    model is told which notes are theirs). `on_text` receives the answer as it streams,
+    citations that name no passage already removed.
+    """
+    started = time.perf_counter()
+    hits = search(
+        store,
+        embedder,
+        question,
+        owner=owner,
+        top_k=options.top_k,
+        threshold=options.threshold,
+        mode=options.mode,
+        filters=options.filters,
+    )
+    retrieved = time.perf_counter()
+    if not hits:
+        if on_text:
+            on_text(NOTHING_FOUND)
+        elapsed = retrieved - started
+        return Answer(
+            question, NOTHING_FOUND, [], [], None, True, Timings(elapsed, None, 0.0, elapsed)
+        )
+    facts = store.note_info((h.vault, h.path) for h in hits)
+    budget = prompts.answer_budget(
+        question,
+        owner=owner,
+        max_tokens=ANSWER_MAX_TOKENS,
+        context_window=options.context_window,
+    )
+    sources = number_sources(hits, facts, budget)
+    prompt = prompts.answer_prompt(
+        question,
+        [(s.header(), s.text) for s in sources],
+        owner=owner,
+        max_tokens=ANSWER_MAX_TOKENS,
+        context_window=options.context_window,
+    )
+    citations = CitationFilter(s.number for s in sources)
+    shown: list[str] = []
+    first: float | None = None
+    for piece in chat.stream(prompt):
+        if first is None:
+            first = time.perf_counter() - retrieved
+        if text := citations.feed(piece):
+            shown.append(text)
+            if on_text:
+                on_text(text)
+    if tail := citations.close():
+        shown.append(tail)
+        if on_text:
+            on_text(tail)
+    done = time.perf_counter()
+    text = "".join(shown).strip()
+    return Answer(
+        question=question,
+        text=text,
+        sources=sources,
+        cited=citations.cited,
+        model=chat.name,
+        not_in_notes=says_not_in_notes(text),
+        timings=Timings(retrieved - started, first, done - retrieved, done - started),
+    )

@@ -1,0 +1,374 @@
+"""`kb mcp`: kb's index over the Model Context Protocol, for AI assistants. Read-only.
+
+Tools: `search` (raw chunks, as `kb query`), `get_note` (a note's text, or some of its
+lines), `list_notes` (paged, by folder and tag), `status`, and `ask` (an answer with its
+sources, as `kb ask`). Resources: every note as `kb://<vault>/<path>`. No tool writes to a
+vault or to the index, and a path is only ever read inside a vault's root, after symlinks
+are resolved.
+
+Transports: stdio (what desktop assistants launch), or streamable HTTP on 127.0.0.1 with an
+optional bearer token.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hmac
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from kb import answer as answer_mod
+from kb import query as query_mod
+from kb.config import Config, VaultConfig
+from kb.errors import KbError, NoteError
+from kb.indexer import is_note, read_note
+from kb.llm.base import ChatModel, Embedder
+from kb.parsing import decode
+from kb.store import NoteInfo, SearchFilter, SearchHit, Store
+
+Transport = Literal["stdio", "http"]
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+_INSTRUCTIONS = (
+    "kb is a search index of the user's Markdown notes. Use `search` to find passages (each "
+    "with its vault, path and line span), `get_note` to read a note or some of its lines, "
+    "`list_notes` to browse, and `ask` for an answer written from the notes with numbered "
+    "sources. Questions in the first person are about the user, the notes' owner."
+)
+
+
+@dataclass(frozen=True)
+class NoteText:
+    vault: str
+    path: str
+    start_line: int  # 1-based, inclusive
+    end_line: int
+    total_lines: int
+    text: str
+
+
+@dataclass(frozen=True)
+class NoteEntry:
+    vault: str
+    path: str
+    date: str | None  # the frontmatter date, else the day it was last modified
+    modified: str  # ISO 8601, UTC
+    tags: list[str]
+    chunks: int
+    personal: bool  # in the owner's personal folders
+
+
+@dataclass(frozen=True)
+class NoteList:
+    notes: list[NoteEntry]
+    total: int
+    next_offset: int | None  # where the next page starts; None on the last page
+
+
+@dataclass(frozen=True)
+class AnswerSource:
+    number: int
+    vault: str
+    path: str
+    header_path: list[str]
+    start_line: int
+    end_line: int
+    date: str | None
+    content: str
+
+
+@dataclass(frozen=True)
+class AskResult:
+    answer: str
+    sources: list[AnswerSource]
+    cited: list[int]
+    not_in_notes: bool
+    model: str | None
+
+
+class Vaults:
+    """Reads notes inside the configured vault roots only."""
+
+    def __init__(self, vaults: tuple[VaultConfig, ...]) -> None:
+        self.by_name = {v.name: v for v in vaults}
+
+    def resolve(self, vault: str, path: str) -> tuple[VaultConfig, Path]:
+        """The real file of a note, or a KbError saying why there is none to read."""
+        config = self.by_name.get(vault)
+        if config is None:
+            raise KbError(f"no vault named {vault!r}; vaults: {', '.join(self.by_name)}")
+        rel = path.replace("\\", "/").strip()
+        if not rel or "\x00" in rel or rel.startswith("/") or ".." in rel.split("/"):
+            raise KbError(f"{path!r} is not a path inside the vault")
+        if not is_note(config, rel):
+            raise KbError(f"{path!r} is not a note (a Markdown file that is not ignored)")
+        root = Path(os.path.realpath(config.path))
+        real = Path(os.path.realpath(root / rel))
+        # A symlink may point anywhere: only what really lies under the root is served.
+        if not real.is_relative_to(root):
+            raise KbError(f"{path!r} leads outside the vault")
+        if not real.is_file():
+            raise KbError(f"no note {path!r} in vault {vault!r}")
+        return config, real
+
+    def read(
+        self, vault: str, path: str, start_line: int | None = None, end_line: int | None = None
+    ) -> NoteText:
+        _, real = self.resolve(vault, path)
+        try:
+            text = decode(read_note(real))
+        except (FileNotFoundError, NoteError) as exc:
+            raise KbError(f"{vault}/{path}: {exc}") from None
+        lines = text.split("\n")
+        first = max(1, start_line or 1)
+        last = min(len(lines), end_line or len(lines))
+        if first > last:
+            raise KbError(f"no lines {first}-{end_line or first} in a note of {len(lines)} lines")
+        return NoteText(vault, path, first, last, len(lines), "\n".join(lines[first - 1 : last]))
+
+
+@contextmanager
+def _as_tool_error() -> Iterator[None]:
+    # The SDK hides an unexpected exception's text from the client; a KbError's one line is
+    # meant for the caller (a bad path, an empty index), so it is passed on as a tool error.
+    try:
+        yield
+    except KbError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def build_server(config: Config, store: Store, embedder: Embedder, chat: ChatModel) -> MCPServer:
+    """An MCP server over one open store; every tool only reads."""
+    vaults = Vaults(config.vaults)
+    owner = config.owner_name if config.query.owner_in_first_person else None
+    server = MCPServer("kb", instructions=_INSTRUCTIONS, log_level="WARNING")
+
+    def filters(
+        path_prefix: str | None,
+        tags: list[str] | None,
+        after: dt.date | None,
+        before: dt.date | None,
+    ) -> SearchFilter:
+        return SearchFilter(
+            path_prefix=path_prefix or None,
+            tags=tuple(tags or ()),
+            modified_after=_midnight(after),
+            modified_before=_midnight(before),
+        )
+
+    @server.tool(annotations=_READ_ONLY)
+    def search(
+        query: Annotated[str, Field(description="What to look for, in plain words.")],
+        mode: Annotated[
+            Literal["hybrid", "vector", "text"],
+            Field(description="hybrid (meaning and words), vector (meaning) or text (words)."),
+        ] = "hybrid",
+        top_k: Annotated[int, Field(ge=1, le=50, description="How many passages.")] = 5,
+        path_prefix: Annotated[
+            str | None, Field(description="Only notes whose path starts with this.")
+        ] = None,
+        tags: Annotated[
+            list[str] | None, Field(description="Only notes with all these tags (or nested ones).")
+        ] = None,
+        after: Annotated[
+            dt.date | None, Field(description="Only notes modified on or after this day.")
+        ] = None,
+        before: Annotated[
+            dt.date | None, Field(description="Only notes modified before this day.")
+        ] = None,
+    ) -> list[SearchHit]:
+        """Search the user's notes; the best passages first, each the raw text of a chunk
+        with its vault, note path, header path, 1-based line span and score. First-person
+        queries ("what did I decide …") are about the user."""
+        with _as_tool_error():
+            return query_mod.search(
+                store,
+                embedder,
+                query,
+                owner=owner,
+                top_k=top_k,
+                mode=mode,
+                filters=filters(path_prefix, tags, after, before),
+            )
+
+    @server.tool(annotations=_READ_ONLY)
+    def get_note(
+        vault: Annotated[str, Field(description="The vault's name, as `search` returns it.")],
+        path: Annotated[str, Field(description="The note's path inside the vault.")],
+        start_line: Annotated[
+            int | None, Field(ge=1, description="First line to return (1-based).")
+        ] = None,
+        end_line: Annotated[
+            int | None, Field(ge=1, description="Last line to return (inclusive).")
+        ] = None,
+    ) -> NoteText:
+        """Read a note as it is on disk now, whole or a range of its lines."""
+        with _as_tool_error():
+            return vaults.read(vault, path, start_line, end_line)
+
+    @server.tool(annotations=_READ_ONLY)
+    def list_notes(
+        vault: Annotated[str | None, Field(description="Only this vault.")] = None,
+        folder: Annotated[
+            str | None, Field(description="Only notes under this folder, e.g. 'Projects/'.")
+        ] = None,
+        tags: Annotated[
+            list[str] | None, Field(description="Only notes with all these tags.")
+        ] = None,
+        offset: Annotated[int, Field(ge=0, description="Skip this many notes.")] = 0,
+        limit: Annotated[int, Field(ge=1, le=500, description="At most this many.")] = 50,
+    ) -> NoteList:
+        """List the indexed notes in path order, a page at a time."""
+        page = store.list_notes(
+            vault=vault, folder=folder, tags=tags or (), offset=offset, limit=limit
+        )
+        end = offset + len(page.notes)
+        return NoteList(
+            [_entry(n) for n in page.notes], page.total, end if end < page.total else None
+        )
+
+    @server.tool(annotations=_READ_ONLY)
+    def status() -> dict[str, Any]:
+        """What the index holds: notes, chunks, models, last sync, failed files, daemon."""
+        report = store.status()
+        alive = [d for d in store.daemons() if d["alive"]]
+        return {
+            "vaults": [v.name for v in config.vaults],
+            "documents": report.documents,
+            "chunks": report.chunks,
+            "embedded": report.embedded,
+            "embed_model": report.embed_model,
+            "chat_models": report.chat_models,
+            "last_sync": report.last_sync,
+            "failed_files": [f"{f['vault']}/{f['path']}" for f in report.failures],
+            "daemon": "running" if any(d["role"] == "writer" for d in alive) else "not running",
+        }
+
+    @server.tool(annotations=_READ_ONLY)
+    def ask(
+        question: Annotated[str, Field(description="The question, in plain words.")],
+        top_k: Annotated[int, Field(ge=1, le=20, description="How many passages to read.")] = 5,
+        path_prefix: Annotated[
+            str | None, Field(description="Only notes whose path starts with this.")
+        ] = None,
+        tags: Annotated[
+            list[str] | None, Field(description="Only notes with all these tags.")
+        ] = None,
+    ) -> AskResult:
+        """Answer a question from the user's notes with kb's local chat model: a short answer
+        that cites numbered sources ([1], [2]), or one sentence saying the notes don't say.
+        Slower than `search` (seconds on a local model)."""
+        with _as_tool_error():
+            result = answer_mod.ask(
+                store,
+                embedder,
+                chat,
+                question,
+                owner=owner,
+                options=answer_mod.AskOptions(
+                    top_k=top_k,
+                    mode=config.query.mode,
+                    filters=filters(path_prefix, tags, None, None),
+                    context_window=config.llm.context_window,
+                ),
+            )
+        return AskResult(
+            result.text,
+            [
+                AnswerSource(
+                    s.number,
+                    s.hit.vault,
+                    s.hit.path,
+                    s.hit.header_path,
+                    s.hit.start_line,
+                    s.hit.end_line,
+                    s.date,
+                    s.hit.content,
+                )
+                for s in result.sources
+            ],
+            result.cited,
+            result.not_in_notes,
+            result.model,
+        )
+
+    @server.resource("kb://{vault}/{+path}", mime_type="text/markdown")
+    def note(vault: str, path: str) -> str:
+        """A note of the user's vault, as it is on disk now."""
+        try:
+            return vaults.read(vault, path).text
+        except KbError as exc:
+            raise ResourceNotFoundError(str(exc)) from None
+
+    return server
+
+
+def _midnight(day: dt.date | None) -> dt.datetime | None:
+    return dt.datetime.combine(day, dt.time()) if day else None
+
+
+def _entry(info: NoteInfo) -> NoteEntry:
+    modified = dt.datetime.fromtimestamp(info.mtime_ns / 1e9, dt.UTC)
+    return NoteEntry(
+        info.vault,
+        info.path,
+        answer_mod.note_date(info),
+        modified.isoformat(timespec="seconds"),
+        info.tags,
+        info.chunks,
+        info.personal,
+    )
+
+
+class BearerAuth:
+    """Lets through only HTTP requests that carry `Authorization: Bearer <token>`."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            # Constant time: how much of a guess matched must not show in the response time.
+            if not hmac.compare_digest(given, self.expected):
+                response = JSONResponse(
+                    {"error": "invalid_token", "error_description": "a bearer token is required"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def serve(
+    server: MCPServer, transport: Transport, *, host: str, port: int, token: str | None
+) -> None:
+    """Serve until the client goes away (stdio) or the process is stopped (HTTP)."""
+    if transport == "stdio":
+        server.run("stdio")
+        return
+    if host not in LOOPBACK and not token:
+        raise KbError(
+            f"refusing to serve {host} without a bearer token: set KB_MCP_TOKEN, "
+            "or listen on 127.0.0.1"
+        )
+    import uvicorn
+
+    app: ASGIApp = server.streamable_http_app(host=host)
+    if token:
+        app = BearerAuth(app, token)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -1,0 +1,252 @@
+"""`kb ask`: fitting passages into the window, citation filtering (whole and streamed),
+recognising "your notes don't say", and the flow against a real index with the fake model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from conftest import OWNER, Kb
+from kb.answer import (
+    CUT_MARK,
+    MIN_PASSAGE_CHARS,
+    NOTHING_FOUND,
+    AskOptions,
+    CitationFilter,
+    ask,
+    filter_citations,
+    fit_passages,
+    note_date,
+    says_not_in_notes,
+)
+from kb.llm.base import Prompt, TokenUsage
+from kb.store import NoteInfo, SearchFilter
+
+# -- fitting passages --------------------------------------------------------------------------
+
+
+def test_passages_that_fit_are_all_whole() -> None:
+    assert fit_passages(["a" * 300, "b" * 300], 1000) == [("a" * 300, False), ("b" * 300, False)]
+
+
+def test_best_passages_stay_whole_and_the_rest_are_cut_visibly() -> None:
+    texts = ["a" * 500, "b" * 900, "c" * 900]
+    fitted = fit_passages(texts, 1200)
+    assert fitted[0] == ("a" * 500, False)
+    assert [cut for _, cut in fitted[1:]] == [True, True]
+    assert all(text.endswith(CUT_MARK) for text, _ in fitted[1:])
+    assert sum(len(t) for t, _ in fitted) <= 1200
+    # The rest share what is left equally.
+    assert abs(len(fitted[1][0]) - len(fitted[2][0])) <= 1
+
+
+def test_passages_without_room_for_a_useful_share_are_left_out() -> None:
+    fitted = fit_passages(["a" * 900, "b" * 900, "c" * 900], 900 + MIN_PASSAGE_CHARS + 10)
+    assert [t[0] for t, _ in fitted] == ["a", "b"]
+    assert fitted[1][1] is True
+
+
+def test_the_best_passage_alone_too_long_is_cut_to_the_budget() -> None:
+    [(text, cut)] = fit_passages(["a" * 5000], 1000)
+    assert cut and text.endswith(CUT_MARK) and 900 < len(text) <= 1000
+
+
+# -- citations ---------------------------------------------------------------------------------
+
+ANSWER = "The NAS runs ZFS [1], backed up nightly [2, 9] by restic [7]. See [the docs] [3]."
+
+
+def test_citations_naming_no_passage_are_removed() -> None:
+    text, cited = filter_citations(ANSWER, {1, 2, 3})
+    assert text == "The NAS runs ZFS [1], backed up nightly [2] by restic. See [the docs] [3]."
+    assert cited == [1, 2, 3]
+
+
+def test_an_answer_whose_citations_all_name_nothing_keeps_its_text() -> None:
+    assert filter_citations("It is blue [4].", {1, 2}) == ("It is blue.", [])
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7])
+def test_streamed_citations_are_filtered_as_the_whole_text_is(size: int) -> None:
+    f = CitationFilter({1, 2, 3})
+    pieces = [ANSWER[i : i + size] for i in range(0, len(ANSWER), size)]
+    shown = [f.feed(p) for p in pieces] + [f.close()]
+    assert "".join(shown).strip() == filter_citations(ANSWER, {1, 2, 3})[0]
+    # A bad citation is never shown, not even in part.
+    assert not any("9" in s or "7" in s for s in shown)
+
+
+def test_an_unclosed_bracket_at_the_end_is_text() -> None:
+    assert filter_citations("Costs [1] about [12", {1}) == ("Costs [1] about [12", [1])
+
+
+def test_repeated_citations_are_listed_once_in_order_of_use() -> None:
+    assert filter_citations("A [2]. B [1][2]. C [2,1].", {1, 2})[1] == [2, 1]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Your notes don't say which flour Maria recommended.",
+        "Your notes don\u2019t say.",
+        "The notes do not mention Joanna's hair colour.",
+        "That is not in your notes.",
+        "The passages don't say.",
+    ],
+)
+def test_saying_the_notes_do_not_hold_the_answer_is_recognised(answer: str) -> None:
+    assert says_not_in_notes(answer)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["You climbed Mount Takao on 12 April [1].", "Your notes say it runs ZFS [2]."],
+)
+def test_an_answer_is_not_mistaken_for_a_refusal(answer: str) -> None:
+    assert not says_not_in_notes(answer)
+
+
+def test_a_note_is_dated_by_its_frontmatter_else_its_modification_day() -> None:
+    info = NoteInfo("v", "a.md", False, "2024-04-12", 0, [], 1)
+    assert note_date(info) == "2024-04-12"
+    assert note_date(NoteInfo("v", "a.md", False, None, 1_715_000_000 * 10**9, [], 1)) == (
+        "2024-05-06"
+    )
+    assert note_date(None) is None
+
+
+# -- the flow, on a real index -----------------------------------------------------------------
+
+
+class ScriptedChat:
+    """A chat model that streams a fixed answer and keeps the prompt it was sent."""
+
+    def __init__(self, answer: str) -> None:
+        self.name = "scripted"
+        self.usage = TokenUsage()
+        self.answer = answer
+        self.prompts: list[Prompt] = []
+
+    def complete(self, prompt: Prompt) -> str:
+        return "".join(self.stream(prompt))
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        self.prompts.append(prompt)
+        for i in range(0, len(self.answer), 3):
+            yield self.answer[i : i + 3]
+
+
+def test_ask_answers_from_numbered_passages_and_cites_them(kb: Kb) -> None:
+    kb.sync()
+    kb.reset_counts()
+    streamed: list[str] = []
+    answer = ask(
+        kb.store,
+        kb.embedder,
+        kb.chat,
+        "Which miso goes into the weeknight ramen?",
+        owner=None,
+        options=AskOptions(top_k=4),
+        on_text=streamed.append,
+    )
+    assert kb.chat.calls == {"answer": 1}
+    assert [s.number for s in answer.sources] == [1, 2, 3, 4]
+    assert answer.cited and set(answer.cited) <= {1, 2, 3, 4}
+    cited = answer.sources[answer.cited[0] - 1]
+    assert cited.hit.path == "Reference/Recipes/Weeknight Miso Ramen.md"
+    assert "".join(streamed).strip() == answer.text
+    assert not answer.not_in_notes
+    assert answer.model == "fake-chat"
+    prompt = kb.chat.prompts[-1]
+    # Each passage is numbered with its path, and dated.
+    assert "[1] v/" in prompt.user and "Question: Which miso" in prompt.user
+    assert all(s.date for s in answer.sources)
+
+
+def test_a_first_person_question_is_the_owners(kb: Kb) -> None:
+    kb.sync()
+    chat = ScriptedChat("You climbed Mount Takao [1].")
+    answer = ask(
+        kb.store,
+        kb.embedder,
+        chat,
+        "when did I climb a mountain",
+        owner=OWNER,
+        options=AskOptions(top_k=3),
+    )
+    [prompt] = chat.prompts
+    assert f"The user is {OWNER}" in prompt.system
+    assert answer.sources[0].hit.path.startswith("Alex/")
+    assert answer.sources[0].personal
+    header = next(line for line in prompt.user.splitlines() if line.startswith("[1] "))
+    assert header.endswith("· your note")
+
+
+def test_a_citation_naming_no_passage_is_never_shown(kb: Kb) -> None:
+    kb.sync()
+    chat = ScriptedChat("It runs ZFS [1] and Proxmox [8].")
+    streamed: list[str] = []
+    answer = ask(
+        kb.store,
+        kb.embedder,
+        chat,
+        "what does the home server run",
+        owner=None,
+        options=AskOptions(top_k=3),
+        on_text=streamed.append,
+    )
+    assert answer.text == "It runs ZFS [1] and Proxmox."
+    assert answer.cited == [1]
+    assert "8" not in "".join(streamed)
+
+
+def test_the_model_saying_the_notes_do_not_know_is_reported(kb: Kb) -> None:
+    kb.sync()
+    answer = ask(
+        kb.store,
+        kb.embedder,
+        kb.chat,
+        "xylophone zeppelin quasar",
+        owner=None,
+        options=AskOptions(top_k=2),
+    )
+    assert answer.not_in_notes
+    assert answer.text.startswith("Your notes don't say")
+    assert answer.cited == []
+
+
+def test_no_passage_found_means_no_model_call(kb: Kb) -> None:
+    kb.sync()
+    kb.reset_counts()
+    answer = ask(
+        kb.store,
+        kb.embedder,
+        kb.chat,
+        "when did I climb a mountain",
+        owner=OWNER,
+        options=AskOptions(filters=SearchFilter(path_prefix="Nowhere/")),
+    )
+    assert kb.chat.total_calls == 0
+    assert answer.text == NOTHING_FOUND and answer.not_in_notes
+    assert answer.sources == [] and answer.model is None
+
+
+def test_passages_are_cut_to_fit_a_small_context_window(kb: Kb) -> None:
+    kb.sync()
+    chat = ScriptedChat("Noted [1].")
+    answer = ask(
+        kb.store,
+        kb.embedder,
+        chat,
+        "postgres backups restore vacuum",
+        owner=None,
+        options=AskOptions(top_k=8, context_window=2048),
+    )
+    [prompt] = chat.prompts
+    best = answer.sources[0]
+    assert not best.cut and best.text == best.hit.content.strip()
+    # The rest did not all fit: some were cut (visibly) or left out.
+    assert len(answer.sources) < 8 or any(s.cut for s in answer.sources)
+    assert all(s.text.endswith(CUT_MARK) for s in answer.sources if s.cut)
+    assert prompt.num_ctx <= 2048

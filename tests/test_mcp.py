@@ -1,0 +1,334 @@
+"""`kb mcp` with the MCP SDK's own client: in memory for each tool's behaviour, then the real
+`kb mcp` process over stdio and over streamable HTTP (with its bearer token)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from conftest import Kb, make_config
+from kb.mcp_server import Vaults, build_server
+
+TOOLS = {"search", "get_note", "list_notes", "status", "ask"}
+
+
+def run(kb: Kb, check: Callable[[Client], Awaitable[None]]) -> None:
+    """Run `check` against kb's MCP server, connected in memory."""
+    server = build_server(kb.config, kb.store, kb.embedder, kb.chat)
+
+    async def main() -> None:
+        async with Client(server) as client:
+            await check(client)
+
+    anyio.run(main)
+
+
+def test_every_tool_is_listed_read_only_with_a_typed_schema(kb: Kb) -> None:
+    async def check(client: Client) -> None:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == TOOLS
+        for tool in tools.values():
+            assert tool.description and tool.annotations and tool.annotations.read_only_hint
+        search = tools["search"].input_schema
+        assert search["required"] == ["query"]
+        assert search["properties"]["top_k"]["maximum"] == 50
+        assert set(search["properties"]["mode"]["enum"]) == {"hybrid", "vector", "text"}
+        assert tools["get_note"].input_schema["required"] == ["vault", "path"]
+
+    run(kb, check)
+
+
+def test_search_returns_raw_chunks_with_where_they_are(kb: Kb) -> None:
+    kb.sync()
+
+    async def check(client: Client) -> None:
+        result = await client.call_tool("search", {"query": "when did I climb a mountain"})
+        assert not result.is_error
+        hits = result.structured_content["result"]
+        assert 1 <= len(hits) <= 5
+        # First person: the owner's journal, not the saved article that also says "I".
+        assert hits[0]["path"].startswith("Alex/Journal/")
+        assert {
+            "vault",
+            "path",
+            "header_path",
+            "start_line",
+            "end_line",
+            "score",
+            "content",
+        } <= set(hits[0])
+        only = await client.call_tool(
+            "search", {"query": "postgres", "path_prefix": "Reference/", "top_k": 3}
+        )
+        assert all(h["path"].startswith("Reference/") for h in only.structured_content["result"])
+
+    run(kb, check)
+
+
+def test_get_note_reads_a_note_or_a_range_of_its_lines(kb: Kb, vault: Path) -> None:
+    async def check(client: Client) -> None:
+        whole = await client.call_tool("get_note", {"vault": "v", "path": "Alex/Goals 2024.md"})
+        assert whole.structured_content["text"] == (vault / "Alex/Goals 2024.md").read_text()
+        part = await client.call_tool(
+            "get_note",
+            {"vault": "v", "path": "Alex/Goals 2024.md", "start_line": 2, "end_line": 3},
+        )
+        lines = (vault / "Alex/Goals 2024.md").read_text().split("\n")
+        assert part.structured_content["text"] == "\n".join(lines[1:3])
+        assert part.structured_content["total_lines"] == len(lines)
+
+    run(kb, check)
+
+
+@pytest.mark.parametrize(
+    ("vault_name", "path", "error"),
+    [
+        ("v", "../secret.md", "not a path inside the vault"),
+        ("v", "/etc/passwd", "not a path inside the vault"),
+        ("v", "outside.md", "leads outside the vault"),
+        ("v", ".trash/Deleted idea.md", "is not a note"),
+        ("v", "Alex/missing.md", "no note"),
+        ("nope", "Alex/Goals 2024.md", "no vault named 'nope'"),
+    ],
+)
+def test_get_note_refuses_what_is_not_a_note_inside_the_vault(
+    kb: Kb, vault: Path, tmp_path: Path, vault_name: str, path: str, error: str
+) -> None:
+    (tmp_path / "secret.md").write_text("the neighbour's diary")
+    (vault / "outside.md").symlink_to(tmp_path / "secret.md")
+
+    async def check(client: Client) -> None:
+        result = await client.call_tool("get_note", {"vault": vault_name, "path": path})
+        assert result.is_error
+        assert error in result.content[0].text
+        assert "neighbour" not in result.content[0].text
+
+    run(kb, check)
+
+
+def test_bad_arguments_are_tool_errors_the_model_can_read(kb: Kb) -> None:
+    async def check(client: Client) -> None:
+        for args in ({"query": "x", "top_k": 0}, {"query": "x", "mode": "fuzzy"}, {}):
+            result = await client.call_tool("search", args)
+            assert result.is_error and "validation error" in result.content[0].text
+        empty = await client.call_tool("search", {"query": "anything"})
+        assert empty.is_error and "run `kb index` first" in empty.content[0].text
+
+    run(kb, check)
+
+
+def test_list_notes_pages_through_a_folder_and_tags(kb: Kb) -> None:
+    kb.sync()
+
+    async def check(client: Client) -> None:
+        first = await client.call_tool("list_notes", {"folder": "Alex/", "limit": 3})
+        page = first.structured_content
+        assert page["total"] == 4 and len(page["notes"]) == 3 and page["next_offset"] == 3
+        rest = await client.call_tool("list_notes", {"folder": "Alex/", "offset": 3})
+        assert rest.structured_content["next_offset"] is None
+        paths = [n["path"] for n in page["notes"] + rest.structured_content["notes"]]
+        assert paths == sorted(paths) and all(p.startswith("Alex/") for p in paths)
+        assert all(n["personal"] for n in page["notes"])
+        tagged = await client.call_tool("list_notes", {"tags": ["journal"]})
+        assert {n["path"] for n in tagged.structured_content["notes"]} == {
+            "Alex/Journal/2024-04-12.md",
+            "Alex/Journal/2024-05-03.md",
+        }
+
+    run(kb, check)
+
+
+def test_status_and_ask(kb: Kb) -> None:
+    kb.sync()
+
+    async def check(client: Client) -> None:
+        status = (await client.call_tool("status", {})).structured_content
+        assert status["documents"] == 15 and status["embed_model"] == "hash-256"
+        assert status["daemon"] == "not running"
+        answer = await client.call_tool("ask", {"question": "which miso goes into the ramen"})
+        assert not answer.is_error
+        result = answer.structured_content
+        assert result["cited"] and result["model"] == "fake-chat"
+        assert set(result["cited"]) <= {s["number"] for s in result["sources"]}
+
+    run(kb, check)
+
+
+def test_notes_are_resources(kb: Kb, vault: Path) -> None:
+    async def check(client: Client) -> None:
+        [template] = (await client.list_resource_templates()).resource_templates
+        assert template.uri_template == "kb://{vault}/{+path}"
+        read = await client.read_resource("kb://v/Alex/Goals%202024.md")
+        assert read.contents[0].text == (vault / "Alex/Goals 2024.md").read_text()
+        with pytest.raises(MCPError):
+            await client.read_resource("kb://v/Alex/missing.md")
+
+    run(kb, check)
+
+
+def test_a_symlinked_folder_inside_the_vault_is_still_contained(tmp_path: Path) -> None:
+    root = tmp_path / "vault"
+    (root / "Notes").mkdir(parents=True)
+    (root / "Notes/a.md").write_text("# A\n")
+    (root / "linked").symlink_to(root / "Notes")
+    vaults = Vaults(make_config(root).vaults)
+    assert vaults.read("v", "linked/a.md").text == "# A\n"
+
+
+# -- the `kb mcp` process ----------------------------------------------------------------------
+
+
+def _config(tmp_path: Path, vault: Path) -> Path:
+    path = tmp_path / "kb.toml"
+    path.write_text(
+        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
+        'personal = ["Alex/**"]\n\n[llm]\nprovider = "fake"\nchat_model = "fake-chat"\n'
+        'embed_model = "hash-256"\n'
+    )
+    return path
+
+
+@pytest.fixture
+def indexed(tmp_path: Path, vault: Path, db_url: str) -> Path:
+    cfg = _config(tmp_path, vault)
+    env = {**os.environ, "KB_DATABASE_URL": db_url}
+    subprocess.run(
+        _kb(cfg, "index"),
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return cfg
+
+
+async def _exercise(client: Client) -> None:
+    """What an assistant does: list the tools, call each one, and make one mistake."""
+    assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+    hits = (await client.call_tool("search", {"query": "miso ramen"})).structured_content
+    first = hits["result"][0]
+    note = await client.call_tool("get_note", {"vault": first["vault"], "path": first["path"]})
+    assert not note.is_error and note.structured_content["text"]
+    listed = await client.call_tool("list_notes", {"limit": 2})
+    assert listed.structured_content["total"] == 15
+    assert (await client.call_tool("status", {})).structured_content["documents"] == 15
+    answer = await client.call_tool("ask", {"question": "which miso goes into the ramen"})
+    assert answer.structured_content["cited"]
+    outside = await client.call_tool("get_note", {"vault": "example", "path": "../kb.toml"})
+    assert outside.is_error and "not a path inside the vault" in outside.content[0].text
+
+
+def test_kb_mcp_over_stdio(indexed: Path, db_url: str) -> None:
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=_kb(indexed, "mcp")[1:],
+        env={"KB_DATABASE_URL": db_url},
+    )
+
+    async def main() -> None:
+        async with Client(params) as client:
+            await _exercise(client)
+
+    anyio.run(main)
+
+
+def _kb(config: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "kb", "--config", str(config), *args]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def http_server(indexed: Path, db_url: str) -> Iterator[str]:
+    port = _free_port()
+    env = {**os.environ, "KB_DATABASE_URL": db_url, "KB_MCP_TOKEN": "s3cret"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "kb",
+            "--config",
+            str(indexed),
+            "mcp",
+            "--http",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            try:
+                httpx.get(url, timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_kb_mcp_over_http_needs_its_token(http_server: str) -> None:
+    anonymous = httpx.post(http_server, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+    assert anonymous.status_code == 401
+    assert anonymous.headers["www-authenticate"] == "Bearer"
+    wrong = httpx.post(http_server, headers={"Authorization": "Bearer guess"}, json={})
+    assert wrong.status_code == 401
+
+    async def main() -> None:
+        headers: dict[str, Any] = {"Authorization": "Bearer s3cret"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(streamable_http_client(http_server, http_client=http)) as client,
+        ):
+            await _exercise(client)
+
+    anyio.run(main)
+
+
+def test_kb_mcp_will_not_listen_beyond_loopback_without_a_token(indexed: Path, db_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KB_MCP_TOKEN"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kb",
+            "--config",
+            str(indexed),
+            "mcp",
+            "--http",
+            "--host",
+            "0.0.0.0",
+        ],
+        env={**env, "KB_DATABASE_URL": db_url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert "without a bearer token" in result.stderr and "Traceback" not in result.stderr
