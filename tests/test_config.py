@@ -428,6 +428,18 @@ def _example_keys() -> dict[str, set[str]]:
     return keys
 
 
+def _commented_keys() -> dict[str, set[str]]:
+    """Keys shown commented out (`# key = value`): settings with no default value to show."""
+    keys: dict[str, set[str]] = {}
+    section = ""
+    for line in EXAMPLE.read_text(encoding="utf-8").splitlines():
+        if header := re.fullmatch(r"\[+([\w.]+)\]+", line.strip()):
+            section = header.group(1)
+        elif key := re.match(r"#\s*(\w+)\s*=", line):
+            keys.setdefault(section, set()).add(key.group(1))
+    return keys
+
+
 @pytest.mark.parametrize(
     ("section", "key"),
     [(s, k) for s, ks in _example_keys().items() for k in sorted(ks)],
@@ -456,7 +468,7 @@ def test_each_example_key_is_accepted_on_its_own(section: str, key: str) -> None
     ],
 )
 def test_example_documents_every_setting(section: str, cls: type) -> None:
-    documented = _example_keys()[section]
+    documented = _example_keys()[section] | _commented_keys().get(section, set())
     assert {f.name for f in dataclasses.fields(cls)} <= documented
 
 
