@@ -78,6 +78,10 @@ FUSIONS: dict[str, Fusion] = {
     "dbsf w.3": Fusion("dbsf", 0.3),
     "tm2c2": Fusion("tm2c2", 0.5),
     "tm2c2 w.3": Fusion("tm2c2", 0.3),
+    "rrf w.2": Fusion("rrf", 0.2),
+    "minmax w.2": Fusion("minmax", 0.2),
+    "dbsf w.2": Fusion("dbsf", 0.2),
+    "tm2c2 w.2": Fusion("tm2c2", 0.2),
 }
 
 

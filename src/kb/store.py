@@ -568,7 +568,7 @@ class Store:
         query = sql.SQL(
             r"""
             WITH v AS (
-                SELECT c.id, row_number() OVER (ORDER BY {distance}) AS rank
+                SELECT c.id, row_number() OVER (ORDER BY {distance}, c.id) AS rank
                   FROM chunks c JOIN documents d ON d.id = c.document_id
                  WHERE {where}
                  ORDER BY {distance} LIMIT %(nv)s
