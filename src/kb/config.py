@@ -86,6 +86,7 @@ class LLMConfig:
     context_window: int = 8192
     concurrency: int = 2
     timeout: float = 120.0
+    timeout_per_token: float = 0.5  # more seconds per output token a chat answer may have
     retries: int = 3
     embed_batch: int = 32
 
@@ -211,6 +212,7 @@ def parse_config(
             env, "KB_LLM_CONCURRENCY", r.positive("llm.concurrency", LLMConfig.concurrency)
         ),
         timeout=float(r.positive("llm.timeout", LLMConfig.timeout)),
+        timeout_per_token=r.get("llm.timeout_per_token", float, LLMConfig.timeout_per_token),
         retries=r.get("llm.retries", int, LLMConfig.retries),
         embed_batch=r.positive("llm.embed_batch", LLMConfig.embed_batch),
     )
