@@ -31,21 +31,17 @@ def test_embedded_server_keeps_its_data_private(tmp_path: Path) -> None:
     home.chmod(0o700)
     watched = {p: _mode(p) for p in [home, *home.parents]}
     data_dir = home / "kb"
+    # Stopped when the test session exits, as kb's own processes do.
     url = embedded_url(data_dir)
     pgdata = data_dir / "pgdata"
-    try:
-        # Every folder above the data keeps its mode (as root, pgserver had opened them).
-        assert {p: _mode(p) for p in watched} == watched
-        assert _mode(data_dir) == 0o700
-        assert _mode(pgdata) & 0o077 == 0
-        with psycopg.connect(url) as conn:
-            listen = conn.execute("SHOW listen_addresses").fetchone()
-            sockets = conn.execute("SHOW unix_socket_directories").fetchone()
-        assert listen == ("",), "no TCP listener"
-        assert sockets is not None and Path(sockets[0]).resolve() == pgdata.resolve()
-        # A new backend still loads pgvector from pgserver's installation.
-        assert migrate(url)
-    finally:
-        import pgserver
-
-        pgserver.get_server(pgdata).cleanup()
+    # Every folder above the data keeps its mode (as root, pgserver had opened them).
+    assert {p: _mode(p) for p in watched} == watched
+    assert _mode(data_dir) == 0o700
+    assert _mode(pgdata) & 0o077 == 0
+    with psycopg.connect(url) as conn:
+        listen = conn.execute("SHOW listen_addresses").fetchone()
+        sockets = conn.execute("SHOW unix_socket_directories").fetchone()
+    assert listen == ("",), "no TCP listener"
+    assert sockets is not None and Path(sockets[0]).resolve() == pgdata.resolve()
+    # A new backend still loads pgvector from pgserver's installation.
+    assert migrate(url)

@@ -8,6 +8,7 @@ reused across runs.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -85,8 +86,10 @@ def _kept_private(pgdata: Path) -> Iterator[None]:
     data, makes every folder above it readable by all (`/root` becomes 0755). Once the server
     runs it no longer needs them (it works from inside its data directory), so each folder
     gets its mode back, but for the traverse bit on the folders above pgserver's own
-    installation, which its backends load extensions from. A lock keeps two kb processes
-    starting at once from taking each other's opened modes for the original ones.
+    installation, which its backends load extensions from. When the process exits, pgserver
+    stops the server as that user, so the folders are made traversable (not readable) for
+    that moment and closed again after. A lock keeps two kb processes starting at once from
+    taking each other's opened modes for the original ones.
     """
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         yield
@@ -99,14 +102,25 @@ def _kept_private(pgdata: Path) -> Iterator[None]:
     with open(pgdata.parent / ".start.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         before = {folder: folder.stat().st_mode for folder in pgdata.parents}
+        closed = {
+            folder: mode | ((folder.stat().st_mode & _TRAVERSE) if folder in install.parents else 0)
+            for folder, mode in before.items()
+        }
+        # atexit runs last what was registered first: close after pgserver's stop...
+        atexit.register(_set_modes, closed)
         try:
             yield
         finally:
-            for folder, mode in before.items():
-                now = folder.stat().st_mode
-                keep = (now & _TRAVERSE) if folder in install.parents else 0
-                if stat.S_IMODE(now) != stat.S_IMODE(mode | keep):
-                    folder.chmod(stat.S_IMODE(mode | keep))
+            _set_modes(closed)
+    # ...and open for it, first.
+    atexit.register(_set_modes, {folder: mode | _TRAVERSE for folder, mode in closed.items()})
+
+
+def _set_modes(modes: dict[Path, int]) -> None:
+    for folder, mode in modes.items():
+        with contextlib.suppress(OSError):
+            if stat.S_IMODE(folder.stat().st_mode) != stat.S_IMODE(mode):
+                folder.chmod(stat.S_IMODE(mode))
 
 
 def database_on(url: str, name: str) -> str:
