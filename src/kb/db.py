@@ -8,7 +8,6 @@ reused across runs.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
 import os
@@ -83,44 +82,29 @@ def _kept_private(pgdata: Path) -> Iterator[None]:
     """Undo what pgserver opens up when it runs as root.
 
     As root, pgserver runs PostgreSQL as a `pgserver` user and, so that user can reach the
-    data, makes every folder above it readable by all (`/root` becomes 0755). Once the server
-    runs it no longer needs them (it works from inside its data directory), so each folder
-    gets its mode back, but for the traverse bit on the folders above pgserver's own
-    installation, which its backends load extensions from. When the process exits, pgserver
-    stops the server as that user, so the folders are made traversable (not readable) for
-    that moment and closed again after. A lock keeps two kb processes starting at once from
-    taking each other's opened modes for the original ones.
+    data, makes every folder above it readable and traversable by all (`/root` becomes
+    0755). The server needs to pass through those folders for as long as it runs (it opens
+    files under its data directory by their full path), but never to list them: each folder
+    gets its own mode back plus the traverse bits pgserver added (`/root` 0711), so no other
+    user can list a folder they could not list before, and the data directory itself stays
+    0700, owned by `pgserver`. A lock keeps two kb processes starting at once from taking
+    each other's opened modes for the original ones.
     """
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         yield
         return
     import fcntl
 
-    import pgserver
-
-    install = Path(pgserver.__file__).resolve().parent
     with open(pgdata.parent / ".start.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        before = {folder: folder.stat().st_mode for folder in pgdata.parents}
-        closed = {
-            folder: mode | ((folder.stat().st_mode & _TRAVERSE) if folder in install.parents else 0)
-            for folder, mode in before.items()
-        }
-        # atexit runs last what was registered first: close after pgserver's stop...
-        atexit.register(_set_modes, closed)
+        before = {folder: stat.S_IMODE(folder.stat().st_mode) for folder in pgdata.parents}
         try:
             yield
         finally:
-            _set_modes(closed)
-    # ...and open for it, first.
-    atexit.register(_set_modes, {folder: mode | _TRAVERSE for folder, mode in closed.items()})
-
-
-def _set_modes(modes: dict[Path, int]) -> None:
-    for folder, mode in modes.items():
-        with contextlib.suppress(OSError):
-            if stat.S_IMODE(folder.stat().st_mode) != stat.S_IMODE(mode):
-                folder.chmod(stat.S_IMODE(mode))
+            for folder, mode in before.items():
+                now = stat.S_IMODE(folder.stat().st_mode)
+                if now != mode | (now & _TRAVERSE):
+                    folder.chmod(mode | (now & _TRAVERSE))
 
 
 def database_on(url: str, name: str) -> str:
