@@ -265,9 +265,18 @@ def test_failed_save_leaves_the_old_version_whole(kb: Kb, vault: Path) -> None:
     kb.sync()
     before = _chunks(kb.store, LONG_NOTE)
     _edit_paragraph(vault, LONG_NOTE, "middle")
-    # A vector of the wrong size makes the insert fail half-way through the file.
-    kb.embedder.dimensions = 32
-    with kb.indexer() as indexer, pytest.raises(psycopg.Error, match="dimensions"):
+    # A full disk makes the insert fail half-way through the file.
+    with kb.store.pool.connection() as conn:
+        conn.execute(
+            "CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF NEW.position = 2 THEN RAISE EXCEPTION 'could not extend file'"
+            " USING ERRCODE = 'disk_full'; END IF; RETURN NEW; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER disk_full BEFORE INSERT ON chunks"
+            " FOR EACH ROW EXECUTE FUNCTION disk_full()"
+        )
+    with kb.indexer() as indexer, pytest.raises(psycopg.errors.DiskFull):
         config = kb.config.vaults[0]
         data = (vault / LONG_NOTE).read_bytes()
         indexer.index_bytes(config, LONG_NOTE, data, size=len(data), mtime_ns=0)

@@ -7,18 +7,21 @@ import json
 import socket
 import threading
 from collections import defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import Kb
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
 from kb.llm.base import Prompt
-from kb.llm.fake import FakeChat
+from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.openai import OpenAIChat, OpenAIEmbedder
+from kb.verify import verify
 
 PROMPT = Prompt(
     task="rewrite", system="You rewrite.", user="Rewrite this.", max_tokens=64, num_ctx=2048
@@ -78,6 +81,8 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 return
             if isinstance(body, Raw):
                 data, content_type = body.data, body.content_type
+            elif isinstance(body, bytes):
+                data, content_type = body, "application/json"
             else:
                 data, content_type = json.dumps(body).encode(), "application/json"
             try:
@@ -251,12 +256,21 @@ def test_ollama_bad_request_is_not_retried(stub: Stub) -> None:
     assert stub.count(CHAT) == 1
 
 
-def test_ollama_timeout_is_llm_error_after_retries(stub: Stub) -> None:
+def test_ollama_timeout_is_llm_error_and_not_asked_again(stub: Stub) -> None:
     stub.reply(CHAT, ollama_chat_reply("late"), delay=5, times=2)
-    with pytest.raises(LLMError, match="failed after 2 attempts") as info:
+    with pytest.raises(LLMError, match="no answer in time") as info:
         OllamaChat(stub.url, "m", **SLOW).complete(PROMPT)
     assert type(info.value) is LLMError
-    assert stub.count(CHAT) == 2
+    # The server would start the same long answer over: one request only.
+    assert stub.count(CHAT) == 1
+
+
+def test_ollama_long_answer_gets_time_per_output_token(stub: Stub) -> None:
+    # 0.3 s for the prompt, plus 0.02 s for each of 64 tokens: 1.58 s in all.
+    stub.reply(CHAT, ollama_chat_reply("slow but sure"), delay=0.9)
+    chat = OllamaChat(stub.url, "m", **FAST, timeout_per_token=0.02)
+    assert chat.complete(PROMPT) == "slow but sure"
+    assert stub.count(CHAT) == 1
 
 
 def test_ollama_unreachable_is_unavailable(dead_url: str) -> None:
@@ -441,14 +455,89 @@ def test_openai_bad_request_is_not_retried(stub: Stub) -> None:
     assert stub.count(COMPLETIONS) == 1
 
 
-def test_openai_timeout_is_llm_error_after_retries(stub: Stub) -> None:
+def test_openai_timeout_is_llm_error_and_not_asked_again(stub: Stub) -> None:
     stub.reply(EMBEDDINGS, openai_embed_reply({0: [1.0]}), delay=5, times=2)
-    with pytest.raises(LLMError, match="failed after 2 attempts") as info:
+    with pytest.raises(LLMError, match="no answer in time") as info:
         OpenAIEmbedder(stub.url, "e", api_key="", **SLOW).embed(["a"])
     assert type(info.value) is LLMError
-    assert stub.count(EMBEDDINGS) == 2
+    assert stub.count(EMBEDDINGS) == 1
+
+
+def test_openai_long_answer_gets_time_per_output_token(stub: Stub) -> None:
+    stub.reply(COMPLETIONS, openai_chat_reply("slow but sure"), delay=0.9)
+    chat = OpenAIChat(stub.url, "m", api_key="", **FAST, timeout_per_token=0.02)
+    assert chat.complete(PROMPT) == "slow but sure"
+    assert stub.count(COMPLETIONS) == 1
 
 
 def test_openai_unreachable_is_unavailable(dead_url: str) -> None:
     with pytest.raises(LLMUnavailable, match="cannot reach"):
         OpenAIChat(dead_url, "m", api_key="", **FAST).complete(PROMPT)
+
+
+# -- faults common to both protocols ----------------------------------------------------
+
+PROVIDERS = {
+    "ollama": (CHAT, EMBED, OllamaChat, OllamaEmbedder, {}),
+    "openai": (COMPLETIONS, EMBEDDINGS, OpenAIChat, OpenAIEmbedder, {"api_key": ""}),
+}
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+@pytest.mark.parametrize("body", [b"{not json", b"", b"<html>502 Bad Gateway</html>", b"[]"])
+def test_malformed_answers_are_llm_errors(stub: Stub, provider: str, body: bytes) -> None:
+    chat_path, embed_path, chat_cls, embed_cls, extra = PROVIDERS[provider]
+    stub.reply(chat_path, body, times=3)
+    stub.reply(embed_path, body, times=3)
+    with pytest.raises(LLMError):
+        chat_cls(stub.url, "m", **FAST, **extra).complete(PROMPT)
+    with pytest.raises(LLMError):
+        embed_cls(stub.url, "e", **FAST, **extra).embed(["a"])
+
+
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_empty_and_huge_answers_come_back_as_text(stub: Stub, provider: str) -> None:
+    chat_path, _, chat_cls, _, extra = PROVIDERS[provider]
+    reply = ollama_chat_reply if provider == "ollama" else openai_chat_reply
+    huge = "loop " * 200_000
+    stub.reply(chat_path, reply(""))
+    stub.reply(chat_path, reply(huge))
+    chat = chat_cls(stub.url, "m", **FAST, **extra)
+    assert chat.complete(PROMPT) == ""
+    assert chat.complete(PROMPT) == huge
+
+
+# -- what the indexer does with a broken embedding server -------------------------------
+
+
+class _Dimensions(FakeEmbedder):
+    """A fake embedder whose server swaps its model (or breaks) after the first calls."""
+
+    def __init__(self, broken: list[float]) -> None:
+        super().__init__("hash-256")
+        self.broken = broken
+        self.healthy_calls = 2
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = super().embed(texts)
+        return vectors if self.calls <= self.healthy_calls else [self.broken for _ in texts]
+
+
+@pytest.mark.parametrize(
+    ("broken", "message"),
+    [
+        ([0.5] * 3, "3 dimensions where the index holds 256"),
+        ([], "0 dimensions"),
+        ([float("nan")] * 256, "not finite"),
+    ],
+)
+def test_wrong_or_broken_vectors_stop_the_run(
+    kb: Kb, vault: Path, broken: list[float], message: str
+) -> None:
+    kb.embedder = _Dimensions(broken)
+    with pytest.raises(LLMError, match=message):
+        kb.sync()
+    assert kb.store.failures("v") == {}, "the server's fault is not blamed on notes"
+    kb.embedder = FakeEmbedder("hash-256")
+    kb.sync()
+    assert verify(kb.config, kb.store).in_sync

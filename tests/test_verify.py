@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from kb.store import DaemonBeat, WriterLock
@@ -74,3 +75,15 @@ def test_status_shows_the_daemon(cfg: Path, db_url: str) -> None:
         lock.close()
     assert f"daemon       running on host (pid {os.getpid()}), watching, 3 paths queued" in text
     assert "  standby: host (pid 2)" in text
+
+
+def test_a_half_written_note_is_reported_as_broken(cfg: Path, db_url: str) -> None:
+    assert kb(cfg, db_url, "index").returncode == 0
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(
+            "DELETE FROM chunks WHERE id = (SELECT id FROM chunks WHERE position = 1 LIMIT 1)"
+        )
+    result = kb(cfg, db_url, "verify", "--json")
+    assert result.returncode == EXIT_OUT_OF_SYNC
+    diffs = json.loads(result.stdout)["differences"]
+    assert [(d["kind"], d["detail"]) for d in diffs] == [("broken", "1 broken chunk lists")]

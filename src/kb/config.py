@@ -87,6 +87,7 @@ class LLMConfig:
     context_window: int = 8192
     concurrency: int = 2
     timeout: float = 120.0
+    timeout_per_token: float = 0.5  # more seconds per output token a chat answer may have
     retries: int = 3
     embed_batch: int = 32
     # Overrides of the embedding model's profile (kb.llm.profiles): None keeps the known one.
@@ -218,6 +219,7 @@ def parse_config(
             env, "KB_LLM_CONCURRENCY", r.positive("llm.concurrency", LLMConfig.concurrency)
         ),
         timeout=float(r.positive("llm.timeout", LLMConfig.timeout)),
+        timeout_per_token=r.get("llm.timeout_per_token", float, LLMConfig.timeout_per_token),
         retries=r.get("llm.retries", int, LLMConfig.retries),
         embed_batch=r.positive("llm.embed_batch", LLMConfig.embed_batch),
         embed_query_prefix=r.get("llm.embed_query_prefix", str, None),

@@ -8,9 +8,13 @@ reused across runs.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
+import stat
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -26,6 +30,12 @@ log = logging.getLogger(__name__)
 
 # Any constant works; it only has to be the same for every kb process.
 _MIGRATION_LOCK = 0x6B62_6D69
+# The embedded server trusts every connection on its Unix socket, so the socket must sit in
+# the private data directory. A socket path is at most 103 bytes on macOS (107 on Linux);
+# past that pgserver would put it in a shared temporary folder, open to every local user.
+_MAX_SOCKET_PATH = 103
+_SOCKET_NAME = ".s.PGSQL.5432"
+_TRAVERSE = stat.S_IXGRP | stat.S_IXOTH
 
 
 @dataclass(frozen=True)
@@ -41,11 +51,22 @@ def database_url(configured: str, data_dir: Path) -> str:
 
 
 def embedded_url(data_dir: Path) -> str:
-    """Start (or join) kb's embedded PostgreSQL in `data_dir` and return its URL."""
-    pgdata = data_dir / "pgdata"
+    """Start (or join) kb's embedded PostgreSQL in `data_dir` and return its URL.
+
+    The server listens on a Unix socket inside its data directory only (no TCP port), and
+    its files stay private to the user running kb, root included (see _kept_private).
+    """
+    pgdata = data_dir.expanduser().resolve() / "pgdata"
+    socket_path = os.fsencode(pgdata / _SOCKET_NAME)
+    if len(socket_path) > _MAX_SOCKET_PATH:
+        raise DatabaseError(
+            f"data_dir {data_dir} is too long for the embedded PostgreSQL's private socket "
+            f"({len(socket_path)} bytes with pgdata/{_SOCKET_NAME}, at most {_MAX_SOCKET_PATH}):"
+            " set a shorter data_dir (or KB_DATA_DIR), or a database.url"
+        )
     try:
-        pgdata.parent.mkdir(parents=True, exist_ok=True)
-        with warnings.catch_warnings():
+        pgdata.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with _kept_private(pgdata), warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset; pgserver falls back to /tmp.
             warnings.simplefilter("ignore")
             import pgserver
@@ -54,6 +75,36 @@ def embedded_url(data_dir: Path) -> str:
     except Exception as exc:
         raise DatabaseError(f"cannot start the embedded PostgreSQL in {pgdata}: {exc}") from None
     return server.get_uri()
+
+
+@contextlib.contextmanager
+def _kept_private(pgdata: Path) -> Iterator[None]:
+    """Undo what pgserver opens up when it runs as root.
+
+    As root, pgserver runs PostgreSQL as a `pgserver` user and, so that user can reach the
+    data, makes every folder above it readable and traversable by all (`/root` becomes
+    0755). The server needs to pass through those folders for as long as it runs (it opens
+    files under its data directory by their full path), but never to list them: each folder
+    gets its own mode back plus the traverse bits pgserver added (`/root` 0711), so no other
+    user can list a folder they could not list before, and the data directory itself stays
+    0700, owned by `pgserver`. A lock keeps two kb processes starting at once from taking
+    each other's opened modes for the original ones.
+    """
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        yield
+        return
+    import fcntl
+
+    with open(pgdata.parent / ".start.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        before = {folder: stat.S_IMODE(folder.stat().st_mode) for folder in pgdata.parents}
+        try:
+            yield
+        finally:
+            for folder, mode in before.items():
+                now = stat.S_IMODE(folder.stat().st_mode)
+                if now != mode | (now & _TRAVERSE):
+                    folder.chmod(mode | (now & _TRAVERSE))
 
 
 def database_on(url: str, name: str) -> str:

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import numpy as np
 import psycopg
 
 from kb.chunking import Chunk, chunk_body
 from kb.config import Config, VaultConfig
 from kb.context import ContextChunk, Contextualizer
 from kb.db import first_line
-from kb.errors import DatabaseError, Interrupted, KbError, NoteError
+from kb.errors import DatabaseError, Interrupted, KbError, LLMError, NoteError
 from kb.llm import embed_window
 from kb.llm.base import ChatModel, Embedder
 from kb.parsing import decode, parse_note
@@ -480,11 +481,29 @@ class Indexer:
         vectors.update(zip((c.context_hash for c in missing), fresh, strict=True))
         return [vectors[h] for h in hashes], len(missing)
 
-    def _embed(self, texts: Sequence[str]) -> list[Vector]:
+    def _embed(self, texts: Sequence[str], *, probe: bool = False) -> list[Vector]:
+        """Vectors for texts, each checked: the size the index holds, and finite numbers."""
+        space = None if probe else self.store.embedding_space()
+        dimensions = space[1] if space else None
         out: list[Vector] = []
         batch = self.config.llm.embed_batch
         for start in range(0, len(texts), batch):
-            out.extend(self.embedder.embed(texts[start : start + batch]))
+            vectors = self.embedder.embed(texts[start : start + batch])
+            for v in vectors:
+                # A server that swapped its model, or broke, must not fill the index with
+                # vectors no search can compare.
+                if len(v) == 0 or (dimensions is not None and len(v) != dimensions):
+                    raise LLMError(
+                        f"embedding model '{self.embedder.name}' returned a vector of {len(v)} "
+                        f"dimensions where the index holds {dimensions}: check the server's "
+                        "model, or run `kb reindex --embeddings-only` after changing it"
+                    )
+                if not np.all(np.isfinite(v)):
+                    raise LLMError(
+                        f"embedding model '{self.embedder.name}' returned a vector that is "
+                        "not finite numbers"
+                    )
+            out.extend(vectors)
         return out
 
     # -- the embedding model -----------------------------------------------------------------------
@@ -496,7 +515,7 @@ class Indexer:
         """
         space = self.store.embedding_space()
         if space is None or space[0] != self.embedder.name:
-            dimensions = len(self._embed(["dimension probe"])[0])
+            dimensions = len(self._embed(["dimension probe"], probe=True)[0])
             if space is not None:
                 log.info(
                     "embedding model changed from %s to %s (%d dimensions): re-embedding",

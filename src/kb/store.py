@@ -726,6 +726,24 @@ class Store:
             rows = conn.execute("SELECT vault, count(*) AS n FROM documents GROUP BY vault")
             return {r["vault"]: r["n"] for r in rows}
 
+    def row_problems(self) -> dict[str, int]:
+        """Rows that would mean a write was half done or done twice (all 0 when healthy)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                """
+                SELECT
+                  (SELECT count(*) FROM (SELECT 1 FROM documents GROUP BY vault, path
+                                          HAVING count(*) > 1) d) AS duplicate_documents,
+                  (SELECT count(*) FROM chunks c WHERE NOT EXISTS
+                     (SELECT 1 FROM documents d WHERE d.id = c.document_id)) AS orphan_chunks,
+                  (SELECT count(*) FROM (SELECT 1 FROM chunks GROUP BY document_id
+                     HAVING count(*) <> max(position) + 1
+                         OR count(DISTINCT position) <> count(*)) g) AS broken_chunk_lists
+                """
+            ).fetchone()
+        assert row is not None
+        return dict(row)
+
     def documents_without_vectors(self, model: str) -> list[tuple[str, str]]:
         """(vault, path) of documents with a chunk that lacks a vector from `model`."""
         with self.pool.connection() as conn:

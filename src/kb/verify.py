@@ -22,6 +22,7 @@ KINDS = {
     "unembedded": "a note with chunks lacking a vector from the configured model",
     "unreadable": "a note that cannot be read",
     "no vault": "a configured vault folder that does not exist",
+    "broken": "rows written twice or half (duplicate documents, orphan or missing chunks)",
 }
 
 
@@ -85,6 +86,9 @@ def verify(config: Config, store: Store) -> VerifyReport:
             elif (vault.name, note.path) in unembedded:
                 diffs.append(Difference(vault.name, note.path, "unembedded"))
         diffs.extend(Difference(vault.name, p, "extra") for p in sorted(set(stored) - seen))
+    for problem, count in store.row_problems().items():
+        if count:
+            diffs.append(Difference("", "", "broken", f"{count} {problem.replace('_', ' ')}"))
     configured = {v.name for v in config.vaults}
     for name, rows in store.vault_row_counts().items():
         if name not in configured:

@@ -42,13 +42,30 @@ def _make(cfg: LLMConfig, kind: str, host: str, model: str) -> Any:
     if cfg.provider == "ollama":
         from kb.llm import ollama
 
-        cls = ollama.OllamaChat if kind == "chat" else ollama.OllamaEmbedder
-        return cls(host, model, timeout=cfg.timeout, retries=cfg.retries)
+        if kind == "chat":
+            return ollama.OllamaChat(
+                host,
+                model,
+                timeout=cfg.timeout,
+                timeout_per_token=cfg.timeout_per_token,
+                retries=cfg.retries,
+            )
+        return ollama.OllamaEmbedder(host, model, timeout=cfg.timeout, retries=cfg.retries)
     if cfg.provider == "openai":
         from kb.llm import openai
 
-        cls = openai.OpenAIChat if kind == "chat" else openai.OpenAIEmbedder
-        return cls(host, model, api_key=cfg.api_key, timeout=cfg.timeout, retries=cfg.retries)
+        if kind == "chat":
+            return openai.OpenAIChat(
+                host,
+                model,
+                api_key=cfg.api_key,
+                timeout=cfg.timeout,
+                timeout_per_token=cfg.timeout_per_token,
+                retries=cfg.retries,
+            )
+        return openai.OpenAIEmbedder(
+            host, model, api_key=cfg.api_key, timeout=cfg.timeout, retries=cfg.retries
+        )
     from kb.llm import fake
 
     return fake.FakeChat(model) if kind == "chat" else fake.FakeEmbedder(model)

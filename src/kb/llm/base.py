@@ -82,7 +82,21 @@ class Embedder(TextEmbedder, Protocol):
 
 
 class TransientError(Exception):
-    """A failure worth retrying: a timeout, a dropped connection, a busy server."""
+    """A failure worth retrying: a refused or dropped connection, a busy server."""
+
+
+# What a client library raises on an answer that is not the protocol's JSON (an HTML error
+# page from a proxy, a truncated body, a list for an object): the server's fault, not kb's.
+MALFORMED = (ValueError, TypeError, AttributeError, KeyError)
+
+
+def time_limit(timeout: float, per_token: float, max_tokens: int) -> float:
+    """Seconds one chat request may take: the prompt's share, and each token it may write.
+
+    A long answer from a small model on a busy CPU legitimately takes minutes, and a request
+    abandoned for being slow is never sent again: the server would only start it over.
+    """
+    return timeout + per_token * max_tokens
 
 
 _END = object()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar
 
@@ -9,25 +10,53 @@ import httpx
 import ollama
 
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
-from kb.llm.base import Prompt, TokenUsage, TransientError, read_stream, with_retries
+from kb.llm.base import (
+    MALFORMED,
+    Prompt,
+    TokenUsage,
+    TransientError,
+    read_stream,
+    time_limit,
+    with_retries,
+)
 
 T = TypeVar("T")
 
 
 class OllamaChat:
     def __init__(
-        self, host: str, model: str, *, timeout: float, retries: int, backoff: float = 0.5
+        self,
+        host: str,
+        model: str,
+        *,
+        timeout: float,
+        retries: int,
+        timeout_per_token: float = 0.0,
+        backoff: float = 0.5,
     ) -> None:
         self.name = model
         self.host = host
-        self._client = ollama.Client(host=host, timeout=timeout)
+        self._timeout = timeout
+        self._per_token = timeout_per_token
+        # The client holds its time limit; one client per limit (prompts share a few).
+        self._clients: dict[float, ollama.Client] = {}
+        self._clients_lock = threading.Lock()
         self._retries = retries
         self._backoff = backoff
         self.usage = TokenUsage()
 
+    def _client(self, max_tokens: int) -> ollama.Client:
+        limit = time_limit(self._timeout, self._per_token, max_tokens)
+        with self._clients_lock:
+            if limit not in self._clients:
+                self._clients[limit] = ollama.Client(host=self.host, timeout=limit)
+            return self._clients[limit]
+
     def complete(self, prompt: Prompt) -> str:
+        client = self._client(prompt.max_tokens)
+
         def call() -> str:
-            response = self._client.chat(
+            response = client.chat(
                 model=self.name, messages=prompt.messages(), options=_options(prompt)
             )
             self.usage.add(response.prompt_eval_count or 0, response.eval_count or 0)
@@ -37,7 +66,7 @@ class OllamaChat:
 
     def stream(self, prompt: Prompt) -> Iterator[str]:
         parts = read_stream(
-            lambda: self._client.chat(
+            lambda: self._client(prompt.max_tokens).chat(
                 model=self.name, messages=prompt.messages(), options=_options(prompt), stream=True
             ),
             first=lambda call: self._guard(call, self._retries),
@@ -86,8 +115,16 @@ def _call(call: Callable[[], T], *, host: str, model: str, retries: int, backoff
             if exc.status_code == 429 or exc.status_code >= 500:
                 raise TransientError(str(exc)) from exc
             raise
+        except httpx.TimeoutException:
+            # Out of time: asking again would start the same long answer over.
+            raise LLMError(
+                f"Ollama at {host} gave no answer in time for '{model}': the server is "
+                "overloaded, or raise llm.timeout / llm.timeout_per_token"
+            ) from None
         except (ConnectionError, httpx.TransportError) as exc:
             raise TransientError(str(exc)) from exc
+        except MALFORMED as exc:
+            raise TransientError(f"malformed answer ({type(exc).__name__}: {exc})") from exc
 
     try:
         return with_retries(attempt, retries=retries, backoff=backoff)

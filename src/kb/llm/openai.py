@@ -8,7 +8,15 @@ from typing import Any, TypeVar
 import openai
 
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
-from kb.llm.base import Prompt, TokenUsage, TransientError, read_stream, with_retries
+from kb.llm.base import (
+    MALFORMED,
+    Prompt,
+    TokenUsage,
+    TransientError,
+    read_stream,
+    time_limit,
+    with_retries,
+)
 
 T = TypeVar("T")
 
@@ -35,6 +43,7 @@ class _OpenAIBase:
         self._client = openai.OpenAI(
             base_url=self.host, api_key=api_key or "unused", timeout=timeout, max_retries=0
         )
+        self._timeout = timeout
         self._retries = retries
         self._backoff = backoff
 
@@ -44,20 +53,25 @@ class _OpenAIBase:
         def attempt() -> T:
             try:
                 return call()
-            except openai.APIConnectionError as exc:  # includes timeouts
+            except openai.APITimeoutError:
+                # Out of time: asking again would start the same long answer over.
+                raise LLMError(
+                    f"server at {self.host} gave no answer in time for '{self.name}': it is "
+                    "overloaded, or raise llm.timeout / llm.timeout_per_token"
+                ) from None
+            except openai.APIConnectionError as exc:
                 raise TransientError(str(exc)) from exc
             except openai.APIStatusError as exc:
                 if exc.status_code in (408, 409, 429) or exc.status_code >= 500:
                     raise TransientError(f"HTTP {exc.status_code}: {exc.message}") from exc
                 raise
+            except MALFORMED as exc:
+                raise TransientError(f"malformed answer ({type(exc).__name__}: {exc})") from exc
 
         try:
             return with_retries(attempt, retries=retries, backoff=self._backoff)
         except TransientError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, openai.APIConnectionError) and not isinstance(
-                cause, openai.APITimeoutError
-            ):
+            if isinstance(exc.__cause__, openai.APIConnectionError):
                 raise LLMUnavailable(
                     f"cannot reach the OpenAI-compatible server at {self.host}: "
                     "start it or fix llm.host"
@@ -78,17 +92,21 @@ class _OpenAIBase:
 
 
 class OpenAIChat(_OpenAIBase):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, timeout_per_token: float = 0.0, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._per_token = timeout_per_token
         self.usage = TokenUsage()
 
     def complete(self, prompt: Prompt) -> str:
+        limit = time_limit(self._timeout, self._per_token, prompt.max_tokens)
+
         def call() -> str:
             response = self._client.chat.completions.create(
                 model=self.name,
                 messages=prompt.messages(),
                 max_tokens=prompt.max_tokens,
                 temperature=0,
+                timeout=limit,
             )
             if response.usage is not None:
                 self.usage.add(response.usage.prompt_tokens, response.usage.completion_tokens)

@@ -1,0 +1,387 @@
+"""Fault injection too slow for the test suite: kb killed again and again, and a model
+server gone for a minute, each run ending with `kb verify` clean and nothing lost.
+
+    .venv/bin/python bench/faults.py [--rounds 20] [--outage 60] [--notes 80]
+
+Three scenarios, each against an embedded PostgreSQL in a temporary folder and a local
+model server that speaks Ollama's protocol (deterministic answers, a few milliseconds of
+delay per call so that kills land in the middle of the work):
+
+- `kb index` killed with SIGKILL at a random moment after random edits, then run again;
+- `kb daemon` killed with SIGKILL at a random moment during a burst of edits, then started
+  again and left to catch up;
+- the model server gone (connections refused) for `--outage` seconds while a daemon sees
+  a burst of edits, then back.
+
+After each round `kb verify` must find the index equal to the vault, with no duplicate,
+orphan or half-written rows. The summary table counts rounds, faults injected, restarts,
+notes checked, rows verified, and anything lost (notes missing, stale or broken after the
+run converged): that last column must be 0 everywhere. Exit status 1 if it is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from kb.db import embedded_url  # noqa: E402
+from kb.llm.fake import FakeEmbedder  # noqa: E402
+
+CONFIG = """\
+owner_name = "Alex Doe"
+
+[[vaults]]
+name = "v"
+path = "{vault}"
+personal = ["Journal/**"]
+
+[llm]
+provider = "ollama"
+host = "{host}"
+chat_model = "stub-chat"
+embed_model = "hash-64"
+concurrency = 2
+timeout = 10
+retries = 1
+
+[daemon]
+debounce = 0.3
+max_delay = 3.0
+heartbeat = 0.5
+shutdown_grace = 5.0
+"""
+WORDS = (
+    "lighthouse harbour ferry granite lantern compass tide gull rope anchor sail keel "
+    "mountain trail summit glacier ridge cabin stove kettle map boots rain fog"
+).split()
+CONVERGE_TIMEOUT = 420.0
+
+
+# -- a model server ------------------------------------------------------------------------------
+
+
+class ModelServer:
+    """Ollama's /api/chat and /api/embed on a loopback port, which can go away and return."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.embedder = FakeEmbedder("hash-64")
+        self.calls = 0
+        self._server: ThreadingHTTPServer | None = None
+        self.port = 0
+        self.up()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def up(self) -> None:
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
+        server.daemon_threads = True
+        self.port = server.server_address[1]
+        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+        self._server = server
+
+    def down(self) -> None:
+        """Gone: connections to the port are refused until up()."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        if "input" in body:
+            return {"model": body["model"], "embeddings": self.embedder.embed(body["input"])}
+        asked = body["messages"][-1]["content"]
+        words = sorted({w for w in asked.lower().split() if w.isalpha() and len(w) > 3})[:6]
+        return {
+            "model": body["model"],
+            "created_at": "2024-07-22T20:33:28.123648Z",
+            "message": {"role": "assistant", "content": f"About {', '.join(words)}."},
+            "done": True,
+            "prompt_eval_count": len(asked.split()),
+            "eval_count": 8,
+        }
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        models = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                models.calls += 1
+                time.sleep(models.delay)
+                data = json.dumps(models._answer(body)).encode()
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client was killed
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        return Handler
+
+
+# -- the vault -----------------------------------------------------------------------------------
+
+
+class Vault:
+    """Notes in a few folders, and random edits of every kind a person or a sync tool makes."""
+
+    def __init__(self, path: Path, rng: random.Random, notes: int) -> None:
+        self.path = path
+        self.rng = rng
+        self.serial = 0
+        for _ in range(notes):
+            self.add()
+
+    def notes(self) -> list[Path]:
+        return sorted(self.path.rglob("*.md"))
+
+    def _text(self) -> str:
+        self.serial += 1
+        sections = [
+            f"## Part {i}\n\n" + " ".join(self.rng.choices(WORDS, k=self.rng.randint(20, 80)))
+            for i in range(self.rng.randint(1, 4))
+        ]
+        return f"# Note {self.serial}\n\n" + "\n\n".join(sections) + "\n"
+
+    def add(self) -> None:
+        folder = self.path / self.rng.choice(["Inbox", "Projects", "Journal", "Reference/Deep"])
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"n{self.serial:05d}.md").write_text(self._text())
+
+    def edit(self) -> None:
+        if notes := self.notes():
+            note = self.rng.choice(notes)
+            note.write_text(note.read_text() + "\n" + " ".join(self.rng.choices(WORDS, k=30)))
+
+    def delete(self) -> None:
+        if notes := self.notes():
+            self.rng.choice(notes).unlink()
+
+    def rename(self) -> None:
+        if notes := self.notes():
+            note = self.rng.choice(notes)
+            self.serial += 1
+            note.rename(note.with_name(f"moved{self.serial:05d}.md"))
+
+    def burst(self, edits: int) -> None:
+        actions: list[Callable[[], None]] = [self.add, self.edit, self.edit, self.delete]
+        actions.append(self.rename)
+        for _ in range(edits):
+            self.rng.choice(actions)()
+
+
+# -- kb as a user runs it ------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    scenario: str
+    rounds: int = 0
+    faults: int = 0
+    restarts: int = 0
+    notes: int = 0
+    rows: int = 0
+    lost: int = 0
+
+
+class Kb:
+    def __init__(self, config: Path, db_url: str, logs: Path) -> None:
+        self.config = config
+        self.env = {**os.environ, "KB_DATABASE_URL": db_url}
+        self.logs = logs
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "kb", "--config", str(self.config), *args]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(*args), capture_output=True, text=True, env=self.env, timeout=900
+        )
+
+    def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        with (self.logs / f"{name}.log").open("ab") as log:
+            return subprocess.Popen(
+                self.command(*args),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                env=self.env,
+            )
+
+    def verify(self) -> dict[str, Any]:
+        result = self.run("verify", "--json")
+        if result.returncode not in (0, 4):
+            raise RuntimeError(f"kb verify failed: {result.stderr.strip()}")
+        return json.loads(result.stdout)
+
+    def converge(self, timeout: float = CONVERGE_TIMEOUT) -> dict[str, Any]:
+        """Wait until verify is clean (a daemon is catching up), or return its last report."""
+        deadline = time.monotonic() + timeout
+        while True:
+            report = self.verify()
+            if report["in_sync"] or time.monotonic() > deadline:
+                return report
+            time.sleep(1.0)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> bool:
+    """SIGKILL if still running; True when the kill interrupted it."""
+    if proc.poll() is not None:
+        return False
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    return True
+
+
+def _count(row: Row, report: dict[str, Any]) -> None:
+    row.rounds += 1
+    row.notes += report["notes"]
+    row.rows += report["rows"]
+    row.lost += len(report["differences"])
+    if report["differences"]:
+        print(f"  {row.scenario}: not in sync: {report['differences'][:5]}", flush=True)
+
+
+# -- the scenarios -------------------------------------------------------------------------------
+
+
+def index_kills(kb: Kb, vault: Vault, rng: random.Random, rounds: int) -> Row:
+    row = Row("SIGKILL of kb index")
+    for _ in range(rounds):
+        vault.burst(rng.randint(5, 25))
+        proc = kb.start("index", "index")
+        time.sleep(rng.uniform(0.3, 2.5))
+        row.faults += _kill(proc)
+        finished = kb.run("index")
+        row.restarts += 1
+        if finished.returncode != 0:
+            print(f"  kb index after the kill: {finished.stderr.strip()[-300:]}", flush=True)
+        _count(row, kb.verify())
+    return row
+
+
+def daemon_kills(kb: Kb, vault: Vault, rng: random.Random, rounds: int) -> Row:
+    row = Row("SIGKILL of kb daemon")
+    for _ in range(rounds):
+        daemon = kb.start("daemon", "daemon")
+        time.sleep(rng.uniform(0.5, 2.0))
+        vault.burst(rng.randint(10, 40))
+        time.sleep(rng.uniform(0.2, 3.0))
+        row.faults += _kill(daemon)
+        daemon = kb.start("daemon", "daemon")
+        row.restarts += 1
+        report = kb.converge()
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(60)
+        _count(row, report)
+    return row
+
+
+def model_outage(kb: Kb, vault: Vault, models: ModelServer, seconds: float) -> Row:
+    row = Row(f"model server gone {seconds:.0f} s")
+    daemon = kb.start("daemon", "daemon")
+    kb.converge()
+    models.down()
+    row.faults += 1
+    down = time.monotonic()
+    # A burst of edits through the first part of the outage.
+    for _ in range(10):
+        vault.burst(15)
+        time.sleep(min(2.0, seconds / 20))
+    time.sleep(max(0.0, seconds - (time.monotonic() - down)))
+    models.up()
+    row.restarts += 1  # the model server's
+    report = kb.converge()
+    daemon.send_signal(signal.SIGTERM)
+    if daemon.wait(60) != 0:
+        print("  the daemon did not stop cleanly", flush=True)
+    _count(row, report)
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=20, help="kills per scenario (20)")
+    parser.add_argument("--outage", type=float, default=60.0, help="seconds without models")
+    parser.add_argument("--notes", type=int, default=80, help="notes in the vault at first")
+    parser.add_argument("--delay", type=float, default=0.02, help="seconds per model call")
+    parser.add_argument("--seed", type=int, default=14)
+    args = parser.parse_args()
+
+    rng = random.Random(args.seed)
+    work = Path(tempfile.mkdtemp(prefix="kb-faults-"))
+    models = ModelServer(args.delay)
+    try:
+        db_url = embedded_url(work / "data")
+        vault = Vault(work / "vault", rng, args.notes)
+        config = work / "kb.toml"
+        config.write_text(CONFIG.format(vault=vault.path, host=models.url))
+        kb = Kb(config, db_url, work)
+        started = time.monotonic()
+        first = kb.run("index")
+        took = time.monotonic() - started
+        print(f"first index: exit {first.returncode}, {took:.0f} s", flush=True)
+        rows = [
+            index_kills(kb, vault, rng, args.rounds),
+            daemon_kills(kb, vault, rng, args.rounds),
+            model_outage(kb, vault, models, args.outage),
+        ]
+        seconds = time.monotonic() - started
+    finally:
+        models.down()
+    print()
+    print(
+        "| scenario | rounds | faults injected | restarts | notes checked | rows verified | lost |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r.scenario} | {r.rounds} | {r.faults} | {r.restarts} | {r.notes} | {r.rows} "
+            f"| {r.lost} |"
+        )
+    total = Row(
+        "all",
+        *(sum(getattr(r, f) for r in rows) for f in ("rounds", "faults", "restarts")),
+        sum(r.notes for r in rows),
+        sum(r.rows for r in rows),
+        sum(r.lost for r in rows),
+    )
+    print(
+        f"| **all** | {total.rounds} | {total.faults} | {total.restarts} | {total.notes} "
+        f"| {total.rows} | {total.lost} |"
+    )
+    print(f"\n{seconds:.0f} s; {models.calls} model calls; seed {args.seed}")
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in vault.notes())).hexdigest()[:12]
+    print(f"final vault: {len(vault.notes())} notes (content {digest}); logs in {work}")
+    shutil.rmtree(vault.path, ignore_errors=True)
+    return 1 if total.lost else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

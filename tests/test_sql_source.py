@@ -1,0 +1,131 @@
+"""Every SQL statement in kb is parameterised: the source is read, and any statement built
+from strings (f-strings, % or str.format, concatenation with a variable) fails this test.
+
+Values travel as query parameters; the few identifiers and constants that cannot (an index's
+vector size, a model name in an index predicate) go through psycopg.sql's Literal and
+Identifier, which quote them.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = sorted([*(ROOT / "src" / "kb").rglob("*.py"), *(ROOT / "bench").glob("*.py")])
+SQL_WORDS = re.compile(
+    r"\b(SELECT\b|INSERT\s+INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM|CREATE\s|DROP\s|ALTER\s|"
+    r"WHERE\s|SET\s+LOCAL)"
+)
+EXECUTE = {"execute", "executemany"}
+
+
+def _is_sql_composition(node: ast.expr) -> bool:
+    """sql.SQL("…"), optionally .format(…)-ed: psycopg quotes whatever is put in it."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        if node.func.attr == "format":
+            return _is_sql_composition(node.func.value)
+        if node.func.attr == "SQL" and node.args:
+            return _is_static(node.args[0], {})
+    return False
+
+
+def _is_static(node: ast.expr, names: dict[str, ast.expr]) -> bool:
+    """A statement whose text is fixed in the source."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
+        return True
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _is_static(node.left, names) and _is_static(node.right, names)
+    if isinstance(node, ast.Name) and node.id in names:
+        return _is_static(names[node.id], {k: v for k, v in names.items() if k != node.id})
+    if _is_sql_composition(node):
+        return True
+    # A migration file's own text, read from migrations/ (the one other home of SQL).
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "encode"
+        and isinstance(node.func.value, ast.Attribute)
+        and node.func.value.attr == "sql"
+    )
+
+
+def _assignments(tree: ast.AST) -> dict[str, ast.expr]:
+    return {
+        target.id: node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+
+def violations(source: str) -> list[str]:
+    tree = ast.parse(source)
+    module_names = _assignments(tree)
+    found = []
+    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))]:
+        names = {**module_names, **_assignments(scope)}
+        for node in ast.walk(scope):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in EXECUTE
+                and node.args
+                and not _is_static(node.args[0], names)
+            ):
+                found.append(f"line {node.lineno}: {ast.unparse(node.args[0])[:80]}")
+    for node in ast.walk(tree):
+        text = None
+        if isinstance(node, ast.JoinedStr):
+            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            if isinstance(node.left, ast.Constant) and isinstance(node.left.value, str):
+                text = node.left.value
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "format"
+            and isinstance(node.func.value, ast.Constant)
+            and isinstance(node.func.value.value, str)
+        ):
+            text = node.func.value.value
+        if text is not None and SQL_WORDS.search(text):
+            found.append(f"line {node.lineno}: SQL built from a string: {text[:80]!r}")
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_statement_is_built_from_strings(path: Path) -> None:
+    assert violations(path.read_text()) == []
+
+
+BAD = [
+    'def f(conn, x):\n    conn.execute(f"SELECT * FROM t WHERE a = {x}")\n',
+    'def f(conn, x):\n    conn.execute("SELECT * FROM t WHERE a = %s" % x)\n',
+    'def f(conn, x):\n    conn.execute("SELECT * FROM t WHERE a = {}".format(x))\n',
+    'def f(conn, x):\n    conn.execute("SELECT * FROM t WHERE a = " + x)\n',
+    "def f(cur, p):\n    q = f\"DELETE FROM t WHERE p = '{p}'\"\n    cur.executemany(q, [])\n",
+    "def f(conn, q):\n    conn.execute(q)\n",
+]
+GOOD = [
+    'def f(conn, x):\n    conn.execute("SELECT * FROM t WHERE a = %s", (x,))\n',
+    'Q = "SELECT id FROM t"\ndef f(conn, x):\n    conn.execute(Q + " WHERE a = %s", (x,))\n',
+    "from psycopg import sql\n"
+    "def f(conn, d):\n"
+    '    q = sql.SQL("CREATE INDEX i ON t ((v::vector({d})))").format(d=sql.Literal(d))\n'
+    "    conn.execute(q)\n",
+]
+
+
+@pytest.mark.parametrize("source", BAD)
+def test_the_check_catches_string_built_sql(source: str) -> None:
+    assert violations(source)
+
+
+@pytest.mark.parametrize("source", GOOD)
+def test_the_check_accepts_parameters_and_composition(source: str) -> None:
+    assert violations(source) == []
