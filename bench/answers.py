@@ -26,8 +26,9 @@ Each corpus is indexed with kb twice (none, structure) into its own database on 
 embedded PostgreSQL in --data-dir; nothing at index time calls the chat model, so indexing
 costs only embeddings. Every answer is appended to --out as one JSON line the moment it is
 written, and a second run skips what is there: an interrupted run loses nothing, and the
-table is printed from the file. Questions are interleaved across the three sets and each is
-answered by both setups before the next, so a run stopped early is still a fair sample.
+table is printed from the file. Questions are interleaved across the three sets and answered
+in blocks (--block), each by both setups before the next, so a run stopped early is still a
+fair sample.
 
 Models come from the environment, as for kb (`eval "$(scripts/test-models start)"`).
 
@@ -229,8 +230,13 @@ def run(
         spans = {key: Spans(corpus.folder) for key, corpus in corpora.items()}
         done = done_keys(args.out)
         with args.out.open("a", encoding="utf-8") as out:
-            for i, q in enumerate(questions, 1):
-                for setup in SETUPS:
+            # A block of questions per setup in turn: consecutive prompts of one setup share
+            # their instructions, which the server then evaluates once, and a run stopped
+            # early still has both setups on nearly the same questions.
+            blocks = [questions[i : i + args.block] for i in range(0, len(questions), args.block)]
+            for block, setup in ((b, s) for b in blocks for s in SETUPS):
+                for q in block:
+                    i = questions.index(q) + 1
                     if (setup.name, q.qid) in done:
                         continue
                     config = configs[q.corpus, setup.level]
@@ -336,6 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--docs", type=int, default=20, help="docs-rag questions")
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--top-k", type=int, default=5, help="passages per answer")
+    parser.add_argument("--block", type=int, default=6, help="questions per setup in turn")
     parser.add_argument(
         "--data-dir",
         type=Path,

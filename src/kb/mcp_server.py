@@ -41,6 +41,18 @@ Transport = Literal["stdio", "http"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+# Descriptions longer than a line are given whole: the SDK sends a docstring as it is written,
+# indentation and all.
+_SEARCH = (
+    "Search the user's notes; the best passages first, each the raw text of a chunk with its "
+    "vault, note path, header path, 1-based line span and score. First-person queries "
+    '("what did I decide …") are about the user.'
+)
+_ASK = (
+    "Answer a question from the user's notes with kb's local chat model: a short answer that "
+    "cites numbered sources ([1], [2]), or one sentence saying the notes don't say. Slower "
+    "than `search` (seconds on a local model)."
+)
 _INSTRUCTIONS = (
     "kb is a search index of the user's Markdown notes. Use `search` to find passages (each "
     "with its vault, path and line span), `get_note` to read a note or some of its lines, "
@@ -168,7 +180,7 @@ def build_server(config: Config, store: Store, embedder: Embedder, chat: ChatMod
             modified_before=_midnight(before),
         )
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(annotations=_READ_ONLY, description=_SEARCH)
     def search(
         query: Annotated[str, Field(description="What to look for, in plain words.")],
         mode: Annotated[
@@ -189,9 +201,6 @@ def build_server(config: Config, store: Store, embedder: Embedder, chat: ChatMod
             dt.date | None, Field(description="Only notes modified before this day.")
         ] = None,
     ) -> list[SearchHit]:
-        """Search the user's notes; the best passages first, each the raw text of a chunk
-        with its vault, note path, header path, 1-based line span and score. First-person
-        queries ("what did I decide …") are about the user."""
         with _as_tool_error():
             return query_mod.search(
                 store,
@@ -256,7 +265,7 @@ def build_server(config: Config, store: Store, embedder: Embedder, chat: ChatMod
             "daemon": "running" if any(d["role"] == "writer" for d in alive) else "not running",
         }
 
-    @server.tool(annotations=_READ_ONLY)
+    @server.tool(annotations=_READ_ONLY, description=_ASK)
     def ask(
         question: Annotated[str, Field(description="The question, in plain words.")],
         top_k: Annotated[int, Field(ge=1, le=20, description="How many passages to read.")] = 5,
@@ -267,9 +276,6 @@ def build_server(config: Config, store: Store, embedder: Embedder, chat: ChatMod
             list[str] | None, Field(description="Only notes with all these tags.")
         ] = None,
     ) -> AskResult:
-        """Answer a question from the user's notes with kb's local chat model: a short answer
-        that cites numbered sources ([1], [2]), or one sentence saying the notes don't say.
-        Slower than `search` (seconds on a local model)."""
         with _as_tool_error():
             result = answer_mod.ask(
                 store,
