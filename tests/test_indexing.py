@@ -187,7 +187,7 @@ def test_embedding_model_change_reembeds_without_summaries(kb: Kb, vault: Path) 
             "SELECT DISTINCT embed_model, vector_dims(embedding) AS d FROM chunks"
         ).fetchall()
     assert models == [{"embed_model": "hash-64", "d": 64}]
-    hits = search(kb.store, other.embedder, "miso ramen recipe", owner=None, top_k=3)
+    hits = search(kb.store, other.embedder, "miso ramen recipe", owner=None, top_k=3, mode="vector")
     assert hits and hits[0].path.endswith("Weeknight Miso Ramen.md")
     with pytest.raises(Exception, match="run `kb index`"):
         search(kb.store, kb.embedder, "miso ramen", owner=None, top_k=3)
