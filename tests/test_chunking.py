@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -394,3 +396,13 @@ def test_vault_chunk_properties(path: Path, max_chars: int) -> None:
         " ".join(_drop_wrappers(body_lines)).split()
     )
     assert Counter(_wrapper_lines(chunk_lines)) >= Counter(_wrapper_lines(body_lines))
+
+
+def test_rule_chains_are_compiled_before_any_thread_parses() -> None:
+    # In a fresh interpreter: the chains must be ready as soon as the module is imported.
+    check = (
+        "from kb import chunking as c; m = c._md; "
+        "assert all(r.__cache__ for r in (m.core.ruler, m.block.ruler, m.inline.ruler, "
+        "m.inline.ruler2))"
+    )
+    subprocess.run([sys.executable, "-c", check], check=True, timeout=60)

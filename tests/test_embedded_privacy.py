@@ -41,25 +41,29 @@ def test_embedded_server_keeps_its_data_private(tmp_path: Path) -> None:
     home.chmod(0o700)
     watched = {p: _mode(p) for p in [home, *home.parents]}
     data_dir = home / "kb"
-    # Stopped when the test session exits, as kb's own processes do.
     url = embedded_url(data_dir)
     pgdata = data_dir / "pgdata"
-    # As root, pgserver had made every folder above the data readable by all; each gets its
-    # mode back, but for the traverse bits the server needs to reach its files.
-    for folder, mode in watched.items():
-        assert _mode(folder) & ~TRAVERSE == mode & ~TRAVERSE, folder
-        assert not _readable_by_others(folder) or _readable_by_others_mode(mode), folder
-    assert _mode(data_dir) & ~TRAVERSE == 0o700
-    assert _mode(pgdata) & 0o077 == 0
-    with psycopg.connect(url) as conn:
-        listen = conn.execute("SHOW listen_addresses").fetchone()
-        sockets = conn.execute("SHOW unix_socket_directories").fetchone()
-    assert listen == ("",), "no TCP listener"
-    assert sockets is not None and Path(sockets[0]).resolve() == pgdata.resolve()
-    # A new backend still loads pgvector from pgserver's installation, and the server still
-    # reaches its own files by their full path (a checkpoint writes global/pg_control).
-    assert migrate(url)
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CHECKPOINT")
-    with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT 1").fetchone() == (1,)
+    try:
+        # As root, pgserver had made every folder above the data readable by all; each gets its
+        # mode back, but for the traverse bits the server needs to reach its files.
+        for folder, mode in watched.items():
+            assert _mode(folder) & ~TRAVERSE == mode & ~TRAVERSE, folder
+            assert not _readable_by_others(folder) or _readable_by_others_mode(mode), folder
+        assert _mode(data_dir) & ~TRAVERSE == 0o700
+        assert _mode(pgdata) & 0o077 == 0
+        with psycopg.connect(url) as conn:
+            listen = conn.execute("SHOW listen_addresses").fetchone()
+            sockets = conn.execute("SHOW unix_socket_directories").fetchone()
+        assert listen == ("",), "no TCP listener"
+        assert sockets is not None and Path(sockets[0]).resolve() == pgdata.resolve()
+        # A new backend still loads pgvector from pgserver's installation, and the server still
+        # reaches its own files by their full path (a checkpoint writes global/pg_control).
+        assert migrate(url)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        import pgserver
+
+        pgserver.get_server(pgdata).cleanup()

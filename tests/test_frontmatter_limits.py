@@ -76,3 +76,9 @@ def test_indexing_goes_on_past_hostile_frontmatter(store: Store, tmp_path: Path)
     ]
     assert set(store.documents("v")) == {"b-deep.md", "c-after.md"}
     assert store.failures("v").keys() == {"a-bomb.md"}
+
+
+@pytest.mark.parametrize("value", ["0000-00-00", "2024-13-45", "2024-02-30 25:61:61"])
+def test_impossible_dates_keep_the_body(value: str) -> None:
+    note = parse_note(f"---\ndate: {value}\ntags: [a]\n---\n# Body\n\nKept.\n")
+    assert note.body == "# Body\n\nKept.\n" and "not valid YAML" in note.warnings[0]

@@ -19,6 +19,10 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 _md = MarkdownIt("commonmark").enable("table")
+# markdown-it compiles its rule chains on first use, and two threads doing that at once can
+# see them half-built ("none of the block rules matched"): compile them here, once, before
+# any indexing thread parses.
+_md.parse("# a\n\n- *b* `c` [d](e)\n\n| f |\n|---|\n| g |\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 

@@ -483,6 +483,8 @@ class Indexer:
 
     def _embed(self, texts: Sequence[str], *, probe: bool = False) -> list[Vector]:
         """Vectors for texts, each checked: the size the index holds, and finite numbers."""
+        if not texts:
+            return []
         space = None if probe else self.store.embedding_space()
         dimensions = space[1] if space else None
         out: list[Vector] = []

@@ -156,7 +156,8 @@ def parse_note(text: str) -> Note:
         warnings = (
             f"frontmatter is nested over {MAX_FRONTMATTER_DEPTH} levels deep; indexed without it",
         )
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError, OverflowError) as exc:
+        # ValueError, OverflowError: a well-formed value that is not one (`0000-00-00`).
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
         loaded = None
