@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Kb
-from kb.query import owner_query, search
+from kb.query import search
 from kb.store import SearchFilter, SearchHit
 
 RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"
@@ -179,18 +179,3 @@ def test_text_mode_weighs_a_rare_word_above_a_repeated_common_one(kb: Kb, vault:
     hits = _search(kb, "project zeppelin", mode="text", top_k=3)
     assert hits and hits[0].path == "Scratch/Airship.md"
     assert all(h.path.startswith("Scratch/Standup") for h in hits[1:])
-
-
-@pytest.mark.parametrize(
-    ("question", "asked"),
-    [
-        ("when did I climb a mountain", "when did Alex Doe climb a mountain"),
-        ("What did I eat at my party? I\u2019m curious",
-         "What did Alex Doe eat at Alex Doe's party? Alex Doe is curious"),
-        ("friends besides me and myself", "friends besides Alex Doe and Alex Doe"),
-        ("I've moved; is the NAS mine?", "Alex Doe has moved; is the NAS Alex Doe's?"),
-        ("postgres upgrade on iPhone", "postgres upgrade on iPhone"),
-    ],
-)  # fmt: skip
-def test_first_person_words_become_the_owners_name(question: str, asked: str) -> None:
-    assert owner_query(question, "Alex Doe") == asked
