@@ -58,6 +58,7 @@ from retrieval import Gold, Spans, _hit
 from kb import db
 from kb.answer import Answer, AskOptions, ask
 from kb.config import Config, parse_config
+from kb.errors import KbError
 from kb.indexer import Indexer
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
@@ -240,20 +241,25 @@ def run(
                     if (setup.name, q.qid) in done:
                         continue
                     config = configs[q.corpus, setup.level]
-                    answer = ask(
-                        stores[q.corpus, setup.level],
-                        embedder,
-                        chat,
-                        q.text,
-                        owner=config.owner_name
-                        if setup.owner and corpora[q.corpus].owner
-                        else None,
-                        options=AskOptions(
-                            top_k=args.top_k,
-                            mode=setup.mode,
-                            context_window=config.llm.context_window,
-                        ),
-                    )
+                    try:
+                        answer = ask(
+                            stores[q.corpus, setup.level],
+                            embedder,
+                            chat,
+                            q.text,
+                            owner=config.owner_name
+                            if setup.owner and corpora[q.corpus].owner
+                            else None,
+                            options=AskOptions(
+                                top_k=args.top_k,
+                                mode=setup.mode,
+                                context_window=config.llm.context_window,
+                            ),
+                        )
+                    except KbError as exc:
+                        # Not recorded: a later run asks again.
+                        print(f"[{i}/{len(questions)}] {setup.name}: {exc}", file=sys.stderr)
+                        continue
                     record = {"setup": setup.name, **score(q, answer, spans[q.corpus])}
                     out.write(json.dumps(record, ensure_ascii=False) + "\n")
                     out.flush()

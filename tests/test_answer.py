@@ -20,6 +20,7 @@ from kb.answer import (
     note_date,
     says_not_in_notes,
 )
+from kb.errors import LLMError
 from kb.llm.base import Prompt, TokenUsage
 from kb.store import NoteInfo, SearchFilter
 
@@ -199,6 +200,19 @@ def test_a_citation_naming_no_passage_is_never_shown(kb: Kb) -> None:
     assert answer.text == "It runs ZFS [1] and Proxmox."
     assert answer.cited == [1]
     assert "8" not in "".join(streamed)
+
+
+def test_an_empty_answer_is_an_error_not_a_blank(kb: Kb) -> None:
+    kb.sync()
+    with pytest.raises(LLMError, match="returned an empty answer"):
+        ask(
+            kb.store,
+            kb.embedder,
+            ScriptedChat("  \n"),
+            "what does the home server run",
+            owner=None,
+            options=AskOptions(top_k=2),
+        )
 
 
 def test_the_model_saying_the_notes_do_not_know_is_reported(kb: Kb) -> None:

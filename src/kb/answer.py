@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from kb import prompts
+from kb.errors import LLMError
 from kb.llm.base import ChatModel, Embedder
 from kb.query import search
 from kb.store import NO_FILTER, NoteInfo, SearchFilter, SearchHit, Store
@@ -295,6 +296,9 @@ def ask(
             on_text(tail)
     done = time.perf_counter()
     text = "".join(shown).strip()
+    if not text:
+        # Seen when a server drops the request for another one (llama.cpp's server does).
+        raise LLMError(f"the chat model '{chat.name}' returned an empty answer: ask again")
     return Answer(
         question=question,
         text=text,
