@@ -400,7 +400,7 @@ def ask_command(
         )
 
         def show(text: str) -> None:
-            out.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+            out.print(printable(text), end="", markup=False, highlight=False, soft_wrap=True)
 
         answer = ask(
             store,
