@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hmac
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
@@ -32,7 +30,7 @@ from kb import answer as answer_mod
 from kb import query as query_mod
 from kb.config import Config, VaultConfig
 from kb.errors import KbError, NoteError
-from kb.indexer import is_note, read_note
+from kb.indexer import inside_vault, is_note, read_note
 from kb.llm.base import ChatModel, Embedder
 from kb.parsing import decode
 from kb.store import NoteInfo, SearchFilter, SearchHit, Store
@@ -116,8 +114,8 @@ class Vaults:
     def __init__(self, vaults: tuple[VaultConfig, ...]) -> None:
         self.by_name = {v.name: v for v in vaults}
 
-    def resolve(self, vault: str, path: str) -> tuple[VaultConfig, Path]:
-        """The real file of a note, or a KbError saying why there is none to read."""
+    def resolve(self, vault: str, path: str) -> tuple[VaultConfig, str]:
+        """A note's vault and vault-relative path, or a KbError saying why there is none."""
         config = self.by_name.get(vault)
         if config is None:
             raise KbError(f"no vault named {vault!r}; vaults: {', '.join(self.by_name)}")
@@ -126,21 +124,19 @@ class Vaults:
             raise KbError(f"{path!r} is not a path inside the vault")
         if not is_note(config, rel):
             raise KbError(f"{path!r} is not a note (a Markdown file that is not ignored)")
-        root = Path(os.path.realpath(config.path))
-        real = Path(os.path.realpath(root / rel))
         # A symlink may point anywhere: only what really lies under the root is served.
-        if not real.is_relative_to(root):
+        if not inside_vault(config, rel):
             raise KbError(f"{path!r} leads outside the vault")
-        if not real.is_file():
+        if not (config.path / rel).is_file():
             raise KbError(f"no note {path!r} in vault {vault!r}")
-        return config, real
+        return config, rel
 
     def read(
         self, vault: str, path: str, start_line: int | None = None, end_line: int | None = None
     ) -> NoteText:
-        _, real = self.resolve(vault, path)
+        config, rel = self.resolve(vault, path)
         try:
-            text = decode(read_note(real))
+            text = decode(read_note(config, rel))
         except (FileNotFoundError, NoteError) as exc:
             raise KbError(f"{vault}/{path}: {exc}") from None
         lines = text.split("\n")
