@@ -21,7 +21,9 @@ from kb.answer import (
     says_not_in_notes,
 )
 from kb.errors import LLMError
+from kb.fusion import Fusion
 from kb.llm.base import Prompt, TokenUsage
+from kb.query import search
 from kb.store import NoteInfo, SearchFilter
 
 # -- fitting passages --------------------------------------------------------------------------
@@ -264,3 +266,27 @@ def test_passages_are_cut_to_fit_a_small_context_window(kb: Kb) -> None:
     assert len(answer.sources) < 8 or any(s.cut for s in answer.sources)
     assert all(s.text.endswith(CUT_MARK) for s in answer.sources if s.cut)
     assert prompt.num_ctx <= 2048
+
+
+def test_passages_are_retrieved_with_the_configured_fusion(kb: Kb) -> None:
+    kb.sync()
+    question = "when did Alex climb Mount Takao"
+
+    def order(fusion: Fusion) -> list[tuple[str, int]]:
+        answer = ask(
+            kb.store,
+            kb.embedder,
+            kb.chat,
+            question,
+            owner=None,
+            options=AskOptions(top_k=6, fusion=fusion),
+        )
+        return [(s.hit.path, s.hit.start_line) for s in answer.sources]
+
+    def listed(mode: str) -> list[tuple[str, int]]:
+        hits = search(kb.store, kb.embedder, question, owner=None, top_k=6, mode=mode)
+        return [(h.path, h.start_line) for h in hits]
+
+    # All the weight on one list: the passages come in that list's order.
+    assert order(Fusion("tm2c2", 1.0)) == listed("vector")
+    assert order(Fusion("tm2c2", 0.0)) == listed("text")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from kb import prompts
 from kb.errors import LLMError
+from kb.fusion import DEFAULT_FUSION, Fusion
 from kb.llm.base import ChatModel, Embedder
 from kb.query import search
 from kb.store import NO_FILTER, NoteInfo, SearchFilter, SearchHit, Store
@@ -226,6 +227,7 @@ class AskOptions:
     top_k: int = 5
     threshold: float | None = None
     mode: str = "hybrid"
+    fusion: Fusion = DEFAULT_FUSION
     filters: SearchFilter = NO_FILTER
     context_window: int = 8192
 
@@ -255,6 +257,7 @@ def ask(
         top_k=options.top_k,
         threshold=options.threshold,
         mode=options.mode,
+        fusion=options.fusion,
         filters=options.filters,
     )
     retrieved = time.perf_counter()

@@ -205,6 +205,7 @@ def build_server(config: Config, store: Store, embedder: Embedder, chat: ChatMod
                 owner=owner,
                 top_k=top_k,
                 mode=mode,
+                fusion=config.query.fusion,
                 filters=filters(path_prefix, tags, after, before),
             )
 
@@ -282,6 +283,7 @@ def build_server(config: Config, store: Store, embedder: Embedder, chat: ChatMod
                 options=answer_mod.AskOptions(
                     top_k=top_k,
                     mode=config.query.mode,
+                    fusion=config.query.fusion,
                     filters=filters(path_prefix, tags, None, None),
                     context_window=config.llm.context_window,
                 ),
