@@ -53,11 +53,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval import Gold, Spans, _hit
+from retrieval import Gold, Spans, Vault, _hit, make_config
 
 from kb import db
 from kb.answer import Answer, AskOptions, ask
-from kb.config import Config, parse_config
+from kb.config import Config
 from kb.errors import KbError
 from kb.indexer import Indexer
 from kb.llm import make_chat, make_embedder
@@ -162,16 +162,9 @@ def token_f1(answer: str, gold: str) -> float:
 
 
 def config_for(corpus: Corpus, level: str, data_dir: Path) -> Config:
-    raw = {
-        # docs-rag is nobody's personal notes: the owner then matters to no note.
-        "owner_name": corpus.owner or "Alex Doe",
-        "data_dir": str(data_dir),
-        "vaults": [
-            {"name": corpus.key, "path": str(corpus.folder), "personal": list(corpus.personal)}
-        ],
-        "context": {"summaries": level},
-    }
-    return parse_config(raw, base_dir=Path.cwd(), env=dict(os.environ))
+    # docs-rag is nobody's personal notes: the owner then matters to no note.
+    vault = Vault(corpus.key, corpus.folder, (), corpus.owner or Vault.owner, corpus.personal)
+    return make_config(vault, data_dir, level)
 
 
 def score(question: Question, answer: Answer, spans: Spans) -> dict[str, Any]:

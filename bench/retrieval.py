@@ -56,7 +56,7 @@ from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
 from kb.query import CANDIDATES, owner_query, rank
 from kb.rerank import Reranker
-from kb.store import NO_FILTER, SearchFilter, SearchHit, Store
+from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASETS = (
@@ -375,7 +375,7 @@ def score_level(
         space = store.embedding_space()
         assert space is not None, "an indexed vault has an embedding space"
         texts = {"plain": q.text, "owner": owner_query(q.text, owners[q.vault])}
-        found_by: dict[str, object] = {}
+        found_by: dict[str, tuple[Candidates, float]] = {}
         for variant, text in texts.items():
             if variant == "owner" and text == texts["plain"]:
                 found_by["owner"] = found_by["plain"]
@@ -394,7 +394,7 @@ def score_level(
                 time.perf_counter() - started,
             )
         for variant, table in (("owner", matrix.owner), ("plain", matrix.plain)):
-            found, seconds = found_by[variant]  # type: ignore[misc]
+            found, seconds = found_by[variant]
             for name, mode, fusion in rows:
                 hits = rank(found, mode, fusion)[: max(KS)]
                 table[name].add(q, [spans[q.vault](h) for h in hits], seconds)

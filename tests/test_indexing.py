@@ -397,7 +397,8 @@ def test_new_context_layout_rebuilds_without_model_calls(kb: Kb) -> None:
     assert kb.embedder.texts == sum(len(_chunks(kb.store, p)) for p in kb.store.documents("v"))
     assert [c["full_context"] for c in _chunks(kb.store, LONG_NOTE)] == before
     builds = {d.context_build for d in kb.store.documents("v").values()}
-    assert builds == {kb.indexer().context.build_id} and LAYOUT_VERSION in builds.pop()
+    with kb.indexer() as indexer:
+        assert builds == {indexer.context.build_id} and LAYOUT_VERSION in builds.pop()
     assert kb.sync().indexed == 0  # and only once
 
 
@@ -410,7 +411,8 @@ def test_scoped_sync_rebuilds_a_note_built_another_way(kb: Kb, vault: Path) -> N
     with kb.indexer() as indexer:
         report = indexer.sync_scope(kb.config.vaults[0], Scope(files=frozenset({LONG_NOTE})))
     assert report.indexed == 1 and kb.chat.total_calls == 0
-    assert kb.store.documents("v")[LONG_NOTE].context_build == kb.indexer().context.build_id
+    with kb.indexer() as indexer:
+        assert kb.store.documents("v")[LONG_NOTE].context_build == indexer.context.build_id
 
 
 def test_unknown_summaries_level_is_a_config_error(vault: Path) -> None:

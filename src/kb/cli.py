@@ -39,6 +39,36 @@ from kb.verify import KINDS, verify
 # Dates on the command line: a day, or a day and a time (local unless an offset is given).
 _DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]
 
+# The options `kb query` and `kb ask` share: the same search, filtered the same way.
+Threshold = Annotated[
+    float | None, typer.Option("--threshold", "-t", help="Minimum cosine similarity, -1 to 1.")
+]
+PathPrefix = Annotated[
+    str | None, typer.Option("--path", "-p", help="Only notes under this path prefix.")
+]
+Tags = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--tag",
+        help="Only notes with this tag (or a tag nested under it); repeat for all of several.",
+    ),
+]
+After = Annotated[
+    dt.datetime | None,
+    typer.Option(
+        "--after", help="Only notes modified at or after this date/time.", formats=_DATE_FORMATS
+    ),
+]
+Before = Annotated[
+    dt.datetime | None,
+    typer.Option(
+        "--before", help="Only notes modified before this date/time.", formats=_DATE_FORMATS
+    ),
+]
+NoOwner = Annotated[
+    bool, typer.Option("--no-owner", help="Do not read first-person text as about the owner.")
+]
+
 app = typer.Typer(
     help="kb: a contextual search index of your Markdown vault.",
     no_args_is_help=True,
@@ -223,31 +253,11 @@ def query(
     top_k: Annotated[
         int | None, typer.Option("--top-k", "-k", min=1, help="How many chunks (default 5).")
     ] = None,
-    threshold: Annotated[
-        float | None, typer.Option("--threshold", "-t", help="Minimum cosine similarity, -1 to 1.")
-    ] = None,
-    path: Annotated[
-        str | None, typer.Option("--path", "-p", help="Only notes under this path prefix.")
-    ] = None,
-    tag: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--tag",
-            help="Only notes with this tag (or a tag nested under it); repeat for all of several.",
-        ),
-    ] = None,
-    after: Annotated[
-        dt.datetime | None,
-        typer.Option(
-            "--after", help="Only notes modified at or after this date/time.", formats=_DATE_FORMATS
-        ),
-    ] = None,
-    before: Annotated[
-        dt.datetime | None,
-        typer.Option(
-            "--before", help="Only notes modified before this date/time.", formats=_DATE_FORMATS
-        ),
-    ] = None,
+    threshold: Threshold = None,
+    path: PathPrefix = None,
+    tag: Tags = None,
+    after: After = None,
+    before: Before = None,
     mode: Annotated[
         str | None,
         typer.Option(
@@ -271,10 +281,7 @@ def query(
             "--explain", help="Show each hit's vector and text rank and score, and the fused score."
         ),
     ] = False,
-    no_owner: Annotated[
-        bool,
-        typer.Option("--no-owner", help="Do not read first-person queries as about the owner."),
-    ] = False,
+    no_owner: NoOwner = False,
 ) -> None:
     """Search the index; prints the raw chunks, best first."""
     if mode is not None and mode not in SEARCH_MODES:
@@ -302,12 +309,7 @@ def query(
             threshold=threshold,
             mode=mode or cfg.query.mode,
             fusion=cfg.query.fusion,
-            filters=SearchFilter(
-                path_prefix=path,
-                tags=tuple(tag or ()),
-                modified_after=after,
-                modified_before=before,
-            ),
+            filters=_filters(path, tag, after, before),
             reranker=reranker,
         )
     if as_json:
@@ -334,6 +336,14 @@ def query(
         out.print()
 
 
+def _filters(
+    path: str | None, tag: list[str] | None, after: dt.datetime | None, before: dt.datetime | None
+) -> SearchFilter:
+    return SearchFilter(
+        path_prefix=path, tags=tuple(tag or ()), modified_after=after, modified_before=before
+    )
+
+
 def _explanation(hit: SearchHit) -> str:
     """Why a hit is where it is: its place and score in each list, and the fused score."""
 
@@ -353,35 +363,15 @@ def ask_command(
         int | None,
         typer.Option("--top-k", "-k", min=1, help="How many passages to read (default 5)."),
     ] = None,
-    threshold: Annotated[
-        float | None, typer.Option("--threshold", "-t", help="Minimum cosine similarity, -1 to 1.")
-    ] = None,
-    path: Annotated[
-        str | None, typer.Option("--path", "-p", help="Only notes under this path prefix.")
-    ] = None,
-    tag: Annotated[
-        list[str] | None,
-        typer.Option("--tag", help="Only notes with this tag; repeat for all of several."),
-    ] = None,
-    after: Annotated[
-        dt.datetime | None,
-        typer.Option(
-            "--after", help="Only notes modified at or after this date/time.", formats=_DATE_FORMATS
-        ),
-    ] = None,
-    before: Annotated[
-        dt.datetime | None,
-        typer.Option(
-            "--before", help="Only notes modified before this date/time.", formats=_DATE_FORMATS
-        ),
-    ] = None,
+    threshold: Threshold = None,
+    path: PathPrefix = None,
+    tag: Tags = None,
+    after: After = None,
+    before: Before = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")] = (
         False
     ),
-    no_owner: Annotated[
-        bool,
-        typer.Option("--no-owner", help="Do not read first-person questions as the owner's."),
-    ] = False,
+    no_owner: NoOwner = False,
 ) -> None:
     """Answer a question from your notes, citing the passages it used."""
     with _session() as (cfg, store):
@@ -390,12 +380,8 @@ def ask_command(
             top_k=top_k or cfg.query.top_k,
             threshold=threshold,
             mode=cfg.query.mode,
-            filters=SearchFilter(
-                path_prefix=path,
-                tags=tuple(tag or ()),
-                modified_after=after,
-                modified_before=before,
-            ),
+            fusion=cfg.query.fusion,
+            filters=_filters(path, tag, after, before),
             context_window=cfg.llm.context_window,
         )
 

@@ -38,34 +38,21 @@ def embed_window(cfg: LLMConfig) -> int:
 
 
 def _make(cfg: LLMConfig, kind: str, host: str, model: str) -> Any:
+    # A chat answer may take longer the more tokens it may write; an embedding may not.
+    limits: dict[str, Any] = {"timeout": cfg.timeout, "retries": cfg.retries}
+    if kind == "chat":
+        limits["timeout_per_token"] = cfg.timeout_per_token
     # Imported on demand: a provider's client library is only loaded when it is used.
     if cfg.provider == "ollama":
         from kb.llm import ollama
 
-        if kind == "chat":
-            return ollama.OllamaChat(
-                host,
-                model,
-                timeout=cfg.timeout,
-                timeout_per_token=cfg.timeout_per_token,
-                retries=cfg.retries,
-            )
-        return ollama.OllamaEmbedder(host, model, timeout=cfg.timeout, retries=cfg.retries)
+        cls = ollama.OllamaChat if kind == "chat" else ollama.OllamaEmbedder
+        return cls(host, model, **limits)
     if cfg.provider == "openai":
         from kb.llm import openai
 
-        if kind == "chat":
-            return openai.OpenAIChat(
-                host,
-                model,
-                api_key=cfg.api_key,
-                timeout=cfg.timeout,
-                timeout_per_token=cfg.timeout_per_token,
-                retries=cfg.retries,
-            )
-        return openai.OpenAIEmbedder(
-            host, model, api_key=cfg.api_key, timeout=cfg.timeout, retries=cfg.retries
-        )
+        cls = openai.OpenAIChat if kind == "chat" else openai.OpenAIEmbedder
+        return cls(host, model, api_key=cfg.api_key, **limits)
     from kb.llm import fake
 
     return fake.FakeChat(model) if kind == "chat" else fake.FakeEmbedder(model)
