@@ -58,8 +58,8 @@ from retrieval import Gold, Spans, Vault, _hit, make_config
 from kb import db
 from kb.answer import Answer, AskOptions, ask
 from kb.config import Config
+from kb.container import Container, open_store
 from kb.errors import KbError
-from kb.indexer import Indexer
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
 from kb.store import Store
@@ -208,10 +208,9 @@ def run(
             for level in sorted({s.level for s in SETUPS}):
                 name = f"answers_{key}_{level}".replace("-", "_")
                 config = configs[key, level] = config_for(corpora[key], level, args.data_dir)
-                store = stores[key, level] = Store(db.database_on(server, name))
+                store = stores[key, level] = open_store(db.database_on(server, name))
                 started = time.perf_counter()
-                with Indexer(config, store, chat, embedder) as indexer:
-                    report = indexer.sync()
+                report = Container(config, store, chat=chat, embedder=embedder).sync()
                 print(
                     f"indexed {key} ({level}): {report.indexed} new, {report.unchanged} "
                     f"unchanged, {report.llm_calls} LLM calls, "

@@ -50,10 +50,12 @@ from pathlib import Path
 
 from kb import db
 from kb.config import Config, load_config, parse_config
+from kb.container import Container, open_store
 from kb.fusion import DEFAULT_FUSION, Fusion
-from kb.indexer import FileEvent, Indexer, Scope
+from kb.indexer import FileEvent
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
+from kb.notes import Scope
 from kb.query import CANDIDATES, owner_query, rank
 from kb.rerank import Reranker
 from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
@@ -327,7 +329,9 @@ def index(
             # Written as it goes: a run that is killed still counts what it paid for.
             ledger.write_text(json.dumps(vars(paid.plus(run))))
 
-    with Indexer(config, store, chat, embedder, on_event=progress) as indexer:
+    with Container(config, store, chat=chat, embedder=embedder).indexer(
+        on_event=progress
+    ) as indexer:
         if subset:
             indexer.ensure_embedding_space()
             indexer.sync_scope(config.vaults[0], Scope(files=frozenset(subset)))
@@ -372,7 +376,7 @@ def score_level(
     owners = {v.name: v.owner for v in dataset.vaults}
     for q in dataset.queries:
         store = stores[q.vault]
-        space = store.embedding_space()
+        space = store.vectors.space()
         assert space is not None, "an indexed vault has an embedding space"
         texts = {"plain": q.text, "owner": owner_query(q.text, owners[q.vault])}
         found_by: dict[str, tuple[Candidates, float]] = {}
@@ -383,7 +387,7 @@ def score_level(
             started = time.perf_counter()
             vector = embedder.embed_query(text)
             found_by[variant] = (
-                store.candidates(
+                store.search.candidates(
                     vector,
                     text,
                     model=space[0],
@@ -432,13 +436,13 @@ def latency(
 ) -> tuple[float, float]:
     """Milliseconds of one hybrid top-10 search in the database (candidates and fusion),
     p50 and p95."""
-    space = store.embedding_space()
+    space = store.vectors.space()
     assert space is not None
     times = []
     for q in queries:
         vector = embedder.embed_query(q.text)
         started = time.perf_counter()
-        found = store.candidates(
+        found = store.search.candidates(
             vector, q.text, model=space[0], dimensions=space[1], depth=CANDIDATES, filters=filters
         )
         rank(found, "hybrid", DEFAULT_FUSION)[:10]
@@ -480,7 +484,7 @@ def run_dataset(
             dataset.queries,
         )
         stores[args.config_level] = {
-            vault.name: Store(db.database_url(base.database_url, base.data_dir))
+            vault.name: open_store(db.database_url(base.database_url, base.data_dir))
         }
         levels = []
     else:
@@ -488,8 +492,10 @@ def run_dataset(
     if args.so_far and not args.config:
         vaults = []
         for vault in dataset.vaults:
-            with Store(db.database_on(server, _database(dataset.name, vault.name, "llm"))) as s:
-                done = s.documents(vault.name or "corpus")
+            with open_store(
+                db.database_on(server, _database(dataset.name, vault.name, "llm"))
+            ) as s:
+                done = s.documents.states(vault.name or "corpus")
             vaults.append(
                 Vault(
                     vault.name,
@@ -513,7 +519,7 @@ def run_dataset(
         total_run, total_paid = Cost(), Cost()
         for vault in dataset.vaults:
             name = _database(dataset.name, vault.name, level)
-            store = stores[level][vault.name] = Store(db.database_on(server, name))
+            store = stores[level][vault.name] = open_store(db.database_on(server, name))
             print(f"indexing with context level '{level}' into {name}", file=sys.stderr)
             config = make_config(vault, args.data_dir, level)
             ledger = args.data_dir / f"{name}.cost.json"

@@ -18,7 +18,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from kb.config import Config, parse_config
-from kb.indexer import Indexer
+from kb.container import Container, open_store
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.store import Store
 
@@ -64,7 +64,7 @@ def db_url(pg_admin_url: str) -> Iterator[str]:
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
-    with Store(db_url) as s:
+    with open_store(db_url) as s:
         yield s
 
 
@@ -92,21 +92,16 @@ def make_config(vault_path: Path, **sections: dict[str, Any]) -> Config:
     return parse_config(raw, base_dir=vault_path.parent, env={})
 
 
-class Kb:
-    """kb wired to a store and a counting fake provider, for tests."""
+class Kb(Container):
+    """kb's parts on a test database, with the counting fake provider."""
 
     def __init__(self, store: Store, config: Config) -> None:
-        self.store = store
-        self.config = config
-        self.chat = FakeChat("fake-chat")
-        self.embedder = FakeEmbedder(config.llm.embed_model)
-
-    def indexer(self) -> Indexer:
-        return Indexer(self.config, self.store, self.chat, self.embedder)
-
-    def sync(self, **kwargs: Any) -> Any:
-        with self.indexer() as indexer:
-            return indexer.sync(**kwargs)
+        super().__init__(
+            config,
+            store,
+            chat=FakeChat("fake-chat"),
+            embedder=FakeEmbedder(config.llm.embed_model),
+        )
 
     def reset_counts(self) -> None:
         self.chat.calls.clear()

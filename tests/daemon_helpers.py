@@ -45,7 +45,7 @@ def daemon_kb(store: Store, vault: Path, llm: dict[str, Any] | None = None, **da
 @contextmanager
 def running(kb: Kb, **kwargs: Any) -> Iterator[Daemon]:
     """A daemon on its own thread, past its start-up reconciliation; stopped afterwards."""
-    daemon = Daemon(kb.config, kb.store, kb.chat, kb.embedder, **kwargs)
+    daemon = kb.daemon(**kwargs)
     thread = threading.Thread(target=daemon.run, name="test-daemon", daemon=True)
     thread.start()
     try:
@@ -77,13 +77,13 @@ def settle(daemon: Daemon, kb: Kb, timeout: float = TIMEOUT) -> VerifyReport:
 
 def reconcile_now(daemon: Daemon, kb: Kb) -> dict[str, Any]:
     """Ask for a reconciliation and wait for it to finish; returns its record."""
-    before = kb.store.get_state("last_reconcile")
+    before = kb.store.state.get("last_reconcile")
     daemon.request_reconcile("test")
     wait_for(
-        lambda: kb.store.get_state("last_reconcile") != before and daemon.idle,
+        lambda: kb.store.state.get("last_reconcile") != before and daemon.idle,
         "a reconciliation",
     )
-    return kb.store.get_state("last_reconcile")
+    return kb.store.state.get("last_reconcile")
 
 
 def no_calls(kb: Kb) -> bool:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from kb.config import load_config
-from kb.indexer import Indexer
+from kb.container import Container, open_store
 from kb.llm.fake import FakeChat, FakeEmbedder
-from kb.store import SearchHit, Store
+from kb.store import SearchHit
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("bench_retrieval", ROOT / "bench/retrieval.py")
@@ -256,8 +256,8 @@ def test_evaluating_an_existing_index_with_the_example_questions(
         '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n'
     )
     cfg = load_config(config, env={})
-    with Store(db_url) as store, Indexer(cfg, store, FakeChat(), FakeEmbedder()) as indexer:
-        indexer.sync()
+    with open_store(db_url) as store:
+        Container(cfg, store, chat=FakeChat(), embedder=FakeEmbedder()).sync()
     out = tmp_path / "result.json"
     dataset = ROOT / "examples" / "eval"
     assert retrieval.main([str(dataset), "--config", str(config), "--json", str(out)]) == 0

@@ -22,7 +22,8 @@ from psycopg.conninfo import conninfo_to_dict
 from watchdog.observers.inotify_c import InotifyFD
 
 from daemon_helpers import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
-from kb import indexer
+from kb import indexer, notes
+from kb.container import open_store
 from kb.errors import LLMUnavailable
 from kb.store import Store
 from kb.verify import verify
@@ -69,7 +70,7 @@ def test_atomic_save(store: Store, vault: Path) -> None:
         os.replace(tmp, note)
         settle(daemon, kb)
     assert dict(kb.chat.calls) == {"chunk_summary": 1}
-    assert not any(".tmp" in p for p in kb.store.documents("v"))
+    assert not any(".tmp" in p for p in kb.store.documents.states("v"))
 
 
 def test_vim_save_never_drops_the_note(store: Store, vault: Path) -> None:
@@ -84,7 +85,7 @@ def test_vim_save_never_drops_the_note(store: Store, vault: Path) -> None:
 
         def watch_row() -> None:
             while watching.is_set():
-                missing.append(LONG_NOTE not in kb.store.documents("v"))
+                missing.append(LONG_NOTE not in kb.store.documents.states("v"))
 
         poller = threading.Thread(target=watch_row)
         poller.start()
@@ -154,7 +155,7 @@ def test_directory_rename_inside_the_vault(store: Store, vault: Path) -> None:
         os.rename(vault / "Library/Recipes", vault / "Recipes")
         settle(daemon, kb)
     assert no_calls(kb)
-    paths = set(kb.store.documents("v"))
+    paths = set(kb.store.documents.states("v"))
     assert "Library/Books/Designing Data-Intensive Applications.md" in paths
     assert "Recipes/Weeknight Miso Ramen.md" in paths
     assert not any(p.startswith("Reference/") for p in paths)
@@ -168,7 +169,7 @@ def test_directory_moved_out_then_edited_outside(store: Store, vault: Path, tmp_
         kb.reset_counts()
         os.rename(vault / "Reference", outside / "Reference")
         settle(daemon, kb)
-        assert not any(p.startswith("Reference/") for p in kb.store.documents("v"))
+        assert not any(p.startswith("Reference/") for p in kb.store.documents.states("v"))
         # The old watches still report these under phantom paths inside the vault.
         moved = outside / "Reference"
         (moved / "Postgres Cheatsheet.md").write_text("# Changed outside\n\nvacuum all\n")
@@ -178,7 +179,7 @@ def test_directory_moved_out_then_edited_outside(store: Store, vault: Path, tmp_
         # A rename inside the vault, made afterwards, settles after the phantom events.
         os.rename(vault / LONG_NOTE, vault / "Projects/Homelab.md")
         settle(daemon, kb)
-    assert not any(p.startswith("Reference/") for p in kb.store.documents("v"))
+    assert not any(p.startswith("Reference/") for p in kb.store.documents.states("v"))
     assert no_calls(kb)
 
 
@@ -193,7 +194,7 @@ def test_directory_moved_in(store: Store, vault: Path, tmp_path: Path) -> None:
     with running(kb) as daemon:
         os.rename(outside, vault / "Incoming")
         settle(daemon, kb)
-    paths = set(kb.store.documents("v"))
+    paths = set(kb.store.documents.states("v"))
     assert {f"Incoming/note {i}.md" for i in range(5)} | {"Incoming/Sub/deep.md"} <= paths
     assert "Incoming/picture.png" not in paths
 
@@ -206,7 +207,7 @@ def test_rmtree_and_trash_cost_nothing(store: Store, vault: Path) -> None:
         (vault / ".trash").mkdir(exist_ok=True)
         os.rename(vault / LONG_NOTE, vault / ".trash/Home Server.md")
         settle(daemon, kb)
-    paths = set(kb.store.documents("v"))
+    paths = set(kb.store.documents.states("v"))
     assert LONG_NOTE not in paths and not any(
         p.startswith(("Reference/", ".trash/")) for p in paths
     )
@@ -235,7 +236,7 @@ def test_editor_and_sync_leftovers_are_never_notes(store: Store, vault: Path) ->
     assert no_calls(kb)
     assert not any(
         p.endswith(("~", ".tmp", ".swp", ".canvas", ".jpg")) or "onflict" in p
-        for p in kb.store.documents("v")
+        for p in kb.store.documents.states("v")
     )
 
 
@@ -266,7 +267,7 @@ def fast_store(pg_admin_url: str, db_url: str) -> Iterator[Store]:
                 sql.Identifier(conninfo_to_dict(db_url)["dbname"])
             )
         )
-    with Store(db_url) as s:
+    with open_store(db_url) as s:
         yield s
 
 
@@ -293,7 +294,7 @@ def test_git_checkout_of_1000_files(fast_store: Store, tmp_path: Path) -> None:
             text = "beta" if i % 10 == 0 else "alpha"
             path.write_text(f"# Note {i}\n\nword{i} {text}\n")
         settle(daemon, kb)
-    assert len(kb.store.documents("v")) == 1000
+    assert len(kb.store.documents.states("v")) == 1000
     assert dict(kb.chat.calls) == {"file_summary": 100, "chunk_summary": 100}
     assert kb.embedder.texts == 100
 
@@ -323,11 +324,11 @@ def test_20000_creates_with_the_watcher_stalled_overflow_and_reconcile(
             _notes(vault, 20_000, folders=20)
             reading.set()
             settle(daemon, kb, timeout=600)
-            record = kb.store.get_state("last_reconcile")
+            record = kb.store.state.get("last_reconcile")
     finally:
         reading.set()
     assert "watcher overflow" in record["reason"]
-    assert len(kb.store.documents("v")) == 20_000
+    assert len(kb.store.documents.states("v")) == 20_000
 
 
 # --- failures -------------------------------------------------------------------------------------
@@ -349,16 +350,16 @@ def test_exception_in_one_file_is_recorded_and_work_goes_on(
         (vault / "Inbox/bomb.md").write_text("# Bomb\n\nEXPLODE\n")
         (vault / "Inbox/fine.md").write_text("# Fine\n\nall good\n")
         wait_for(
-            lambda: "Inbox/bomb.md" in kb.store.failures("v") and daemon.idle,
+            lambda: "Inbox/bomb.md" in kb.store.documents.failures("v") and daemon.idle,
             "the failure to be recorded",
         )
         report = verify(kb.config, kb.store)
         assert [(d.kind, d.path) for d in report.differences] == [("failed", "Inbox/bomb.md")]
-        assert "RuntimeError: parser bug" in kb.store.failures("v")["Inbox/bomb.md"]
+        assert "RuntimeError: parser bug" in kb.store.documents.failures("v")["Inbox/bomb.md"]
         assert daemon.watcher is not None and daemon.watcher.problem() is None
         (vault / "Inbox/bomb.md").write_text("# Bomb\n\ndefused\n")
         settle(daemon, kb)
-    assert kb.store.failures("v") == {}
+    assert kb.store.documents.failures("v") == {}
 
 
 def test_dead_llm_server_is_retried(store: Store, vault: Path) -> None:
@@ -422,7 +423,7 @@ def test_observer_death_is_repaired(store: Store, vault: Path) -> None:
         settle(daemon, kb)
         (vault / "Inbox/After.md").write_text("# After\n\nthe new observer sees this\n")
         settle(daemon, kb)
-    assert "observer thread died" in kb.store.get_state("last_reconcile")["reason"]
+    assert "observer thread died" in kb.store.state.get("last_reconcile")["reason"]
 
 
 def test_vault_folder_replaced(store: Store, vault: Path, tmp_path: Path) -> None:
@@ -433,7 +434,7 @@ def test_vault_folder_replaced(store: Store, vault: Path, tmp_path: Path) -> Non
         shutil.rmtree(vault / "Reference")
         _edit_middle(tmp_path / "old vault" / LONG_NOTE)  # phantom events: not the vault now
         settle(daemon, kb)
-    assert "folder replaced" in kb.store.get_state("last_reconcile")["reason"]
+    assert "folder replaced" in kb.store.state.get("last_reconcile")["reason"]
 
 
 def _terminate_backends(admin_url: str, url: str) -> None:
@@ -458,7 +459,7 @@ def test_bad_notes_are_recorded_and_the_daemon_goes_on(store: Store, vault: Path
     kb = daemon_kb(store, vault)
     with running(kb) as daemon:
         (vault / "Inbox/binary.md").write_bytes(b"\xff\xfe\x00\x01binary")
-        (vault / "Inbox/huge.md").write_bytes(b"word " * (indexer.MAX_NOTE_BYTES // 5 + 1))
+        (vault / "Inbox/huge.md").write_bytes(b"word " * (notes.MAX_NOTE_BYTES // 5 + 1))
         misnamed = os.path.join(os.fsencode(vault), b"Inbox/caf\xe9.md")
         with open(misnamed, "wb") as f:
             f.write(b"# Latin-1 name\n")
@@ -466,8 +467,8 @@ def test_bad_notes_are_recorded_and_the_daemon_goes_on(store: Store, vault: Path
         wait_for(
             lambda: (
                 {"Inbox/binary.md", "Inbox/huge.md", "Inbox/caf\\xe9.md"}
-                <= set(kb.store.failures("v"))
-                and "Inbox/fine.md" in kb.store.documents("v")
+                <= set(kb.store.documents.failures("v"))
+                and "Inbox/fine.md" in kb.store.documents.states("v")
                 and daemon.idle
             ),
             "the bad notes to be recorded",
@@ -483,7 +484,7 @@ def test_bad_notes_are_recorded_and_the_daemon_goes_on(store: Store, vault: Path
         os.unlink(misnamed)
         # Deleted notes are in sync at once (no file, no row): wait for their events instead.
         wait_for(
-            lambda: kb.store.failures("v") == {} and daemon.idle,
+            lambda: kb.store.documents.failures("v") == {} and daemon.idle,
             "the failures of deleted notes to be cleared",
         )
         settle(daemon, kb)

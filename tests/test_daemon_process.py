@@ -15,6 +15,7 @@ import pytest
 
 from daemon_helpers import wait_for
 from kb.config import Config, load_config
+from kb.container import open_store
 from kb.store import Store
 from kb.verify import verify
 
@@ -72,7 +73,7 @@ def setup(tmp_path: Path, vault: Path, db_url: str) -> Iterator[tuple[Path, Conf
     path = tmp_path / "kb.toml"
     path.write_text(CONFIG.format(vault=vault))
     config = load_config(path, env={})
-    with Store(db_url) as store:
+    with open_store(db_url) as store:
         yield path, config, store
 
 
@@ -98,7 +99,7 @@ def _start(
 
 
 def _role(store: Store, pid: int) -> str | None:
-    rows = [d for d in store.daemons() if d["pid"] == pid and d["alive"]]
+    rows = [d for d in store.daemons.list() if d["pid"] == pid and d["alive"]]
     return rows[0]["role"] if rows else None
 
 
@@ -142,8 +143,8 @@ def test_second_daemon_is_a_standby_and_takes_over(
     assert "msg=indexed" not in standby_part and "reconciliation" not in standby_part
     assert 'msg="daemon stopped"' in second.log()
     # The clean exit removed its row; the killed daemon's row stays, and soon looks dead.
-    assert [d["pid"] for d in store.daemons()] == [first.pid]
-    wait_for(lambda: not store.daemons()[0]["alive"], "the killed daemon to look dead")
+    assert [d["pid"] for d in store.daemons.list()] == [first.pid]
+    wait_for(lambda: not store.daemons.list()[0]["alive"], "the killed daemon to look dead")
 
 
 def test_sigterm_in_the_middle_of_a_burst_then_restart_converges(
@@ -152,12 +153,12 @@ def test_sigterm_in_the_middle_of_a_burst_then_restart_converges(
     _, config, store = setup
     first = _start(setup, db_url, daemons, "writer")
     wait_for(lambda: _in_sync(config, store), "the start-up reconciliation")
-    before = len(store.documents("v"))
+    before = len(store.documents.states("v"))
     burst = vault / "Burst"
     burst.mkdir()
     for i in range(3000):
         (burst / f"n{i:04d}.md").write_text(f"# Burst {i}\n\nword{i} burst\n")
-    wait_for(lambda: len(store.documents("v")) > before + 100, "the burst to be under way")
+    wait_for(lambda: len(store.documents.states("v")) > before + 100, "the burst to be under way")
 
     sent = time.monotonic()
     assert first.stop(signal.SIGTERM) == 0
@@ -165,11 +166,11 @@ def test_sigterm_in_the_middle_of_a_burst_then_restart_converges(
     assert took < 10, f"SIGTERM took {took:.1f}s"
     log = first.log()
     assert "msg=stopping signal=SIGTERM" in log and "abandoned=False" in log
-    assert len(store.documents("v")) < before + 3000, "the burst was not interrupted"
+    assert len(store.documents.states("v")) < before + 3000, "the burst was not interrupted"
 
     second = _start(setup, db_url, daemons, "writer")
     wait_for(lambda: _in_sync(config, store), "a restarted daemon to converge", timeout=300)
-    assert len(store.documents("v")) == before + 3000
+    assert len(store.documents.states("v")) == before + 3000
     assert second.stop() == 0
 
 
@@ -180,12 +181,12 @@ def test_a_killed_daemon_looks_dead_at_once(
     path = tmp_path / "kb.toml"
     path.write_text(CONFIG.format(vault=vault).replace("heartbeat = 0.5", "heartbeat = 5.0"))
     config = load_config(path, env={})
-    with Store(db_url) as store:
+    with open_store(db_url) as store:
         writer = _start((path, config, store), db_url, daemons, "writer")
         writer.proc.kill()
         writer.proc.wait(30)
         killed = time.monotonic()
-        wait_for(lambda: not store.daemons()[0]["alive"], "the killed daemon to look dead", 10)
+        wait_for(lambda: not store.daemons.list()[0]["alive"], "the killed daemon to look dead", 10)
         assert time.monotonic() - killed < 3
         status = subprocess.run(
             [sys.executable, "-m", "kb", "--config", str(path), "status"],

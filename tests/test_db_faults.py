@@ -17,9 +17,9 @@ import psycopg
 import pytest
 
 from conftest import Kb, make_config
+from kb.container import open_store
 from kb.errors import KbError
 from kb.llm.fake import FakeEmbedder
-from kb.store import Store
 from kb.verify import verify
 from test_cli import FAKE, _config, kb
 
@@ -44,7 +44,7 @@ CLEAN = {"duplicate_documents": 0, "orphan_chunks": 0, "broken_chunk_lists": 0}
 
 def test_connection_terminated_mid_transaction(kb: Kb) -> None:
     kb.sync()
-    before = {p: s.content_hash for p, s in kb.store.documents("v").items()}
+    before = {p: s.content_hash for p, s in kb.store.documents.states("v").items()}
     note = kb.config.vaults[0].path / "Projects" / "Home Server.md"
     note.write_text(note.read_text() + "\n\n## Added\n\nA new section.\n")
     with kb.store.pool.connection() as conn:
@@ -52,12 +52,12 @@ def test_connection_terminated_mid_transaction(kb: Kb) -> None:
     with pytest.raises(KbError, match="lost the database connection"):
         kb.sync()
     # The note's old version is whole: its transaction was lost, not half-applied.
-    assert {p: s.content_hash for p, s in kb.store.documents("v").items()} == before
-    assert kb.store.row_problems() == CLEAN
+    assert {p: s.content_hash for p, s in kb.store.documents.states("v").items()} == before
+    assert kb.store.documents.row_problems() == CLEAN
     with kb.store.pool.connection() as conn:
         conn.execute("DROP TRIGGER terminate_me ON chunks")
     kb.sync()
-    assert verify(kb.config, kb.store).in_sync and kb.store.row_problems() == CLEAN
+    assert verify(kb.config, kb.store).in_sync and kb.store.documents.row_problems() == CLEAN
 
 
 def test_reembed_with_the_connection_cut_is_one_line(
@@ -140,16 +140,16 @@ class CrashesTheDatabase(FakeEmbedder):
 
 def test_database_crashed_mid_index_and_restarted(own_server: OwnServer, vault: Path) -> None:
     url = own_server.url
-    with Store(url) as store:
+    with open_store(url) as store:
         kb_ = Kb(store, make_config(vault))
         kb_.embedder = CrashesTheDatabase(own_server, at_call=6)
         # The run in flight may fail with one error, or ride out the restart.
         with contextlib.suppress(KbError, psycopg.Error):
             kb_.sync()
         assert kb_.embedder.restarted.wait(60)
-    with Store(url) as store:
+    with open_store(url) as store:
         kb_ = Kb(store, make_config(vault))
         kb_.sync()
         report = verify(kb_.config, store)
         assert report.in_sync, report.differences
-        assert report.rows == report.notes and store.row_problems() == CLEAN
+        assert report.rows == report.notes and store.documents.row_problems() == CLEAN

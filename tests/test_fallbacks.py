@@ -75,7 +75,7 @@ def test_echoed_chunk_summaries_fall_back_to_structure(kb: Kb) -> None:
         assert chunk["summary"].startswith('Part of the note "')
         assert chunk["content"] not in chunk["summary"]
         assert f"\n\n{chunk['summary']}\n\n" in chunk["full_context"]
-    status = kb.store.status()
+    status = kb.store.state.status()
     assert status.fallbacks == {"chunk_summary": len(failed)}
 
 
@@ -101,7 +101,7 @@ def test_another_model_redoes_only_the_fallbacks(kb: Kb) -> None:
     assert report.indexed == len({c["document_id"] for c in failed}) and report.fallbacks == 0
     assert kb.embedder.texts == len(failed)  # only the chunks whose context changed
     assert _fallback_chunks(kb.store) == []
-    assert kb.store.status().fallbacks == {}
+    assert kb.store.state.status().fallbacks == {}
     # Good answers of the first model stay: the cache is keyed by content, not by model.
     assert {
         c["summary_key"]: c["summary"] for c in _chunks(kb.store, JOURNAL) if c["summary"]
@@ -134,7 +134,7 @@ def test_bad_file_summaries_fall_back_to_title_and_sections(
     kb.chat = BadChat("small", lambda p: p.task == "file_summary", answer)
     report = kb.sync()
     assert report.fallbacks == 14, why  # one per non-empty note
-    assert kb.store.status().fallbacks == {"file_summary": 14}
+    assert kb.store.state.status().fallbacks == {"file_summary": 14}
     doc = _rows(kb.store, "SELECT * FROM documents WHERE path = %s", JOURNAL)[0]
     assert doc["summary_fallback"] == "small"
     assert doc["summary"].startswith('Note "Friday, 12 April 2024 — Mount Takao" in Alex/Journal.')
@@ -158,7 +158,7 @@ def test_failed_rewrites_keep_the_text_attributed_to_the_owner(kb: Kb) -> None:
         assert chunk["rewrite"] == f"{OWNER} wrote (in the first person):\n{chunk['content']}"
         assert chunk["rewrite"] in chunk["full_context"]
     # Every rewrite asked for was an echo, so every one of them fell back.
-    assert kb.store.status().fallbacks["rewrite"] == asked
+    assert kb.store.state.status().fallbacks["rewrite"] == asked
 
     kb.chat = FakeChat("better")
     kb.reset_counts()

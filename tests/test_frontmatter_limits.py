@@ -74,8 +74,8 @@ def test_indexing_goes_on_past_hostile_frontmatter(store: Store, tmp_path: Path)
     assert [(f.path, "expands to over" in f.error) for f in report.failures] == [
         ("a-bomb.md", True)
     ]
-    assert set(store.documents("v")) == {"b-deep.md", "c-after.md"}
-    assert store.failures("v").keys() == {"a-bomb.md"}
+    assert set(store.documents.states("v")) == {"b-deep.md", "c-after.md"}
+    assert store.documents.failures("v").keys() == {"a-bomb.md"}
 
 
 @pytest.mark.parametrize("value", ["0000-00-00", "2024-13-45", "2024-02-30 25:61:61"])

@@ -43,7 +43,7 @@ def test_metacharacters_are_only_text(kb: Kb, mode: str) -> None:
     for text in METACHARACTERS:
         hits = query_mod.search(kb.store, kb.embedder, text, owner=None, top_k=3, mode=mode)
         assert len(hits) <= 3, text
-    assert kb.store.documents("v"), "the index is intact"
+    assert kb.store.documents.states("v"), "the index is intact"
 
 
 @pytest.mark.parametrize("text", ["", "   ", "x" * (query_mod.MAX_QUERY_CHARS + 1), "\udce9"])

@@ -11,8 +11,8 @@ import pytest
 
 from conftest import OWNER, Kb, make_config
 from kb.context import LAYOUT_VERSION, full_context, header_line
-from kb.indexer import Scope
 from kb.llm.fake import FakeChat
+from kb.notes import Scope
 from kb.outputs import needs_rewrite
 from kb.query import search
 from kb.store import SearchFilter, Store
@@ -64,7 +64,7 @@ def test_index_example_vault(kb: Kb) -> None:
     assert report.failed == 0
     assert report.indexed == 15  # every .md outside .trash/ and .obsidian/
     assert kb.chat.calls["file_summary"] == 14  # the empty note needs none
-    paths = set(kb.store.documents("v"))
+    paths = set(kb.store.documents.states("v"))
     assert ".trash/Deleted idea.md" not in paths
     assert "Projects/Board.canvas" not in paths
     empty = _doc(kb.store, "Inbox/Untitled.md")
@@ -175,13 +175,13 @@ def test_delete_removes_rows_and_results(kb: Kb, vault: Path) -> None:
 
 def test_embedding_model_change_reembeds_without_summaries(kb: Kb, vault: Path) -> None:
     kb.sync()
-    chunks = sum(len(_chunks(kb.store, p)) for p in kb.store.documents("v"))
+    chunks = sum(len(_chunks(kb.store, p)) for p in kb.store.documents.states("v"))
     other = Kb(kb.store, make_config(vault, llm={"embed_model": "hash-64"}))
     report = other.sync()
     assert other.chat.total_calls == 0
     assert other.embedder.texts == chunks + 1  # every stored full_context, plus a size probe
     assert report.indexed == 0
-    assert kb.store.embedding_space() == ("hash-64", 64)
+    assert kb.store.vectors.space() == ("hash-64", 64)
     with kb.store.pool.connection() as conn:
         models = conn.execute(
             "SELECT DISTINCT embed_model, vector_dims(embedding) AS d FROM chunks"
@@ -222,7 +222,10 @@ def test_personal_notes_are_rewritten_about_the_owner(kb: Kb) -> None:
     assert all(c["rewrite"] is None and OWNER not in c["full_context"] for c in clipping)
     # Only chunks where the writer speaks of themself are sent for a rewrite.
     personal = [
-        c for p in kb.store.documents("v") if p.startswith("Alex/") for c in _chunks(kb.store, p)
+        c
+        for p in kb.store.documents.states("v")
+        if p.startswith("Alex/")
+        for c in _chunks(kb.store, p)
     ]
     assert kb.chat.calls["rewrite"] == sum(needs_rewrite(c["content"]) for c in personal)
     assert 0 < kb.chat.calls["rewrite"] < len(personal)
@@ -250,7 +253,7 @@ def test_bad_notes_are_skipped_and_recorded(kb: Kb, vault: Path) -> None:
     (vault / "broken yaml.md").write_text("---\ntags: [a, b\ntitle: x\n---\n# Kept\n\nBody kept.\n")
     report = kb.sync()
     assert report.failed == 2 and report.indexed == 16
-    failures = {f["path"]: f["error"] for f in kb.store.status().failures}
+    failures = {f["path"]: f["error"] for f in kb.store.state.status().failures}
     assert "not valid UTF-8" in failures["latin1.md"]
     assert "NUL" in failures["binary.md"]
     kept = _chunks(kb.store, "broken yaml.md")
@@ -258,7 +261,7 @@ def test_bad_notes_are_skipped_and_recorded(kb: Kb, vault: Path) -> None:
     assert "not valid YAML" in _doc(kb.store, "broken yaml.md")["metadata"]["warnings"][0]
     (vault / "latin1.md").write_text("café au lait")
     kb.sync()
-    assert "latin1.md" not in {f["path"] for f in kb.store.status().failures}
+    assert "latin1.md" not in {f["path"] for f in kb.store.state.status().failures}
 
 
 def test_failed_save_leaves_the_old_version_whole(kb: Kb, vault: Path) -> None:
@@ -326,8 +329,8 @@ def test_removed_vault_is_forgotten(kb: Kb, tmp_path: Path) -> None:
     other.mkdir()
     (other / "note.md").write_text("# Other\n\nSomething else entirely.\n")
     Kb(kb.store, make_config(other, vaults=[{"name": "w", "path": str(other)}])).sync()
-    assert kb.store.documents("v") == {}
-    assert set(kb.store.documents("w")) == {"note.md"}
+    assert kb.store.documents.states("v") == {}
+    assert set(kb.store.documents.states("w")) == {"note.md"}
 
 
 def test_llm_calls_never_exceed_the_concurrency_limit(store: Store, vault: Path) -> None:
@@ -394,9 +397,11 @@ def test_new_context_layout_rebuilds_without_model_calls(kb: Kb) -> None:
     kb.reset_counts()
     report = kb.sync()
     assert report.indexed == 15 and kb.chat.total_calls == 0
-    assert kb.embedder.texts == sum(len(_chunks(kb.store, p)) for p in kb.store.documents("v"))
+    assert kb.embedder.texts == sum(
+        len(_chunks(kb.store, p)) for p in kb.store.documents.states("v")
+    )
     assert [c["full_context"] for c in _chunks(kb.store, LONG_NOTE)] == before
-    builds = {d.context_build for d in kb.store.documents("v").values()}
+    builds = {d.context_build for d in kb.store.documents.states("v").values()}
     with kb.indexer() as indexer:
         assert builds == {indexer.context.build_id} and LAYOUT_VERSION in builds.pop()
     assert kb.sync().indexed == 0  # and only once
@@ -412,7 +417,7 @@ def test_scoped_sync_rebuilds_a_note_built_another_way(kb: Kb, vault: Path) -> N
         report = indexer.sync_scope(kb.config.vaults[0], Scope(files=frozenset({LONG_NOTE})))
     assert report.indexed == 1 and kb.chat.total_calls == 0
     with kb.indexer() as indexer:
-        assert kb.store.documents("v")[LONG_NOTE].context_build == indexer.context.build_id
+        assert kb.store.documents.states("v")[LONG_NOTE].context_build == indexer.context.build_id
 
 
 def test_unknown_summaries_level_is_a_config_error(vault: Path) -> None:

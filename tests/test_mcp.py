@@ -28,7 +28,7 @@ TOOLS = {"search", "get_note", "list_notes", "status", "ask"}
 
 def run(kb: Kb, check: Callable[[Client], Awaitable[None]]) -> None:
     """Run `check` against kb's MCP server, connected in memory."""
-    server = build_server(kb.config, kb.store, kb.embedder, kb.chat)
+    server = build_server(kb)
 
     async def main() -> None:
         async with Client(server) as client:

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from conftest import Kb, make_config
-from kb.indexer import MISNAMED, Scope
+from kb.notes import MISNAMED, Scope
 from kb.store import Store
 from kb.verify import verify
 from test_cli import FAKE, _config, kb
@@ -49,13 +49,13 @@ def test_scoped_sync_records_and_clears_it(store: Store, tmp_path: Path) -> None
     with kb_.indexer() as indexer:
         report = indexer.sync_scope(config, Scope(frozenset({rel, "good.md"})))
         assert [f.path for f in report.failures] == [SHOWN]
-        assert store.failures("v") == {SHOWN: MISNAMED}
+        assert store.documents.failures("v") == {SHOWN: MISNAMED}
         assert [d.path for d in verify(kb_.config, store).differences] == [SHOWN]
         # Renamed: the failure goes, the note is indexed under its new name.
         os.rename(name, vault / "cafe.md")
         indexer.sync_scope(config, Scope(frozenset({rel, "cafe.md"})))
-    assert store.failures("v") == {}
-    assert set(store.documents("v")) == {"good.md", "cafe.md"}
+    assert store.documents.failures("v") == {}
+    assert set(store.documents.states("v")) == {"good.md", "cafe.md"}
     assert verify(kb_.config, store).in_sync
 
 
@@ -64,5 +64,5 @@ def test_full_sync_forgets_it_once_deleted(store: Store, tmp_path: Path) -> None
     kb_ = Kb(store, make_config(vault))
     assert [f.path for f in kb_.sync().failures] == [SHOWN]
     os.unlink(name)
-    assert kb_.sync().failed == 0 and store.failures("v") == {}
+    assert kb_.sync().failed == 0 and store.documents.failures("v") == {}
     assert verify(kb_.config, store).in_sync

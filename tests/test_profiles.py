@@ -10,9 +10,9 @@ import pytest
 
 from conftest import Kb, make_config
 from kb import tokens
+from kb.container import Container
 from kb.context import fit
 from kb.errors import KbError
-from kb.indexer import Indexer
 from kb.llm import embed_profile, embed_window
 from kb.llm.fake import FakeEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder, profile_for
@@ -99,16 +99,15 @@ def test_documents_and_queries_are_sent_with_their_prefixes() -> None:
 
 def test_a_change_of_prefixes_re_embeds_without_a_model_call(kb: Kb, vault: Path) -> None:
     kb.sync()
-    chunks = kb.store.status().chunks
+    chunks = kb.store.state.status().chunks
     kb.reset_counts()
     fake = FakeEmbedder("hash-256")
     profile = profile_for("hash-256", query_prefix="find: ", document_prefix="note: ")
     prefixed = ProfiledEmbedder(fake, profile)
-    with Indexer(kb.config, kb.store, kb.chat, prefixed) as indexer:
-        indexer.sync()
+    Container(kb.config, kb.store, chat=kb.chat, embedder=prefixed).sync()
     assert not kb.chat.calls
     assert fake.texts >= chunks  # every chunk again, with its prefix
-    assert kb.store.embedding_space() == (prefixed.name, 256)
+    assert kb.store.vectors.space() == (prefixed.name, 256)
     assert search(kb.store, prefixed, "miso ramen", owner=None, top_k=3)
     # A search with the old prefixes would compare vectors of two kinds: it is refused.
     with pytest.raises(KbError, match="re-embed"):
@@ -136,10 +135,8 @@ def test_status_counts_the_chunks_embedded_cut(
     store: Store, vault: Path, window: int, all_fit: bool
 ) -> None:
     cfg = make_config(vault, llm={"embed_window": window})
-    kb = Kb(store, cfg)
-    with Indexer(cfg, store, kb.chat, kb.embedder) as indexer:
-        indexer.sync()
-    status = store.status()
+    Kb(store, cfg).sync()
+    status = store.state.status()
     assert status.chunks > 0
     assert (status.cut == 0) is all_fit
     if not all_fit:

@@ -537,7 +537,19 @@ def test_wrong_or_broken_vectors_stop_the_run(
     kb.embedder = _Dimensions(broken)
     with pytest.raises(LLMError, match=message):
         kb.sync()
-    assert kb.store.failures("v") == {}, "the server's fault is not blamed on notes"
+    assert kb.store.documents.failures("v") == {}, "the server's fault is not blamed on notes"
     kb.embedder = FakeEmbedder("hash-256")
     kb.sync()
     assert verify(kb.config, kb.store).in_sync
+
+
+def test_the_offline_provider_keeps_only_its_latest_prompts() -> None:
+    from kb.llm.fake import RECENT_PROMPTS
+    from kb.prompts import rewrite_prompt
+
+    chat = FakeChat()
+    for i in range(RECENT_PROMPTS + 10):
+        chat.complete(rewrite_prompt(f"I wrote note {i}.", owner="Alex Doe", context_window=4096))
+    assert chat.total_calls == RECENT_PROMPTS + 10
+    assert len(chat.prompts) == RECENT_PROMPTS
+    assert f"note {RECENT_PROMPTS + 9}." in chat.prompts[-1].messages()[-1]["content"]

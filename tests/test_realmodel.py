@@ -23,8 +23,9 @@ from psycopg.conninfo import make_conninfo
 
 from conftest import EXAMPLE_VAULT, OWNER, ROOT, make_config
 from kb.config import Config
-from kb.indexer import Indexer, SyncReport
-from kb.llm import make_chat, make_embedder
+from kb.container import Container
+from kb.indexer import SyncReport
+from kb.llm import make_embedder
 from kb.outputs import first_person_words
 from kb.query import search
 from kb.store import Store
@@ -116,12 +117,8 @@ def _index(
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     config = _config(vault, chat, embed)
     try:
-        with Store(make_conninfo(pg_admin_url, dbname=name)) as store:
-            with Indexer(
-                config, store, make_chat(config.llm), make_embedder(config.llm)
-            ) as indexer:
-                report = indexer.sync()
-            yield Indexed(config, store, report)
+        with Container.open(config, url=make_conninfo(pg_admin_url, dbname=name)) as parts:
+            yield Indexed(config, parts.store, parts.sync())
     finally:
         with psycopg.connect(pg_admin_url, autocommit=True) as conn:
             conn.execute(
@@ -177,7 +174,7 @@ def test_every_chunk_has_context_that_is_no_echo(small: Indexed) -> None:
 def test_vectors_have_384_dimensions(small: Indexed) -> None:
     chunks = small.chunks()
     assert chunks and {c["dims"] for c in chunks} == {384}
-    assert small.store.embedding_space() == (modelstack.EMBED_MODEL, 384)
+    assert small.store.vectors.space() == (modelstack.EMBED_MODEL, 384)
 
 
 def test_served_embeddings_match_the_original_model(
@@ -220,9 +217,7 @@ def test_owner_activity_query_ranks_the_personal_note_first(small: Indexed) -> N
 
 
 def test_second_run_costs_nothing(small: Indexed) -> None:
-    chat, embedder = make_chat(small.config.llm), make_embedder(small.config.llm)
-    with Indexer(small.config, small.store, chat, embedder) as indexer:
-        report = indexer.sync()
+    report = Container(small.config, small.store).sync()
     assert report.llm_calls == 0 and report.embedded == 0 and report.indexed == 0
 
 

@@ -77,7 +77,7 @@ def test_similarity_and_threshold_mean_the_same_in_every_mode(indexed: Kb, mode:
 def _tagged(kb: Kb, *tags: str) -> set[str]:
     """Notes whose tags include every one of `tags`, read from the stored metadata."""
     found = set()
-    for path in kb.store.documents("v"):
+    for path in kb.store.documents.states("v"):
         with kb.store.pool.connection() as conn:
             row = conn.execute("SELECT metadata FROM documents WHERE path = %s", (path,)).fetchone()
         assert row is not None

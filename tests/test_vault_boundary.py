@@ -10,7 +10,7 @@ import pytest
 
 from conftest import Kb, make_config
 from kb.errors import NoteError
-from kb.indexer import Scope, read_note
+from kb.notes import Scope, read_note
 from kb.store import Store
 from kb.verify import verify
 from kb.watcher import Recorder
@@ -49,7 +49,7 @@ def _contents(store: Store) -> list[str]:
 def test_links_out_of_the_vault_are_never_read(store: Store, linked: Path) -> None:
     kb = Kb(store, make_config(linked))
     report = kb.sync()
-    assert set(kb.store.documents("v")) == {"sub/real.md", "alias.md"}
+    assert set(kb.store.documents.states("v")) == {"sub/real.md", "alias.md"}
     assert {f.path for f in report.failures} == OUT
     assert all("outside the vault" in f.error for f in report.failures)
     texts = _contents(store)
@@ -57,7 +57,7 @@ def test_links_out_of_the_vault_are_never_read(store: Store, linked: Path) -> No
     # kb verify and kb status list them with the reason, like any note that failed.
     diffs = {d.path: d for d in verify(kb.config, store).differences}
     assert set(diffs) == OUT and {d.kind for d in diffs.values()} == {"failed"}
-    assert set(store.failures("v")) == OUT
+    assert set(store.documents.failures("v")) == OUT
 
 
 def test_a_scoped_sync_checks_the_same(store: Store, linked: Path) -> None:
@@ -66,7 +66,7 @@ def test_a_scoped_sync_checks_the_same(store: Store, linked: Path) -> None:
         report = indexer.sync_scope(
             kb.config.vaults[0], Scope(frozenset(OUT | {"alias.md"}), frozenset({"linked/"}))
         )
-    assert set(store.documents("v")) == {"alias.md"}
+    assert set(store.documents.states("v")) == {"alias.md"}
     assert {f.path for f in report.failures} == OUT
     assert not any(SECRET in t for t in _contents(store))
 

@@ -268,7 +268,7 @@ def ask(
         return Answer(
             question, NOTHING_FOUND, [], [], None, True, Timings(elapsed, None, 0.0, elapsed)
         )
-    facts = store.note_info((h.vault, h.path) for h in hits)
+    facts = store.search.note_info((h.vault, h.path) for h in hits)
     budget = prompts.answer_budget(
         question,
         owner=owner,

@@ -25,14 +25,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from kb import query as query_mod
 from kb.answer import Answer, AskOptions, ask
 from kb.config import SEARCH_MODES, Config, load_config
-from kb.db import database_url, first_line
+from kb.container import Container
+from kb.db import first_line
 from kb.errors import DatabaseError, KbError
-from kb.indexer import FileEvent, Indexer, SyncReport
-from kb.llm import embed_profile, make_chat, make_embedder
+from kb.indexer import FileEvent, SyncReport
+from kb.llm import embed_profile
 from kb.logfmt import LogfmtFormatter, event
 from kb.redact import redact
-from kb.rerank import Reranker
-from kb.store import SearchFilter, SearchHit, Store
+from kb.store import SearchFilter, SearchHit
 from kb.terminal import printable
 from kb.verify import KINDS, verify
 
@@ -83,17 +83,17 @@ EXIT_FILES_FAILED = 3
 EXIT_OUT_OF_SYNC = 4
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Options:
+    """The global options, handed to each command through typer's context."""
+
     config: Path | None = None
     verbose: bool = False
 
 
-_options = _Options()
-
-
 @app.callback()
 def main(
+    ctx: typer.Context,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -106,8 +106,7 @@ def main(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more.")] = False,
 ) -> None:
-    _options.config = config
-    _options.verbose = verbose
+    ctx.obj = _Options(config, verbose)
 
 
 def _shown(text: str) -> str:
@@ -146,16 +145,14 @@ def _fail(message: str) -> typer.Exit:
 
 
 @contextmanager
-def _session() -> Iterator[tuple[Config, Store]]:
-    """Config and an open store; a KbError anywhere becomes one line and exit code 1."""
-    _setup_logging(_options.verbose)
+def _session(ctx: typer.Context) -> Iterator[Container]:
+    """kb's parts for the configured database; a KbError anywhere becomes one line and exit
+    code 1."""
+    options: _Options = ctx.obj
+    _setup_logging(options.verbose)
     try:
-        config = load_config(_options.config)
-        store = Store(database_url(config.database_url, config.data_dir))
-        try:
-            yield config, store
-        finally:
-            store.close()
+        with Container.open(load_config(options.config)) as parts:
+            yield parts
     except KbError as exc:
         raise _fail(str(exc)) from None
     except psycopg.Error as exc:
@@ -163,7 +160,7 @@ def _session() -> Iterator[tuple[Config, Store]]:
         raise _fail(f"database error: {first_line(exc)}") from None
 
 
-def _run_sync(config: Config, store: Store, *, force: bool) -> SyncReport:
+def _run_sync(parts: Container, *, force: bool) -> SyncReport:
     columns = (
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -187,14 +184,7 @@ def _run_sync(config: Config, store: Store, *, force: bool) -> SyncReport:
             )
             progress.update(task, advance=0 if event.action == "deleted" else 1, stats=stats)
 
-        with Indexer(
-            config,
-            store,
-            make_chat(config.llm),
-            make_embedder(config.llm),
-            on_event=on_event,
-            on_scan=on_scan,
-        ) as indexer:
+        with parts.indexer(on_event=on_event, on_scan=on_scan) as indexer:
             return indexer.sync(force=force)
 
 
@@ -220,15 +210,16 @@ def _summarize(report: SyncReport) -> None:
 
 
 @app.command()
-def index() -> None:
+def index(ctx: typer.Context) -> None:
     """Sync every configured vault into the index (adds, updates, removes)."""
-    with _session() as (cfg, store):
-        report = _run_sync(cfg, store, force=False)
+    with _session(ctx) as parts:
+        report = _run_sync(parts, force=False)
     _summarize(report)
 
 
 @app.command()
 def reindex(
+    ctx: typer.Context,
     embeddings_only: Annotated[
         bool,
         typer.Option(
@@ -237,18 +228,19 @@ def reindex(
     ] = False,
 ) -> None:
     """Redo everything, ignoring every cache (or only the embeddings)."""
-    with _session() as (cfg, store):
+    with _session(ctx) as parts:
         if embeddings_only:
-            with Indexer(cfg, store, make_chat(cfg.llm), make_embedder(cfg.llm)) as indexer:
+            with parts.indexer() as indexer:
                 count = indexer.reembed_all()
-            err.print(f"re-embedded {count} chunks with {cfg.llm.embed_model}")
+            err.print(f"re-embedded {count} chunks with {parts.config.llm.embed_model}")
             return
-        report = _run_sync(cfg, store, force=True)
+        report = _run_sync(parts, force=True)
     _summarize(report)
 
 
 @app.command()
 def query(
+    ctx: typer.Context,
     text: Annotated[str, typer.Argument(help="What to look for.")],
     top_k: Annotated[
         int | None, typer.Option("--top-k", "-k", min=1, help="How many chunks (default 5).")
@@ -286,23 +278,13 @@ def query(
     """Search the index; prints the raw chunks, best first."""
     if mode is not None and mode not in SEARCH_MODES:
         raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
-    with _session() as (cfg, store):
+    with _session(ctx) as parts:
+        cfg = parts.config
         owner = None if no_owner or not cfg.query.owner_in_first_person else cfg.owner_name
-        reranker = (
-            Reranker(
-                make_chat(cfg.llm),
-                store,
-                candidates=cfg.query.rerank_candidates,
-                chars=cfg.query.rerank_chars,
-                context_window=cfg.llm.context_window,
-                concurrency=cfg.llm.concurrency,
-            )
-            if (cfg.query.rerank if rerank is None else rerank)
-            else None
-        )
+        reranker = parts.reranker() if (cfg.query.rerank if rerank is None else rerank) else None
         hits = query_mod.search(
-            store,
-            make_embedder(cfg.llm),
+            parts.store,
+            parts.embedder,
             text,
             owner=owner,
             top_k=top_k or cfg.query.top_k,
@@ -358,6 +340,7 @@ def _explanation(hit: SearchHit) -> str:
 
 @app.command(name="ask")
 def ask_command(
+    ctx: typer.Context,
     question: Annotated[str, typer.Argument(help="What to ask your notes.")],
     top_k: Annotated[
         int | None,
@@ -374,7 +357,8 @@ def ask_command(
     no_owner: NoOwner = False,
 ) -> None:
     """Answer a question from your notes, citing the passages it used."""
-    with _session() as (cfg, store):
+    with _session(ctx) as parts:
+        cfg = parts.config
         owner = None if no_owner or not cfg.query.owner_in_first_person else cfg.owner_name
         options = AskOptions(
             top_k=top_k or cfg.query.top_k,
@@ -389,9 +373,9 @@ def ask_command(
             out.print(printable(text), end="", markup=False, highlight=False, soft_wrap=True)
 
         answer = ask(
-            store,
-            make_embedder(cfg.llm),
-            make_chat(cfg.llm),
+            parts.store,
+            parts.embedder,
+            parts.chat,
             question,
             owner=owner,
             options=options,
@@ -439,6 +423,7 @@ def _print_sources(answer: Answer) -> None:
 
 @app.command(name="mcp")
 def mcp_command(
+    ctx: typer.Context,
     http: Annotated[
         bool,
         typer.Option("--http", help="Serve streamable HTTP instead of stdio."),
@@ -457,8 +442,8 @@ def mcp_command(
     """
     from kb.mcp_server import build_server, serve
 
-    with _session() as (cfg, store):
-        server = build_server(cfg, store, make_embedder(cfg.llm), make_chat(cfg.llm))
+    with _session(ctx) as parts:
+        server = build_server(parts)
         with suppress(KeyboardInterrupt):
             serve(
                 server,
@@ -471,16 +456,18 @@ def mcp_command(
 
 @app.command()
 def status(
+    ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """What the index holds, which models made it, and what failed."""
-    with _session() as (cfg, store):
-        report = store.status()
+    with _session(ctx) as parts:
+        cfg, store = parts.config, parts.store
+        report = store.state.status()
         location = (cfg.database_url and redact(cfg.database_url)) or (
             f"embedded PostgreSQL in {cfg.data_dir / 'pgdata'}"
         )
-        daemons = store.daemons()
-        last_reconcile = store.get_state("last_reconcile")
+        daemons = store.daemons.list()
+        last_reconcile = store.state.get("last_reconcile")
     data = {
         "database": location,
         **asdict(report),
@@ -568,18 +555,17 @@ def _print_daemons(daemons: list[dict], last_reconcile: dict | None) -> None:
 
 
 @app.command()
-def daemon() -> None:
+def daemon(ctx: typer.Context) -> None:
     """Watch the vaults and keep the index equal to them (foreground; logs to stderr).
 
     SIGTERM or SIGINT finishes the file in hand (or abandons it after daemon.shutdown_grace
     seconds; its transaction is rolled back) and exits. A second signal exits at once.
     """
-    from kb.daemon import Daemon
-
+    options: _Options = ctx.obj
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(LogfmtFormatter())
     logging.basicConfig(
-        level=logging.DEBUG if _options.verbose else logging.INFO,
+        level=logging.DEBUG if options.verbose else logging.INFO,
         handlers=[handler],
         force=True,
     )
@@ -598,29 +584,29 @@ def daemon() -> None:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        config = load_config(_options.config)
+        config = load_config(options.config)
     except KbError as exc:
         raise _fail(str(exc)) from None
-    store = _connect_until_stopped(config, stop, log)
-    if store is None:
+    parts = _connect_until_stopped(config, stop, log)
+    if parts is None:
         return
-    runner = Daemon(config, store, make_chat(config.llm), make_embedder(config.llm), stop=stop)
+    runner = parts.daemon(stop=stop)
     runner.run()
     if runner.abandoned:
         # A worker thread is still waiting on the LLM; Postgres rolls its transaction back.
         logging.shutdown()
         os._exit(0)
-    store.close()
+    parts.close()
 
 
 def _connect_until_stopped(
     config: Config, stop: threading.Event, log: logging.Logger
-) -> Store | None:
-    """Open the store, waiting for the database as long as it takes (or until stopped)."""
+) -> Container | None:
+    """Open kb's parts, waiting for the database as long as it takes (or until stopped)."""
     delay = 1.0
     while not stop.is_set():
         try:
-            return Store(database_url(config.database_url, config.data_dir))
+            return Container.open(config)
         except DatabaseError as exc:
             event(
                 log, "database unreachable: retrying", logging.ERROR, error=str(exc), retry_in=delay
@@ -632,11 +618,12 @@ def _connect_until_stopped(
 
 @app.command(name="verify")
 def verify_command(
+    ctx: typer.Context,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Check that the index equals the vaults: exit 0 if so, else list the differences (exit 4)."""
-    with _session() as (cfg, store):
-        report = verify(cfg, store)
+    with _session(ctx) as parts:
+        report = verify(parts.config, parts.store)
     if as_json:
         data = {
             "in_sync": report.in_sync,

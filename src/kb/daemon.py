@@ -28,17 +28,20 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import psycopg
 
-from kb.config import Config
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted
-from kb.indexer import FileEvent, Indexer, Scope, SyncReport
-from kb.llm.base import ChatModel, Embedder
+from kb.indexer import FileEvent, SyncReport
 from kb.logfmt import event
-from kb.store import DaemonBeat, Store, WriterLock
+from kb.notes import Scope
+from kb.store import DaemonBeat, WriterLock
 from kb.watcher import Debouncer, Due, OverflowAlarm, Watcher
+
+if TYPE_CHECKING:
+    from kb.container import Container
 
 log = logging.getLogger(__name__)
 
@@ -57,17 +60,14 @@ MAX_BACKOFF = 300.0
 class Daemon:
     def __init__(
         self,
-        config: Config,
-        store: Store,
-        chat: ChatModel,
-        embedder: Embedder,
+        parts: Container,
         *,
         stop: threading.Event | None = None,
         daemon_id: str | None = None,
     ) -> None:
-        self.config = config
-        self.settings = config.daemon
-        self.store = store
+        self.config = parts.config
+        self.settings = parts.config.daemon
+        self.store = parts.store
         self.stop_event = stop or threading.Event()
         self.host = socket.gethostname()
         self.id = daemon_id or f"{self.host}:{os.getpid()}"
@@ -80,10 +80,8 @@ class Daemon:
             max_pending=self.settings.max_pending,
             on_overflow=lambda: self.request_reconcile("too many pending changes"),
         )
-        self.indexer = Indexer(
-            config, store, chat, embedder, on_event=self._file_event, checkpoint=self._checkpoint
-        )
-        self.lock = WriterLock(store.url)
+        self.indexer = parts.indexer(on_event=self._file_event, checkpoint=self._checkpoint)
+        self.lock = WriterLock(parts.store.url)
         self._writable = threading.Event()
         self._reasons: set[str] = set()
         self._reasons_lock = threading.Lock()
@@ -392,7 +390,7 @@ class Daemon:
         report = self.indexer.sync(vaults=vaults)
         seconds = round(time.monotonic() - started, 3)
         event(log, "reconciliation done", reason=reason, seconds=seconds, **_counts(report))
-        self.store.set_state(
+        self.store.state.set(
             "last_reconcile",
             {
                 "at": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),

@@ -11,19 +11,18 @@ the files and folders a watcher named, judged by their state on disk now.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 import os
-import stat
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
 
 import numpy as np
 import psycopg
 
+from kb import plan
 from kb.chunking import Chunk, chunk_body
 from kb.config import Config, VaultConfig
 from kb.context import ContextChunk, Contextualizer
@@ -31,13 +30,20 @@ from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, KbError, LLMError, NoteError
 from kb.llm import embed_window
 from kb.llm.base import ChatModel, Embedder
+from kb.notes import (
+    MISNAMED,
+    OnDisk,
+    Scope,
+    read_note,
+    scan_scope,
+    scan_vault,
+    sha256,
+    shown_path,
+)
 from kb.parsing import decode, parse_note
-from kb.store import ChunkRecord, DocumentRecord, DocumentState, Store, Vector
+from kb.store import ChunkRecord, DocumentRecord, Store, Vector
 
 log = logging.getLogger(__name__)
-
-NOTE_SUFFIXES = (".md", ".markdown")
-MAX_NOTE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -79,75 +85,6 @@ class SyncReport:
         self.fallbacks += event.fallbacks
         if event.action == "failed":
             self.failures.append(event)
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Part of a vault: some files, and everything under some folders ("a/b/"; "" is the root)."""
-
-    files: frozenset[str] = frozenset()
-    folders: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class OnDisk:
-    path: str
-    size: int
-    mtime_ns: int
-    personal: bool
-
-
-# Why a note whose file name is not UTF-8 is not indexed (a row's path is text).
-MISNAMED = "its file name is not valid UTF-8: rename it to index it"
-
-
-def is_note(vault: VaultConfig, rel_path: str) -> bool:
-    """Whether a vault-relative path names a note: Markdown, and not ignored."""
-    return rel_path.lower().endswith(NOTE_SUFFIXES) and not vault.is_ignored(rel_path)
-
-
-def shown_path(rel_path: str) -> str:
-    """A path as it is stored and shown: bytes that are not UTF-8 in a file name (kept by
-    os.fsdecode as surrogates) become visible \\xNN escapes."""
-    return os.fsencode(rel_path).decode("utf-8", "backslashreplace")
-
-
-def stat_note(vault: VaultConfig, rel_path: str) -> OnDisk | None:
-    """The note at a path, or None if it is missing, ignored or not a regular file."""
-    if not is_note(vault, rel_path):
-        return None
-    try:
-        st = os.stat(vault.path / rel_path)
-    except OSError:
-        return None  # missing, or vanished between listing and stat
-    # A FIFO or device named *.md would block or never end when read.
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    return OnDisk(rel_path, st.st_size, st.st_mtime_ns, vault.is_personal(rel_path))
-
-
-def scan_vault(vault: VaultConfig, folder: str = "") -> Iterator[OnDisk]:
-    """Every note of a vault, or of one of its folders ("a/b/"), skipping dot-folders,
-    ignored paths and non-Markdown files."""
-    root = vault.path
-    if folder and (vault.is_ignored(folder) or not inside_vault(vault, folder)):
-        return
-    for dirpath, dirnames, filenames in os.walk(root / folder):
-        rel_dir = Path(dirpath).relative_to(root).as_posix()
-        rel_dir = "" if rel_dir == "." else rel_dir + "/"
-        dirnames[:] = sorted(d for d in dirnames if not vault.is_ignored(f"{rel_dir}{d}/"))
-        for name in sorted(filenames):
-            note = stat_note(vault, f"{rel_dir}{name}")
-            if note is not None:
-                yield note
-
-
-def scan_scope(vault: VaultConfig, scope: Scope) -> dict[str, OnDisk]:
-    found = {f.path: f for folder in sorted(scope.folders) for f in scan_vault(vault, folder)}
-    for path in scope.files:
-        if path not in found and (note := stat_note(vault, path)) is not None:
-            found[path] = note
-    return found
 
 
 class Indexer:
@@ -200,12 +137,12 @@ class Indexer:
         """Make the index equal to every configured vault (or to the ones given)."""
         report = SyncReport()
         self.ensure_embedding_space()
-        self.store.delete_vaults_except([v.name for v in self.config.vaults])
+        self.store.documents.delete_vaults_except([v.name for v in self.config.vaults])
         for vault in self.config.vaults if vaults is None else vaults:
             if not vault.path.is_dir():
                 raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
             self._sync_vault(vault, report, force=force)
-        self.store.set_state(
+        self.store.state.set(
             "last_sync",
             {
                 "at": _now_iso(),
@@ -231,20 +168,22 @@ class Indexer:
         force: bool,
         scope: Scope | None = None,
     ) -> None:
-        # Notes where an earlier model's output was rejected get a try with this model.
-        retry = self.store.paths_with_fallbacks(vault.name, self.chat.name)
+        docs = self.store.documents
+        rules = plan.Rules(
+            force=force,
+            trust_stat=scope is None,
+            build=self.context.build_id,
+            retry=frozenset(self.store.caches.paths_with_fallbacks(vault.name, self.chat.name)),
+        )
         if scope is None:
-            stored = self.store.documents(vault.name)
+            stored = docs.states(vault.name)
             on_disk = {f.path: f for f in scan_vault(vault)}
         else:
-            stored = self.store.documents_in(
+            stored = docs.states_in(
                 vault.name, map(shown_path, scope.files), map(shown_path, scope.folders)
             )
             on_disk = scan_scope(vault, scope)
         self.on_scan(len(on_disk))
-        # Only hashes are kept here: a file's bytes are read again by the worker that
-        # indexes it, so a first sync of a large vault does not hold it all in memory.
-        changed: list[tuple[OnDisk, str]] = []
 
         def emit(event: FileEvent) -> None:
             report.add(event)
@@ -256,68 +195,37 @@ class Indexer:
             del on_disk[path]
             emit(self._failed(vault, shown_path(path), NoteError(MISNAMED)))
 
-        built = self.context.build_id
-        for f in list(on_disk.values()):
+        unchanged, to_read = plan.to_read(stored, list(on_disk.values()), rules)
+        for path in unchanged:
+            emit(FileEvent(vault.name, path, "unchanged"))
+        # Only hashes are kept here: a file's bytes are read again by the worker that
+        # indexes it, so a first sync of a large vault does not hold it all in memory.
+        read: list[plan.Read] = []
+        for f in to_read:
             self.checkpoint()
-            old = stored.get(f.path)
-            # A note whose context was built another way (a new context.summaries or
-            # layout) is indexed again: cached answers make that free of model calls.
-            rebuild = old is not None and old.context_build != built
-            # A full scan trusts an unchanged size and mtime; a file a watcher named is hashed,
-            # since a sync tool may replace a note and keep its old mtime.
-            if (
-                scope is None
-                and not (force or rebuild)
-                and f.path not in retry
-                and old is not None
-                and old.size == f.size
-                and old.mtime_ns == f.mtime_ns
-                and old.personal == f.personal
-            ):
-                emit(FileEvent(vault.name, f.path, "unchanged"))
-                continue
             try:
-                digest = sha256(read_note(vault, f.path))
+                read.append(plan.Read(f, sha256(read_note(vault, f.path))))
             except FileNotFoundError:
-                del on_disk[f.path]  # gone since the scan: treated as deleted below
-                continue
+                del on_disk[f.path]  # gone since the scan: treated as deleted
             except NoteError as exc:
                 emit(self._failed(vault, f.path, exc))
-                continue
-            if (
-                not (force or rebuild)
-                and f.path not in retry
-                and old is not None
-                and old.personal == f.personal
-                and old.content_hash == digest
-            ):
-                self.store.update_stat(vault.name, f.path, f.size, f.mtime_ns)
-                emit(FileEvent(vault.name, f.path, "unchanged"))
-                continue
-            changed.append((f, digest))
-
-        vanished = {p: d for p, d in stored.items() if p not in on_disk}
-        # A watcher may name a move's destination apart from its source: rows elsewhere in the
-        # vault with the same content whose file is gone are moves too.
-        elsewhere: dict[str, DocumentState] = {}
+        elsewhere = {}
         if scope is not None and not force:
-            elsewhere = self._vanished_elsewhere(vault, changed, stored)
-        to_index = []
-        for f, digest in changed:
-            source = None
-            if not force and f.path not in stored:
-                source = _moved_from(vanished, f, digest) or _moved_from(elsewhere, f, digest)
-            if source is not None:
-                self.checkpoint()
-                self.store.move_document(vault.name, source.path, f.path, f.size, f.mtime_ns)
-                vanished.pop(source.path, None)
-                elsewhere.pop(source.path, None)
-                log.debug("%s/%s: moved from %s", vault.name, f.path, source.path)
-                emit(FileEvent(vault.name, f.path, "moved", moved_from=source.path))
-            else:
-                to_index.append(f)
+            elsewhere = self._vanished_elsewhere(vault, plan.new_hashes(stored, read), stored)
+        todo = plan.decide(stored, read, on_disk.keys(), rules, elsewhere)
 
-        futures = [self._file_pool.submit(self._index_guarded, vault, f, force) for f in to_index]
+        self.checkpoint()
+        docs.touch(vault.name, todo.touch)
+        for f in todo.touch:
+            emit(FileEvent(vault.name, f.path, "unchanged"))
+        for move in todo.moves:
+            self.checkpoint()
+            f = move.target
+            docs.move(vault.name, move.source, f.path, f.size, f.mtime_ns)
+            log.debug("%s/%s: moved from %s", vault.name, f.path, move.source)
+            emit(FileEvent(vault.name, f.path, "moved", moved_from=move.source))
+
+        futures = [self._file_pool.submit(self._index_guarded, vault, f, force) for f in todo.index]
         try:
             for future in futures:
                 emit(future.result())
@@ -328,29 +236,25 @@ class Indexer:
 
         self.checkpoint()
         # Paths named by the scope but not on disk may have a failure recorded, and no row.
-        gone = set(vanished) | (
+        gone = set(todo.delete) | (
             {shown_path(p) for p in scope.files if p not in on_disk and p not in misnamed}
             if scope
             else set()
         )
-        self.store.delete_documents(vault.name, gone)
+        docs.delete(vault.name, gone)
         if scope is None:
-            self.store.keep_failures(vault.name, [*on_disk, *map(shown_path, misnamed)])
-        for path in vanished:
+            docs.keep_failures(vault.name, [*on_disk, *map(shown_path, misnamed)])
+        for path in todo.delete:
             emit(FileEvent(vault.name, path, "deleted"))
 
     def _vanished_elsewhere(
-        self,
-        vault: VaultConfig,
-        changed: list[tuple[OnDisk, str]],
-        in_scope: dict[str, DocumentState],
-    ) -> dict[str, DocumentState]:
-        hashes = [digest for f, digest in changed if f.path not in in_scope]
+        self, vault: VaultConfig, hashes: list[str], in_scope: Mapping[str, plan.Stored]
+    ) -> dict[str, plan.Stored]:
         if not hashes:
             return {}
         return {
             d.path: d
-            for d in self.store.documents_with_hashes(vault.name, hashes)
+            for d in self.store.documents.states_with_hashes(vault.name, hashes)
             if d.path not in in_scope and not os.path.lexists(vault.path / d.path)
         }
 
@@ -363,7 +267,7 @@ class Indexer:
             )
         except FileNotFoundError:
             # Deleted since it was listed (an editor's save dance, or a real delete).
-            self.store.delete_documents(vault.name, [f.path])
+            self.store.documents.delete(vault.name, [f.path])
             return FileEvent(vault.name, f.path, "deleted")
         except NoteError as exc:
             return self._failed(vault, f.path, exc)
@@ -380,7 +284,7 @@ class Indexer:
         message = str(exc)
         # Reported to the user through on_event (the CLI's summary, the daemon's log).
         log.debug("%s/%s: %s", vault.name, path, message)
-        self.store.record_failure(vault.name, path, message)
+        self.store.documents.record_failure(vault.name, path, message)
         return FileEvent(vault.name, path, "failed", error=message)
 
     # -- one file ----------------------------------------------------------------------------------
@@ -404,7 +308,7 @@ class Indexer:
         )
         personal = vault.is_personal(path)
         keys = self.context.keys(chunks, personal)
-        known = {} if force else self.store.known_outputs(keys, self.chat.name)
+        known = {} if force else self.store.caches.known_outputs(keys, self.chat.name)
         folder = PurePosixPath(path).parent.as_posix()
         ctx = self.context.build(
             chunks,
@@ -443,7 +347,7 @@ class Indexer:
         if note.warnings:
             metadata["warnings"] = list(note.warnings)
         self.checkpoint()
-        self.store.save_document(
+        self.store.documents.save(
             DocumentRecord(
                 vault=vault.name,
                 path=path,
@@ -475,7 +379,7 @@ class Indexer:
     def _vectors(self, chunks: Sequence[ContextChunk], *, reuse: bool) -> tuple[list[Vector], int]:
         """A vector per chunk, embedding only texts not embedded before by this model."""
         hashes = [c.context_hash for c in chunks]
-        vectors = self.store.known_embeddings(hashes, self.embedder.name) if reuse else {}
+        vectors = self.store.caches.known_embeddings(hashes, self.embedder.name) if reuse else {}
         missing = [c for c in chunks if c.context_hash not in vectors]
         fresh = self._embed([c.embed_text for c in missing])
         vectors.update(zip((c.context_hash for c in missing), fresh, strict=True))
@@ -485,7 +389,7 @@ class Indexer:
         """Vectors for texts, each checked: the size the index holds, and finite numbers."""
         if not texts:
             return []
-        space = None if probe else self.store.embedding_space()
+        space = None if probe else self.store.vectors.space()
         dimensions = space[1] if space else None
         out: list[Vector] = []
         batch = self.config.llm.embed_batch
@@ -515,7 +419,7 @@ class Indexer:
 
         Stored contexts are re-embedded as they are: a model change never costs a summary.
         """
-        space = self.store.embedding_space()
+        space = self.store.vectors.space()
         if space is None or space[0] != self.embedder.name:
             dimensions = len(self._embed(["dimension probe"], probe=True)[0])
             if space is not None:
@@ -525,71 +429,22 @@ class Indexer:
                     self.embedder.name,
                     dimensions,
                 )
-            self.store.switch_embedding_space(self.embedder.name, dimensions)
+            self.store.vectors.switch(self.embedder.name, dimensions)
         return self.embed_missing()
 
     def embed_missing(self) -> int:
         done = 0
-        while rows := self.store.chunks_without_embedding(self.config.llm.embed_batch * 4):
+        while rows := self.store.vectors.missing(self.config.llm.embed_batch * 4):
             vectors = self._embed([text for _, text in rows])
-            self.store.set_embeddings(
+            self.store.vectors.save(
                 self.embedder.name, [(i, v) for (i, _), v in zip(rows, vectors, strict=True)]
             )
             done += len(rows)
         return done
 
     def reembed_all(self) -> int:
-        self.store.clear_embeddings()
+        self.store.vectors.clear()
         return self.ensure_embedding_space()
-
-
-def _moved_from(vanished: dict[str, DocumentState], f: OnDisk, digest: str) -> DocumentState | None:
-    return next(
-        (d for d in vanished.values() if d.content_hash == digest and d.personal == f.personal),
-        None,
-    )
-
-
-def inside_vault(vault: VaultConfig, rel_path: str) -> bool:
-    """Whether a vault-relative path, links resolved, still lies inside the vault."""
-    root = os.path.realpath(vault.path)
-    return os.path.commonpath([root, os.path.realpath(vault.path / rel_path)]) == root
-
-
-def read_note(vault: VaultConfig, rel_path: str) -> bytes:
-    """A note's bytes; FileNotFoundError if it is gone, NoteError if it cannot be read.
-
-    The one place kb reads a note: whatever a link or an event names, nothing outside the
-    vault is opened.
-    """
-    if not inside_vault(vault, rel_path):
-        raise NoteError("is a link to a file outside the vault; not read")
-    real = os.path.realpath(vault.path / rel_path)
-    try:
-        # O_NOFOLLOW: a link put in the file's place since the check above is refused;
-        # O_NONBLOCK: a FIFO put there does not hang the read.
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise NoteError(f"cannot be read: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as file:
-        st = os.fstat(file.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise NoteError("is not a regular file")
-        if st.st_size > MAX_NOTE_BYTES:
-            raise NoteError(
-                f"is {st.st_size // (1024 * 1024)} MiB, over the {MAX_NOTE_BYTES >> 20} "
-                "MiB limit for a note"
-            )
-        try:
-            return file.read()
-        except OSError as exc:
-            raise NoteError(f"cannot be read: {exc.strerror or exc}") from None
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _now_iso() -> str:

@@ -28,12 +28,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kb import answer as answer_mod
 from kb import query as query_mod
-from kb.config import Config, VaultConfig
+from kb.config import VaultConfig
+from kb.container import Container
 from kb.errors import KbError, NoteError
-from kb.indexer import inside_vault, is_note, read_note
-from kb.llm.base import ChatModel, Embedder
+from kb.notes import inside_vault, is_note, read_note
 from kb.parsing import decode
-from kb.store import NoteInfo, SearchFilter, SearchHit, Store
+from kb.store import NoteInfo, SearchFilter, SearchHit
 
 Transport = Literal["stdio", "http"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -157,8 +157,9 @@ def _as_tool_error() -> Iterator[None]:
         raise ToolError(str(exc)) from None
 
 
-def build_server(config: Config, store: Store, embedder: Embedder, chat: ChatModel) -> MCPServer:
-    """An MCP server over one open store; every tool only reads."""
+def build_server(parts: Container) -> MCPServer:
+    """An MCP server over kb's parts; every tool only reads."""
+    config, store = parts.config, parts.store
     vaults = Vaults(config.vaults)
     owner = config.owner_name if config.query.owner_in_first_person else None
     server = MCPServer("kb", instructions=_INSTRUCTIONS, log_level="WARNING")
@@ -200,7 +201,7 @@ def build_server(config: Config, store: Store, embedder: Embedder, chat: ChatMod
         with _as_tool_error():
             return query_mod.search(
                 store,
-                embedder,
+                parts.embedder,
                 query,
                 owner=owner,
                 top_k=top_k,
@@ -237,7 +238,7 @@ def build_server(config: Config, store: Store, embedder: Embedder, chat: ChatMod
         limit: Annotated[int, Field(ge=1, le=500, description="At most this many.")] = 50,
     ) -> NoteList:
         """List the indexed notes in path order, a page at a time."""
-        page = store.list_notes(
+        page = store.search.list_notes(
             vault=vault, folder=folder, tags=tags or (), offset=offset, limit=limit
         )
         end = offset + len(page.notes)
@@ -248,8 +249,8 @@ def build_server(config: Config, store: Store, embedder: Embedder, chat: ChatMod
     @server.tool(annotations=_READ_ONLY)
     def status() -> dict[str, Any]:
         """What the index holds: notes, chunks, models, last sync, failed files, daemon."""
-        report = store.status()
-        alive = [d for d in store.daemons() if d["alive"]]
+        report = store.state.status()
+        alive = [d for d in store.daemons.list() if d["alive"]]
         return {
             "vaults": [v.name for v in config.vaults],
             "documents": report.documents,
@@ -276,8 +277,8 @@ def build_server(config: Config, store: Store, embedder: Embedder, chat: ChatMod
         with _as_tool_error():
             result = answer_mod.ask(
                 store,
-                embedder,
-                chat,
+                parts.embedder,
+                parts.chat,
                 question,
                 owner=owner,
                 options=answer_mod.AskOptions(

@@ -90,7 +90,7 @@ def search(
         raise KbError(f"the query is {len(text)} characters long; at most {MAX_QUERY_CHARS}")
     if not text.isascii() and _SURROGATE.search(text):
         raise KbError("the query holds bytes that are not valid UTF-8")
-    space = store.embedding_space()
+    space = store.vectors.space()
     if space is None:
         raise KbError("the index is empty: run `kb index` first")
     model, dimensions = space
@@ -102,7 +102,7 @@ def search(
     query = owner_query(text, owner) if owner else text
     vector = embedder.embed_query(query)
     fetch = max(top_k, reranker.candidates) if reranker else top_k
-    found = store.candidates(
+    found = store.search.candidates(
         vector,
         query,
         model=model,

@@ -56,13 +56,13 @@ class Reranker:
         """
         head, tail = list(hits[: self.candidates]), list(hits[self.candidates :])
         keys = [self.key(query, h) for h in head]
-        scores = self.store.known_relevance(keys)
+        scores = self.store.caches.known_relevance(keys)
         todo = [i for i, k in enumerate(keys) if k not in scores]
         if todo:
             with ThreadPoolExecutor(self.concurrency, thread_name_prefix="kb-rerank") as pool:
                 fresh = list(pool.map(lambda i: self._judge(query, head[i]), todo))
             new = {keys[i]: score for i, score in zip(todo, fresh, strict=True)}
-            self.store.save_relevance(self.chat.name, new)
+            self.store.caches.save_relevance(self.chat.name, new)
             scores.update(new)
         judged = [replace(h, relevance=scores[k]) for h, k in zip(head, keys, strict=True)]
         order = sorted(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from kb.config import Config
 from kb.errors import NoteError
-from kb.indexer import MISNAMED, read_note, scan_vault, sha256, shown_path
+from kb.notes import MISNAMED, read_note, scan_vault, sha256, shown_path
 from kb.store import Store
 
 KINDS = {
@@ -48,14 +48,14 @@ class VerifyReport:
 def verify(config: Config, store: Store) -> VerifyReport:
     report = VerifyReport()
     diffs = report.differences
-    unembedded = set(store.documents_without_vectors(config.llm.embed_model))
+    unembedded = set(store.documents.without_vectors(config.llm.embed_model))
     for vault in config.vaults:
-        stored = store.documents(vault.name)
+        stored = store.documents.states(vault.name)
         report.rows += len(stored)
         if not vault.path.is_dir():
             diffs.append(Difference(vault.name, "", "no vault", str(vault.path)))
             continue
-        failures = store.failures(vault.name)
+        failures = store.documents.failures(vault.name)
         seen = set()
         for note in scan_vault(vault):
             if (name := shown_path(note.path)) != note.path:
@@ -86,11 +86,11 @@ def verify(config: Config, store: Store) -> VerifyReport:
             elif (vault.name, note.path) in unembedded:
                 diffs.append(Difference(vault.name, note.path, "unembedded"))
         diffs.extend(Difference(vault.name, p, "extra") for p in sorted(set(stored) - seen))
-    for problem, count in store.row_problems().items():
+    for problem, count in store.documents.row_problems().items():
         if count:
             diffs.append(Difference("", "", "broken", f"{count} {problem.replace('_', ' ')}"))
     configured = {v.name for v in config.vaults}
-    for name, rows in store.vault_row_counts().items():
+    for name, rows in store.documents.row_counts().items():
         if name not in configured:
             report.rows += rows
             diffs.append(Difference(name, "", "extra", f"{rows} rows of an unconfigured vault"))

@@ -42,7 +42,7 @@ from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
 from kb.config import VaultConfig
-from kb.indexer import is_note
+from kb.notes import is_note
 
 log = logging.getLogger(__name__)
 

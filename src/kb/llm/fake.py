@@ -12,7 +12,7 @@ import hashlib
 import math
 import re
 import threading
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator, Mapping, Sequence
 
 from kb.llm.base import Prompt, TokenUsage
@@ -28,6 +28,7 @@ _FIRST_PERSON = re.compile(r"\b(I|me|my|mine|myself)\b", re.IGNORECASE)
 _WIKILINK = re.compile(r"(\[\[[^\]]*\]\])")
 _PIECE = re.compile(r"\S+\s*")
 _SENTENCE = re.compile(r"(?<=[.!?])\s")
+RECENT_PROMPTS = 512
 
 
 def _words(text: str) -> list[str]:
@@ -43,7 +44,9 @@ class FakeChat:
     def __init__(self, name: str = "fake-chat") -> None:
         self.name = name
         self.calls: Counter[str] = Counter()
-        self.prompts: list[Prompt] = []
+        # The latest prompts only, for tests to read: a daemon on the offline provider runs
+        # for months and must not keep every prompt it ever saw.
+        self.prompts: deque[Prompt] = deque(maxlen=RECENT_PROMPTS)
         self.usage = TokenUsage()
         self._lock = threading.Lock()
 

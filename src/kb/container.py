@@ -1,0 +1,130 @@
+"""The composition root: a Config turned into ready parts.
+
+The one place kb is wired. Every entry point (the CLI's commands, the daemon, workers,
+benchmarks, tests) opens a Container and takes its parts from it, so a part is built
+the same way wherever it is used. The schema is migrated here, once, when the database
+is opened; the parts themselves never migrate.
+
+Heavy modules (the indexing pipeline, the daemon) are imported only by the methods that
+build them: `kb query` does not load Markdown parsing or file watching.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kb import db
+from kb.config import Config
+from kb.llm import make_chat, make_embedder
+from kb.llm.base import ChatModel, Embedder
+from kb.store import Store
+
+if TYPE_CHECKING:
+    from kb.daemon import Daemon
+    from kb.indexer import FileEvent, Indexer, SyncReport
+    from kb.rerank import Reranker
+
+
+def open_store(url: str, *, max_connections: int = 8) -> Store:
+    """The store of a database, its schema migrated first."""
+    db.migrate(url)
+    return Store(url, max_connections=max_connections)
+
+
+class Container:
+    """A config's parts: the open store, the models, and builders for everything else.
+
+    `chat` and `embedder` may be given or set (tests use counting or failing fakes);
+    otherwise they are made from `config.llm` when first used.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        *,
+        chat: ChatModel | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self._chat = chat
+        self._embedder = embedder
+
+    @classmethod
+    def open(cls, config: Config, *, url: str | None = None) -> Container:
+        """Parts for `config`, on its database (or on `url`), migrated and connected."""
+        return cls(config, open_store(url or db.database_url(config.database_url, config.data_dir)))
+
+    @property
+    def chat(self) -> ChatModel:
+        if self._chat is None:
+            self._chat = make_chat(self.config.llm)
+        return self._chat
+
+    @chat.setter
+    def chat(self, model: ChatModel) -> None:
+        self._chat = model
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = make_embedder(self.config.llm)
+        return self._embedder
+
+    @embedder.setter
+    def embedder(self, model: Embedder) -> None:
+        self._embedder = model
+
+    def indexer(
+        self,
+        *,
+        on_event: Callable[[FileEvent], None] | None = None,
+        on_scan: Callable[[int], None] | None = None,
+        checkpoint: Callable[[], None] | None = None,
+    ) -> Indexer:
+        from kb.indexer import Indexer
+
+        return Indexer(
+            self.config,
+            self.store,
+            self.chat,
+            self.embedder,
+            on_event=on_event,
+            on_scan=on_scan,
+            checkpoint=checkpoint,
+        )
+
+    def sync(self, **options: Any) -> SyncReport:
+        """One whole sync of the configured vaults (`Indexer.sync`'s options)."""
+        with self.indexer() as indexer:
+            return indexer.sync(**options)
+
+    def reranker(self) -> Reranker:
+        from kb.rerank import Reranker
+
+        q = self.config.query
+        return Reranker(
+            self.chat,
+            self.store,
+            candidates=q.rerank_candidates,
+            chars=q.rerank_chars,
+            context_window=self.config.llm.context_window,
+            concurrency=self.config.llm.concurrency,
+        )
+
+    def daemon(self, *, stop: threading.Event | None = None, **options: Any) -> Daemon:
+        from kb.daemon import Daemon
+
+        return Daemon(self, stop=stop, **options)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Container:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

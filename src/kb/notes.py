@@ -1,0 +1,132 @@
+"""Notes on disk: which files are notes, listing them, their size and mtime, reading and
+hashing them.
+
+A leaf module: the indexer, the watcher, `kb verify` and the MCP server all see a vault
+through it, and nothing here knows about the index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kb.config import VaultConfig
+from kb.errors import NoteError
+
+NOTE_SUFFIXES = (".md", ".markdown")
+MAX_NOTE_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Part of a vault: some files, and everything under some folders ("a/b/"; "" is the root)."""
+
+    files: frozenset[str] = frozenset()
+    folders: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class OnDisk:
+    path: str
+    size: int
+    mtime_ns: int
+    personal: bool
+
+
+# Why a note whose file name is not UTF-8 is not indexed (a row's path is text).
+MISNAMED = "its file name is not valid UTF-8: rename it to index it"
+
+
+def is_note(vault: VaultConfig, rel_path: str) -> bool:
+    """Whether a vault-relative path names a note: Markdown, and not ignored."""
+    return rel_path.lower().endswith(NOTE_SUFFIXES) and not vault.is_ignored(rel_path)
+
+
+def shown_path(rel_path: str) -> str:
+    """A path as it is stored and shown: bytes that are not UTF-8 in a file name (kept by
+    os.fsdecode as surrogates) become visible \\xNN escapes."""
+    return os.fsencode(rel_path).decode("utf-8", "backslashreplace")
+
+
+def stat_note(vault: VaultConfig, rel_path: str) -> OnDisk | None:
+    """The note at a path, or None if it is missing, ignored or not a regular file."""
+    if not is_note(vault, rel_path):
+        return None
+    try:
+        st = os.stat(vault.path / rel_path)
+    except OSError:
+        return None  # missing, or vanished between listing and stat
+    # A FIFO or device named *.md would block or never end when read.
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return OnDisk(rel_path, st.st_size, st.st_mtime_ns, vault.is_personal(rel_path))
+
+
+def scan_vault(vault: VaultConfig, folder: str = "") -> Iterator[OnDisk]:
+    """Every note of a vault, or of one of its folders ("a/b/"), skipping dot-folders,
+    ignored paths and non-Markdown files."""
+    root = vault.path
+    if folder and (vault.is_ignored(folder) or not inside_vault(vault, folder)):
+        return
+    for dirpath, dirnames, filenames in os.walk(root / folder):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        rel_dir = "" if rel_dir == "." else rel_dir + "/"
+        dirnames[:] = sorted(d for d in dirnames if not vault.is_ignored(f"{rel_dir}{d}/"))
+        for name in sorted(filenames):
+            note = stat_note(vault, f"{rel_dir}{name}")
+            if note is not None:
+                yield note
+
+
+def scan_scope(vault: VaultConfig, scope: Scope) -> dict[str, OnDisk]:
+    found = {f.path: f for folder in sorted(scope.folders) for f in scan_vault(vault, folder)}
+    for path in scope.files:
+        if path not in found and (note := stat_note(vault, path)) is not None:
+            found[path] = note
+    return found
+
+
+def inside_vault(vault: VaultConfig, rel_path: str) -> bool:
+    """Whether a vault-relative path, links resolved, still lies inside the vault."""
+    root = os.path.realpath(vault.path)
+    return os.path.commonpath([root, os.path.realpath(vault.path / rel_path)]) == root
+
+
+def read_note(vault: VaultConfig, rel_path: str) -> bytes:
+    """A note's bytes; FileNotFoundError if it is gone, NoteError if it cannot be read.
+
+    The one place kb reads a note: whatever a link or an event names, nothing outside the
+    vault is opened.
+    """
+    if not inside_vault(vault, rel_path):
+        raise NoteError("is a link to a file outside the vault; not read")
+    real = os.path.realpath(vault.path / rel_path)
+    try:
+        # O_NOFOLLOW: a link put in the file's place since the check above is refused;
+        # O_NONBLOCK: a FIFO put there does not hang the read.
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise NoteError(f"cannot be read: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as file:
+        st = os.fstat(file.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise NoteError("is not a regular file")
+        if st.st_size > MAX_NOTE_BYTES:
+            raise NoteError(
+                f"is {st.st_size // (1024 * 1024)} MiB, over the {MAX_NOTE_BYTES >> 20} "
+                "MiB limit for a note"
+            )
+        try:
+            return file.read()
+        except OSError as exc:
+            raise NoteError(f"cannot be read: {exc.strerror or exc}") from None
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

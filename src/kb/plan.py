@@ -1,0 +1,140 @@
+"""What a sync must do, decided from data alone: stored rows x notes on disk → actions.
+
+Two pure steps around the one piece of I/O between them (reading and hashing files):
+
+1. `to_read`: which notes must be read and hashed; the others are unchanged as they are.
+2. `decide`: from those hashes, which notes are unchanged (with a new size or mtime to
+   record), moved (same content, new path: re-keyed, no model call), or to index, and
+   which rows lost their file.
+
+The indexer carries the plan out; these functions are tested without a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from kb.notes import OnDisk
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What the index knows of a note, enough to decide whether to look closer."""
+
+    path: str
+    content_hash: str
+    size: int
+    mtime_ns: int
+    personal: bool
+    context_build: str
+
+
+@dataclass(frozen=True)
+class Rules:
+    # Index every note again, ignoring stat and hash (`kb reindex`).
+    force: bool = False
+    # A full scan trusts an unchanged size and mtime; a file a watcher named is hashed, since
+    # a sync tool may replace a note and keep its old mtime.
+    trust_stat: bool = True
+    # How contexts are built now: a note built another way is indexed again (from cache).
+    build: str = ""
+    # Notes holding another model's rejected outputs: they deserve this model's try.
+    retry: frozenset[str] = frozenset()
+
+    def stale(self, old: Stored) -> bool:
+        return self.force or old.context_build != self.build or old.path in self.retry
+
+
+@dataclass(frozen=True)
+class Read:
+    """A note that was read, and the hash of its bytes."""
+
+    file: OnDisk
+    digest: str
+
+
+@dataclass(frozen=True)
+class Move:
+    source: str
+    target: OnDisk
+
+
+@dataclass(frozen=True)
+class Plan:
+    touch: tuple[OnDisk, ...]  # same content: only its size and mtime are recorded
+    moves: tuple[Move, ...]
+    index: tuple[OnDisk, ...]
+    delete: tuple[str, ...]  # rows whose file is gone
+
+
+def to_read(
+    stored: Mapping[str, Stored], on_disk: Sequence[OnDisk], rules: Rules
+) -> tuple[list[str], list[OnDisk]]:
+    """(paths unchanged on their stat alone, notes to read and hash)."""
+    unchanged: list[str] = []
+    read: list[OnDisk] = []
+    for f in on_disk:
+        old = stored.get(f.path)
+        if (
+            rules.trust_stat
+            and old is not None
+            and not rules.stale(old)
+            and (old.size, old.mtime_ns, old.personal) == (f.size, f.mtime_ns, f.personal)
+        ):
+            unchanged.append(f.path)
+        else:
+            read.append(f)
+    return unchanged, read
+
+
+def new_hashes(stored: Mapping[str, Stored], read: Sequence[Read]) -> list[str]:
+    """Hashes of notes with no row at their path: a row elsewhere with one of these hashes
+    whose file is gone is where the note moved from."""
+    return [r.digest for r in read if r.file.path not in stored]
+
+
+def decide(
+    stored: Mapping[str, Stored],
+    read: Sequence[Read],
+    present: Collection[str],
+    rules: Rules,
+    elsewhere: Mapping[str, Stored] | None = None,
+) -> Plan:
+    """The plan for the notes read, given every path still on disk (`present`).
+
+    `elsewhere`: rows outside `stored` whose file is gone, with a hash in `new_hashes`; a
+    watcher may name a move's destination apart from its source.
+    """
+    vanished = {p: d for p, d in stored.items() if p not in present}
+    others = dict(elsewhere or {})
+    touch: list[OnDisk] = []
+    moves: list[Move] = []
+    index: list[OnDisk] = []
+    for r in read:
+        f = r.file
+        old = stored.get(f.path)
+        if (
+            old is not None
+            and not rules.stale(old)
+            and (old.personal, old.content_hash) == (f.personal, r.digest)
+        ):
+            touch.append(f)
+            continue
+        source = None
+        if not rules.force and old is None:
+            source = _same_note(vanished, r) or _same_note(others, r)
+        if source is None:
+            index.append(f)
+        else:
+            moves.append(Move(source.path, f))
+            vanished.pop(source.path, None)
+            others.pop(source.path, None)
+    return Plan(tuple(touch), tuple(moves), tuple(index), tuple(vanished))
+
+
+def _same_note(rows: Mapping[str, Stored], r: Read) -> Stored | None:
+    return next(
+        (d for d in rows.values() if d.content_hash == r.digest and d.personal == r.file.personal),
+        None,
+    )

@@ -1,0 +1,71 @@
+"""kb's PostgreSQL store: one repository per group of tables, over one connection pool.
+
+- `documents`: notes and their chunks as rows, moves, deletes, failed notes;
+- `caches`: model outputs already paid for (summaries, rewrites, vectors, judgements);
+- `vectors`: the embedding space and chunks waiting for a vector;
+- `search`: a query's candidates, and the notes a search may name;
+- `state`: small key/value state and `kb status`'s report;
+- `daemons`: who is running (the writer lock itself is `lock.WriterLock`).
+
+The schema is migrated once at start-up (`kb.db.migrate`, called by the composition
+root), never here.
+"""
+
+from __future__ import annotations
+
+from kb.store.caches import Caches
+from kb.store.documents import ChunkRecord, DocumentRecord, Documents
+from kb.store.lock import DaemonBeat, Daemons, WriterLock
+from kb.store.pool import Vector, open_pool
+from kb.store.search import (
+    NO_FILTER,
+    Candidate,
+    Candidates,
+    NoteInfo,
+    NotePage,
+    Search,
+    SearchFilter,
+    SearchHit,
+)
+from kb.store.state import State, Status
+from kb.store.vectors import Vectors
+
+__all__ = [
+    "NO_FILTER",
+    "Candidate",
+    "Candidates",
+    "ChunkRecord",
+    "DaemonBeat",
+    "DocumentRecord",
+    "NoteInfo",
+    "NotePage",
+    "SearchFilter",
+    "SearchHit",
+    "Status",
+    "Store",
+    "Vector",
+    "WriterLock",
+]
+
+
+class Store:
+    """The repositories of one database, sharing one pool."""
+
+    def __init__(self, url: str, *, max_connections: int = 8) -> None:
+        self.url = url
+        self.pool = open_pool(url, max_connections=max_connections)
+        self.documents = Documents(self.pool)
+        self.caches = Caches(self.pool)
+        self.vectors = Vectors(self.pool)
+        self.search = Search(self.pool)
+        self.state = State(self.pool)
+        self.daemons = Daemons(self.pool)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

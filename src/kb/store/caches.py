@@ -1,0 +1,97 @@
+"""Model outputs already paid for, found by content-hash key: summaries, rewrites, vectors and
+re-ranking judgements. Nothing unchanged is sent to a model twice."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from psycopg_pool import ConnectionPool
+
+from kb.outputs import Output
+from kb.store.pool import Vector
+
+
+class Caches:
+    def __init__(self, pool: ConnectionPool) -> None:
+        self.pool = pool
+
+    def known_outputs(self, keys: Sequence[str], chat_model: str) -> dict[str, Output]:
+        """LLM outputs already paid for, by cache key, wherever they are stored.
+
+        A fallback counts as known only to the model that produced it: asking that model
+        again would fail again, while another model deserves its chance.
+        """
+        if not keys:
+            return {}
+        keys = list(set(keys))
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                """
+                SELECT summary_key AS key, summary AS text, summary_fallback AS fallback
+                  FROM documents
+                 WHERE summary_key = ANY(%(k)s) AND summary IS NOT NULL
+                UNION ALL
+                SELECT summary_key, summary, summary_fallback FROM chunks
+                 WHERE summary_key = ANY(%(k)s)
+                UNION ALL
+                SELECT rewrite_key, rewrite, rewrite_fallback FROM chunks
+                 WHERE rewrite_key = ANY(%(k)s) AND rewrite IS NOT NULL
+                """,
+                {"k": keys},
+            ).fetchall()
+        known: dict[str, Output] = {}
+        for r in rows:
+            if r["fallback"] is None:
+                known[r["key"]] = Output(r["text"])
+            elif r["fallback"] == chat_model:
+                known.setdefault(r["key"], Output(r["text"], fallback=True))
+        return known
+
+    def paths_with_fallbacks(self, vault: str, chat_model: str) -> set[str]:
+        """Notes holding fallbacks of a model other than `chat_model`: worth another try."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                """
+                SELECT d.path FROM documents d
+                 WHERE d.vault = %(v)s
+                   AND (d.summary_fallback <> %(m)s
+                        OR EXISTS (SELECT 1 FROM chunks c
+                                    WHERE c.document_id = d.id
+                                      AND (c.summary_fallback <> %(m)s
+                                           OR c.rewrite_fallback <> %(m)s)))
+                """,
+                {"v": vault, "m": chat_model},
+            ).fetchall()
+        return {r["path"] for r in rows}
+
+    def known_embeddings(self, context_hashes: Sequence[str], model: str) -> dict[str, Vector]:
+        if not context_hashes:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT ON (context_hash) context_hash, embedding FROM chunks"
+                " WHERE context_hash = ANY(%s) AND embed_model = %s AND embedding IS NOT NULL",
+                (list(set(context_hashes)), model),
+            ).fetchall()
+        return {r["context_hash"]: r["embedding"].to_numpy() for r in rows}
+
+    def known_relevance(self, keys: Sequence[str]) -> dict[str, int | None]:
+        """Judgements already paid for, by cache key (None: the model's answer was unusable)."""
+        if not keys:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT key, score FROM relevance WHERE key = ANY(%s)", (list(set(keys)),)
+            ).fetchall()
+        return {r["key"]: r["score"] for r in rows}
+
+    def save_relevance(self, chat_model: str, scores: Mapping[str, int | None]) -> None:
+        if not scores:
+            return
+        with self.pool.connection() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO relevance (key, score, chat_model) VALUES (%s, %s, %s)"
+                " ON CONFLICT (key) DO UPDATE SET score = EXCLUDED.score,"
+                "   chat_model = EXCLUDED.chat_model, judged_at = now()",
+                [(key, score, chat_model) for key, score in scores.items()],
+            )

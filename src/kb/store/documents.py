@@ -1,0 +1,270 @@
+"""Notes and their chunks as rows: written whole, re-keyed on a move, deleted; and the notes
+that failed to index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from kb.notes import OnDisk
+from kb.plan import Stored
+from kb.store.pool import Vector, like_prefix
+
+# The columns of a Stored note, for every query that returns one.
+_STORED = "SELECT path, content_hash, size, mtime_ns, personal, context_build FROM documents"
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    vault: str
+    path: str
+    content_hash: str
+    size: int
+    mtime_ns: int
+    metadata: dict[str, Any]
+    personal: bool
+    summary: str
+    summary_key: str
+    context_build: str  # how the context was built, see Contextualizer.build_id
+    summary_fallback: str | None = None  # the chat model whose summary was rejected
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    position: int
+    header_path: tuple[str, ...]
+    content: str
+    content_hash: str
+    start_line: int
+    end_line: int
+    summary: str
+    summary_key: str
+    rewrite: str | None
+    rewrite_key: str | None
+    full_context: str
+    embed_text: str  # full_context fitted to the embedder's window
+    context_hash: str
+    chat_model: str
+    embedding: Vector
+    embed_model: str
+    summary_fallback: str | None = None  # the chat model whose output was rejected
+    rewrite_fallback: str | None = None
+
+
+class Documents:
+    def __init__(self, pool: ConnectionPool) -> None:
+        self.pool = pool
+
+    def states(self, vault: str) -> dict[str, Stored]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                _STORED + " WHERE vault = %s",
+                (vault,),
+            ).fetchall()
+        return {r["path"]: Stored(**r) for r in rows}
+
+    def states_in(
+        self, vault: str, paths: Iterable[str], folders: Iterable[str]
+    ) -> dict[str, Stored]:
+        """The rows of some files and of everything under some folders ("a/b/"; "" is the root)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                _STORED + " WHERE vault = %s AND (path = ANY(%s) OR path LIKE ANY(%s))",
+                (vault, list(paths), [like_prefix(f) for f in folders]),
+            ).fetchall()
+        return {r["path"]: Stored(**r) for r in rows}
+
+    def states_with_hashes(self, vault: str, hashes: Iterable[str]) -> list[Stored]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                _STORED + " WHERE vault = %s AND content_hash = ANY(%s) ORDER BY path",
+                (vault, list(set(hashes))),
+            ).fetchall()
+        return [Stored(**r) for r in rows]
+
+    def save(self, doc: DocumentRecord, chunks: Sequence[ChunkRecord]) -> None:
+        """Replace a document and all its chunks in one transaction."""
+        with self.pool.connection() as conn, conn.transaction():
+            row = conn.execute(
+                """
+                INSERT INTO documents (vault, path, content_hash, size, mtime_ns, metadata,
+                                       personal, summary, summary_key, summary_fallback,
+                                       context_build, indexed_at)
+                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                ON CONFLICT (vault, path) DO UPDATE SET
+                    content_hash = EXCLUDED.content_hash, size = EXCLUDED.size,
+                    mtime_ns = EXCLUDED.mtime_ns, metadata = EXCLUDED.metadata,
+                    personal = EXCLUDED.personal, summary = EXCLUDED.summary,
+                    summary_key = EXCLUDED.summary_key,
+                    summary_fallback = EXCLUDED.summary_fallback,
+                    context_build = EXCLUDED.context_build, indexed_at = now()
+                RETURNING id
+                """,
+                (
+                    doc.vault,
+                    doc.path,
+                    doc.content_hash,
+                    doc.size,
+                    doc.mtime_ns,
+                    Jsonb(doc.metadata),
+                    doc.personal,
+                    doc.summary,
+                    doc.summary_key,
+                    doc.summary_fallback,
+                    doc.context_build,
+                ),
+            ).fetchone()
+            assert row is not None
+            doc_id = row["id"]
+            conn.execute("DELETE FROM chunks WHERE document_id = %s", (doc_id,))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    """
+                    INSERT INTO chunks (document_id, position, header_path, content,
+                        content_hash, start_line, end_line, summary, summary_key, rewrite,
+                        rewrite_key, full_context, embed_text, context_hash, chat_model,
+                        embedding, embed_model, summary_fallback, rewrite_fallback)
+                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
+                            %s, %s, %s)
+                    """,
+                    [
+                        (
+                            doc_id,
+                            c.position,
+                            list(c.header_path),
+                            c.content,
+                            c.content_hash,
+                            c.start_line,
+                            c.end_line,
+                            c.summary,
+                            c.summary_key,
+                            c.rewrite,
+                            c.rewrite_key,
+                            c.full_context,
+                            c.embed_text,
+                            c.context_hash,
+                            c.chat_model,
+                            np.asarray(c.embedding, dtype=np.float32),
+                            c.embed_model,
+                            c.summary_fallback,
+                            c.rewrite_fallback,
+                        )
+                        for c in chunks
+                    ],
+                )
+            conn.execute(
+                "DELETE FROM failures WHERE vault = %s AND path = %s", (doc.vault, doc.path)
+            )
+
+    def touch(self, vault: str, files: Sequence[OnDisk]) -> None:
+        """Record new sizes and mtimes of notes whose content did not change, in one statement
+        (a sync tool that touches every note must not cost a commit per note)."""
+        if not files:
+            return
+        with self.pool.connection() as conn:
+            conn.execute(
+                "UPDATE documents d SET size = f.size, mtime_ns = f.mtime_ns"
+                "  FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS f(path, size, mtime_ns)"
+                " WHERE d.vault = %s AND d.path = f.path",
+                (
+                    [f.path for f in files],
+                    [f.size for f in files],
+                    [f.mtime_ns for f in files],
+                    vault,
+                ),
+            )
+
+    def move(self, vault: str, old_path: str, new_path: str, size: int, mtime_ns: int) -> None:
+        """Re-key a renamed or moved file; its chunks and vectors stay as they are."""
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute("DELETE FROM documents WHERE vault = %s AND path = %s", (vault, new_path))
+            conn.execute(
+                "UPDATE documents SET path = %s, size = %s, mtime_ns = %s"
+                " WHERE vault = %s AND path = %s",
+                (new_path, size, mtime_ns, vault, old_path),
+            )
+            conn.execute(
+                "DELETE FROM failures WHERE vault = %s AND path = ANY(%s)",
+                (vault, [old_path, new_path]),
+            )
+
+    def delete(self, vault: str, paths: Iterable[str]) -> int:
+        paths = list(paths)
+        if not paths:
+            return 0
+        with self.pool.connection() as conn, conn.transaction():
+            cur = conn.execute(
+                "DELETE FROM documents WHERE vault = %s AND path = ANY(%s)", (vault, paths)
+            )
+            conn.execute("DELETE FROM failures WHERE vault = %s AND path = ANY(%s)", (vault, paths))
+            return cur.rowcount
+
+    def delete_vaults_except(self, vaults: Sequence[str]) -> int:
+        """Forget vaults that are no longer configured."""
+        with self.pool.connection() as conn, conn.transaction():
+            cur = conn.execute("DELETE FROM documents WHERE NOT (vault = ANY(%s))", (list(vaults),))
+            conn.execute("DELETE FROM failures WHERE NOT (vault = ANY(%s))", (list(vaults),))
+            return cur.rowcount
+
+    def record_failure(self, vault: str, path: str, error: str) -> None:
+        with self.pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO failures (vault, path, error) VALUES (%s, %s, %s)"
+                " ON CONFLICT (vault, path) DO UPDATE"
+                " SET error = EXCLUDED.error, failed_at = now()",
+                (vault, path, error),
+            )
+
+    def failures(self, vault: str) -> dict[str, str]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT path, error FROM failures WHERE vault = %s", (vault,)
+            ).fetchall()
+        return {r["path"]: r["error"] for r in rows}
+
+    def keep_failures(self, vault: str, paths: Iterable[str]) -> None:
+        """Forget the failures of a vault's files that are no longer there."""
+        with self.pool.connection() as conn:
+            conn.execute(
+                "DELETE FROM failures WHERE vault = %s AND NOT (path = ANY(%s))",
+                (vault, list(paths)),
+            )
+
+    def row_counts(self) -> dict[str, int]:
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT vault, count(*) AS n FROM documents GROUP BY vault")
+            return {r["vault"]: r["n"] for r in rows}
+
+    def row_problems(self) -> dict[str, int]:
+        """Rows that would mean a write was half done or done twice (all 0 when healthy)."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                """
+                SELECT
+                  (SELECT count(*) FROM (SELECT 1 FROM documents GROUP BY vault, path
+                                          HAVING count(*) > 1) d) AS duplicate_documents,
+                  (SELECT count(*) FROM chunks c WHERE NOT EXISTS
+                     (SELECT 1 FROM documents d WHERE d.id = c.document_id)) AS orphan_chunks,
+                  (SELECT count(*) FROM (SELECT 1 FROM chunks GROUP BY document_id
+                     HAVING count(*) <> max(position) + 1
+                         OR count(DISTINCT position) <> count(*)) g) AS broken_chunk_lists
+                """
+            ).fetchone()
+        assert row is not None
+        return dict(row)
+
+    def without_vectors(self, model: str) -> list[tuple[str, str]]:
+        """(vault, path) of documents with a chunk that lacks a vector from `model`."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT d.vault, d.path FROM chunks c JOIN documents d"
+                " ON d.id = c.document_id"
+                " WHERE c.embedding IS NULL OR c.embed_model IS DISTINCT FROM %s",
+                (model,),
+            ).fetchall()
+        return [(r["vault"], r["path"]) for r in rows]

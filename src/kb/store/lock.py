@@ -1,0 +1,163 @@
+"""The daemons: the single-writer lock, heartbeats, and who is running."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from kb import db
+from kb.errors import DatabaseError
+from kb.store.pool import iso
+
+
+@dataclass(frozen=True)
+class DaemonBeat:
+    """One heartbeat of a running daemon, as `kb status` shows it."""
+
+    id: str
+    host: str
+    pid: int
+    role: str  # "writer" or "standby"
+    activity: str
+    queue_length: int
+    heartbeat_interval: float
+    last_error: str | None = None
+
+
+# A daemon that missed this many heartbeats is taken for dead.
+_STALE_BEATS = 3
+
+# The writer lock's two keys ("kb", "daemon"); only the same constants matter.
+_WRITER_LOCK = (0x6B62, 0x6461)
+
+
+class Daemons:
+    def __init__(self, pool: ConnectionPool) -> None:
+        self.pool = pool
+
+    def list(self) -> list[dict[str, Any]]:
+        """Every daemon that has a row, with its heartbeat's age and whether it looks alive."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, host, pid, role, activity, queue_length, heartbeat_interval,"
+                "       last_error, started_at, heartbeat_at,"
+                "       extract(epoch FROM now() - heartbeat_at)::float AS heartbeat_age,"
+                "       (backend_pid IS NULL OR EXISTS (SELECT 1 FROM pg_stat_activity a"
+                "                                        WHERE a.pid = backend_pid)) AS connected"
+                "  FROM daemons ORDER BY role DESC, started_at"
+            ).fetchall()
+        return [
+            {
+                **{k: v for k, v in r.items() if k != "connected"},
+                # A daemon that died dropped its connection at once: no waiting for its
+                # heartbeat to go stale.
+                "alive": r["connected"]
+                and r["heartbeat_age"] < _STALE_BEATS * r["heartbeat_interval"],
+                "started_at": iso(r["started_at"]),
+                "heartbeat_at": iso(r["heartbeat_at"]),
+            }
+            for r in rows
+        ]
+
+
+class WriterLock:
+    """A daemon's own connection: the single-writer lock and the heartbeat.
+
+    The lock is a session-level advisory lock, so it lives exactly as long as this
+    connection: a daemon that dies, or whose connection drops, loses it, and a standby's
+    next try_acquire() gets it. It is deliberately not a pooled connection.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._conn: psycopg.Connection | None = None
+
+    def _connection(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            try:
+                # Keepalives notice a server that vanished without closing the socket.
+                self._conn = psycopg.connect(
+                    self.url,
+                    autocommit=True,
+                    connect_timeout=5,
+                    keepalives=1,
+                    keepalives_idle=10,
+                    keepalives_interval=5,
+                    keepalives_count=3,
+                )
+                # A hung server must not hang the heartbeat, nor a stop waiting behind it.
+                self._conn.execute("SET statement_timeout = '10s'")
+            except psycopg.Error as exc:
+                message = f"cannot connect to the database: {db.first_line(exc)}"
+                raise DatabaseError(message) from None
+        return self._conn
+
+    def _run(self, query: str, params: Sequence[Any] = ()) -> Any:
+        try:
+            cur = self._connection().execute(query, params)
+            row = cur.fetchone() if cur.description else None
+        except psycopg.Error as exc:
+            self.close()
+            raise DatabaseError(f"lost the database connection: {db.first_line(exc)}") from None
+        return row[0] if row else None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if no other daemon holds it; True when this daemon is the writer."""
+        return bool(self._run("SELECT pg_try_advisory_lock(%s, %s)", _WRITER_LOCK))
+
+    def held(self) -> bool:
+        """Whether this connection is alive and still holds the lock (never raises)."""
+        try:
+            return bool(
+                self._run(
+                    "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'"
+                    " AND pid = pg_backend_pid() AND granted"
+                    " AND classid = %s AND objid = %s AND objsubid = 2)",
+                    _WRITER_LOCK,
+                )
+            )
+        except DatabaseError:
+            return False
+
+    def beat(self, beat: DaemonBeat) -> None:
+        """Record that this daemon is alive, and what it is doing; drops long-dead rows."""
+        self._run(
+            "WITH gone AS (DELETE FROM daemons WHERE id <> %s"
+            "   AND heartbeat_at < now() - make_interval(secs => heartbeat_interval * 20))"
+            " INSERT INTO daemons (id, host, pid, role, activity, queue_length,"
+            "   heartbeat_interval, last_error, backend_pid)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, pg_backend_pid())"
+            " ON CONFLICT (id) DO UPDATE SET role = EXCLUDED.role, activity = EXCLUDED.activity,"
+            "   backend_pid = EXCLUDED.backend_pid,"
+            "   queue_length = EXCLUDED.queue_length,"
+            "   heartbeat_interval = EXCLUDED.heartbeat_interval,"
+            "   last_error = EXCLUDED.last_error, heartbeat_at = now()",
+            (
+                beat.id,
+                beat.id,
+                beat.host,
+                beat.pid,
+                beat.role,
+                beat.activity,
+                beat.queue_length,
+                beat.heartbeat_interval,
+                beat.last_error,
+            ),
+        )
+
+    def leave(self, daemon_id: str) -> None:
+        """Remove this daemon's row and release the lock (a clean exit)."""
+        # If the database is gone the row goes stale, and another daemon's heartbeat drops it.
+        with contextlib.suppress(DatabaseError):
+            self._run("DELETE FROM daemons WHERE id = %s", (daemon_id,))
+        self.close()
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

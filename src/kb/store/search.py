@@ -1,0 +1,293 @@
+"""Search: the candidates of a query from both lists (vector and BM25 text), and the notes
+a search or an assistant may name."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from kb.fusion import Ranked
+from kb.store.pool import Vector, epoch_ns, like_prefix
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    vault: str
+    path: str
+    header_path: list[str]
+    content: str
+    # What the mode ranks by: cosine similarity (vector), BM25 (text) or the fused score
+    # (hybrid, see kb.fusion). Only comparable within one query.
+    score: float
+    similarity: float  # cosine similarity of chunk and query, whatever the mode
+    start_line: int
+    end_line: int
+    # The chat model's 0-10 judgement when the hit was re-ranked; None otherwise, or when
+    # its answer was unusable.
+    relevance: int | None = None
+    # Where each list put the chunk (1-based) and what it scored there; None when the
+    # chunk was not among that list's candidates: why a note came first.
+    vector_rank: int | None = None
+    vector_score: float | None = None
+    text_rank: int | None = None
+    text_score: float | None = None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A chunk one of the search lists found, with its place in each."""
+
+    id: int
+    vault: str
+    path: str
+    header_path: list[str]
+    content: str
+    start_line: int
+    end_line: int
+    similarity: float
+    vector_rank: int | None
+    text_rank: int | None
+    text_score: float | None
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """Both lists of one query: the chunks by id, and each list in its own order."""
+
+    rows: dict[int, Candidate]
+    vector: list[Ranked]
+    text: list[Ranked]
+
+    @classmethod
+    def of(cls, rows: Sequence[Candidate]) -> Candidates:
+        by_vector = sorted((r for r in rows if r.vector_rank), key=lambda r: r.vector_rank or 0)
+        by_text = sorted((r for r in rows if r.text_rank), key=lambda r: r.text_rank or 0)
+        return cls(
+            rows={r.id: r for r in rows},
+            vector=[Ranked(r.id, r.vector_rank or 0, r.similarity) for r in by_vector],
+            text=[Ranked(r.id, r.text_rank or 0, r.text_score or 0.0) for r in by_text],
+        )
+
+
+# Okapi BM25's usual constants (term-frequency saturation, length normalisation). Text
+# search ranks by BM25 rather than ts_rank_cd because ts_rank_cd has no inverse document
+# frequency: where every note says "Claude" or "project", the common words of a question
+# outweighed the one rare word that finds the answer.
+BM25_K1 = 1.2
+
+
+BM25_B = 0.75
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """Which notes a search may return; every part is optional and they combine (AND)."""
+
+    path_prefix: str | None = None
+    tags: tuple[str, ...] = ()  # all of them; a tag also matches its nested tags (a/b)
+    modified_after: dt.datetime | None = None
+    modified_before: dt.datetime | None = None
+    paths: tuple[str, ...] = ()  # only these notes (exact vault-relative paths)
+
+    @property
+    def active(self) -> bool:
+        return bool(
+            self.path_prefix
+            or self.tags
+            or self.modified_after
+            or self.modified_before
+            or self.paths
+        )
+
+
+NO_FILTER = SearchFilter()
+
+
+# A note of `d` has every tag in %(tags)s (lower case), or a tag nested under it (a/b).
+_HAS_TAGS = """
+    cardinality(%(tags)s::text[]) = (
+        SELECT count(*) FROM unnest(%(tags)s::text[]) AS want
+         WHERE EXISTS (
+             SELECT 1 FROM jsonb_array_elements_text(d.metadata -> 'tags') AS t
+              WHERE lower(t) = want OR left(lower(t), length(want) + 1) = want || '/'))
+"""
+
+
+@dataclass(frozen=True)
+class NoteInfo:
+    """What the index knows of one note, for listing it or naming it as a source."""
+
+    vault: str
+    path: str
+    personal: bool
+    date: str | None  # the frontmatter's `date`, as written
+    mtime_ns: int
+    tags: list[str]
+    chunks: int
+
+
+@dataclass(frozen=True)
+class NotePage:
+    notes: list[NoteInfo]
+    total: int  # every note that matches, not only this page
+
+
+_NOTE_INFO = """
+    SELECT d.vault, d.path, d.personal, d.metadata ->> 'date' AS date, d.mtime_ns,
+           ARRAY(SELECT jsonb_array_elements_text(d.metadata -> 'tags')) AS tags,
+           (SELECT count(*) FROM chunks c WHERE c.document_id = d.id) AS chunks
+      FROM documents d
+"""
+
+
+class Search:
+    def __init__(self, pool: ConnectionPool) -> None:
+        self.pool = pool
+
+    def candidates(
+        self,
+        vector: Vector,
+        text: str,
+        *,
+        model: str,
+        dimensions: int,
+        depth: int,
+        lists: Literal["vector", "text", "both"] = "both",
+        filters: SearchFilter = NO_FILTER,
+    ) -> Candidates:
+        """The top `depth` chunks of each list for a query, in one round trip.
+
+        vector: nearest by cosine. text: full-text match on full_context (any of the
+        query's words, ranked by BM25). How the two lists become one is `kb.fusion`'s job.
+        """
+        where = sql.SQL(
+            """c.embed_model = {model}
+               AND (%(like)s::text IS NULL OR d.path LIKE %(like)s)
+               AND (cardinality(%(paths)s::text[]) = 0 OR d.path = ANY(%(paths)s::text[]))
+               AND (%(after)s::bigint IS NULL OR d.mtime_ns >= %(after)s)
+               AND (%(before)s::bigint IS NULL OR d.mtime_ns < %(before)s)
+               AND """
+            + _HAS_TAGS
+        ).format(model=sql.Literal(model))
+        distance = sql.SQL("c.embedding::vector({dim}) <=> %(v)s::vector({dim})").format(
+            dim=sql.Literal(dimensions)
+        )
+        # plainto_tsquery ANDs the words; a question rarely has them all, so any will do.
+        any_word = sql.SQL("replace(plainto_tsquery('english', %(q)s)::text, ' & ', ' | ')")
+        query = sql.SQL(
+            r"""
+            WITH v AS (
+                SELECT c.id, row_number() OVER (ORDER BY {distance}, c.id) AS rank
+                  FROM chunks c JOIN documents d ON d.id = c.document_id
+                 WHERE {where}
+                 ORDER BY {distance} LIMIT %(nv)s
+            ), corpus AS (
+                SELECT count(*) AS n, avg(search_length) AS avg_length
+                  FROM chunks WHERE embed_model = {model}
+            ), terms AS MATERIALIZED (
+                -- Each query lexeme's inverse document frequency; its document count comes
+                -- from the GIN index, the lexeme quoted the way tsquery input expects.
+                -- MATERIALIZED: inlined, the counts would be redone for every chunk scored.
+                SELECT lexeme, ln(1 + (corpus.n - df.n + 0.5) / (df.n + 0.5)) AS idf
+                  FROM corpus,
+                       unnest(tsvector_to_array(to_tsvector('english', %(q)s))) AS lexeme,
+                       LATERAL (
+                           SELECT count(*) AS n FROM chunks c
+                            WHERE c.embed_model = {model} AND c.search_text @@ (
+                                  '''' || replace(replace(lexeme, '\', '\\'), '''', '''''')
+                                  || '''')::tsquery
+                       ) AS df
+            ), t AS (
+                SELECT c.id, bm25.score,
+                       row_number() OVER (ORDER BY bm25.score DESC, c.id) AS rank
+                  FROM corpus, chunks c JOIN documents d ON d.id = c.document_id,
+                       CAST({any_word} AS tsquery) AS q,
+                       LATERAL (
+                           SELECT sum(terms.idf * cardinality(w.positions) * ({k1} + 1)
+                                      / (cardinality(w.positions) + {k1} * (1 - {b}
+                                         + {b} * c.search_length / corpus.avg_length))) AS score
+                             FROM unnest(c.search_text) AS w JOIN terms ON terms.lexeme = w.lexeme
+                       ) AS bm25
+                 WHERE c.search_text @@ q AND {where}
+                 ORDER BY rank LIMIT %(nt)s
+            )
+            SELECT c.id, d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
+                   1 - ({distance}) AS similarity, v.rank AS vector_rank,
+                   t.rank AS text_rank, t.score::float8 AS text_score
+              FROM v FULL OUTER JOIN t ON v.id = t.id
+              JOIN chunks c ON c.id = coalesce(v.id, t.id) JOIN documents d ON d.id = c.document_id
+            """
+        ).format(
+            distance=distance,
+            where=where,
+            any_word=any_word,
+            model=sql.Literal(model),
+            k1=sql.Literal(BM25_K1),
+            b=sql.Literal(BM25_B),
+        )
+        params: dict[str, Any] = {
+            "v": np.asarray(vector, dtype=np.float32),
+            "q": text,
+            "like": like_prefix(filters.path_prefix) if filters.path_prefix else None,
+            "after": epoch_ns(filters.modified_after) if filters.modified_after else None,
+            "before": epoch_ns(filters.modified_before) if filters.modified_before else None,
+            "tags": [t.lower().lstrip("#") for t in filters.tags],
+            "paths": list(filters.paths),
+            "nv": 0 if lists == "text" else depth,
+            "nt": 0 if lists == "vector" else depth,
+        }
+        with self.pool.connection() as conn, conn.transaction():
+            if filters.active:
+                # A filtered HNSW scan must keep going until it has enough rows (pgvector >= 0.8).
+                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            rows = conn.execute(query, params).fetchall()
+        return Candidates.of([Candidate(**r) for r in rows])
+
+    def note_info(self, notes: Iterable[tuple[str, str]]) -> dict[tuple[str, str], NoteInfo]:
+        """The index's facts about some notes, by (vault, path); unknown notes are left out."""
+        keys = set(notes)
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                _NOTE_INFO + " WHERE (d.vault, d.path) IN (SELECT * FROM unnest(%s::text[],"
+                " %s::text[]))",
+                ([v for v, _ in keys], [p for _, p in keys]),
+            ).fetchall()
+        return {(r["vault"], r["path"]): NoteInfo(**r) for r in rows}
+
+    def list_notes(
+        self,
+        *,
+        vault: str | None = None,
+        folder: str | None = None,
+        tags: Sequence[str] = (),
+        offset: int = 0,
+        limit: int = 50,
+    ) -> NotePage:
+        """Indexed notes in path order, optionally of one vault, under a folder, with tags."""
+        params = {
+            "vault": vault,
+            "like": like_prefix(folder) if folder else None,
+            "tags": [t.lower().lstrip("#") for t in tags],
+            "offset": offset,
+            "limit": limit,
+        }
+        where = (
+            """ WHERE (%(vault)s::text IS NULL OR d.vault = %(vault)s)
+                  AND (%(like)s::text IS NULL OR d.path LIKE %(like)s)
+                  AND """
+            + _HAS_TAGS
+        )
+        with self.pool.connection() as conn, conn.transaction():
+            counted = conn.execute("SELECT count(*) AS n FROM documents d" + where, params)
+            total = counted.fetchone()["n"]
+            rows = conn.execute(
+                _NOTE_INFO + where + " ORDER BY d.vault, d.path OFFSET %(offset)s LIMIT %(limit)s",
+                params,
+            ).fetchall()
+        return NotePage([NoteInfo(**r) for r in rows], total)

@@ -1,0 +1,98 @@
+"""Small key/value state (the embedding space, the last sync) and the report `kb status` prints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from kb.store.pool import iso
+
+
+@dataclass(frozen=True)
+class Status:
+    documents: int
+    chunks: int
+    embedded: int
+    # Chunks whose full context is longer than the embedder reads: it embeds a cut.
+    cut: int
+    chat_models: dict[str, int]
+    embed_model: str | None
+    dimensions: int | None
+    last_sync: dict[str, Any] | None
+    failures: list[dict[str, Any]] = field(default_factory=list)
+    # Outputs stored as structural context because the model's answer was rejected.
+    fallbacks: dict[str, int] = field(default_factory=dict)
+
+
+def read_state(conn: psycopg.Connection, key: str) -> Any:
+    row = conn.execute("SELECT value FROM state WHERE key = %s", (key,)).fetchone()
+    return row["value"] if row else None
+
+
+def write_state(conn: psycopg.Connection, key: str, value: Any) -> None:
+    conn.execute(
+        "INSERT INTO state (key, value) VALUES (%s, %s)"
+        " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+        (key, Jsonb(value)),
+    )
+
+
+class State:
+    def __init__(self, pool: ConnectionPool) -> None:
+        self.pool = pool
+
+    def get(self, key: str) -> Any:
+        with self.pool.connection() as conn:
+            return read_state(conn, key)
+
+    def set(self, key: str, value: Any) -> None:
+        with self.pool.connection() as conn:
+            write_state(conn, key, value)
+
+    def status(self) -> Status:
+        """One pass over each table: the counts a large index would pay for many times."""
+        with self.pool.connection() as conn:
+            by_model = conn.execute(
+                "SELECT chat_model, count(*) AS chunks,"
+                "       count(*) FILTER (WHERE embedding IS NOT NULL) AS embedded,"
+                "       count(*) FILTER (WHERE embed_text <> full_context) AS cut,"
+                "       count(*) FILTER (WHERE summary_fallback IS NOT NULL) AS chunk_summary,"
+                "       count(*) FILTER (WHERE rewrite_fallback IS NOT NULL) AS rewrite"
+                "  FROM chunks GROUP BY chat_model ORDER BY 2 DESC"
+            ).fetchall()
+            docs = conn.execute(
+                "SELECT count(*) AS documents,"
+                "       count(*) FILTER (WHERE summary_fallback IS NOT NULL) AS file_summary"
+                "  FROM documents"
+            ).fetchone()
+            assert docs is not None
+            failures = conn.execute(
+                "SELECT vault, path, error, failed_at FROM failures ORDER BY vault, path"
+            ).fetchall()
+            space = read_state(conn, "embedding_space")
+            last_sync = read_state(conn, "last_sync")
+
+        def total(column: str) -> int:
+            return sum(r[column] for r in by_model)
+
+        fallbacks = {
+            "file_summary": docs["file_summary"],
+            "chunk_summary": total("chunk_summary"),
+            "rewrite": total("rewrite"),
+        }
+        return Status(
+            documents=docs["documents"],
+            chunks=total("chunks"),
+            embedded=total("embedded"),
+            cut=total("cut"),
+            chat_models={r["chat_model"]: r["chunks"] for r in by_model},
+            embed_model=space["model"] if space else None,
+            dimensions=int(space["dimensions"]) if space else None,
+            last_sync=last_sync,
+            failures=[{**f, "failed_at": iso(f["failed_at"])} for f in failures],
+            fallbacks={task: n for task, n in fallbacks.items() if n},
+        )

@@ -1,0 +1,70 @@
+"""The embedding space: which model's vectors the index holds, its HNSW index, and the
+chunks still waiting for a vector.
+
+Vectors live in an untyped `vector` column. The active embedding model fixes
+the dimension: the HNSW index is built on `embedding::vector(<dim>)`, partial
+on `embed_model = <model>` (the predicate also keeps the index build away from
+the old, dead row versions of another size). Changing model clears the old
+vectors in the same transaction that rebuilds the index, and every search
+names its model, so a search never mixes two models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from kb.store.pool import Vector
+from kb.store.state import read_state, write_state
+
+
+class Vectors:
+    def __init__(self, pool: ConnectionPool) -> None:
+        self.pool = pool
+
+    def space(self) -> tuple[str, int] | None:
+        with self.pool.connection() as conn:
+            value = read_state(conn, "embedding_space")
+        return (value["model"], int(value["dimensions"])) if value else None
+
+    def switch(self, model: str, dimensions: int) -> None:
+        """Make `model` the active one: drop other vectors and rebuild the index for its size."""
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute("LOCK TABLE chunks IN SHARE ROW EXCLUSIVE MODE")
+            conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+            conn.execute(
+                "UPDATE chunks SET embedding = NULL, embed_model = NULL"
+                " WHERE embed_model IS DISTINCT FROM %s"
+                "    OR vector_dims(embedding) IS DISTINCT FROM %s",
+                (model, dimensions),
+            )
+            conn.execute(
+                sql.SQL(
+                    "CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw"
+                    " ((embedding::vector({dim})) vector_cosine_ops)"
+                    " WHERE embed_model = {model}"
+                ).format(dim=sql.Literal(dimensions), model=sql.Literal(model))
+            )
+            write_state(conn, "embedding_space", {"model": model, "dimensions": dimensions})
+
+    def missing(self, limit: int) -> list[tuple[int, str]]:
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, embed_text FROM chunks WHERE embedding IS NULL ORDER BY id LIMIT %s",
+                (limit,),
+            ).fetchall()
+        return [(r["id"], r["embed_text"]) for r in rows]
+
+    def save(self, model: str, vectors: Sequence[tuple[int, Vector]]) -> None:
+        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                "UPDATE chunks SET embedding = %s, embed_model = %s WHERE id = %s",
+                [(np.asarray(v, dtype=np.float32), model, i) for i, v in vectors],
+            )
+
+    def clear(self) -> None:
+        with self.pool.connection() as conn:
+            conn.execute("UPDATE chunks SET embedding = NULL, embed_model = NULL")

@@ -1,0 +1,86 @@
+"""The sync plan, decided from data alone: no database, no files."""
+
+from __future__ import annotations
+
+from kb.notes import OnDisk
+from kb.plan import Move, Read, Rules, Stored, decide, new_hashes, to_read
+
+BUILD = "structure/4/256"
+
+
+def row(path: str, digest: str = "h", *, size: int = 10, mtime: int = 1, personal: bool = False):
+    return Stored(path, digest, size, mtime, personal, BUILD)
+
+
+def disk(path: str, *, size: int = 10, mtime: int = 1, personal: bool = False) -> OnDisk:
+    return OnDisk(path, size, mtime, personal)
+
+
+def test_an_unchanged_stat_is_trusted_by_a_full_scan_only() -> None:
+    stored = {"a.md": row("a.md")}
+    files = [disk("a.md"), disk("new.md")]
+    assert to_read(stored, files, Rules(build=BUILD)) == (["a.md"], [disk("new.md")])
+    # A watcher named the file: a sync tool may have kept its mtime, so it is hashed.
+    assert to_read(stored, files, Rules(build=BUILD, trust_stat=False)) == ([], files)
+
+
+def test_stale_notes_are_read_whatever_their_stat() -> None:
+    stored = {"a.md": row("a.md"), "b.md": row("b.md"), "c.md": row("c.md")}
+    stored["b.md"] = Stored("b.md", "h", 10, 1, False, "llm/3/256")  # built another way
+    files = [disk("a.md"), disk("b.md"), disk("c.md")]
+    unchanged, read = to_read(stored, files, Rules(build=BUILD, retry=frozenset({"c.md"})))
+    assert unchanged == ["a.md"] and [f.path for f in read] == ["b.md", "c.md"]
+    assert to_read(stored, files, Rules(build=BUILD, force=True)) == ([], files)
+
+
+def test_a_new_mtime_with_the_same_bytes_is_only_touched() -> None:
+    stored = {"a.md": row("a.md", "h1")}
+    touched = disk("a.md", mtime=2)
+    plan = decide(stored, [Read(touched, "h1")], {"a.md"}, Rules(build=BUILD))
+    assert plan.touch == (touched,) and not plan.index and not plan.moves and not plan.delete
+
+
+def test_changed_bytes_are_indexed_and_missing_files_deleted() -> None:
+    stored = {"a.md": row("a.md", "h1"), "gone.md": row("gone.md", "h2")}
+    edited = disk("a.md", mtime=2)
+    plan = decide(stored, [Read(edited, "h9")], {"a.md"}, Rules(build=BUILD))
+    assert plan.index == (edited,) and plan.delete == ("gone.md",) and not plan.touch
+
+
+def test_a_rename_is_a_move_not_a_delete_and_an_index() -> None:
+    stored = {"old.md": row("old.md", "h1")}
+    new = disk("new.md")
+    plan = decide(stored, [Read(new, "h1")], {"new.md"}, Rules(build=BUILD))
+    assert plan.moves == (Move("old.md", new),) and not plan.delete and not plan.index
+
+
+def test_a_move_keeps_personal_notes_apart() -> None:
+    # The same bytes moved into a personal folder need their first person rewritten.
+    stored = {"old.md": row("old.md", "h1")}
+    new = disk("Journal/new.md", personal=True)
+    plan = decide(stored, [Read(new, "h1")], {new.path}, Rules(build=BUILD))
+    assert plan.index == (new,) and plan.delete == ("old.md",)
+
+
+def test_two_copies_of_one_moved_note_take_one_source_each() -> None:
+    stored = {"a.md": row("a.md", "h1"), "b.md": row("b.md", "h1")}
+    x, y = disk("x.md"), disk("y.md")
+    plan = decide(stored, [Read(x, "h1"), Read(y, "h1")], {"x.md", "y.md"}, Rules(build=BUILD))
+    assert plan.moves == (Move("a.md", x), Move("b.md", y)) and not plan.delete
+
+
+def test_a_move_from_outside_the_scope_comes_from_elsewhere() -> None:
+    new = disk("inbox/n.md")
+    read = [Read(new, "h1")]
+    assert new_hashes({}, read) == ["h1"]
+    elsewhere = {"archive/n.md": row("archive/n.md", "h1")}
+    plan = decide({}, read, {new.path}, Rules(build=BUILD), elsewhere)
+    # The source's row is re-keyed; it is not the scope's to delete.
+    assert plan.moves == (Move("archive/n.md", new),) and not plan.delete
+
+
+def test_force_indexes_everything_and_never_moves() -> None:
+    stored = {"a.md": row("a.md", "h1"), "old.md": row("old.md", "h2")}
+    a, new = disk("a.md"), disk("new.md")
+    plan = decide(stored, [Read(a, "h1"), Read(new, "h2")], {"a.md", "new.md"}, Rules(force=True))
+    assert plan.index == (a, new) and plan.delete == ("old.md",) and not plan.moves
