@@ -19,6 +19,7 @@ from psycopg.conninfo import make_conninfo
 
 from kb.config import Config, parse_config
 from kb.container import Container, open_store
+from kb.indexer import SyncReport
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.store import Store
 
@@ -102,6 +103,16 @@ class Kb(Container):
             chat=FakeChat("fake-chat"),
             embedder=FakeEmbedder(config.llm.embed_model),
         )
+
+    def sync(self, **options: Any) -> SyncReport:
+        """A sync, then every queued note enriched, as `kb index --wait` does: what the
+        index holds afterwards is what a sync with the LLM inline would have written."""
+        report = super().sync(**options)
+        enriched = self.drain()
+        report.llm_calls += enriched.llm_calls
+        report.fallbacks += enriched.fallbacks
+        report.embedded += enriched.embedded
+        return report
 
     def reset_counts(self) -> None:
         self.chat.calls.clear()

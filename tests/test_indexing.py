@@ -101,7 +101,9 @@ def test_middle_edit_costs_one_chunk_summary(kb: Kb, vault: Path) -> None:
     _edit_paragraph(vault, LONG_NOTE, "middle")
     kb.sync()
     assert dict(kb.chat.calls) == {"chunk_summary": 1}
-    assert kb.embedder.texts == 1
+    # The edited chunk is embedded twice: searchable at once with structural context, then
+    # with its new summary. The others keep their context, and so their vectors.
+    assert kb.embedder.texts == 2
     after = _chunks(kb.store, LONG_NOTE)
     assert len(after) == len(before)
     changed = [a for a, b in zip(after, before, strict=True) if a["content"] != b["content"]]
@@ -119,8 +121,9 @@ def test_edge_edit_redoes_file_summary_only(kb: Kb, vault: Path, which: str) -> 
     assert dict(kb.chat.calls) == {"file_summary": 1, "chunk_summary": 1}
     assert "zebra" in _doc(kb.store, LONG_NOTE)["summary"]
     after = _chunks(kb.store, LONG_NOTE)
-    # Every chunk carries the new file summary, so every chunk is re-embedded (cheap) ...
-    assert kb.embedder.texts == len(after)
+    # Every chunk carries the file summary, so every chunk is re-embedded (cheap) twice:
+    # with a structural stand-in for it at once, then with the new summary ...
+    assert kb.embedder.texts == 2 * len(after)
     # ... but the untouched chunks keep their summaries.
     kept = [a for a, b in zip(after, before, strict=True) if a["content"] == b["content"]]
     assert len(kept) == len(after) - 1

@@ -127,6 +127,22 @@ class DaemonConfig:
 
 
 @dataclass(frozen=True)
+class EnrichConfig:
+    # Two speeds: a note is stored (searchable) as soon as it is read, with the context known
+    # without a model, and its LLM context is written later by workers draining a queue.
+    # False: the LLM context is written while indexing, before the note is stored.
+    enabled: bool = True
+    # Notes one worker (`kb worker`, the daemon, `kb index --wait`) enriches at once; each
+    # note's model calls still share llm.concurrency.
+    concurrency: int = 1
+    # Whether `kb daemon` enriches too, or leaves it to `kb worker` processes.
+    in_daemon: bool = True
+    # Seconds a worker holds a note it claimed; renewed while it works, so only a worker
+    # that died (or lost the database) lets it run out, and another worker takes the note.
+    lease: float = 120.0
+
+
+@dataclass(frozen=True)
 class Config:
     owner_name: str
     vaults: tuple[VaultConfig, ...]
@@ -137,6 +153,7 @@ class Config:
     llm: LLMConfig = field(default_factory=LLMConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    enrich: EnrichConfig = field(default_factory=EnrichConfig)
     source: Path | None = None
 
 
@@ -274,6 +291,14 @@ def parse_config(
     if not 0 <= query.fusion.vector_weight <= 1:
         raise ConfigError("config key 'query.vector_weight' must be between 0 and 1")
     daemon = _daemon(r, env)
+    enrich = EnrichConfig(
+        enabled=r.get("enrich.enabled", bool, EnrichConfig.enabled),
+        concurrency=r.positive("enrich.concurrency", EnrichConfig.concurrency),
+        in_daemon=r.get("enrich.in_daemon", bool, EnrichConfig.in_daemon),
+        lease=float(r.positive("enrich.lease", EnrichConfig.lease)),
+    )
+    if enrich.lease < 5:
+        raise ConfigError("config key 'enrich.lease' must be at least 5 seconds")
     # Only once every key has been read can the rest be called unknown.
     r.reject_unknown()
     return Config(
@@ -286,6 +311,7 @@ def parse_config(
         llm=llm,
         query=query,
         daemon=daemon,
+        enrich=enrich,
         source=source,
     )
 
@@ -373,7 +399,7 @@ def _vault(r: _Reader, base_dir: Path) -> VaultConfig:
 class _Reader:
     """Typed access to nested TOML keys that remembers which keys were read."""
 
-    _KNOWN_SECTIONS = ("database", "chunking", "context", "llm", "query", "daemon")
+    _KNOWN_SECTIONS = ("database", "chunking", "context", "llm", "query", "daemon", "enrich")
 
     def __init__(self, raw: dict[str, Any], prefix: str = "") -> None:
         self.raw = raw

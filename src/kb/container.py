@@ -23,8 +23,10 @@ from kb.store import Store
 
 if TYPE_CHECKING:
     from kb.daemon import Daemon
+    from kb.enrich import Attempt, Enricher, EnrichReport
     from kb.indexer import FileEvent, Indexer, SyncReport
     from kb.rerank import Reranker
+    from kb.worker import Worker
 
 
 def open_store(url: str, *, max_connections: int = 8) -> Store:
@@ -101,6 +103,52 @@ class Container:
         """One whole sync of the configured vaults (`Indexer.sync`'s options)."""
         with self.indexer() as indexer:
             return indexer.sync(**options)
+
+    def enricher(self) -> Enricher:
+        from kb.enrich import Enricher
+
+        return Enricher(self.config, self.store, self.chat, self.embedder)
+
+    def worker(
+        self,
+        *,
+        stop: threading.Event | None = None,
+        until_empty: bool = False,
+        fail_fast: bool = False,
+        on_attempt: Callable[[Attempt], None] | None = None,
+        concurrency: int | None = None,
+    ) -> Worker:
+        """A worker draining the enrichment queue (`Worker.run`); it closes its enricher when
+        it is done."""
+        from kb.worker import Worker
+
+        return Worker(
+            self.enricher(),
+            self.store,
+            concurrency=concurrency or self.config.enrich.concurrency,
+            lease=self.config.enrich.lease,
+            stop=stop,
+            until_empty=until_empty,
+            fail_fast=fail_fast,
+            on_attempt=on_attempt,
+        )
+
+    def drain(self, on_attempt: Callable[[Attempt], None] | None = None) -> EnrichReport:
+        """Enrich every queued note this process can claim, here and now (`kb index --wait`);
+        a model server or database that fails stops it with the error."""
+        from kb.enrich import EnrichReport
+
+        report = EnrichReport()
+        adding = threading.Lock()  # slots report from their own threads
+
+        def attempted(attempt: Attempt) -> None:
+            with adding:
+                report.add(attempt)
+            if on_attempt is not None:
+                on_attempt(attempt)
+
+        self.worker(until_empty=True, fail_fast=True, on_attempt=attempted).run()
+        return report
 
     def reranker(self) -> Reranker:
         from kb.rerank import Reranker

@@ -326,6 +326,66 @@ class Contextualizer:
             )
         return FileContext(file_summary, cache_key(mode, file_summary), False, built, 0, [])
 
+    def provisional(
+        self,
+        chunks: list[Chunk],
+        personal: bool,
+        known: Mapping[str, Output],
+        *,
+        title: str,
+        folder: str = "",
+    ) -> FileContext:
+        """Context for every chunk without asking the model: the outputs in `known` where
+        they are, structural context (what `summaries = "structure"` writes) in place of the
+        others, and the chunk as written where its rewrite is not known.
+
+        What a note is searchable by until `build` adds the missing outputs. The outputs
+        already paid for stay in its rows, where `build` finds them again; a stand-in is
+        kept under the structure level's key, so it is never taken for a model's answer.
+        """
+        if not chunks:
+            return FileContext("", "", False, [], 0, [])
+        owner = self._owner_for(personal)
+        file_key = self.file_summary_key(chunks, personal)
+        file_summary = known.get(file_key)
+        if file_summary is None:
+            stand_in = outputs.structural_file_summary(title, folder, _sections(chunks), owner)
+            file_summary, file_key = Output(stand_in), cache_key("structure", stand_in)
+        built = []
+        for chunk in chunks:
+            rewritten: Output | None = None
+            if self._rewrites(personal):
+                rewritten = (
+                    known.get(self.rewrite_key(chunk))
+                    if outputs.needs_rewrite(chunk.content)
+                    else Output(chunk.content)
+                )
+            summary_key = self.chunk_summary_key(chunk, personal)
+            summary = known.get(summary_key)
+            if summary is None:
+                stand_in = outputs.structural_chunk_summary(
+                    title, _plain_headers(chunk.header_path)
+                )
+                summary, summary_key = Output(stand_in), cache_key("structure", stand_in)
+            built.append(
+                ContextChunk(
+                    chunk=chunk,
+                    summary=summary.text,
+                    summary_key=summary_key,
+                    summary_fallback=summary.fallback,
+                    rewrite=rewritten.text if rewritten else None,
+                    rewrite_key=self.rewrite_key(chunk) if rewritten else None,
+                    rewrite_fallback=rewritten.fallback if rewritten else False,
+                    **self._contexts(
+                        file_summary.text,
+                        summary.text,
+                        header_line(chunk.header_path),
+                        rewritten.text if rewritten else chunk.content,
+                    ),
+                )
+            )
+        return FileContext(file_summary.text, file_key, file_summary.fallback, built, 0, [])
+
     def _contexts(
         self, file_summary: str, chunk_summary: str, header_path: str, content: str
     ) -> dict[str, str]:

@@ -4,6 +4,11 @@ A file is only read when its size or mtime changed, only re-chunked when its
 hash changed, and only sent to the LLM for the chunks whose cached outputs are
 missing. Renames and moves are re-keyed without any model call.
 
+With enrichment on (two speeds), no chat model is asked here: a note whose LLM outputs are
+all cached is stored with its full context, any other with the outputs that are cached
+and structural context for the rest, and queued in the same transaction; workers
+(`kb.enrich`) write the missing outputs later.
+
 A sync covers a whole vault (`kb index`, the daemon's reconciliation) or a Scope:
 the files and folders a watcher named, judged by their state on disk now.
 """
@@ -19,15 +24,15 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-import numpy as np
 import psycopg
 
 from kb import plan
 from kb.chunking import Chunk, chunk_body
 from kb.config import Config, VaultConfig
-from kb.context import ContextChunk, Contextualizer
+from kb.context import Contextualizer
 from kb.db import first_line
-from kb.errors import DatabaseError, Interrupted, KbError, LLMError, NoteError
+from kb.embedding import Embedding
+from kb.errors import DatabaseError, Interrupted, KbError, NoteError
 from kb.llm import embed_window
 from kb.llm.base import ChatModel, Embedder
 from kb.notes import (
@@ -41,7 +46,7 @@ from kb.notes import (
     shown_path,
 )
 from kb.parsing import decode, parse_note
-from kb.store import ChunkRecord, DocumentRecord, Store, Vector
+from kb.store import DocumentRecord, Pending, Store
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +62,7 @@ class FileEvent:
     llm_calls: int = 0
     embedded: int = 0
     fallbacks: int = 0  # model outputs rejected and replaced by structural context
+    queued: bool = False  # stored without all of its LLM context, which workers will add
     error: str = ""
     moved_from: str = ""
 
@@ -73,6 +79,7 @@ class SyncReport:
     llm_calls: int = 0
     embedded: int = 0
     fallbacks: int = 0
+    queued: int = 0
     failures: list[FileEvent] = field(default_factory=list)
 
     def add(self, event: FileEvent) -> None:
@@ -83,6 +90,7 @@ class SyncReport:
         self.llm_calls += event.llm_calls
         self.embedded += event.embedded
         self.fallbacks += event.fallbacks
+        self.queued += event.queued
         if event.action == "failed":
             self.failures.append(event)
 
@@ -118,6 +126,9 @@ class Indexer:
             embed_window=embed_window(config.llm),
             executor=self._llm_pool,
         )
+        self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch)
+        # Two speeds: the LLM context is left to the enrichment queue's workers.
+        self.enrich = config.enrich.enabled and config.context.summaries == "llm"
 
     def close(self) -> None:
         self._file_pool.shutdown(wait=True, cancel_futures=True)
@@ -169,11 +180,15 @@ class Indexer:
         scope: Scope | None = None,
     ) -> None:
         docs = self.store.documents
+        retry = self.store.caches.paths_with_fallbacks(vault.name, self.chat.name)
+        if not self.enrich:
+            # Notes still queued from when enrichment was on get their LLM context now.
+            retry |= self.store.queue.paths(vault.name)
         rules = plan.Rules(
             force=force,
             trust_stat=scope is None,
             build=self.context.build_id,
-            retry=frozenset(self.store.caches.paths_with_fallbacks(vault.name, self.chat.name)),
+            retry=frozenset(retry),
         )
         if scope is None:
             stored = docs.states(vault.name)
@@ -299,7 +314,11 @@ class Indexer:
         mtime_ns: int,
         force: bool = False,
     ) -> FileEvent:
-        """Parse, chunk, contextualize, embed and store one note, paying only for what is new."""
+        """Parse, chunk, contextualize, embed and store one note, paying only for what is new.
+
+        With enrichment on, a note whose LLM outputs are not all cached is stored with the
+        context known without a model, and queued for the rest.
+        """
         note = parse_note(decode(data))
         for warning in note.warnings:
             log.warning("%s/%s: %s", vault.name, path, warning)
@@ -309,40 +328,20 @@ class Indexer:
         personal = vault.is_personal(path)
         keys = self.context.keys(chunks, personal)
         known = {} if force else self.store.caches.known_outputs(keys, self.chat.name)
+        title = note_title(note.metadata, chunks, path)
         folder = PurePosixPath(path).parent.as_posix()
-        ctx = self.context.build(
-            chunks,
-            personal,
-            known,
-            title=note_title(note.metadata, chunks, path),
-            folder="" if folder == "." else folder,
-        )
+        folder = "" if folder == "." else folder
+        pending = None
+        if self.enrich and not known.keys() >= set(keys):
+            ctx = self.context.provisional(chunks, personal, known, title=title, folder=folder)
+            pending = Pending(priority=mtime_ns, fresh=force)
+        else:
+            ctx = self.context.build(chunks, personal, known, title=title, folder=folder)
         for problem in ctx.problems:
             log.info("%s/%s: %s; stored structural context instead", vault.name, path, problem)
-        vectors, embedded = self._vectors(ctx.chunks, reuse=not force)
-        records = [
-            ChunkRecord(
-                position=c.chunk.position,
-                header_path=c.chunk.header_path,
-                content=c.chunk.content,
-                content_hash=c.chunk.content_hash,
-                start_line=c.chunk.start_line,
-                end_line=c.chunk.end_line,
-                summary=c.summary,
-                summary_key=c.summary_key,
-                rewrite=c.rewrite,
-                rewrite_key=c.rewrite_key,
-                full_context=c.full_context,
-                embed_text=c.embed_text,
-                context_hash=c.context_hash,
-                chat_model=self.chat.name,
-                embedding=v,
-                embed_model=self.embedder.name,
-                summary_fallback=self._failed_model(c.summary_fallback),
-                rewrite_fallback=self._failed_model(c.rewrite_fallback),
-            )
-            for c, v in zip(ctx.chunks, vectors, strict=True)
-        ]
+        records, embedded = self.embedding.records(
+            ctx.chunks, chat_model=self.chat.name, reuse=not force
+        )
         metadata = dict(note.metadata)
         if note.warnings:
             metadata["warnings"] = list(note.warnings)
@@ -359,9 +358,10 @@ class Indexer:
                 summary=ctx.summary,
                 summary_key=ctx.summary_key,
                 context_build=self.context.build_id,
-                summary_fallback=self._failed_model(ctx.summary_fallback),
+                summary_fallback=self.chat.name if ctx.summary_fallback else None,
             ),
             records,
+            pending,
         )
         return FileEvent(
             vault.name,
@@ -371,46 +371,8 @@ class Indexer:
             llm_calls=ctx.llm_calls,
             embedded=embedded,
             fallbacks=len(ctx.problems),
+            queued=pending is not None,
         )
-
-    def _failed_model(self, fallback: bool) -> str | None:
-        return self.chat.name if fallback else None
-
-    def _vectors(self, chunks: Sequence[ContextChunk], *, reuse: bool) -> tuple[list[Vector], int]:
-        """A vector per chunk, embedding only texts not embedded before by this model."""
-        hashes = [c.context_hash for c in chunks]
-        vectors = self.store.caches.known_embeddings(hashes, self.embedder.name) if reuse else {}
-        missing = [c for c in chunks if c.context_hash not in vectors]
-        fresh = self._embed([c.embed_text for c in missing])
-        vectors.update(zip((c.context_hash for c in missing), fresh, strict=True))
-        return [vectors[h] for h in hashes], len(missing)
-
-    def _embed(self, texts: Sequence[str], *, probe: bool = False) -> list[Vector]:
-        """Vectors for texts, each checked: the size the index holds, and finite numbers."""
-        if not texts:
-            return []
-        space = None if probe else self.store.vectors.space()
-        dimensions = space[1] if space else None
-        out: list[Vector] = []
-        batch = self.config.llm.embed_batch
-        for start in range(0, len(texts), batch):
-            vectors = self.embedder.embed(texts[start : start + batch])
-            for v in vectors:
-                # A server that swapped its model, or broke, must not fill the index with
-                # vectors no search can compare.
-                if len(v) == 0 or (dimensions is not None and len(v) != dimensions):
-                    raise LLMError(
-                        f"embedding model '{self.embedder.name}' returned a vector of {len(v)} "
-                        f"dimensions where the index holds {dimensions}: check the server's "
-                        "model, or run `kb reindex --embeddings-only` after changing it"
-                    )
-                if not np.all(np.isfinite(v)):
-                    raise LLMError(
-                        f"embedding model '{self.embedder.name}' returned a vector that is "
-                        "not finite numbers"
-                    )
-            out.extend(vectors)
-        return out
 
     # -- the embedding model -----------------------------------------------------------------------
 
@@ -421,7 +383,7 @@ class Indexer:
         """
         space = self.store.vectors.space()
         if space is None or space[0] != self.embedder.name:
-            dimensions = len(self._embed(["dimension probe"], probe=True)[0])
+            dimensions = len(self.embedding.embed(["dimension probe"], probe=True)[0])
             if space is not None:
                 log.info(
                     "embedding model changed from %s to %s (%d dimensions): re-embedding",
@@ -435,7 +397,7 @@ class Indexer:
     def embed_missing(self) -> int:
         done = 0
         while rows := self.store.vectors.missing(self.config.llm.embed_batch * 4):
-            vectors = self._embed([text for _, text in rows])
+            vectors = self.embedding.embed([text for _, text in rows])
             self.store.vectors.save(
                 self.embedder.name, [(i, v) for (i, _), v in zip(rows, vectors, strict=True)]
             )

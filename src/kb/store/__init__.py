@@ -5,7 +5,8 @@
 - `vectors`: the embedding space and chunks waiting for a vector;
 - `search`: a query's candidates, and the notes a search may name;
 - `state`: small key/value state and `kb status`'s report;
-- `daemons`: who is running (the writer lock itself is `lock.WriterLock`).
+- `daemons`: who is running (the writer lock itself is `lock.WriterLock`);
+- `queue`: notes waiting for their LLM context, the workers draining it.
 
 The schema is migrated once at start-up (`kb.db.migrate`, called by the composition
 root), never here.
@@ -17,6 +18,15 @@ from kb.store.caches import Caches
 from kb.store.documents import ChunkRecord, DocumentRecord, Documents
 from kb.store.lock import DaemonBeat, Daemons, WriterLock
 from kb.store.pool import Vector, open_pool
+from kb.store.queue import (
+    Claim,
+    Enriched,
+    Pending,
+    Queue,
+    QueuedNote,
+    QueueStatus,
+    WorkerBeat,
+)
 from kb.store.search import (
     NO_FILTER,
     Candidate,
@@ -35,15 +45,21 @@ __all__ = [
     "Candidate",
     "Candidates",
     "ChunkRecord",
+    "Claim",
     "DaemonBeat",
     "DocumentRecord",
+    "Enriched",
     "NoteInfo",
     "NotePage",
+    "Pending",
+    "QueueStatus",
+    "QueuedNote",
     "SearchFilter",
     "SearchHit",
     "Status",
     "Store",
     "Vector",
+    "WorkerBeat",
     "WriterLock",
 ]
 
@@ -60,6 +76,7 @@ class Store:
         self.search = Search(self.pool)
         self.state = State(self.pool)
         self.daemons = Daemons(self.pool)
+        self.queue = Queue(self.pool)
 
     def close(self) -> None:
         self.pool.close()

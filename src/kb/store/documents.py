@@ -14,6 +14,7 @@ from psycopg_pool import ConnectionPool
 from kb.notes import OnDisk
 from kb.plan import Stored
 from kb.store.pool import Vector, like_prefix
+from kb.store.queue import Pending, queue_note
 
 # The columns of a Stored note, for every query that returns one.
 _STORED = "SELECT path, content_hash, size, mtime_ns, personal, context_build FROM documents"
@@ -87,8 +88,11 @@ class Documents:
             ).fetchall()
         return [Stored(**r) for r in rows]
 
-    def save(self, doc: DocumentRecord, chunks: Sequence[ChunkRecord]) -> None:
-        """Replace a document and all its chunks in one transaction."""
+    def save(
+        self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], pending: Pending | None = None
+    ) -> None:
+        """Replace a document and all its chunks in one transaction; queued for its LLM
+        context when `pending`, else off the queue."""
         with self.pool.connection() as conn, conn.transaction():
             row = conn.execute(
                 """
@@ -157,6 +161,7 @@ class Documents:
                         for c in chunks
                     ],
                 )
+            queue_note(conn, doc_id, doc.content_hash, pending)
             conn.execute(
                 "DELETE FROM failures WHERE vault = %s AND path = %s", (doc.vault, doc.path)
             )

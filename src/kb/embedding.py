@@ -1,0 +1,89 @@
+"""A note's built context turned into chunk rows with vectors: the vectors of texts embedded
+before (by this model) are reused by context hash, the rest embedded, each checked.
+
+Shared by the indexer (a note stored as it is saved) and the enricher (a note's LLM context
+written later), so both embed and check the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from kb.context import ContextChunk
+from kb.errors import LLMError
+from kb.llm.base import Embedder
+from kb.store import ChunkRecord, Store, Vector
+
+
+class Embedding:
+    def __init__(self, store: Store, embedder: Embedder, *, batch: int) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.batch = batch
+
+    def records(
+        self, chunks: Sequence[ContextChunk], *, chat_model: str, reuse: bool
+    ) -> tuple[list[ChunkRecord], int]:
+        """The rows of a note's chunks, and how many texts had to be embedded for them."""
+        vectors, embedded = self.vectors(chunks, reuse=reuse)
+        records = [
+            ChunkRecord(
+                position=c.chunk.position,
+                header_path=c.chunk.header_path,
+                content=c.chunk.content,
+                content_hash=c.chunk.content_hash,
+                start_line=c.chunk.start_line,
+                end_line=c.chunk.end_line,
+                summary=c.summary,
+                summary_key=c.summary_key,
+                rewrite=c.rewrite,
+                rewrite_key=c.rewrite_key,
+                full_context=c.full_context,
+                embed_text=c.embed_text,
+                context_hash=c.context_hash,
+                chat_model=chat_model,
+                embedding=v,
+                embed_model=self.embedder.name,
+                summary_fallback=chat_model if c.summary_fallback else None,
+                rewrite_fallback=chat_model if c.rewrite_fallback else None,
+            )
+            for c, v in zip(chunks, vectors, strict=True)
+        ]
+        return records, embedded
+
+    def vectors(self, chunks: Sequence[ContextChunk], *, reuse: bool) -> tuple[list[Vector], int]:
+        """A vector per chunk, embedding only texts not embedded before by this model."""
+        hashes = [c.context_hash for c in chunks]
+        vectors = self.store.caches.known_embeddings(hashes, self.embedder.name) if reuse else {}
+        missing = [c for c in chunks if c.context_hash not in vectors]
+        fresh = self.embed([c.embed_text for c in missing])
+        vectors.update(zip((c.context_hash for c in missing), fresh, strict=True))
+        return [vectors[h] for h in hashes], len(missing)
+
+    def embed(self, texts: Sequence[str], *, probe: bool = False) -> list[Vector]:
+        """Vectors for texts, each checked: the size the index holds, and finite numbers."""
+        if not texts:
+            return []
+        space = None if probe else self.store.vectors.space()
+        dimensions = space[1] if space else None
+        out: list[Vector] = []
+        for start in range(0, len(texts), self.batch):
+            vectors = self.embedder.embed(texts[start : start + self.batch])
+            for v in vectors:
+                # A server that swapped its model, or broke, must not fill the index with
+                # vectors no search can compare.
+                if len(v) == 0 or (dimensions is not None and len(v) != dimensions):
+                    raise LLMError(
+                        f"embedding model '{self.embedder.name}' returned a vector of {len(v)} "
+                        f"dimensions where the index holds {dimensions}: check the server's "
+                        "model, or run `kb reindex --embeddings-only` after changing it"
+                    )
+                if not np.all(np.isfinite(v)):
+                    raise LLMError(
+                        f"embedding model '{self.embedder.name}' returned a vector that is "
+                        "not finite numbers"
+                    )
+            out.extend(vectors)
+        return out

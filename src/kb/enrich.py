@@ -1,0 +1,141 @@
+"""Enrichment, the slow speed: one queued note's LLM context, written by a worker.
+
+claim → rebuild the note's chunks from its rows → `Contextualizer.build` (the model is asked
+only for outputs not cached) → embed the texts that changed (vectors reused by context
+hash) → write the rows and take the item off the queue in one transaction, if the note is
+still the version claimed (`Queue.finish`; a result for an older version is dropped).
+
+Nothing here reads the vault: a worker on another machine needs only the database and its
+model servers. The loop that drains the queue is `kb.worker`.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Literal
+
+from kb.config import Config
+from kb.context import Contextualizer
+from kb.embedding import Embedding
+from kb.errors import KbError
+from kb.indexer import note_title
+from kb.llm import embed_window
+from kb.llm.base import ChatModel, Embedder
+from kb.store import Claim, Enriched, Store
+
+# done: written; dropped: the note was edited, deleted or taken by another worker meanwhile
+# (a newer item, if any, is queued); failed: the attempt raised, the item waits to be retried.
+Outcome = Literal["done", "dropped", "failed"]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One claimed item and how it ended."""
+
+    document_id: int
+    vault: str
+    path: str
+    outcome: Outcome
+    llm_calls: int = 0
+    fallbacks: int = 0  # model outputs rejected and replaced by structural context
+    embedded: int = 0
+    seconds: float = 0.0
+    error: str = ""
+
+
+@dataclass
+class EnrichReport:
+    """What a run of a worker did, added up."""
+
+    done: int = 0
+    dropped: int = 0
+    failed: int = 0
+    llm_calls: int = 0
+    fallbacks: int = 0
+    embedded: int = 0
+    failures: list[Attempt] = field(default_factory=list)
+
+    def add(self, attempt: Attempt) -> None:
+        setattr(self, attempt.outcome, getattr(self, attempt.outcome) + 1)
+        self.llm_calls += attempt.llm_calls
+        self.fallbacks += attempt.fallbacks
+        self.embedded += attempt.embedded
+        if attempt.outcome == "failed":
+            self.failures.append(attempt)
+
+
+class Enricher:
+    """Writes the LLM context of claimed notes; its model calls share one pool of
+    `llm.concurrency` threads, however many notes are in hand."""
+
+    def __init__(self, config: Config, store: Store, chat: ChatModel, embedder: Embedder) -> None:
+        self.store = store
+        self.chat = chat
+        self._llm_pool = ThreadPoolExecutor(
+            max(1, config.llm.concurrency), thread_name_prefix="kb-enrich-llm"
+        )
+        self.context = Contextualizer(
+            chat,
+            config.context,
+            owner=config.owner_name,
+            context_window=config.llm.context_window,
+            embed_window=embed_window(config.llm),
+            executor=self._llm_pool,
+        )
+        self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch)
+
+    def close(self) -> None:
+        self._llm_pool.shutdown(wait=True, cancel_futures=True)
+
+    def enrich(self, claim: Claim, owner: str) -> Attempt:
+        """Build, embed and write one claimed note's LLM context."""
+        started = time.monotonic()
+        note = self.store.queue.note(claim.document_id)
+        if note is None:  # deleted since: its item went with it
+            return Attempt(claim.document_id, "", "", "dropped")
+        if note.context_build != self.context.build_id:
+            # Workers on other machines read their own config: one that builds contexts
+            # another way than the indexer would store a mix.
+            raise KbError(
+                f"the note was stored for context build {note.context_build}, this worker "
+                f"builds {self.context.build_id}: give workers the indexer's context and "
+                "embedding settings"
+            )
+        chunks, personal = note.chunks, note.personal
+        keys = self.context.keys(chunks, personal)
+        known = {} if claim.fresh else self.store.caches.known_outputs(keys, self.chat.name)
+        folder = PurePosixPath(note.path).parent.as_posix()
+        ctx = self.context.build(
+            chunks,
+            personal,
+            known,
+            title=note_title(note.metadata, chunks, note.path),
+            folder="" if folder == "." else folder,
+        )
+        records, embedded = self.embedding.records(
+            ctx.chunks, chat_model=self.chat.name, reuse=not claim.fresh
+        )
+        written = self.store.queue.finish(
+            claim,
+            owner,
+            Enriched(
+                summary=ctx.summary,
+                summary_key=ctx.summary_key,
+                summary_fallback=self.chat.name if ctx.summary_fallback else None,
+                chunks=records,
+                llm_calls=ctx.llm_calls,
+            ),
+        )
+        return Attempt(
+            claim.document_id,
+            note.vault,
+            note.path,
+            "done" if written else "dropped",
+            llm_calls=ctx.llm_calls,
+            fallbacks=len(ctx.problems),
+            embedded=embedded,
+            seconds=time.monotonic() - started,
+        )

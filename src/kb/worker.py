@@ -1,0 +1,214 @@
+"""A worker draining the enrichment queue: `kb worker`, the daemon's background enrichment,
+and `kb index --wait`.
+
+`concurrency` slot threads each claim one note at a time (newest first, never one another
+worker holds), enrich it (`kb.enrich`) and claim the next. The thread that called `run`
+renews the leases of the notes in hand and records the worker's heartbeat, so a note is
+taken by another worker only when this one died or lost the database.
+
+Stopping (the stop event, SIGTERM/SIGINT in `kb worker`) lets each slot finish the note in
+hand. A failed attempt gives the note back with its error and a back-off that grows with
+its attempts; the slot pauses too, so a dead model server is not hammered with every note.
+With `fail_fast` (an interactive `kb index --wait`), an error that would stop every note
+alike (a model server gone, the database gone) stops the worker and is raised by `run`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+
+import psycopg
+
+from kb.db import first_line
+from kb.enrich import Attempt, Enricher
+from kb.errors import KbError
+from kb.logfmt import event
+from kb.store import Claim, Store, WorkerBeat
+
+log = logging.getLogger(__name__)
+
+# How often the run thread looks around (seconds); an idle slot polls the queue this often.
+TICK = 0.25
+IDLE_POLL = 1.0
+HEARTBEAT = 5.0
+# Back-off after a failed attempt: the note's grows with its attempts, the slot's with its
+# failures in a row.
+MIN_BACKOFF = 2.0
+MAX_NOTE_BACKOFF = 600.0
+MAX_SLOT_BACKOFF = 60.0
+
+
+class Worker:
+    def __init__(
+        self,
+        enricher: Enricher,
+        store: Store,
+        *,
+        concurrency: int,
+        lease: float,
+        stop: threading.Event | None = None,
+        until_empty: bool = False,
+        fail_fast: bool = False,
+        on_attempt: Callable[[Attempt], None] | None = None,
+        heartbeat: float = HEARTBEAT,
+    ) -> None:
+        self.enricher = enricher
+        self.store = store
+        self.concurrency = concurrency
+        self.lease = lease
+        self.stop_event = stop or threading.Event()
+        self.until_empty = until_empty
+        self.fail_fast = fail_fast
+        self.on_attempt = on_attempt or (lambda attempt: None)
+        self.heartbeat = heartbeat
+        self.host = socket.gethostname()
+        # The pid alone is not unique: a daemon and a test may run several in one process.
+        self.id = f"{self.host}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.last_error: str | None = None
+        self._in_hand: dict[int, Claim] = {}
+        self._lock = threading.Lock()
+        self._fatal: BaseException | None = None
+        self._slots: list[threading.Thread] = []
+
+    def stop(self) -> None:
+        """Finish the notes in hand, then return from run()."""
+        self.stop_event.set()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a slot still has a note in hand (after run() returned: abandoned)."""
+        return any(slot.is_alive() for slot in self._slots)
+
+    def run(self) -> None:
+        """Drain the queue until stopped (or, with until_empty, until nothing is left to claim)."""
+        self._slots = [
+            threading.Thread(target=self._slot, name=f"kb-enrich-{i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
+        for slot in self._slots:
+            slot.start()
+        next_beat = next_renewal = 0.0
+        try:
+            while any(slot.is_alive() for slot in self._slots):
+                now = time.monotonic()
+                if now >= next_renewal:
+                    self._renew()
+                    next_renewal = now + self.lease / 3
+                if now >= next_beat:
+                    self._beat()
+                    next_beat = now + self.heartbeat
+                for slot in self._slots:
+                    slot.join(TICK / len(self._slots))
+        finally:
+            self.stop_event.set()
+            for slot in self._slots:
+                slot.join()
+            self._leave()
+            self.enricher.close()
+        if self._fatal is not None:
+            raise self._fatal
+
+    # -- the slots ---------------------------------------------------------------------------------
+
+    def _slot(self) -> None:
+        failures = 0
+        while not self.stop_event.is_set():
+            try:
+                claims = self.store.queue.claim(self.id, lease=self.lease)
+            except (KbError, psycopg.Error) as exc:
+                failures += 1
+                self._failed(None, exc, failures)
+                continue
+            if not claims:
+                if self.until_empty:
+                    return
+                self.stop_event.wait(IDLE_POLL)
+                continue
+            [claim] = claims
+            with self._lock:
+                self._in_hand[claim.document_id] = claim
+            try:
+                attempt = self.enricher.enrich(claim, self.id)
+            except Exception as exc:
+                failures += 1
+                self._failed(claim, exc, failures)
+            else:
+                failures = 0
+                self.last_error = None
+                self._report(attempt)
+            finally:
+                with self._lock:
+                    self._in_hand.pop(claim.document_id, None)
+
+    def _failed(self, claim: Claim | None, exc: Exception, failures: int) -> None:
+        error = first_line(exc) if isinstance(exc, KbError) else f"{type(exc).__name__}: {exc}"
+        self.last_error = error
+        if claim is not None:
+            retry_in = min(MIN_BACKOFF * 2 ** (claim.attempts - 1), MAX_NOTE_BACKOFF)
+            try:
+                self.store.queue.release(claim, self.id, error=error, retry_in=retry_in)
+            except psycopg.Error:
+                pass  # the database is gone: the lease runs out and the note is claimed again
+            self._report(Attempt(claim.document_id, "", "", "failed", error=error))
+        # A note's own failure (a bug it triggers) is its alone; a model server or the
+        # database failing would fail every note alike.
+        if self.fail_fast and isinstance(exc, KbError | psycopg.Error):
+            self._fatal = exc
+            self.stop_event.set()
+            return
+        pause = min(MIN_BACKOFF * 2 ** (failures - 1), MAX_SLOT_BACKOFF)
+        event(log, "enrichment failed: retrying", logging.ERROR, error=error, retry_in=pause)
+        self.stop_event.wait(pause)
+
+    def _report(self, attempt: Attempt) -> None:
+        if attempt.outcome == "done":
+            event(
+                log,
+                "enriched",
+                vault=attempt.vault,
+                path=attempt.path,
+                llm_calls=attempt.llm_calls,
+                embedded=attempt.embedded,
+                seconds=round(attempt.seconds, 3),
+            )
+        self.on_attempt(attempt)
+
+    # -- the run thread ----------------------------------------------------------------------------
+
+    def _renew(self) -> None:
+        with self._lock:
+            held = list(self._in_hand)
+        try:
+            self.store.queue.renew(self.id, held, lease=self.lease)
+        except psycopg.Error as exc:
+            event(log, "cannot renew leases", logging.WARNING, error=first_line(exc))
+
+    def _beat(self) -> None:
+        with self._lock:
+            in_hand = len(self._in_hand)
+        try:
+            self.store.queue.beat(
+                WorkerBeat(
+                    id=self.id,
+                    host=self.host,
+                    pid=os.getpid(),
+                    concurrency=self.concurrency,
+                    in_hand=in_hand,
+                    heartbeat_interval=self.heartbeat,
+                    last_error=self.last_error,
+                )
+            )
+        except psycopg.Error as exc:
+            event(log, "cannot record the heartbeat", logging.WARNING, error=first_line(exc))
+
+    def _leave(self) -> None:
+        try:
+            self.store.queue.leave(self.id)
+        except psycopg.Error:
+            pass  # the row goes stale, and another worker's heartbeat drops it
