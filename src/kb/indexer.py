@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import psycopg
@@ -46,13 +46,16 @@ from kb.store import ChunkRecord, DocumentRecord, Store, Vector
 log = logging.getLogger(__name__)
 
 
+Action = Literal["indexed", "unchanged", "moved", "deleted", "failed"]
+
+
 @dataclass(frozen=True)
 class FileEvent:
     """What happened to one file during a sync; fed to progress displays."""
 
     vault: str
     path: str
-    action: str  # "indexed", "unchanged", "moved", "deleted" or "failed"
+    action: Action
     chunks: int = 0
     llm_calls: int = 0
     embedded: int = 0

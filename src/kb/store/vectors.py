@@ -15,14 +15,13 @@ from collections.abc import Sequence
 
 import numpy as np
 from psycopg import sql
-from psycopg_pool import ConnectionPool
 
-from kb.store.pool import Vector
+from kb.store.pool import Pool, Vector
 from kb.store.state import read_state, write_state
 
 
 class Vectors:
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
     def space(self) -> tuple[str, int] | None:
