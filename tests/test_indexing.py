@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from conftest import OWNER, Kb, make_config
+from kb import indexer
 from kb.context import LAYOUT_VERSION, full_context, header_line
 from kb.llm.fake import FakeChat
 from kb.notes import Scope
@@ -433,3 +434,36 @@ def test_chat_usage_is_counted(kb: Kb) -> None:
     usage = kb.chat.usage
     assert usage.calls == kb.chat.total_calls > 0
     assert usage.prompt_tokens > usage.output_tokens > 0
+
+
+def test_a_bulk_load_builds_the_vector_index_once_after_the_rows(
+    kb: Kb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(indexer, "BULK_LOAD_NOTES", 5)
+    dropped: list[bool] = []
+    drop = kb.store.vectors.drop_index
+
+    def watched_drop() -> None:
+        dropped.append(True)
+        drop()
+
+    monkeypatch.setattr(kb.store.vectors, "drop_index", watched_drop)
+    kb.sync()  # the first sync learns the embedding space, then loads 15 notes in bulk
+    assert dropped and kb.store.vectors.has_index()
+    hits = search(kb.store, kb.embedder, "miso ramen", owner=None, top_k=3)
+    assert hits and "ramen" in hits[0].content.lower()
+
+
+def test_a_bulk_load_cut_short_gets_its_vector_index_back(
+    kb: Kb, vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb.sync()
+    monkeypatch.setattr(indexer, "BULK_LOAD_NOTES", 5)
+    for i in range(20):
+        (vault / f"Inbox/new-{i}.md").write_text(f"# New {i}\n\nA note about kayaks {i}.\n")
+    monkeypatch.setattr(kb.store.vectors, "build_index", lambda *args: None)  # killed first
+    kb.sync()
+    assert not kb.store.vectors.has_index()
+    monkeypatch.undo()
+    report = kb.sync()
+    assert report.indexed == 0 and kb.store.vectors.has_index()

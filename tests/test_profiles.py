@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import Kb, make_config
 from kb import tokens
@@ -141,3 +143,8 @@ def test_status_counts_the_chunks_embedded_cut(
     assert (status.cut == 0) is all_fit
     if not all_fit:
         assert 0 < status.cut <= status.chunks
+
+
+@given(st.text(alphabet=st.sampled_from("ab1_ .,-\n\t9Z"), max_size=200))
+def test_the_ascii_estimate_counts_as_the_piece_by_piece_one(text: str) -> None:
+    assert tokens.estimate(text) == sum(tokens._pieces(p) for p in tokens._PIECES.findall(text))

@@ -63,21 +63,55 @@ def _assignments(tree: ast.AST) -> dict[str, ast.expr]:
     }
 
 
+def _forwarded(tree: ast.AST, function: ast.FunctionDef, names: dict[str, ast.expr]) -> set[str]:
+    """Parameters of `function` that every call in the module fills with a fixed statement:
+    a helper that runs the statement it is given (`self._run("SELECT …", …)`)."""
+    params = [a.arg for a in function.args.args]
+    offset = 1 if params[:1] == ["self"] else 0
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and (
+            (isinstance(n.func, ast.Attribute) and n.func.attr == function.name)
+            or (isinstance(n.func, ast.Name) and n.func.id == function.name)
+        )
+    ]
+    return {
+        name
+        for i, name in enumerate(params[offset:])
+        if calls and all(len(c.args) > i and _is_static(c.args[i], names) for c in calls)
+    }
+
+
 def violations(source: str) -> list[str]:
     tree = ast.parse(source)
     module_names = _assignments(tree)
+    # Each call is judged with the names of the functions around it.
+    enclosing: dict[ast.AST, list[ast.FunctionDef]] = {}
+
+    def visit(node: ast.AST, functions: list[ast.FunctionDef]) -> None:
+        for child in ast.iter_child_nodes(node):
+            enclosing[child] = functions
+            visit(child, [*functions, child] if isinstance(child, ast.FunctionDef) else functions)
+
+    visit(tree, [])
     found = []
-    for scope in [tree, *(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef))]:
-        names = {**module_names, **_assignments(scope)}
-        for node in ast.walk(scope):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in EXECUTE
-                and node.args
-                and not _is_static(node.args[0], names)
-            ):
-                found.append(f"line {node.lineno}: {ast.unparse(node.args[0])[:80]}")
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in EXECUTE
+            and node.args
+        ):
+            continue
+        names = dict(module_names)
+        for function in enclosing.get(node, []):
+            names.update(_assignments(function))
+            fixed = ast.Constant("")  # stands for a statement fixed at every call site
+            names.update(dict.fromkeys(_forwarded(tree, function, module_names), fixed))
+        if not _is_static(node.args[0], names):
+            found.append(f"line {node.lineno}: {ast.unparse(node.args[0])[:80]}")
     for node in ast.walk(tree):
         text = None
         if isinstance(node, ast.JoinedStr):
@@ -110,6 +144,9 @@ BAD = [
     'def f(conn, x):\n    conn.execute("SELECT * FROM t WHERE a = " + x)\n',
     "def f(cur, p):\n    q = f\"DELETE FROM t WHERE p = '{p}'\"\n    cur.executemany(q, [])\n",
     "def f(conn, q):\n    conn.execute(q)\n",
+    # A helper that runs what it is given, once given a built string, is caught too.
+    "def run(conn, q):\n    conn.execute(q)\n"
+    'def f(conn, x):\n    run(conn, "SELECT 1")\n    run(conn, f"SELECT {x}")\n',
 ]
 GOOD = [
     'def f(conn, x):\n    conn.execute("SELECT * FROM t WHERE a = %s", (x,))\n',
@@ -118,6 +155,8 @@ GOOD = [
     "def f(conn, d):\n"
     '    q = sql.SQL("CREATE INDEX i ON t ((v::vector({d})))").format(d=sql.Literal(d))\n'
     "    conn.execute(q)\n",
+    "def run(conn, q, p=()):\n    conn.execute(q, p)\n"
+    'def f(conn, x):\n    run(conn, "SELECT * FROM t WHERE a = %s", (x,))\n',
 ]
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from kb import prompts
+from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.fusion import DEFAULT_FUSION, Fusion
 from kb.llm.base import ChatModel, Embedder
@@ -226,7 +227,7 @@ class AskOptions:
 
     top_k: int = 5
     threshold: float | None = None
-    mode: str = "hybrid"
+    mode: SearchMode = "hybrid"
     fusion: Fusion = DEFAULT_FUSION
     filters: SearchFilter = NO_FILTER
     context_window: int = 8192

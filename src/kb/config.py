@@ -11,7 +11,7 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import pathspec
 import platformdirs
@@ -20,8 +20,10 @@ from kb.errors import ConfigError
 from kb.fusion import FUSION_METHODS, Fusion
 
 DEFAULT_OLLAMA_HOST = "http://localhost:11434"
-PROVIDERS = ("ollama", "openai", "fake")
-CONFLICT_MODES = ("ignore", "index")
+Provider = Literal["ollama", "openai", "fake"]
+PROVIDERS: tuple[Provider, ...] = get_args(Provider)
+ConflictMode = Literal["ignore", "index"]
+CONFLICT_MODES: tuple[ConflictMode, ...] = get_args(ConflictMode)
 
 # Conflict copies written by sync tools: Syncthing, Obsidian Sync, Dropbox.
 CONFLICT_PATTERNS = (
@@ -37,7 +39,7 @@ class VaultConfig:
     path: Path
     personal: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
-    conflicts: str = "ignore"
+    conflicts: ConflictMode = "ignore"
 
     def is_personal(self, rel_path: str) -> bool:
         return _spec(self.personal).match_file(rel_path)
@@ -64,7 +66,8 @@ class ChunkingConfig:
 
 # What each chunk's embedded context holds: LLM summaries (the product), the note's title
 # and header path only (no LLM at all), or nothing but the chunk.
-SUMMARY_MODES = ("llm", "structure", "none")
+SummaryMode = Literal["llm", "structure", "none"]
+SUMMARY_MODES: tuple[SummaryMode, ...] = get_args(SummaryMode)
 
 
 @dataclass(frozen=True)
@@ -73,12 +76,12 @@ class ContextConfig:
     last_chunks: int = 2
     summary_max_tokens: int = 160
     rewrite_personal: bool = True
-    summaries: str = "llm"
+    summaries: SummaryMode = "llm"
 
 
 @dataclass(frozen=True)
 class LLMConfig:
-    provider: str = "ollama"
+    provider: Provider = "ollama"
     chat_host: str = DEFAULT_OLLAMA_HOST
     embed_host: str = DEFAULT_OLLAMA_HOST
     api_key: str = ""
@@ -97,14 +100,15 @@ class LLMConfig:
 
 
 # How `kb query` ranks: by embedding, by full-text match, or both fused by rank.
-SEARCH_MODES = ("vector", "text", "hybrid")
+SearchMode = Literal["vector", "text", "hybrid"]
+SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
 
 
 @dataclass(frozen=True)
 class QueryConfig:
     top_k: int = 5
     owner_in_first_person: bool = True
-    mode: str = "hybrid"  # "vector", "text" or "hybrid"
+    mode: SearchMode = "hybrid"
     # How hybrid mode joins the vector list and the text list (see kb.fusion).
     fusion: Fusion = field(default_factory=Fusion)
     # Re-ranking by the chat model: how many of the best candidates it reads, and how much
@@ -280,7 +284,7 @@ def parse_config(
         rerank_candidates=r.positive("query.rerank_candidates", QueryConfig.rerank_candidates),
         rerank_chars=r.positive("query.rerank_chars", QueryConfig.rerank_chars),
         fusion=Fusion(
-            method=r.get("query.fusion", str, Fusion.method),  # type: ignore[arg-type]
+            method=r.get("query.fusion", str, Fusion.method),
             vector_weight=float(r.get("query.vector_weight", float, Fusion.vector_weight)),
         ),
     )

@@ -28,7 +28,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
@@ -37,7 +37,7 @@ from kb.errors import DatabaseError, Interrupted
 from kb.indexer import FileEvent, SyncReport
 from kb.logfmt import event
 from kb.notes import Scope
-from kb.store import DaemonBeat, WriterLock
+from kb.store.lock import DaemonBeat, Role, WriterLock
 from kb.watcher import Debouncer, Due, OverflowAlarm, Watcher
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class Daemon:
         self.stop_event = stop or threading.Event()
         self.host = socket.gethostname()
         self.id = daemon_id or f"{self.host}:{os.getpid()}"
-        self.role = "starting"
+        self.role: Role = "starting"
         self.activity = "starting"
         self.last_error: str | None = None
         self.debouncer = Debouncer(
@@ -403,7 +403,7 @@ class Daemon:
     def _file_event(self, file: FileEvent) -> None:
         if file.action == "unchanged":
             return
-        fields: dict[str, object] = {"vault": file.vault, "path": file.path}
+        fields: dict[str, Any] = {"vault": file.vault, "path": file.path}
         if file.action == "moved":
             fields["from"] = file.moved_from
         if file.action == "indexed":

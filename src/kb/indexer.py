@@ -18,11 +18,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 
@@ -50,6 +51,13 @@ from kb.store import DocumentRecord, Pending, Store
 
 log = logging.getLogger(__name__)
 
+# From this many new notes, and more than the index already holds, a sync writes them
+# first and builds the vector index after (see Indexer._bulk_load).
+BULK_LOAD_NOTES = 200
+
+
+Action = Literal["indexed", "unchanged", "moved", "deleted", "failed"]
+
 
 @dataclass(frozen=True)
 class FileEvent:
@@ -57,7 +65,7 @@ class FileEvent:
 
     vault: str
     path: str
-    action: str  # "indexed", "unchanged", "moved", "deleted" or "failed"
+    action: Action
     chunks: int = 0
     llm_calls: int = 0
     embedded: int = 0
@@ -240,14 +248,17 @@ class Indexer:
             log.debug("%s/%s: moved from %s", vault.name, f.path, move.source)
             emit(FileEvent(vault.name, f.path, "moved", moved_from=move.source))
 
-        futures = [self._file_pool.submit(self._index_guarded, vault, f, force) for f in todo.index]
-        try:
-            for future in futures:
-                emit(future.result())
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+        with self._bulk_load(len(todo.index), len(stored)):
+            futures = [
+                self._file_pool.submit(self._index_guarded, vault, f, force) for f in todo.index
+            ]
+            try:
+                for future in futures:
+                    emit(future.result())
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
 
         self.checkpoint()
         # Paths named by the scope but not on disk may have a failure recorded, and no row.
@@ -261,6 +272,23 @@ class Indexer:
             docs.keep_failures(vault.name, [*on_disk, *map(shown_path, misnamed)])
         for path in todo.delete:
             emit(FileEvent(vault.name, path, "deleted"))
+
+    @contextmanager
+    def _bulk_load(self, notes: int, stored: int) -> Iterator[None]:
+        """Many new notes (a first index, a big import) are written without the vector index,
+        which is then built once over them all; a few are written through it."""
+        space = self.store.vectors.space()
+        if space is None or notes < BULK_LOAD_NOTES or notes < stored:
+            yield
+            return
+        log.info("indexing %d notes: the vector index is rebuilt once they are written", notes)
+        self.store.vectors.drop_index()
+        try:
+            yield
+        finally:
+            # Cut short (a stop, a lost database): the next sync's start builds it.
+            with suppress(psycopg.Error, KbError):
+                self.store.vectors.build_index(*space)
 
     def _vanished_elsewhere(
         self, vault: VaultConfig, hashes: list[str], in_scope: Mapping[str, plan.Stored]
@@ -392,6 +420,8 @@ class Indexer:
                     dimensions,
                 )
             self.store.vectors.switch(self.embedder.name, dimensions)
+        elif not self.store.vectors.has_index():
+            self.store.vectors.build_index(*space)  # a bulk load was cut short
         return self.embed_missing()
 
     def embed_missing(self) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 
+from kb.config import SearchMode
 from kb.errors import KbError, LLMError
 from kb.fusion import DEFAULT_FUSION, Fused, Fusion, fuse, single
 from kb.llm.base import Embedder
@@ -35,7 +36,7 @@ def owner_query(text: str, owner: str) -> str:
 CANDIDATES = 40
 
 
-def rank(found: Candidates, mode: str, fusion: Fusion) -> list[SearchHit]:
+def rank(found: Candidates, mode: SearchMode, fusion: Fusion) -> list[SearchHit]:
     """The candidates in the mode's order: one list alone, or both fused."""
     if mode == "vector":
         order = single(found.vector, vector=True)
@@ -72,7 +73,7 @@ def search(
     owner: str | None,
     top_k: int,
     threshold: float | None = None,
-    mode: str = "hybrid",
+    mode: SearchMode = "hybrid",
     fusion: Fusion = DEFAULT_FUSION,
     filters: SearchFilter = NO_FILTER,
     reranker: Reranker | None = None,

@@ -14,10 +14,19 @@ from __future__ import annotations
 import re
 
 _PIECES = re.compile(r"\w+|[^\w\s]")
+# For ASCII text the same count in three regex passes, with no Python call per word (it is
+# run on every chunk indexed): a word of n letters is ceil(n / 4) runs of up to four, and a
+# number counts one per digit.
+_SYMBOL = re.compile(r"[^\w\s]")
+_QUARTER = re.compile(r"\w{1,4}")
+_NUMBER = re.compile(r"\b\d+\b")
 
 
 def estimate(text: str) -> int:
-    return sum(_pieces(p) for p in _PIECES.findall(text))
+    if not text.isascii():
+        return sum(_pieces(p) for p in _PIECES.findall(text))
+    numbers = sum(len(n) - 1 - (len(n) - 1) // 4 for n in _NUMBER.findall(text))
+    return len(_SYMBOL.findall(text)) + len(_QUARTER.findall(text)) + numbers
 
 
 def _pieces(word: str) -> int:

@@ -15,6 +15,7 @@ alike (a model server gone, the database gone) stops the worker and is raised by
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -151,10 +152,9 @@ class Worker:
         self.last_error = error
         if claim is not None:
             retry_in = min(MIN_BACKOFF * 2 ** (claim.attempts - 1), MAX_NOTE_BACKOFF)
-            try:
+            # With the database gone, the lease runs out and the note is claimed again.
+            with contextlib.suppress(psycopg.Error):
                 self.store.queue.release(claim, self.id, error=error, retry_in=retry_in)
-            except psycopg.Error:
-                pass  # the database is gone: the lease runs out and the note is claimed again
             self._report(Attempt(claim.document_id, "", "", "failed", error=error))
         # A note's own failure (a bug it triggers) is its alone; a model server or the
         # database failing would fail every note alike.
@@ -208,7 +208,6 @@ class Worker:
             event(log, "cannot record the heartbeat", logging.WARNING, error=first_line(exc))
 
     def _leave(self) -> None:
-        try:
+        # With the database gone, the row goes stale and another worker's heartbeat drops it.
+        with contextlib.suppress(psycopg.Error):
             self.store.queue.leave(self.id)
-        except psycopg.Error:
-            pass  # the row goes stale, and another worker's heartbeat drops it

@@ -46,13 +46,15 @@ def _make(cfg: LLMConfig, kind: str, host: str, model: str) -> Any:
     if cfg.provider == "ollama":
         from kb.llm import ollama
 
-        cls = ollama.OllamaChat if kind == "chat" else ollama.OllamaEmbedder
-        return cls(host, model, **limits)
+        if kind == "chat":
+            return ollama.OllamaChat(host, model, **limits)
+        return ollama.OllamaEmbedder(host, model, **limits)
     if cfg.provider == "openai":
         from kb.llm import openai
 
-        cls = openai.OpenAIChat if kind == "chat" else openai.OpenAIEmbedder
-        return cls(host, model, api_key=cfg.api_key, **limits)
+        if kind == "chat":
+            return openai.OpenAIChat(host, model, api_key=cfg.api_key, **limits)
+        return openai.OpenAIEmbedder(host, model, api_key=cfg.api_key, **limits)
     from kb.llm import fake
 
     return fake.FakeChat(model) if kind == "chat" else fake.FakeEmbedder(model)

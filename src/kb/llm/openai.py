@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import openai
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletionMessageParam
 
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
 from kb.llm.base import (
@@ -103,7 +106,7 @@ class OpenAIChat(_OpenAIBase):
         def call() -> str:
             response = self._client.chat.completions.create(
                 model=self.name,
-                messages=prompt.messages(),
+                messages=_messages(prompt),
                 max_tokens=prompt.max_tokens,
                 temperature=0,
                 timeout=limit,
@@ -120,7 +123,7 @@ class OpenAIChat(_OpenAIBase):
         chunks = read_stream(
             lambda: self._client.chat.completions.create(
                 model=self.name,
-                messages=prompt.messages(),
+                messages=_messages(prompt),
                 max_tokens=prompt.max_tokens,
                 temperature=0,
                 stream=True,
@@ -157,3 +160,8 @@ class OpenAIEmbedder(_OpenAIBase):
             return [list(d.embedding) for d in data]
 
         return self._call(call)
+
+
+def _messages(prompt: Prompt) -> list[ChatCompletionMessageParam]:
+    # Prompt.messages() are plain role/content dicts: the shape these typed dicts describe.
+    return cast("list[ChatCompletionMessageParam]", prompt.messages())

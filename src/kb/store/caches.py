@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from psycopg_pool import ConnectionPool
-
 from kb.outputs import Output
-from kb.store.pool import Vector
+from kb.store.pool import Pool, Vector
 
 
 class Caches:
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
     def known_outputs(self, keys: Sequence[str], chat_model: str) -> dict[str, Output]:

@@ -9,11 +9,10 @@ from typing import Any
 
 import numpy as np
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
 
 from kb.notes import OnDisk
 from kb.plan import Stored
-from kb.store.pool import Vector, like_prefix
+from kb.store.pool import Pool, Vector, like_prefix
 from kb.store.queue import Pending, queue_note
 
 # The columns of a Stored note, for every query that returns one.
@@ -58,7 +57,7 @@ class ChunkRecord:
 
 
 class Documents:
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
     def states(self, vault: str) -> dict[str, Stored]:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
-from psycopg_pool import ConnectionPool
 
 from kb import db
 from kb.errors import DatabaseError
-from kb.store.pool import iso
+from kb.store.pool import Pool, iso
+
+# A daemon's part: starting up, the one writer, waiting to take over, or cut off from its lock.
+Role = Literal["starting", "writer", "standby", "lost"]
 
 
 @dataclass(frozen=True)
@@ -22,7 +24,7 @@ class DaemonBeat:
     id: str
     host: str
     pid: int
-    role: str  # "writer" or "standby"
+    role: Role
     activity: str
     queue_length: int
     heartbeat_interval: float
@@ -37,7 +39,7 @@ _WRITER_LOCK = (0x6B62, 0x6461)
 
 
 class Daemons:
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
     def list(self) -> list[dict[str, Any]]:

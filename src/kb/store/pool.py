@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool
 
 from kb.errors import DatabaseError
@@ -16,16 +16,21 @@ from kb.errors import DatabaseError
 Vector = Sequence[float] | np.ndarray
 
 
-def _configure(conn: psycopg.Connection) -> None:
+def _configure(conn: psycopg.Connection[DictRow]) -> None:
     register_vector(conn)
     conn.commit()
 
 
-def open_pool(url: str, *, max_connections: int = 8) -> ConnectionPool:
+# Every repository reads rows as dicts.
+Pool = ConnectionPool[psycopg.Connection[DictRow]]
+
+
+def open_pool(url: str, *, max_connections: int = 8) -> Pool:
     """A pool on a migrated database; DatabaseError when it cannot be reached."""
     try:
-        pool = ConnectionPool(
+        pool = Pool(
             url,
+            connection_class=psycopg.Connection[DictRow],
             min_size=1,
             max_size=max_connections,
             configure=_configure,

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg.rows import DictRow
 
 from kb.chunking import Chunk
-from kb.store.pool import iso
+from kb.store.pool import Pool, iso
 
 if TYPE_CHECKING:
     from kb.store.documents import ChunkRecord
@@ -116,7 +116,7 @@ class WorkerBeat:
 
 
 def queue_note(
-    conn: psycopg.Connection, document_id: int, content_hash: str, pending: Pending | None
+    conn: psycopg.Connection[DictRow], document_id: int, content_hash: str, pending: Pending | None
 ) -> None:
     """Queue a note just saved (replacing its item), or, saved whole, take it off the queue."""
     if pending is None:
@@ -138,7 +138,7 @@ def queue_note(
 
 
 class Queue:
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
     def claim(self, owner: str, *, lease: float, limit: int = 1) -> list[Claim]:

@@ -10,10 +10,9 @@ from typing import Any, Literal
 
 import numpy as np
 from psycopg import sql
-from psycopg_pool import ConnectionPool
 
 from kb.fusion import Ranked
-from kb.store.pool import Vector, epoch_ns, like_prefix
+from kb.store.pool import Pool, Vector, epoch_ns, like_prefix
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,7 @@ _NOTE_INFO = """
 
 
 class Search:
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
     def candidates(
@@ -285,7 +284,9 @@ class Search:
         )
         with self.pool.connection() as conn, conn.transaction():
             counted = conn.execute("SELECT count(*) AS n FROM documents d" + where, params)
-            total = counted.fetchone()["n"]
+            row = counted.fetchone()
+            assert row is not None
+            total = row["n"]
             rows = conn.execute(
                 _NOTE_INFO + where + " ORDER BY d.vault, d.path OFFSET %(offset)s LIMIT %(limit)s",
                 params,

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
-from psycopg_pool import ConnectionPool
 
-from kb.store.pool import iso
+from kb.store.pool import Pool, iso
 
 
 @dataclass(frozen=True)
@@ -28,12 +28,12 @@ class Status:
     fallbacks: dict[str, int] = field(default_factory=dict)
 
 
-def read_state(conn: psycopg.Connection, key: str) -> Any:
+def read_state(conn: psycopg.Connection[DictRow], key: str) -> Any:
     row = conn.execute("SELECT value FROM state WHERE key = %s", (key,)).fetchone()
     return row["value"] if row else None
 
 
-def write_state(conn: psycopg.Connection, key: str, value: Any) -> None:
+def write_state(conn: psycopg.Connection[DictRow], key: str, value: Any) -> None:
     conn.execute(
         "INSERT INTO state (key, value) VALUES (%s, %s)"
         " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -42,7 +42,7 @@ def write_state(conn: psycopg.Connection, key: str, value: Any) -> None:
 
 
 class State:
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
     def get(self, key: str) -> Any:

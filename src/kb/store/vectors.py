@@ -14,15 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import psycopg
 from psycopg import sql
-from psycopg_pool import ConnectionPool
+from psycopg.rows import DictRow
 
-from kb.store.pool import Vector
+from kb.store.pool import Pool, Vector
 from kb.store.state import read_state, write_state
 
 
 class Vectors:
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
     def space(self) -> tuple[str, int] | None:
@@ -41,14 +42,26 @@ class Vectors:
                 "    OR vector_dims(embedding) IS DISTINCT FROM %s",
                 (model, dimensions),
             )
-            conn.execute(
-                sql.SQL(
-                    "CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw"
-                    " ((embedding::vector({dim})) vector_cosine_ops)"
-                    " WHERE embed_model = {model}"
-                ).format(dim=sql.Literal(dimensions), model=sql.Literal(model))
-            )
+            _create_index(conn, model, dimensions)
             write_state(conn, "embedding_space", {"model": model, "dimensions": dimensions})
+
+    def has_index(self) -> bool:
+        with self.pool.connection() as conn:
+            row = conn.execute("SELECT to_regclass('chunks_embedding_hnsw') IS NOT NULL AS ok")
+            found = row.fetchone()
+        return bool(found and found["ok"])
+
+    def drop_index(self) -> None:
+        """Drop the vector index before a bulk load: building it once over all the rows
+        costs about a third of keeping it up to date row by row. Searches meanwhile scan
+        every vector: exact, only slower."""
+        with self.pool.connection() as conn:
+            conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+
+    def build_index(self, model: str, dimensions: int) -> None:
+        """(Re)build the vector index of the active model, if it is missing."""
+        with self.pool.connection() as conn:
+            _create_index(conn, model, dimensions)
 
     def missing(self, limit: int) -> list[tuple[int, str]]:
         with self.pool.connection() as conn:
@@ -68,3 +81,13 @@ class Vectors:
     def clear(self) -> None:
         with self.pool.connection() as conn:
             conn.execute("UPDATE chunks SET embedding = NULL, embed_model = NULL")
+
+
+def _create_index(conn: psycopg.Connection[DictRow], model: str, dimensions: int) -> None:
+    conn.execute(
+        sql.SQL(
+            "CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw ON chunks USING hnsw"
+            " ((embedding::vector({dim})) vector_cosine_ops)"
+            " WHERE embed_model = {model}"
+        ).format(dim=sql.Literal(dimensions), model=sql.Literal(model))
+    )
