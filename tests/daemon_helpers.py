@@ -49,7 +49,10 @@ def running(kb: Kb, **kwargs: Any) -> Iterator[Daemon]:
     thread = threading.Thread(target=daemon.run, name="test-daemon", daemon=True)
     thread.start()
     try:
-        wait_for(lambda: daemon.role == "writer" and daemon.idle, "the start-up reconciliation")
+        wait_for(
+            lambda: daemon.role == "writer" and daemon.idle and enriched(kb),
+            "the start-up reconciliation and enrichment",
+        )
         yield daemon
     finally:
         daemon.stop()
@@ -57,15 +60,21 @@ def running(kb: Kb, **kwargs: Any) -> Iterator[Daemon]:
         assert not thread.is_alive(), "the daemon did not stop within 30 s"
 
 
+def enriched(kb: Kb) -> bool:
+    """No note waits for its LLM context (none is in a worker's hands either)."""
+    return kb.store.queue.status().items == 0
+
+
 def settle(daemon: Daemon, kb: Kb, timeout: float = TIMEOUT) -> VerifyReport:
-    """Wait until the index equals the vault and the daemon has nothing left to do."""
+    """Wait until the index equals the vault, every note has its LLM context, and the
+    daemon has nothing left to do."""
     last: list[VerifyReport] = []
 
     def synced() -> bool:
         if not daemon.idle:
             return False
         last[:] = [verify(kb.config, kb.store)]
-        return last[0].in_sync and daemon.idle
+        return last[0].in_sync and daemon.idle and enriched(kb)
 
     try:
         wait_for(synced, "the index to equal the vault", timeout, every=0.2)

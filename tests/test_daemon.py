@@ -56,7 +56,8 @@ def test_plain_save(store: Store, vault: Path) -> None:
         _edit_middle(vault / LONG_NOTE)
         settle(daemon, kb)
     assert dict(kb.chat.calls) == {"chunk_summary": 1}
-    assert kb.embedder.texts == 1
+    # The edited chunk, searchable at once with structural context, then with its summary.
+    assert kb.embedder.texts == 2
 
 
 def test_atomic_save(store: Store, vault: Path) -> None:
@@ -296,7 +297,7 @@ def test_git_checkout_of_1000_files(fast_store: Store, tmp_path: Path) -> None:
         settle(daemon, kb)
     assert len(kb.store.documents.states("v")) == 1000
     assert dict(kb.chat.calls) == {"file_summary": 100, "chunk_summary": 100}
-    assert kb.embedder.texts == 100
+    assert kb.embedder.texts == 200  # each changed note at once, then with its LLM context
 
 
 def test_20000_creates_with_the_watcher_stalled_overflow_and_reconcile(
@@ -362,7 +363,7 @@ def test_exception_in_one_file_is_recorded_and_work_goes_on(
     assert kb.store.documents.failures("v") == {}
 
 
-def test_dead_llm_server_is_retried(store: Store, vault: Path) -> None:
+def test_dead_llm_server_delays_only_the_llm_context(store: Store, vault: Path) -> None:
     kb = daemon_kb(store, vault)
     complete = kb.chat.complete
     down = threading.Event()
@@ -376,11 +377,17 @@ def test_dead_llm_server_is_retried(store: Store, vault: Path) -> None:
     with running(kb) as daemon:
         down.set()
         _edit_middle(vault / LONG_NOTE)
-        wait_for(lambda: daemon.last_error, "the daemon to report the error")
-        assert "cannot reach the LLM server" in daemon.last_error
+        # The edit is indexed and searchable without the chat model ...
+        wait_for(lambda: verify(kb.config, kb.store).in_sync, "the edit to be indexed")
+        # ... and its LLM context waits, the error shown, until the server is back.
+        wait_for(lambda: kb.store.queue.status().failing, "the enrichment to fail")
+        [failing] = kb.store.queue.status().failures
+        assert failing.path == LONG_NOTE and "cannot reach the LLM server" in failing.error
+        assert daemon.enrichment is not None
+        assert "cannot reach the LLM server" in (daemon.enrichment.last_error or "")
         down.clear()
         settle(daemon, kb)
-    assert daemon.last_error is None
+    assert daemon.last_error is None and daemon.enrichment.last_error is None
 
 
 def test_lock_connection_killed_stops_writing_until_retaken(

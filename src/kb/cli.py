@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
@@ -27,12 +28,13 @@ from kb.answer import Answer, AskOptions, ask
 from kb.config import SEARCH_MODES, Config, load_config
 from kb.container import Container
 from kb.db import first_line
+from kb.enrich import Attempt, EnrichReport
 from kb.errors import DatabaseError, KbError
 from kb.indexer import FileEvent, SyncReport
 from kb.llm import embed_profile
 from kb.logfmt import LogfmtFormatter, event
 from kb.redact import redact
-from kb.store import SearchFilter, SearchHit
+from kb.store import QueueStatus, SearchFilter, SearchHit
 from kb.terminal import printable
 from kb.verify import KINDS, verify
 
@@ -205,16 +207,139 @@ def _summarize(report: SyncReport) -> None:
         err.print(
             f"  failed: {_shown(failure.vault)}/{_shown(failure.path)}: {_shown(failure.error)}"
         )
-    if report.failed:
+
+
+def _exit_code(report: SyncReport, enriched: EnrichReport | None) -> None:
+    if report.failed or (enriched is not None and enriched.failed):
         raise typer.Exit(EXIT_FILES_FAILED)
 
 
+def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
+    """Say what is queued for enrichment and when it should be done; with `wait`, see it
+    done (here, or by the running workers) and report what failed."""
+    queue = parts.store.queue
+    status = queue.status()
+    if not status.items:
+        return None
+    workers = [w for w in queue.workers() if w["alive"]]
+    err.print(_queue_line(status, len(workers)))
+    if not wait:
+        if not workers:
+            err.print(
+                "  they are searchable now; `kb index --wait`, `kb worker` or `kb daemon` "
+                "writes their LLM context"
+            )
+        return None
+    report = _wait_for_enrichment(parts, status.items)
+    left = queue.status()
+    if report.done:
+        err.print(
+            f"enriched {report.done} notes here: {report.llm_calls} LLM calls, "
+            f"{report.embedded} texts embedded"
+            + (f", {report.fallbacks} model answers rejected" if report.fallbacks else "")
+        )
+    err.print(
+        f"{left.items} notes still queued, {left.failing} failing"
+        if left.items
+        else "every note has its LLM context"
+    )
+    for f in left.failures:
+        err.print(
+            f"  failing: {_shown(f.vault)}/{_shown(f.path)}: {_shown(f.error)}"
+            f" ({f.attempts} attempts)"
+        )
+    report.failed = left.failing
+    return report
+
+
+def _wait_for_enrichment(parts: Container, queued: int) -> EnrichReport:
+    """Enrich here while no worker runs; watch the workers while some do. Returns once the
+    queue is empty, or holds only notes that cannot be enriched now (failing ones waiting
+    for their retry, ones leased by a worker that died)."""
+    columns = (
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[stats]}"),
+        TimeElapsedColumn(),
+    )
+    report = EnrichReport()
+    adding = threading.Lock()  # the drain's slots report from their own threads
+    queue = parts.store.queue
+    with Progress(*columns, console=err, transient=False) as progress:
+        task = progress.add_task("enriching", total=queued, stats="")
+
+        def show() -> QueueStatus:
+            left = queue.status()
+            # Notes queued meanwhile (a daemon indexing edits) join the total.
+            total = max(progress.tasks[task].total or 0, report.done + left.items)
+            eta = f" · ETA {_duration(left.eta_seconds)}" if left.eta_seconds else ""
+            stats = f"LLM calls {report.llm_calls} · failing {left.failing}{eta}"
+            progress.update(task, total=total, completed=total - left.items, stats=stats)
+            return left
+
+        def on_attempt(attempt: Attempt) -> None:
+            with adding:
+                report.add(attempt)
+            show()
+
+        while True:
+            if any(w["alive"] for w in queue.workers()):
+                left = show()
+                if not left.items or (left.items == left.failing and not left.in_progress):
+                    return report
+                time.sleep(1.0)
+                continue
+            parts.drain(on_attempt=on_attempt)
+            if not show().items or not queue.waiting():
+                return report
+
+
+def _queue_line(status: QueueStatus, workers: int) -> str:
+    rate = (
+        f", {status.rate * 60:.1f} notes/min, ETA {_duration(status.eta_seconds)}"
+        if status.rate and status.eta_seconds
+        else ""
+    )
+    held = f" by {workers} worker{'s' if workers != 1 else ''}" if workers else ""
+    return (
+        f"enrichment: {status.items} notes queued for their LLM context, "
+        f"{status.in_progress} in progress{held}, {status.failing} failing{rate}"
+    )
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+Wait = Annotated[
+    bool,
+    typer.Option(
+        "--wait",
+        help="Then wait until every note has its LLM context (enriching here when no "
+        "worker is running).",
+    ),
+]
+
+
 @app.command()
-def index(ctx: typer.Context) -> None:
-    """Sync every configured vault into the index (adds, updates, removes)."""
+def index(ctx: typer.Context, wait: Wait = False) -> None:
+    """Sync every configured vault into the index (adds, updates, removes).
+
+    Notes are searchable when it returns; their LLM context is written by workers (`kb
+    worker`, `kb daemon`) or, with --wait, before it returns.
+    """
     with _session(ctx) as parts:
         report = _run_sync(parts, force=False)
-    _summarize(report)
+        _summarize(report)
+        enriched = _enrichment(parts, wait=wait)
+    _exit_code(report, enriched)
 
 
 @app.command()
@@ -226,6 +351,7 @@ def reindex(
             "--embeddings-only", help="Keep summaries; only re-embed the stored full_context."
         ),
     ] = False,
+    wait: Wait = False,
 ) -> None:
     """Redo everything, ignoring every cache (or only the embeddings)."""
     with _session(ctx) as parts:
@@ -235,7 +361,9 @@ def reindex(
             err.print(f"re-embedded {count} chunks with {parts.config.llm.embed_model}")
             return
         report = _run_sync(parts, force=True)
-    _summarize(report)
+        _summarize(report)
+        enriched = _enrichment(parts, wait=wait)
+    _exit_code(report, enriched)
 
 
 @app.command()
@@ -468,11 +596,14 @@ def status(
         )
         daemons = store.daemons.list()
         last_reconcile = store.state.get("last_reconcile")
+        queue = store.queue.status()
+        workers = store.queue.workers()
     data = {
         "database": location,
         **asdict(report),
         "daemons": daemons,
         "last_reconcile": last_reconcile,
+        "enrichment": {**asdict(queue), "workers": workers},
         "configured": {
             "chat_model": cfg.llm.chat_model,
             "embed_model": cfg.llm.embed_model,
@@ -504,6 +635,30 @@ def status(
     for f in report.failures:
         out.print(f"  {_shown(f['vault'])}/{_shown(f['path'])}: {_shown(f['error'])}")
     _print_daemons(daemons, last_reconcile)
+    _print_enrichment(queue, workers)
+
+
+def _print_enrichment(queue: QueueStatus, workers: list[dict]) -> None:
+    rate = f"{queue.rate * 60:.1f} notes/min" if queue.rate else "no recent rate"
+    out.print(
+        f"enrichment   {queue.items} notes queued, {queue.in_progress} in progress, "
+        f"{queue.failing} failing; {queue.done_last_hour} done in the last hour, {rate}, "
+        f"ETA {_duration(queue.eta_seconds) if queue.items else '-'}"
+    )
+    for f in queue.failures:
+        out.print(
+            f"  failing: {_shown(f.vault)}/{_shown(f.path)}: {_shown(f.error)}"
+            f" ({f.attempts} attempts)"
+        )
+    alive = [w for w in workers if w["alive"]]
+    out.print(f"workers      {len(alive) or 'none'} running")
+    for w in alive:
+        out.print(
+            f"  {_shown(w['host'])} (pid {w['pid']}): {w['in_hand']} of {w['concurrency']} "
+            f"notes in hand, heartbeat {w['heartbeat_age']:.0f}s ago"
+        )
+        if w["last_error"]:
+            out.print(f"  last error: {_shown(w['last_error'])}")
 
 
 def _redacted(value: object) -> object:
@@ -561,6 +716,56 @@ def daemon(ctx: typer.Context) -> None:
     SIGTERM or SIGINT finishes the file in hand (or abandons it after daemon.shutdown_grace
     seconds; its transaction is rolled back) and exits. A second signal exits at once.
     """
+    log, stop = _service(ctx, "kb.daemon")
+    parts = _connect_until_stopped(_service_config(ctx), stop, log)
+    if parts is None:
+        return
+    runner = parts.daemon(stop=stop)
+    runner.run()
+    if runner.abandoned:
+        # A worker thread is still waiting on the LLM; Postgres rolls its transaction back.
+        logging.shutdown()
+        os._exit(0)
+    parts.close()
+
+
+@app.command(name="worker")
+def worker_command(
+    ctx: typer.Context,
+    until_empty: Annotated[
+        bool,
+        typer.Option("--until-empty", help="Exit once no queued note is left to claim."),
+    ] = False,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            "--concurrency",
+            "-n",
+            min=1,
+            help="Notes enriched at once (default enrich.concurrency).",
+        ),
+    ] = None,
+) -> None:
+    """Write the LLM context of queued notes (foreground; logs to stderr).
+
+    Any number of workers, on any machines, may drain one database's queue; each needs the
+    database and its model servers, not the vault. SIGTERM or SIGINT finishes the notes in
+    hand and exits; a second signal exits at once (another worker takes them over).
+    """
+    log, stop = _service(ctx, "kb.worker")
+    parts = _connect_until_stopped(_service_config(ctx), stop, log)
+    if parts is None:
+        return
+    event(log, "worker started", concurrency=concurrency or parts.config.enrich.concurrency)
+    runner = parts.worker(stop=stop, until_empty=until_empty, concurrency=concurrency)
+    runner.run()
+    event(log, "worker stopped")
+    parts.close()
+
+
+def _service(ctx: typer.Context, name: str) -> tuple[logging.Logger, threading.Event]:
+    """A long-running command's logging (logfmt on stderr) and its stop event, set by the
+    first SIGTERM or SIGINT; a second one exits at once."""
     options: _Options = ctx.obj
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(LogfmtFormatter())
@@ -571,8 +776,7 @@ def daemon(ctx: typer.Context) -> None:
     )
     for noisy in ("httpx", "pgserver", "psycopg.pool", "openai", "watchdog"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    log = logging.getLogger("kb.daemon")
-
+    log = logging.getLogger(name)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -583,20 +787,15 @@ def daemon(ctx: typer.Context) -> None:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    return log, stop
+
+
+def _service_config(ctx: typer.Context) -> Config:
+    options: _Options = ctx.obj
     try:
-        config = load_config(options.config)
+        return load_config(options.config)
     except KbError as exc:
         raise _fail(str(exc)) from None
-    parts = _connect_until_stopped(config, stop, log)
-    if parts is None:
-        return
-    runner = parts.daemon(stop=stop)
-    runner.run()
-    if runner.abandoned:
-        # A worker thread is still waiting on the LLM; Postgres rolls its transaction back.
-        logging.shutdown()
-        os._exit(0)
-    parts.close()
 
 
 def _connect_until_stopped(

@@ -1,10 +1,12 @@
 """`kb daemon`: keep the index equal to the vaults while they change.
 
-Three kinds of threads:
+Four kinds of threads:
 
 - watchdog's, where the Recorder only records changed paths in the Debouncer;
-- the worker, the only one that writes: it syncs the Scope of the paths that are due,
-  or runs a full reconciliation when one was asked for;
+- the worker, the only one that writes notes: it syncs the Scope of the paths that are
+  due, or runs a full reconciliation when one was asked for;
+- enrichment (`kb.worker`, unless `enrich.in_daemon` is off): it writes the LLM context of
+  queued notes, beside any `kb worker` processes, whether this daemon writes or stands by;
 - the main thread (`run`): the writer lock, the heartbeat, and the checks that ask for a
   reconciliation (the interval, a dead observer, a replaced vault folder). Signals only
   set the stop event.
@@ -81,6 +83,13 @@ class Daemon:
             on_overflow=lambda: self.request_reconcile("too many pending changes"),
         )
         self.indexer = parts.indexer(on_event=self._file_event, checkpoint=self._checkpoint)
+        enrich = parts.config.enrich
+        self.enrichment = (
+            parts.worker(stop=self.stop_event)
+            if enrich.enabled and enrich.in_daemon and self.indexer.enrich
+            else None
+        )
+        self._enriching: threading.Thread | None = None
         self.lock = WriterLock(parts.store.url)
         self._writable = threading.Event()
         self._reasons: set[str] = set()
@@ -120,8 +129,8 @@ class Daemon:
 
     @property
     def abandoned(self) -> bool:
-        """True when run() returned while the worker still had a file in hand."""
-        return self._worker is not None and self._worker.is_alive()
+        """True when run() returned while a thread still had a file or a note in hand."""
+        return any(t is not None and t.is_alive() for t in (self._worker, self._enriching))
 
     # -- the main thread ---------------------------------------------------------------------------
 
@@ -133,6 +142,11 @@ class Daemon:
             id=self.id,
             vaults=",".join(v.name for v in self.config.vaults),
         )
+        if self.enrichment is not None:
+            self._enriching = threading.Thread(
+                target=self._enrich, name="kb-enrichment", daemon=True
+            )
+            self._enriching.start()
         try:
             while not self.stop_event.is_set():
                 try:
@@ -150,10 +164,22 @@ class Daemon:
                     )
                 self.stop_event.wait(self.settings.heartbeat)
         finally:
+            if self._enriching is not None:
+                # The notes in hand may finish within the grace; past it, their leases run
+                # out and another worker takes them.
+                self._enriching.join(self.settings.shutdown_grace)
             if not self.abandoned:
                 self.indexer.close()
             self.lock.leave(self.id)
             event(log, "daemon stopped", id=self.id, abandoned=self.abandoned)
+
+    def _enrich(self) -> None:
+        assert self.enrichment is not None
+        try:
+            self.enrichment.run()
+        except Exception as exc:
+            # The worker catches what a note or a server throws at it; this is a bug.
+            event(log, "enrichment stopped", logging.ERROR, error=f"{type(exc).__name__}: {exc}")
 
     def _acquire(self) -> bool:
         try:

@@ -248,9 +248,11 @@ def build_server(parts: Container) -> MCPServer:
 
     @server.tool(annotations=_READ_ONLY)
     def status() -> dict[str, Any]:
-        """What the index holds: notes, chunks, models, last sync, failed files, daemon."""
+        """What the index holds: notes, chunks, models, last sync, failed files, daemon, and
+        the notes still waiting for their LLM context."""
         report = store.state.status()
         alive = [d for d in store.daemons.list() if d["alive"]]
+        queue = store.queue.status()
         return {
             "vaults": [v.name for v in config.vaults],
             "documents": report.documents,
@@ -261,6 +263,15 @@ def build_server(parts: Container) -> MCPServer:
             "last_sync": report.last_sync,
             "failed_files": [f"{f['vault']}/{f['path']}" for f in report.failures],
             "daemon": "running" if any(d["role"] == "writer" for d in alive) else "not running",
+            # Notes searchable already, whose LLM context workers have yet to write.
+            "enrichment": {
+                "queued": queue.items,
+                "in_progress": queue.in_progress,
+                "failing": queue.failing,
+                "done_last_hour": queue.done_last_hour,
+                "notes_per_minute": round(queue.rate * 60, 2) if queue.rate else None,
+                "eta_seconds": round(queue.eta_seconds) if queue.eta_seconds else None,
+            },
         }
 
     @server.tool(annotations=_READ_ONLY, description=_ASK)

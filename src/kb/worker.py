@@ -72,6 +72,8 @@ class Worker:
         # The pid alone is not unique: a daemon and a test may run several in one process.
         self.id = f"{self.host}:{os.getpid()}:{secrets.token_hex(3)}"
         self.last_error: str | None = None
+        # Set when run() ends for any reason; the stop event may be the caller's (a daemon's).
+        self._halt = threading.Event()
         self._in_hand: dict[int, Claim] = {}
         self._lock = threading.Lock()
         self._fatal: BaseException | None = None
@@ -80,6 +82,14 @@ class Worker:
     def stop(self) -> None:
         """Finish the notes in hand, then return from run()."""
         self.stop_event.set()
+
+    def _stopping(self) -> bool:
+        return self.stop_event.is_set() or self._halt.is_set()
+
+    def _pause(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while not self._stopping() and (left := end - time.monotonic()) > 0:
+            self._halt.wait(min(TICK, left))
 
     @property
     def busy(self) -> bool:
@@ -107,7 +117,7 @@ class Worker:
                 for slot in self._slots:
                     slot.join(TICK / len(self._slots))
         finally:
-            self.stop_event.set()
+            self._halt.set()
             for slot in self._slots:
                 slot.join()
             self._leave()
@@ -119,7 +129,7 @@ class Worker:
 
     def _slot(self) -> None:
         failures = 0
-        while not self.stop_event.is_set():
+        while not self._stopping():
             try:
                 claims = self.store.queue.claim(self.id, lease=self.lease)
             except (KbError, psycopg.Error) as exc:
@@ -129,7 +139,7 @@ class Worker:
             if not claims:
                 if self.until_empty:
                     return
-                self.stop_event.wait(IDLE_POLL)
+                self._pause(IDLE_POLL)
                 continue
             [claim] = claims
             with self._lock:
@@ -160,11 +170,11 @@ class Worker:
         # database failing would fail every note alike.
         if self.fail_fast and isinstance(exc, KbError | psycopg.Error):
             self._fatal = exc
-            self.stop_event.set()
+            self._halt.set()
             return
         pause = min(MIN_BACKOFF * 2 ** (failures - 1), MAX_SLOT_BACKOFF)
         event(log, "enrichment failed: retrying", logging.ERROR, error=error, retry_in=pause)
-        self.stop_event.wait(pause)
+        self._pause(pause)
 
     def _report(self, attempt: Attempt) -> None:
         if attempt.outcome == "done":
