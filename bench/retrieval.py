@@ -279,6 +279,9 @@ def make_config(vault: Vault, data_dir: Path, level: str) -> Config:
             }
         ],
         "context": {"summaries": level},
+        # The LLM context written while indexing, so each note's cost is counted as it is
+        # indexed (and a run cut short resumes from what it wrote).
+        "enrich": {"enabled": False},
     }
     return parse_config(raw, base_dir=Path.cwd(), env=dict(os.environ))
 

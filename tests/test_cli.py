@@ -163,3 +163,30 @@ def test_ask_before_index_says_what_to_do(cfg: Path, db_url: str) -> None:
     result = kb(cfg, db_url, "ask", "anything")
     assert result.returncode == 1 and "run `kb index` first" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_index_then_worker_until_empty(cfg: Path, db_url: str, vault: Path) -> None:
+    first = kb(cfg, db_url, "index")
+    assert first.returncode == 0, first.stderr
+    assert " 0 LLM calls" in first.stderr
+    assert "enrichment: 14 notes queued for their LLM context" in first.stderr
+    queued = json.loads(kb(cfg, db_url, "status", "--json").stdout)["enrichment"]
+    assert queued["items"] == 14 and queued["failing"] == 0 and queued["workers"] == []
+    assert kb(cfg, db_url, "verify").returncode == 0  # searchable (and in sync) already
+    shown = kb(cfg, db_url, "status").stdout
+    assert "enrichment   14 notes queued, 0 in progress, 0 failing" in shown
+
+    worker = kb(cfg, db_url, "worker", "--until-empty", "--concurrency", "2")
+    assert worker.returncode == 0, worker.stderr
+    assert worker.stderr.count("msg=enriched ") == 14
+    done = json.loads(kb(cfg, db_url, "status", "--json").stdout)["enrichment"]
+    assert done["items"] == 0 and done["done_last_hour"] == 14 and done["rate"] > 0
+    assert kb(cfg, db_url, "verify").returncode == 0
+
+    note = vault / "Projects/Home Server.md"
+    note.write_text(note.read_text().replace(" the ", " the zebra " * 9, 1))
+    waited = kb(cfg, db_url, "index", "--wait")
+    assert waited.returncode == 0, waited.stderr
+    assert "enriched 1 notes here: 2 LLM calls" in waited.stderr
+    assert "every note has its LLM context" in waited.stderr
+    assert json.loads(kb(cfg, db_url, "status", "--json").stdout)["enrichment"]["items"] == 0

@@ -1,0 +1,344 @@
+"""Two speeds: notes searchable at once without a chat model, their LLM context written later
+by workers draining a queue in PostgreSQL (claims, leases, stale results, several workers)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import Kb, make_config
+from kb.container import Container
+from kb.context import full_context, header_line
+from kb.enrich import Attempt
+from kb.indexer import SyncReport
+from kb.llm.base import Prompt
+from kb.llm.fake import FakeChat
+from kb.query import search
+from kb.store import Claim, Store
+from kb.verify import verify
+
+LONG_NOTE = "Projects/Home Server.md"
+# Every note of the example vault but the empty one has LLM context to wait for.
+QUEUED = 14
+
+
+def fast_sync(kb: Kb, **options: Any) -> SyncReport:
+    """A sync alone, as `kb index` runs it: nothing enriched yet."""
+    return Container.sync(kb, **options)
+
+
+def _rows(store: Store, sql: str, *params: object) -> list[dict]:
+    with store.pool.connection() as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def _chunks(store: Store, path: str) -> list[dict]:
+    return _rows(
+        store,
+        "SELECT c.* FROM chunks c JOIN documents d ON d.id = c.document_id"
+        " WHERE d.path = %s ORDER BY position",
+        path,
+    )
+
+
+def _doc(store: Store, path: str) -> dict:
+    [row] = _rows(store, "SELECT * FROM documents WHERE path = %s", path)
+    return row
+
+
+def _claim_all(store: Store, owner: str, lease: float = 60) -> list[Claim]:
+    claims = []
+    while batch := store.queue.claim(owner, lease=lease):
+        claims += batch
+    return claims
+
+
+def _path_of(store: Store, claim: Claim) -> str:
+    [row] = _rows(store, "SELECT path FROM documents WHERE id = %s", claim.document_id)
+    return row["path"]
+
+
+def _edit_first_paragraph(vault: Path, path: str) -> None:
+    """A change the file summary reads (it is written from the first and last chunks)."""
+    file = vault / path
+    file.write_text(file.read_text().replace(" the ", " the zebra" * 9 + " ", 1))
+
+
+def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
+    report = fast_sync(kb)
+    assert report.indexed == 15 and report.queued == QUEUED
+    assert kb.chat.total_calls == 0
+    status = kb.store.queue.status()
+    assert status.items == QUEUED and status.in_progress == 0 and status.failing == 0
+    # Stored with structural context, every chunk embedded: the index equals the vault.
+    doc = _doc(kb.store, LONG_NOTE)
+    assert doc["summary"].startswith('Note "Home Server" in Projects.')
+    for chunk in _chunks(kb.store, LONG_NOTE):
+        assert chunk["summary"].startswith('Part of the note "Home Server"')
+        assert chunk["embedding"] is not None
+        assert chunk["full_context"] == full_context(
+            doc["summary"], chunk["summary"], header_line(tuple(chunk["header_path"])),
+            chunk["content"],
+        )  # fmt: skip
+    assert verify(kb.config, kb.store).in_sync
+    hits = search(kb.store, kb.embedder, "restic offsite backups", owner=None, top_k=3)
+    assert hits and hits[0].path == LONG_NOTE
+
+    enriched = kb.drain()
+    assert enriched.done == QUEUED and enriched.llm_calls == kb.chat.total_calls > 0
+    assert kb.store.queue.status().items == 0
+    doc = _doc(kb.store, LONG_NOTE)
+    assert doc["summary"].startswith("A note covering")
+    assert all(c["summary"].startswith("This part covers") for c in _chunks(kb.store, LONG_NOTE))
+    assert verify(kb.config, kb.store).in_sync
+
+
+def test_a_note_with_every_output_cached_is_stored_whole(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    kb.reset_counts()
+    (vault / "Projects/Home Server copy.md").write_bytes((vault / LONG_NOTE).read_bytes())
+    report = fast_sync(kb)
+    assert report.indexed == 1 and report.queued == 0
+    assert kb.chat.total_calls == 0 and kb.store.queue.status().items == 0
+    copy = _chunks(kb.store, "Projects/Home Server copy.md")
+    assert [c["full_context"] for c in copy] == [
+        c["full_context"] for c in _chunks(kb.store, LONG_NOTE)
+    ]
+
+
+def test_an_edit_keeps_the_cached_context_of_the_rest_of_the_note(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    before = _chunks(kb.store, LONG_NOTE)
+    summary = _doc(kb.store, LONG_NOTE)["summary"]
+    lines = (vault / LONG_NOTE).read_text().split("\n")
+    middle = [i for i, line in enumerate(lines) if " the " in line][3]
+    lines[middle] = lines[middle].replace(" the ", " the EDITED ", 1)
+    (vault / LONG_NOTE).write_text("\n".join(lines))
+    fast_sync(kb)
+    after = _chunks(kb.store, LONG_NOTE)
+    changed = [a for a, b in zip(after, before, strict=True) if a["content"] != b["content"]]
+    kept = [a for a, b in zip(after, before, strict=True) if a["content"] == b["content"]]
+    # While it waits, the edited chunk has a structural summary; the others keep theirs,
+    # with the note's file summary, so what they are found by does not change.
+    assert len(changed) == 1 and changed[0]["summary"].startswith('Part of the note "')
+    assert all(a["full_context"] in {b["full_context"] for b in before} for a in kept)
+    assert _doc(kb.store, LONG_NOTE)["summary"] == summary
+    assert kb.store.queue.status().items == 1
+
+
+def test_the_queue_gives_the_newest_notes_first(kb: Kb, vault: Path) -> None:
+    notes = sorted(p.relative_to(vault).as_posix() for p in vault.rglob("*.md"))
+    for i, path in enumerate(notes):
+        os.utime(vault / path, ns=(0, 1_700_000_000_000_000_000 + i * 1_000_000_000))
+    fast_sync(kb)
+    claimed = [_path_of(kb.store, c) for c in _claim_all(kb.store, "w")]
+    queued = [p for p in notes if p in set(claimed)]
+    assert len(claimed) == QUEUED and claimed == queued[::-1]
+
+
+def test_an_edit_before_enrichment_replaces_the_item(kb: Kb, vault: Path) -> None:
+    fast_sync(kb)
+    [first] = _rows(kb.store, "SELECT ticket FROM enrichment_queue q JOIN documents d"
+                    " ON d.id = q.document_id WHERE d.path = %s", LONG_NOTE)  # fmt: skip
+    _edit_first_paragraph(vault, LONG_NOTE)
+    fast_sync(kb)
+    [second] = _rows(kb.store, "SELECT q.ticket, q.content_hash, d.content_hash AS now"
+                     " FROM enrichment_queue q JOIN documents d ON d.id = q.document_id"
+                     " WHERE d.path = %s", LONG_NOTE)  # fmt: skip
+    assert second["ticket"] != first["ticket"] and second["content_hash"] == second["now"]
+    assert kb.store.queue.status().items == QUEUED
+    enriched = kb.drain()
+    # Enriched once, for the latest content.
+    assert enriched.done == QUEUED and kb.chat.calls["file_summary"] == QUEUED
+    assert "zebra" in _doc(kb.store, LONG_NOTE)["summary"]
+
+
+def test_a_result_for_an_older_version_is_dropped(kb: Kb, vault: Path) -> None:
+    fast_sync(kb)
+    claims = {_path_of(kb.store, c): c for c in _claim_all(kb.store, "slow")}
+    _edit_first_paragraph(vault, LONG_NOTE)
+    fast_sync(kb)  # queued again, with a new ticket, while "slow" still works on it
+    enricher = kb.enricher()
+    try:
+        attempt = enricher.enrich(claims[LONG_NOTE], "slow")
+    finally:
+        enricher.close()
+    assert attempt.outcome == "dropped" and attempt.llm_calls > 0
+    assert _doc(kb.store, LONG_NOTE)["summary"].startswith('Note "Home Server"')
+    kb.reset_counts()
+    enriched = kb.drain()  # the new item; the others are still held by "slow"
+    assert enriched.done == 1 and kb.chat.calls["file_summary"] == 1
+    assert "zebra" in _doc(kb.store, LONG_NOTE)["summary"]
+
+
+def test_an_expired_lease_hands_the_note_to_another_worker(kb: Kb) -> None:
+    fast_sync(kb)
+    [dead] = kb.store.queue.claim("dead", lease=1.0)  # a worker that dies holding a note
+    others = _claim_all(kb.store, "alive")
+    assert dead.document_id not in {c.document_id for c in others}
+    time.sleep(1.5)
+    [taken] = kb.store.queue.claim("alive", lease=60)
+    assert taken.document_id == dead.document_id and taken.attempts == 2
+    enricher = kb.enricher()
+    try:
+        assert enricher.enrich(taken, "alive").outcome == "done"
+        # The dead worker, back from a long pause, finds its lease gone: nothing is written.
+        assert enricher.enrich(dead, "dead").outcome == "dropped"
+    finally:
+        enricher.close()
+    assert len(_rows(kb.store, "SELECT * FROM enrichment_done")) == 1
+
+
+def test_concurrent_claims_never_share_an_item(kb: Kb) -> None:
+    fast_sync(kb)
+    start = threading.Barrier(8)
+    claimed: dict[str, list[int]] = {}
+
+    def claim(owner: str) -> None:
+        start.wait()
+        claimed[owner] = [c.document_id for c in _claim_all(kb.store, owner)]
+
+    threads = [threading.Thread(target=claim, args=(f"w{i}",)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    every = [d for ids in claimed.values() for d in ids]
+    assert len(every) == len(set(every)) == QUEUED
+
+
+def test_workers_draining_together_do_nothing_twice(kb: Kb) -> None:
+    fast_sync(kb)
+    attempts: list[Attempt] = []
+    workers = [kb.worker(until_empty=True, concurrency=2, on_attempt=attempts.append)]
+    workers.append(kb.worker(until_empty=True, concurrency=2, on_attempt=attempts.append))
+    threads = [threading.Thread(target=w.run) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert [a.outcome for a in attempts] == ["done"] * QUEUED
+    assert len({a.document_id for a in attempts}) == QUEUED
+    assert kb.chat.calls["file_summary"] == QUEUED  # each note's summary written once
+    done = _rows(kb.store, "SELECT worker, count(*) AS n FROM enrichment_done GROUP BY 1")
+    assert sum(r["n"] for r in done) == QUEUED and {r["worker"] for r in done} <= {
+        w.id for w in workers
+    }
+    assert kb.store.queue.status().items == 0 and verify(kb.config, kb.store).in_sync
+
+
+def test_stopping_a_worker_finishes_the_note_in_hand(kb: Kb) -> None:
+    fast_sync(kb)
+    in_call = threading.Event()
+    release = threading.Event()
+
+    class SlowChat(FakeChat):
+        def complete(self, prompt: Prompt) -> str:
+            in_call.set()
+            release.wait(30)
+            return super().complete(prompt)
+
+    kb.chat = SlowChat("fake-chat")
+    attempts: list[Attempt] = []
+    worker = kb.worker(on_attempt=attempts.append)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    assert in_call.wait(30)
+    worker.stop()
+    release.set()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert [a.outcome for a in attempts] == ["done"]
+    assert kb.store.queue.status().items == QUEUED - 1 and kb.store.queue.workers() == []
+
+
+def test_a_failed_attempt_is_recorded_and_retried_later(kb: Kb) -> None:
+    fast_sync(kb)
+    [claim] = kb.store.queue.claim("w", lease=60)
+    kb.store.queue.release(claim, "w", error="cannot reach the LLM server", retry_in=3600)
+    status = kb.store.queue.status()
+    assert status.items == QUEUED and status.failing == 1
+    [failing] = status.failures
+    assert failing.error == "cannot reach the LLM server" and failing.attempts == 1
+    assert failing.path == _path_of(kb.store, claim)
+    # Not claimed again before its back-off is over.
+    assert claim.document_id not in {c.document_id for c in _claim_all(kb.store, "w2")}
+
+
+def test_a_model_server_down_stops_an_interactive_drain(kb: Kb) -> None:
+    from kb.errors import LLMUnavailable
+
+    class DeadChat(FakeChat):
+        def complete(self, prompt: Prompt) -> str:
+            raise LLMUnavailable("cannot reach the LLM server")
+
+    fast_sync(kb)
+    kb.chat = DeadChat("fake-chat")
+    with pytest.raises(LLMUnavailable):
+        kb.drain()
+    status = kb.store.queue.status()
+    assert status.items == QUEUED and status.failing >= 1 and status.in_progress == 0
+
+
+def test_queue_status_rate_and_eta(kb: Kb) -> None:
+    fast_sync(kb)
+    assert kb.store.queue.status().rate is None
+    [claim] = kb.store.queue.claim("w", lease=60)
+    time.sleep(0.2)
+    enricher = kb.enricher()
+    try:
+        assert enricher.enrich(claim, "w").outcome == "done"
+    finally:
+        enricher.close()
+    status = kb.store.queue.status()
+    assert status.done_last_hour == status.done_last_day == 1
+    assert status.rate is not None and status.rate > 0
+    assert status.eta_seconds == pytest.approx((QUEUED - 1) / status.rate)
+
+
+def test_a_deleted_note_leaves_the_queue(kb: Kb, vault: Path) -> None:
+    fast_sync(kb)
+    [claim] = [c for c in _claim_all(kb.store, "w") if _path_of(kb.store, c) == LONG_NOTE]
+    (vault / LONG_NOTE).unlink()
+    fast_sync(kb)
+    assert kb.store.queue.status().items == QUEUED - 1
+    enricher = kb.enricher()
+    try:
+        assert enricher.enrich(claim, "w").outcome == "dropped"
+    finally:
+        enricher.close()
+
+
+def test_a_worker_built_for_other_settings_refuses_the_note(store: Store, vault: Path) -> None:
+    indexing = Kb(store, make_config(vault))
+    fast_sync(indexing)
+    other = Kb(store, make_config(vault, llm={"embed_window": 64}))
+    with pytest.raises(Exception, match="context build"):
+        other.drain()
+    assert store.queue.status().failing == 1
+
+
+def test_enrichment_off_writes_the_llm_context_while_indexing(store: Store, vault: Path) -> None:
+    on = Kb(store, make_config(vault))
+    fast_sync(on)
+    assert store.queue.status().items == QUEUED
+    off = Kb(store, make_config(vault, enrich={"enabled": False}))
+    report = fast_sync(off)
+    # The notes still queued are indexed again, with the model, and leave the queue.
+    assert report.indexed == QUEUED and report.queued == 0
+    assert off.chat.calls["file_summary"] == QUEUED
+    assert store.queue.status().items == 0
+    assert _doc(store, LONG_NOTE)["summary"].startswith("A note covering")
+    off.reset_counts()
+    assert fast_sync(off).indexed == 0 and off.chat.total_calls == 0
+
+
+def test_other_levels_queue_nothing(store: Store, vault: Path) -> None:
+    for level in ("structure", "none"):
+        kb = Kb(store, make_config(vault, context={"summaries": level}))
+        assert fast_sync(kb).queued == 0 and store.queue.status().items == 0
