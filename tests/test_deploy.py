@@ -24,7 +24,7 @@ DEPLOY = ROOT / "deploy"
 def test_compose_runs_the_daemon_on_the_configured_models() -> None:
     compose = yaml.safe_load((ROOT / "compose.yml").read_text())
     services = compose["services"]
-    assert set(services) == {"postgres", "ollama", "ollama-models", "kb", "kb-mcp"}
+    assert set(services) == {"postgres", "ollama", "ollama-models", "kb", "kb-worker", "kb-mcp"}
     assert services["postgres"]["image"].startswith("pgvector/pgvector:")
     kb = services["kb"]
     assert kb["command"] == ["daemon"] and "entrypoint" not in kb
@@ -37,6 +37,19 @@ def test_compose_runs_the_daemon_on_the_configured_models() -> None:
         assert kb["environment"][name] == services["ollama-models"]["environment"][name]
     assert "./deploy/kb.toml:/config/kb.toml:ro" in kb["volumes"]
     assert any(v.endswith(":/vault:ro") for v in kb["volumes"])
+
+
+def test_compose_workers_scale_out_without_the_vault() -> None:
+    services = yaml.safe_load((ROOT / "compose.yml").read_text())["services"]
+    worker, kb = services["kb-worker"], services["kb"]
+    assert worker["command"] == ["worker"] and "entrypoint" not in worker
+    # `--scale kb-worker=N` needs no fixed name or published port.
+    assert "container_name" not in worker and "ports" not in worker
+    assert worker["volumes"] == ["./deploy/kb.toml:/config/kb.toml:ro"]
+    assert worker["environment"] == {
+        k: v for k, v in kb["environment"].items() if k != "KB_DAEMON_POLLING"
+    }
+    assert worker["depends_on"] == kb["depends_on"]
 
 
 def test_compose_serves_mcp_over_http_only_on_request_and_with_a_token() -> None:
@@ -68,14 +81,28 @@ def test_systemd_user_unit() -> None:
     assert unit["Install"]["WantedBy"] == "default.target"
 
 
-def test_systemd_unit_verifies(tmp_path: Path) -> None:
+def test_systemd_worker_unit_is_a_template() -> None:
+    unit = configparser.ConfigParser(interpolation=None, strict=False)
+    unit.optionxform = str  # type: ignore[assignment,method-assign]
+    unit.read(DEPLOY / "kb-worker@.service")
+    assert unit["Service"]["ExecStart"] == "%h/.local/bin/kb worker"
+    assert unit["Service"]["KillSignal"] == "SIGTERM"
+    assert unit["Install"]["WantedBy"] == "default.target"
+
+
+@pytest.mark.parametrize(
+    ("name", "command"), [("kb.service", "daemon"), ("kb-worker@.service", "worker")]
+)
+def test_systemd_unit_verifies(tmp_path: Path, name: str, command: str) -> None:
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed")
-    text = (DEPLOY / "kb.service").read_text()
+    text = (DEPLOY / name).read_text()
     # The unit's binary path is a user's; verify checks that it exists, so point it at ours.
-    copy = tmp_path / "kb.service"
-    copy.write_text(text.replace("%h/.local/bin/kb daemon", f"{sys.executable} -m kb daemon"))
+    copy = tmp_path / name.replace("@", "@1")
+    copy.write_text(
+        text.replace(f"%h/.local/bin/kb {command}", f"{sys.executable} -m kb {command}")
+    )
     result = subprocess.run(
         [analyze, "verify", str(copy)], capture_output=True, text=True, timeout=60
     )

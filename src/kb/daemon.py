@@ -434,6 +434,8 @@ class Daemon:
             fields["from"] = file.moved_from
         if file.action == "indexed":
             fields.update(chunks=file.chunks, llm_calls=file.llm_calls, embedded=file.embedded)
+            if file.queued:
+                fields["enrichment"] = "queued"
         if file.action == "failed":
             event(log, "failed", logging.WARNING, **fields, error=file.error)
         else:

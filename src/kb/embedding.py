@@ -7,6 +7,7 @@ written later), so both embed and check the same way.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,10 +19,14 @@ from kb.store import ChunkRecord, Store, Vector
 
 
 class Embedding:
-    def __init__(self, store: Store, embedder: Embedder, *, batch: int) -> None:
+    """`batch` texts per request, at most `in_flight` requests at once however many threads
+    embed (llm.concurrency: a server serves that many at once)."""
+
+    def __init__(self, store: Store, embedder: Embedder, *, batch: int, in_flight: int) -> None:
         self.store = store
         self.embedder = embedder
         self.batch = batch
+        self._in_flight = threading.Semaphore(max(1, in_flight))
 
     def records(
         self, chunks: Sequence[ContextChunk], *, chat_model: str, reuse: bool
@@ -70,7 +75,8 @@ class Embedding:
         dimensions = space[1] if space else None
         out: list[Vector] = []
         for start in range(0, len(texts), self.batch):
-            vectors = self.embedder.embed(texts[start : start + self.batch])
+            with self._in_flight:
+                vectors = self.embedder.embed(texts[start : start + self.batch])
             for v in vectors:
                 # A server that swapped its model, or broke, must not fill the index with
                 # vectors no search can compare.

@@ -85,7 +85,9 @@ class Enricher:
             embed_window=embed_window(config.llm),
             executor=self._llm_pool,
         )
-        self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch)
+        self.embedding = Embedding(
+            store, embedder, batch=config.llm.embed_batch, in_flight=config.llm.concurrency
+        )
 
     def close(self) -> None:
         self._llm_pool.shutdown(wait=True, cancel_futures=True)

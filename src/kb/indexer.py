@@ -124,8 +124,16 @@ class Indexer:
         # Called before each file and each write; it raises Interrupted to stop the run there.
         self.checkpoint = checkpoint or (lambda: None)
         workers = max(1, config.llm.concurrency)
+        # Two speeds: the LLM context is left to the enrichment queue's workers.
+        self.enrich = config.enrich.enabled and config.context.summaries == "llm"
+        # With no chat model on this path, twice as many notes are read and stored at once
+        # as the embedding server has requests in flight (Embedding holds them to that): it
+        # is then never left waiting while a note is parsed or written.
+        model_free = self.enrich or config.context.summaries != "llm"
         self._llm_pool = ThreadPoolExecutor(workers, thread_name_prefix="kb-llm")
-        self._file_pool = ThreadPoolExecutor(workers, thread_name_prefix="kb-file")
+        self._file_pool = ThreadPoolExecutor(
+            2 * workers if model_free else workers, thread_name_prefix="kb-file"
+        )
         self.context = Contextualizer(
             chat,
             config.context,
@@ -134,9 +142,7 @@ class Indexer:
             embed_window=embed_window(config.llm),
             executor=self._llm_pool,
         )
-        self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch)
-        # Two speeds: the LLM context is left to the enrichment queue's workers.
-        self.enrich = config.enrich.enabled and config.context.summaries == "llm"
+        self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch, in_flight=workers)
 
     def close(self) -> None:
         self._file_pool.shutdown(wait=True, cancel_futures=True)
