@@ -115,6 +115,9 @@ class Indexer:
         self.on_scan = on_scan or (lambda files: None)
         # Called before each file and each write; it raises Interrupted to stop the run there.
         self.checkpoint = checkpoint or (lambda: None)
+        # The embedding space as this indexer last made sure of it: every vector is checked
+        # against its size without asking the database each time.
+        self._space: tuple[str, int] | None = None
         workers = max(1, config.llm.concurrency)
         self._llm_pool = ThreadPoolExecutor(workers, thread_name_prefix="kb-llm")
         self._file_pool = ThreadPoolExecutor(workers, thread_name_prefix="kb-file")
@@ -417,7 +420,7 @@ class Indexer:
         """Vectors for texts, each checked: the size the index holds, and finite numbers."""
         if not texts:
             return []
-        space = None if probe else self.store.vectors.space()
+        space = None if probe else (self._space or self.store.vectors.space())
         dimensions = space[1] if space else None
         out: list[Vector] = []
         batch = self.config.llm.embed_batch
@@ -458,8 +461,10 @@ class Indexer:
                     dimensions,
                 )
             self.store.vectors.switch(self.embedder.name, dimensions)
+            space = (self.embedder.name, dimensions)
         elif not self.store.vectors.has_index():
             self.store.vectors.build_index(*space)  # a bulk load was cut short
+        self._space = space
         return self.embed_missing()
 
     def embed_missing(self) -> int:
