@@ -38,7 +38,7 @@ import numpy as np
 
 # Function words, the head of the distribution: PostgreSQL's English configuration drops
 # most of them, as it would in real notes.
-_FUNCTION_WORDS = (
+FUNCTION_WORDS = (
     "the of and to a in is that it for on was with as be this by at are from or have an not "
     "but which one all their there were can has been more if when will would what about so "
     "up out them some into than then its only other also over after just most these two may "
@@ -97,7 +97,7 @@ def vocabulary(seed: int = 0) -> list[str]:
 
 def _vocabulary(seed: int) -> Vocabulary:
     rng = np.random.default_rng(seed)
-    seen = set(_FUNCTION_WORDS) | set(_COMMON_WORDS)
+    seen = set(FUNCTION_WORDS) | set(_COMMON_WORDS)
     invented: list[str] = []
     while len(invented) < _INVENTED_WORDS:
         n = int(rng.integers(2, 5))
@@ -107,7 +107,7 @@ def _vocabulary(seed: int) -> Vocabulary:
             invented.append(word)
     common = list(dict.fromkeys(_COMMON_WORDS))
     rng.shuffle(common)
-    words = list(dict.fromkeys(_FUNCTION_WORDS)) + common + invented
+    words = list(dict.fromkeys(FUNCTION_WORDS)) + common + invented
     weights = 1.0 / np.arange(1, len(words) + 1) ** _ZIPF_EXPONENT
     return Vocabulary(words, np.cumsum(weights / weights.sum()))
 
@@ -119,7 +119,7 @@ class _Writer:
         self.rng = random.Random(seed)
         self.numpy_rng = np.random.default_rng(seed)
         self.vocab = _vocabulary(seed)
-        self.content = len(_FUNCTION_WORDS)  # the rank of the first content word
+        self.content = len(FUNCTION_WORDS)  # the rank of the first content word
         self.buffer: list[str] = []
         self.titles = [self._title(i) for i in range(notes)]
         self.folders = [self._folder() for _ in range(notes)]

@@ -14,29 +14,28 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import psycopg
 import typer
 from rich.console import Console
-from rich.logging import RichHandler
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from kb import query as query_mod
-from kb.answer import Answer, AskOptions, ask
 from kb.config import SEARCH_MODES, Config, load_config
-from kb.container import Container
-from kb.db import first_line
-from kb.enrich import Attempt, EnrichReport
 from kb.errors import DatabaseError, KbError
-from kb.indexer import FileEvent, SyncReport
-from kb.llm import embed_profile
 from kb.logfmt import LogfmtFormatter, event
 from kb.redact import redact
-from kb.store import QueueStatus, SearchFilter, SearchHit
 from kb.terminal import printable
-from kb.verify import KINDS, verify
+
+# Each command imports what only it needs: `kb --help` and `kb query` load no Markdown
+# parser, file watcher or answer prompts.
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from kb.answer import Answer
+    from kb.container import Container
+    from kb.enrich import EnrichReport
+    from kb.indexer import SyncReport
+    from kb.store import QueueStatus, SearchFilter, SearchHit
 
 # Dates on the command line: a day, or a day and a time (local unless an offset is given).
 _DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]
@@ -125,6 +124,8 @@ class _SafeLog(logging.Filter):
 
 
 def _setup_logging(verbose: bool) -> None:
+    from rich.logging import RichHandler
+
     handler = RichHandler(
         console=err, show_time=False, show_path=False, markup=False, rich_tracebacks=False
     )
@@ -150,6 +151,11 @@ def _fail(message: str) -> typer.Exit:
 def _session(ctx: typer.Context) -> Iterator[Container]:
     """kb's parts for the configured database; a KbError anywhere becomes one line and exit
     code 1."""
+    import psycopg
+
+    from kb.container import Container
+    from kb.db import first_line
+
     options: _Options = ctx.obj
     _setup_logging(options.verbose)
     try:
@@ -162,15 +168,31 @@ def _session(ctx: typer.Context) -> Iterator[Container]:
         raise _fail(f"database error: {first_line(exc)}") from None
 
 
-def _run_sync(parts: Container, *, force: bool) -> SyncReport:
-    columns = (
+def _progress() -> Progress:
+    """A progress bar on stderr: what, a bar, done of total, the task's stats, time."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[stats]}"),
         TimeElapsedColumn(),
+        console=err,
+        transient=False,
     )
-    with Progress(*columns, console=err, transient=False) as progress:
+
+
+def _run_sync(parts: Container, *, force: bool) -> SyncReport:
+    from kb.indexer import FileEvent, SyncReport
+
+    with _progress() as progress:
         task = progress.add_task("indexing", total=None, stats="")
         report = SyncReport()
 
@@ -256,17 +278,12 @@ def _wait_for_enrichment(parts: Container, queued: int) -> EnrichReport:
     """Enrich here while no worker runs; watch the workers while some do. Returns once the
     queue is empty, or holds only notes that cannot be enriched now (failing ones waiting
     for their retry, ones leased by a worker that died)."""
-    columns = (
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[stats]}"),
-        TimeElapsedColumn(),
-    )
+    from kb.enrich import Attempt, EnrichReport
+
     report = EnrichReport()
     adding = threading.Lock()  # the drain's slots report from their own threads
     queue = parts.store.queue
-    with Progress(*columns, console=err, transient=False) as progress:
+    with _progress() as progress:
         task = progress.add_task("enriching", total=queued, stats="")
 
         def show() -> QueueStatus:
@@ -404,13 +421,15 @@ def query(
     no_owner: NoOwner = False,
 ) -> None:
     """Search the index; prints the raw chunks, best first."""
+    from kb.query import search
+
     if mode is not None and mode not in SEARCH_MODES:
         raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
     with _session(ctx) as parts:
         cfg = parts.config
         owner = None if no_owner or not cfg.query.owner_in_first_person else cfg.owner_name
         reranker = parts.reranker() if (cfg.query.rerank if rerank is None else rerank) else None
-        hits = query_mod.search(
+        hits = search(
             parts.store,
             parts.embedder,
             text,
@@ -449,6 +468,8 @@ def query(
 def _filters(
     path: str | None, tag: list[str] | None, after: dt.datetime | None, before: dt.datetime | None
 ) -> SearchFilter:
+    from kb.store import SearchFilter
+
     return SearchFilter(
         path_prefix=path, tags=tuple(tag or ()), modified_after=after, modified_before=before
     )
@@ -485,6 +506,8 @@ def ask_command(
     no_owner: NoOwner = False,
 ) -> None:
     """Answer a question from your notes, citing the passages it used."""
+    from kb.answer import AskOptions, ask
+
     with _session(ctx) as parts:
         cfg = parts.config
         owner = None if no_owner or not cfg.query.owner_in_first_person else cfg.owner_name
@@ -588,6 +611,8 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """What the index holds, which models made it, and what failed."""
+    from kb.llm import embed_profile
+
     with _session(ctx) as parts:
         cfg, store = parts.config, parts.store
         report = store.state.status()
@@ -802,6 +827,8 @@ def _connect_until_stopped(
     config: Config, stop: threading.Event, log: logging.Logger
 ) -> Container | None:
     """Open kb's parts, waiting for the database as long as it takes (or until stopped)."""
+    from kb.container import Container
+
     delay = 1.0
     while not stop.is_set():
         try:
@@ -821,6 +848,8 @@ def verify_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Check that the index equals the vaults: exit 0 if so, else list the differences (exit 4)."""
+    from kb.verify import KINDS, verify
+
     with _session(ctx) as parts:
         report = verify(parts.config, parts.store)
     if as_json:

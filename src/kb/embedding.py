@@ -27,6 +27,10 @@ class Embedding:
         self.embedder = embedder
         self.batch = batch
         self._in_flight = threading.Semaphore(max(1, in_flight))
+        # The embedding space as its user last made sure of it (the indexer, at the start of a
+        # sync): every vector is checked against its size without asking the database each
+        # time. None: asked each time.
+        self.space: tuple[str, int] | None = None
 
     def records(
         self, chunks: Sequence[ContextChunk], *, chat_model: str, reuse: bool
@@ -71,7 +75,7 @@ class Embedding:
         """Vectors for texts, each checked: the size the index holds, and finite numbers."""
         if not texts:
             return []
-        space = None if probe else self.store.vectors.space()
+        space = None if probe else (self.space or self.store.vectors.space())
         dimensions = space[1] if space else None
         out: list[Vector] = []
         for start in range(0, len(texts), self.batch):

@@ -426,8 +426,10 @@ class Indexer:
                     dimensions,
                 )
             self.store.vectors.switch(self.embedder.name, dimensions)
+            space = (self.embedder.name, dimensions)
         elif not self.store.vectors.has_index():
             self.store.vectors.build_index(*space)  # a bulk load was cut short
+        self.embedding.space = space
         return self.embed_missing()
 
     def embed_missing(self) -> int:

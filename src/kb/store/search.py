@@ -84,6 +84,20 @@ BM25_K1 = 1.2
 BM25_B = 0.75
 
 
+# Text search reads, for each query word, only its best TEXT_POSTINGS_PER_WORD postings
+# (migration 010 orders a word's postings by its BM25 weight in each chunk), adds them up
+# into a first score, and scores the TEXT_RESCORED chunks with the best first score by BM25,
+# exactly. Where every query word is in fewer chunks than that and fewer chunks than
+# TEXT_RESCORED hold any of them, every matching chunk is scored: exact BM25. Beyond, a
+# chunk can be missed when its common words' postings were cut off; bench/search_scale.py
+# --exactness measures how often at 100k chunks. With a filter, a word's postings are read
+# until TEXT_POSTINGS_PER_WORD of them lie in the notes it allows, at most
+# TEXT_POSTINGS_WALKED of them.
+TEXT_POSTINGS_PER_WORD = 1000
+TEXT_RESCORED = 400
+TEXT_POSTINGS_WALKED = 20 * TEXT_POSTINGS_PER_WORD
+
+
 @dataclass(frozen=True)
 class SearchFilter:
     """Which notes a search may return; every part is optional and they combine (AND)."""
@@ -163,22 +177,37 @@ class Search:
         """The top `depth` chunks of each list for a query, in one round trip.
 
         vector: nearest by cosine. text: full-text match on full_context (any of the
-        query's words, ranked by BM25). How the two lists become one is `kb.fusion`'s job.
+        query's words, ranked by BM25: see TEXT_POSTINGS_PER_WORD). How the two lists become
+        one is `kb.fusion`'s job.
         """
-        where = sql.SQL(
-            """c.embed_model = {model}
-               AND (%(like)s::text IS NULL OR d.path LIKE %(like)s)
-               AND (cardinality(%(paths)s::text[]) = 0 OR d.path = ANY(%(paths)s::text[]))
-               AND (%(after)s::bigint IS NULL OR d.mtime_ns >= %(after)s)
-               AND (%(before)s::bigint IS NULL OR d.mtime_ns < %(before)s)
-               AND """
-            + _HAS_TAGS
-        ).format(model=sql.Literal(model))
+        # Only the parts of the filter in use: the others would still be evaluated per row.
+        parts = [sql.SQL("TRUE")]
+        if filters.path_prefix:
+            parts.append(sql.SQL("d.path LIKE %(like)s"))
+        if filters.paths:
+            parts.append(sql.SQL("d.path = ANY(%(paths)s::text[])"))
+        if filters.modified_after:
+            parts.append(sql.SQL("d.mtime_ns >= %(after)s"))
+        if filters.modified_before:
+            parts.append(sql.SQL("d.mtime_ns < %(before)s"))
+        if filters.tags:
+            parts.append(sql.SQL(_HAS_TAGS))
+        documents = sql.SQL(" AND ").join(parts)
+        where = sql.SQL("c.embed_model = {model} AND {documents}").format(
+            model=sql.Literal(model), documents=documents
+        )
         distance = sql.SQL("c.embedding::vector({dim}) <=> %(v)s::vector({dim})").format(
             dim=sql.Literal(dimensions)
         )
-        # plainto_tsquery ANDs the words; a question rarely has them all, so any will do.
-        any_word = sql.SQL("replace(plainto_tsquery('english', %(q)s)::text, ' & ', ' | ')")
+        # The sub-select inside an expression stays a hash of the allowed notes, built once,
+        # where a plain IN would become a join the planner may read in another order.
+        allowed = (
+            sql.SQL(
+                "WHERE (p.document_id IN (SELECT d.id FROM documents d WHERE {documents})) IS TRUE"
+            ).format(documents=documents)
+            if filters.active
+            else sql.SQL("")
+        )
         query = sql.SQL(
             r"""
             WITH v AS (
@@ -186,35 +215,45 @@ class Search:
                   FROM chunks c JOIN documents d ON d.id = c.document_id
                  WHERE {where}
                  ORDER BY {distance} LIMIT %(nv)s
-            ), corpus AS (
-                SELECT count(*) AS n, avg(search_length) AS avg_length
-                  FROM chunks WHERE embed_model = {model}
-            ), terms AS MATERIALIZED (
-                -- Each query lexeme's inverse document frequency; its document count comes
-                -- from the GIN index, the lexeme quoted the way tsquery input expects.
-                -- MATERIALIZED: inlined, the counts would be redone for every chunk scored.
-                SELECT lexeme, ln(1 + (corpus.n - df.n + 0.5) / (df.n + 0.5)) AS idf
-                  FROM corpus,
-                       unnest(tsvector_to_array(to_tsvector('english', %(q)s))) AS lexeme,
-                       LATERAL (
-                           SELECT count(*) AS n FROM chunks c
-                            WHERE c.embed_model = {model} AND c.search_text @@ (
-                                  '''' || replace(replace(lexeme, '\', '\\'), '''', '''''')
-                                  || '''')::tsquery
-                       ) AS df
+            ), words AS MATERIALIZED (
+                -- The query's lexemes with their inverse document frequency, from the
+                -- statistics the triggers keep; nothing when only vectors are asked for.
+                SELECT q.lexeme,
+                       ln(1 + (n.chunks - l.chunks + 0.5) / (l.chunks + 0.5))::float8 AS idf,
+                       n.lexemes::float8 / n.chunks AS avg_length
+                  FROM text_corpus n,
+                       unnest(tsvector_to_array(to_tsvector('english', %(q)s))) AS q (lexeme)
+                       JOIN text_lexemes l ON l.lexeme = q.lexeme COLLATE "C"
+                 WHERE %(nt)s > 0 AND l.chunks > 0
+            ), found AS MATERIALIZED (
+                -- Each word's best postings, summed into a first score by their stored impact.
+                SELECT p.chunk_id, sum(words.idf * p.impact) AS first
+                  FROM words, LATERAL (
+                      SELECT p.chunk_id, p.impact FROM (
+                          SELECT p.chunk_id, p.impact, p.document_id FROM text_postings p
+                           WHERE p.lexeme = words.lexeme COLLATE "C"
+                           ORDER BY p.impact DESC LIMIT %(walked)s
+                      ) AS p {allowed} LIMIT %(per_word)s
+                  ) AS p
+                 GROUP BY p.chunk_id
+                 ORDER BY first DESC LIMIT %(rescored)s
+            ), bm25 AS (
+                -- Okapi BM25 of the best of them, from their full-text vectors: only the
+                -- query's lexemes are kept (weighted A, then filtered) before unnesting.
+                SELECT x.chunk_id AS id, sum(words.idf * cardinality(w.positions) * ({k1} + 1)
+                           / (cardinality(w.positions) + {k1} * (1 - {b}
+                              + {b} * x.length / words.avg_length))) AS score
+                  FROM found JOIN chunks c ON c.id = found.chunk_id
+                       JOIN text_chunks x ON x.chunk_id = found.chunk_id,
+                       unnest(ts_filter(
+                           setweight(x.terms, 'A', ARRAY(SELECT lexeme FROM words)), '{{a}}'
+                       )) AS w
+                       JOIN words ON words.lexeme = w.lexeme
+                 WHERE c.embed_model = {model}
+                 GROUP BY x.chunk_id
             ), t AS (
-                SELECT c.id, bm25.score,
-                       row_number() OVER (ORDER BY bm25.score DESC, c.id) AS rank
-                  FROM corpus, chunks c JOIN documents d ON d.id = c.document_id,
-                       CAST({any_word} AS tsquery) AS q,
-                       LATERAL (
-                           SELECT sum(terms.idf * cardinality(w.positions) * ({k1} + 1)
-                                      / (cardinality(w.positions) + {k1} * (1 - {b}
-                                         + {b} * c.search_length / corpus.avg_length))) AS score
-                             FROM unnest(c.search_text) AS w JOIN terms ON terms.lexeme = w.lexeme
-                       ) AS bm25
-                 WHERE c.search_text @@ q AND {where}
-                 ORDER BY rank LIMIT %(nt)s
+                SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank
+                  FROM bm25 ORDER BY rank LIMIT %(nt)s
             )
             SELECT c.id, d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
                    1 - ({distance}) AS similarity, v.rank AS vector_rank,
@@ -225,7 +264,7 @@ class Search:
         ).format(
             distance=distance,
             where=where,
-            any_word=any_word,
+            allowed=allowed,
             model=sql.Literal(model),
             k1=sql.Literal(BM25_K1),
             b=sql.Literal(BM25_B),
@@ -240,6 +279,9 @@ class Search:
             "paths": list(filters.paths),
             "nv": 0 if lists == "text" else depth,
             "nt": 0 if lists == "vector" else depth,
+            "per_word": TEXT_POSTINGS_PER_WORD,
+            "walked": TEXT_POSTINGS_WALKED if filters.active else TEXT_POSTINGS_PER_WORD,
+            "rescored": max(depth, TEXT_RESCORED),
         }
         with self.pool.connection() as conn, conn.transaction():
             if filters.active:

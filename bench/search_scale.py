@@ -1,0 +1,310 @@
+"""Search latency at scale: vector, text and hybrid top-10 over a vault of ~100k chunks.
+
+    python bench/search_scale.py [--notes 12000] [--seed 0] [--queries 200] [--cli-queries 20]
+
+builds (or reuses) a synthetic vault (`bench/vaultgen.py`) and its kb index at the
+`structure` context level with the offline fake provider (`kb.llm.fake`: no model server,
+hashed bag-of-words vectors of 384 dimensions, the size of MiniLM's), then measures:
+
+- in the database: `Store.candidates` as `kb query` calls it (depth 40, the candidate lists
+  fusion reads) in each mode, p50 and p95 over `--queries` queries, plus the fusion for
+  hybrid;
+- end to end: `kb query --mode M --top-k 10 --json` as a subprocess per query (Python start,
+  config, embedding of the query, search, output), with the database server already
+  running, p50 and p95 over `--cli-queries` queries per mode.
+
+Queries are 2 to 8 words of the vault's own vocabulary, seeded: function words ("the", "of":
+dropped by full-text search), words drawn as often as the text uses them (common), and words
+of the vocabulary's long tail (rare).
+
+The vault and the database are kept in --data-dir (default ~/.cache/kb/bench, or
+KB_BENCH_DIR): indexing is kb's own (about 200 chunks/s on two cores), so a first run takes
+some ten minutes, an interrupted one resumes where it stopped (kb skips notes already
+indexed), and later runs only measure. The database lives on the embedded server of
+--data-dir, or on the server of KB_BENCH_DATABASE_URL (a database named after the vault is
+created there).
+
+`--exactness N` also compares the text and hybrid top-10 of the first N queries with those of
+exact BM25 (every posting of every query word read and every chunk found scored: seconds
+per query at 100k chunks), and prints the share of the exact top 10 that was found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import vaultgen
+
+from kb import db
+from kb.config import Config, parse_config
+from kb.container import Container, open_store
+from kb.fusion import DEFAULT_FUSION
+from kb.indexer import FileEvent
+from kb.llm import make_embedder
+from kb.query import CANDIDATES, rank
+from kb.store import Store
+from kb.store import search as store_module
+
+MODES = ("vector", "text", "hybrid")
+EMBED_MODEL = "hash-384"
+TOP_K = 10
+
+
+@dataclass(frozen=True)
+class Latency:
+    p50: float  # milliseconds
+    p95: float
+
+
+def percentiles(millis: Sequence[float]) -> Latency:
+    ordered = sorted(millis)
+    return Latency(
+        statistics.median(ordered), ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    )
+
+
+def make_queries(count: int, seed: int) -> list[str]:
+    """2-8 word queries over the vault's vocabulary: function, common and rare words."""
+    words = vaultgen.vocabulary(seed)
+    function = len(vaultgen.FUNCTION_WORDS)
+    rng = random.Random(seed + 1)
+    queries = []
+    for _ in range(count):
+        picked = []
+        for _ in range(rng.randint(2, 8)):
+            roll = rng.random()
+            if roll < 0.25:
+                picked.append(words[rng.randrange(function)])
+            elif roll < 0.7:
+                # log-uniform over the content words: as often as the text uses them
+                picked.append(words[int(function * (len(words) / function) ** rng.random())])
+            else:
+                picked.append(words[rng.randrange(len(words) // 2, len(words))])
+        queries.append(" ".join(picked))
+    return queries
+
+
+def vault_config(vault: Path, data_dir: Path, url: str) -> Config:
+    raw = {
+        "owner_name": "Alex Doe",
+        "data_dir": str(data_dir),
+        "database": {"url": url},
+        "vaults": [{"name": "scale", "path": str(vault), "personal": ["Journal/**"]}],
+        "context": {"summaries": "structure"},
+        "llm": {"provider": "fake", "embed_model": EMBED_MODEL, "chat_model": "fake-chat"},
+    }
+    # The environment's model settings are not this benchmark's: it always runs offline.
+    return parse_config(raw, base_dir=Path.cwd(), env={})
+
+
+def config_toml(vault: Path, data_dir: Path, url: str) -> str:
+    return "\n".join(
+        [
+            'owner_name = "Alex Doe"',
+            f"data_dir = {json.dumps(str(data_dir))}",
+            "[database]",
+            f"url = {json.dumps(url)}",
+            "[context]",
+            'summaries = "structure"',
+            "[llm]",
+            'provider = "fake"',
+            f'embed_model = "{EMBED_MODEL}"',
+            'chat_model = "fake-chat"',
+            "[[vaults]]",
+            'name = "scale"',
+            f"path = {json.dumps(str(vault))}",
+            'personal = ["Journal/**"]',
+            "",
+        ]
+    )
+
+
+def build(config: Config, store: Store) -> None:
+    """Index the vault with kb itself; notes already indexed are skipped, so this resumes."""
+    started = time.perf_counter()
+    done = {"files": 0, "chunks": 0}
+
+    def progress(event: FileEvent) -> None:
+        if event.action != "indexed":
+            return
+        done["files"] += 1
+        done["chunks"] += event.chunks
+        if done["files"] % 500 == 0:
+            rate = done["chunks"] / (time.perf_counter() - started)
+            print(
+                f"  indexed {done['files']} notes, {done['chunks']} chunks ({rate:.0f} chunks/s)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    with Container(config, store).indexer(on_event=progress) as indexer:
+        indexer.sync()
+    if done["files"]:
+        seconds = time.perf_counter() - started
+        print(
+            f"  indexed {done['files']} notes, {done['chunks']} chunks in {seconds:.0f} s "
+            f"({done['chunks'] / seconds:.0f} chunks/s)",
+            file=sys.stderr,
+        )
+
+
+def in_database(
+    store: Store, config: Config, queries: Sequence[str], modes: Sequence[str] = MODES
+) -> dict[str, tuple[Latency, list[list[tuple[str, int]]]]]:
+    """Each mode's latency and each query's top 10 (path, first line)."""
+    embedder = make_embedder(config.llm)
+    space = store.vectors.space()
+    assert space is not None, "the index has an embedding space"
+    vectors = [embedder.embed_query(q) for q in queries]
+    results = {}
+    for mode in modes:
+        millis, tops = [], []
+        for text, vector in zip(queries, vectors, strict=True):
+            started = time.perf_counter()
+            found = store.search.candidates(
+                vector,
+                text,
+                model=space[0],
+                dimensions=space[1],
+                depth=CANDIDATES,
+                lists="both" if mode == "hybrid" else mode,  # type: ignore[arg-type]
+            )
+            hits = rank(found, mode, DEFAULT_FUSION)[:TOP_K]
+            millis.append((time.perf_counter() - started) * 1000)
+            tops.append([(h.path, h.start_line) for h in hits])
+        results[mode] = (percentiles(millis), tops)
+    return results
+
+
+def exactness(
+    store: Store, config: Config, queries: Sequence[str], tops: dict[str, list[list[tuple]]]
+) -> dict[str, float]:
+    """Share of each mode's exact top 10 (every posting read, every chunk scored) that the
+    measured search found, over `queries`."""
+    saved = store_module.TEXT_POSTINGS_PER_WORD, store_module.TEXT_RESCORED
+    store_module.TEXT_POSTINGS_PER_WORD = store_module.TEXT_RESCORED = 2**31 - 1
+    try:
+        exact = in_database(store, config, queries, modes=("text", "hybrid"))
+    finally:
+        store_module.TEXT_POSTINGS_PER_WORD, store_module.TEXT_RESCORED = saved
+    shares = {}
+    for mode, (_, exact_tops) in exact.items():
+        found = [
+            len(set(mine) & set(best)) / len(best)
+            for mine, best in zip(tops[mode], exact_tops, strict=False)
+            if best
+        ]
+        shares[mode] = statistics.mean(found) if found else 1.0
+    return shares
+
+
+def end_to_end(config_file: Path, queries: Sequence[str]) -> dict[str, Latency]:
+    results = {}
+    for mode in MODES:
+        millis = []
+        for text in queries:
+            started = time.perf_counter()
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "kb",
+                    "--config",
+                    str(config_file),
+                    "query",
+                    text,
+                    "--mode",
+                    mode,
+                    "--top-k",
+                    str(TOP_K),
+                    "--json",
+                ],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            millis.append((time.perf_counter() - started) * 1000)
+        results[mode] = percentiles(millis)
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--notes", type=int, default=12_000, help="notes in the vault")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--queries", type=int, default=200, help="queries measured in the DB")
+    parser.add_argument(
+        "--cli-queries", type=int, default=20, help="queries per mode through kb query (0: none)"
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path(os.environ.get("KB_BENCH_DIR", Path.home() / ".cache/kb/bench")),
+        help="where the vault, its database and the embedded PostgreSQL live (kept)",
+    )
+    parser.add_argument(
+        "--database", help="the database's name (default bench_scale_<notes>_<seed>)"
+    )
+    parser.add_argument(
+        "--exactness", type=int, default=0, help="compare N queries with exact BM25"
+    )
+    parser.add_argument("--build-only", action="store_true", help="index, then stop")
+    args = parser.parse_args(argv)
+
+    name = f"scale_{args.notes}_{args.seed}"
+    vault = args.data_dir / f"vault_{name}"
+    if not (vault / ".complete").exists():
+        print(f"writing {args.notes} notes into {vault}", file=sys.stderr)
+        vaultgen.generate(vault, args.notes, args.seed)
+        (vault / ".complete").touch()
+    server = os.environ.get("KB_BENCH_DATABASE_URL") or db.embedded_url(args.data_dir)
+    database = args.database or f"bench_{name}"
+    url = db.database_on(server, database)
+    config = vault_config(vault, args.data_dir, url)
+    with open_store(url) as store:
+        print(f"indexing {vault} into {database}", file=sys.stderr)
+        build(config, store)
+        status = store.state.status()
+        print(f"{status.documents} notes, {status.chunks} chunks", file=sys.stderr)
+        if args.build_only:
+            return 0
+        queries = make_queries(args.queries, args.seed)
+        measured = in_database(store, config, queries)
+        shares = (
+            exactness(
+                store,
+                config,
+                queries[: args.exactness],
+                {mode: tops for mode, (_, tops) in measured.items()},
+            )
+            if args.exactness
+            else {}
+        )
+    config_file = args.data_dir / f"{database}.toml"
+    config_file.write_text(config_toml(vault, args.data_dir, url))
+    cli = end_to_end(config_file, queries[: args.cli_queries]) if args.cli_queries else {}
+
+    print(f"\n{status.chunks} chunks ({status.documents} notes), top-{TOP_K}, milliseconds")
+    print(f"{'mode':<8}{'DB p50':>9}{'DB p95':>9}{'kb query p50':>14}{'kb query p95':>14}")
+    for mode in MODES:
+        lat = measured[mode][0]
+        row = f"{mode:<8}{lat.p50:>9.1f}{lat.p95:>9.1f}"
+        if mode in cli:
+            row += f"{cli[mode].p50:>14.0f}{cli[mode].p95:>14.0f}"
+        print(row)
+    for mode, share in shares.items():
+        print(f"{mode}: {share:.3f} of the exact top-{TOP_K} found ({args.exactness} queries)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
