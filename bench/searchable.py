@@ -25,6 +25,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +63,43 @@ class NoChat:
         raise AssertionError("the chat model was asked to stream while indexing")
 
 
+class Watched:
+    """An embedder that keeps track of how many of its requests are in flight, over time:
+    whether kb kept the server busy."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._since = time.perf_counter()
+        self.busy = 0.0  # seconds with at least one request in flight
+        self.load = 0.0  # requests in flight, integrated over time
+
+    def mark(self, change: int = 0) -> None:
+        with self._lock:
+            now = time.perf_counter()
+            elapsed = now - self._since
+            self.busy += elapsed if self._in_flight else 0.0
+            self.load += elapsed * self._in_flight
+            self._in_flight += change
+            self._since = now
+
+    def reset(self) -> None:
+        with self._lock:
+            self._since, self.busy, self.load = time.perf_counter(), 0.0, 0.0
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.mark(+1)
+        try:
+            return self.inner.embed(texts)
+        finally:
+            self.mark(-1)
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.inner.embed_query(text)
+
+
 @dataclass
 class Round:
     notes: int
@@ -70,6 +108,8 @@ class Round:
     kb_seconds: float
     embed_before: float
     embed_after: float
+    busy: float  # share of kb's time the embedding server had a request
+    in_flight: float  # requests in flight, on average over kb's time
 
     @property
     def floor(self) -> float:
@@ -111,10 +151,13 @@ def one_round(config: Config, url: str, embedder: Embedder) -> Round:
     with open_store(url) as store:
         # Warm the server (model pages, first-request set-up) before anything is timed.
         embedder.embed(["warm up"])
-        parts = Container(config, store, chat=NoChat(), embedder=embedder)
+        watched = Watched(embedder)
+        parts = Container(config, store, chat=NoChat(), embedder=watched)
+        watched.reset()
         started = time.perf_counter()
         report = parts.sync()
         kb_seconds = time.perf_counter() - started
+        watched.mark()
         status = store.state.status()
         assert status.embedded == status.chunks, "every chunk must be searchable"
         with store.pool.connection() as conn:
@@ -130,6 +173,8 @@ def one_round(config: Config, url: str, embedder: Embedder) -> Round:
             kb_seconds=kb_seconds,
             embed_before=before,
             embed_after=after,
+            busy=watched.busy / kb_seconds,
+            in_flight=watched.load / kb_seconds,
         )
 
 
@@ -188,14 +233,22 @@ def main(argv: list[str] | None = None) -> int:
             r = rounds[-1]
             print(
                 f"round {i + 1}: kb {r.kb_seconds:.1f} s, embedding alone "
-                f"{r.embed_before:.1f} / {r.embed_after:.1f} s, ratio {r.ratio:.2f}",
+                f"{r.embed_before:.1f} / {r.embed_after:.1f} s, ratio {r.ratio:.2f}; the "
+                f"server had a request {r.busy:.0%} of kb's time, {r.in_flight:.2f} in flight "
+                "on average",
                 file=sys.stderr,
             )
     r = rounds[0]
     print(f"\n{args.vault}: {r.notes} notes, {r.chunks} chunks, {r.queued} queued for LLM context")
-    print(f"{'round':<6} {'kb: searchable':>15} {'embedding alone':>16} {'ratio':>6}")
+    print(
+        f"{'round':<6} {'kb: searchable':>15} {'embedding alone':>16} {'ratio':>6} "
+        f"{'server busy':>12} {'in flight':>10}"
+    )
     for i, r in enumerate(rounds, 1):
-        print(f"{i:<6} {r.kb_seconds:>13.1f} s {r.floor:>14.1f} s {r.ratio:>6.2f}")
+        print(
+            f"{i:<6} {r.kb_seconds:>13.1f} s {r.floor:>14.1f} s {r.ratio:>6.2f} "
+            f"{r.busy:>12.0%} {r.in_flight:>10.2f}"
+        )
     print(f"median ratio {statistics.median(r.ratio for r in rounds):.2f}")
     return 0
 

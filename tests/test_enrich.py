@@ -4,14 +4,17 @@ by workers draining a queue in PostgreSQL (claims, leases, stale results, severa
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import Kb, make_config
+from conftest import OWNER, Kb, make_config
 from kb.container import Container
 from kb.context import full_context, header_line
 from kb.enrich import Attempt
@@ -342,3 +345,68 @@ def test_other_levels_queue_nothing(store: Store, vault: Path) -> None:
     for level in ("structure", "none"):
         kb = Kb(store, make_config(vault, context={"summaries": level}))
         assert fast_sync(kb).queued == 0 and store.queue.status().items == 0
+
+
+class HangingChatServer:
+    """An OpenAI-compatible server whose chat requests never get an answer."""
+
+    def __init__(self) -> None:
+        self.asked = threading.Event()
+        self.released = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                server.asked.set()
+                server.released.wait()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def close(self) -> None:
+        self.released.set()
+        self.httpd.shutdown()
+
+
+def test_a_killed_worker_leaves_its_note_to_another(
+    kb: Kb, vault: Path, tmp_path: Path, db_url: str
+) -> None:
+    fast_sync(kb)
+    server = HangingChatServer()
+    config = tmp_path / "worker.toml"
+    config.write_text(
+        f'owner_name = "{OWNER}"\n\n[[vaults]]\nname = "v"\npath = "{vault}"\n'
+        'personal = ["Alex/**"]\n\n'
+        f'[llm]\nprovider = "openai"\nhost = "{server.url}"\nchat_model = "fake-chat"\n'
+        'embed_model = "hash-256"\nretries = 0\ntimeout = 600\n\n[enrich]\nlease = 5\n'
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "kb", "--config", str(config), "worker"],
+        env={**os.environ, "KB_DATABASE_URL": db_url},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert server.asked.wait(60), "the worker never asked the model"
+        assert kb.store.queue.status().in_progress == 1
+        worker.kill()  # mid-note: no chance to give it back
+        worker.wait(30)
+        assert kb.store.queue.status().in_progress == 1  # held until its lease runs out
+        time.sleep(5.5)
+        enriched = kb.drain()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        server.close()
+    assert enriched.done == QUEUED and kb.store.queue.status().items == 0
+    assert len(_rows(kb.store, "SELECT * FROM enrichment_done")) == QUEUED
+    assert verify(kb.config, kb.store).in_sync

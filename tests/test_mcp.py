@@ -159,6 +159,9 @@ def test_status_and_ask(kb: Kb) -> None:
         status = (await client.call_tool("status", {})).structured_content
         assert status["documents"] == 15 and status["embed_model"] == "hash-256"
         assert status["daemon"] == "not running"
+        enrichment = status["enrichment"]
+        assert enrichment["queued"] == enrichment["failing"] == 0
+        assert enrichment["done_last_hour"] == 14 and enrichment["notes_per_minute"] > 0
         answer = await client.call_tool("ask", {"question": "which miso goes into the ramen"})
         assert not answer.is_error
         result = answer.structured_content

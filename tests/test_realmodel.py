@@ -118,7 +118,9 @@ def _index(
     config = _config(vault, chat, embed)
     try:
         with Container.open(config, url=make_conninfo(pg_admin_url, dbname=name)) as parts:
-            yield Indexed(config, parts.store, parts.sync())
+            report = parts.sync()
+            parts.drain()  # the LLM context, as `kb index --wait` writes it
+            yield Indexed(config, parts.store, report)
     finally:
         with psycopg.connect(pg_admin_url, autocommit=True) as conn:
             conn.execute(

@@ -158,7 +158,11 @@ class Worker:
                     self._in_hand.pop(claim.document_id, None)
 
     def _failed(self, claim: Claim | None, exc: Exception, failures: int) -> None:
-        error = first_line(exc) if isinstance(exc, KbError) else f"{type(exc).__name__}: {exc}"
+        error = (
+            first_line(exc)
+            if isinstance(exc, KbError)
+            else f"{type(exc).__name__}: {first_line(exc)}"
+        )
         self.last_error = error
         if claim is not None:
             retry_in = min(MIN_BACKOFF * 2 ** (claim.attempts - 1), MAX_NOTE_BACKOFF)
