@@ -38,8 +38,16 @@ def wait_for(
         time.sleep(every)
 
 
-def daemon_kb(store: Store, vault: Path, llm: dict[str, Any] | None = None, **daemon: Any) -> Kb:
-    return Kb(store, make_config(vault, daemon={**FAST, **daemon}, llm=llm or {}))
+def daemon_kb(
+    store: Store,
+    vault: Path,
+    llm: dict[str, Any] | None = None,
+    enrich: dict[str, Any] | None = None,
+    **daemon: Any,
+) -> Kb:
+    return Kb(
+        store, make_config(vault, daemon={**FAST, **daemon}, llm=llm or {}, enrich=enrich or {})
+    )
 
 
 @contextmanager
@@ -50,7 +58,7 @@ def running(kb: Kb, **kwargs: Any) -> Iterator[Daemon]:
     thread.start()
     try:
         wait_for(
-            lambda: daemon.role == "writer" and daemon.idle and enriched(kb),
+            lambda: daemon.role == "writer" and daemon.idle and enriched(daemon, kb),
             "the start-up reconciliation and enrichment",
         )
         yield daemon
@@ -60,9 +68,10 @@ def running(kb: Kb, **kwargs: Any) -> Iterator[Daemon]:
         assert not thread.is_alive(), "the daemon did not stop within 30 s"
 
 
-def enriched(kb: Kb) -> bool:
-    """No note waits for its LLM context (none is in a worker's hands either)."""
-    return kb.store.queue.status().items == 0
+def enriched(daemon: Daemon, kb: Kb) -> bool:
+    """No note waits for its LLM context (none is in a worker's hands either), when the
+    daemon writes it."""
+    return daemon.enrichment is None or kb.store.queue.status().items == 0
 
 
 def settle(daemon: Daemon, kb: Kb, timeout: float = TIMEOUT) -> VerifyReport:
@@ -74,7 +83,7 @@ def settle(daemon: Daemon, kb: Kb, timeout: float = TIMEOUT) -> VerifyReport:
         if not daemon.idle:
             return False
         last[:] = [verify(kb.config, kb.store)]
-        return last[0].in_sync and daemon.idle and enriched(kb)
+        return last[0].in_sync and daemon.idle and enriched(daemon, kb)
 
     try:
         wait_for(synced, "the index to equal the vault", timeout, every=0.2)

@@ -307,7 +307,8 @@ def test_20000_creates_with_the_watcher_stalled_overflow_and_reconcile(
     for i in range(20):  # watched before the stall, so their files' events reach the kernel
         (vault / f"f{i:02d}").mkdir(parents=True)
     # Few dimensions: inserting 20,000 vectors of 256 into the HNSW index would take minutes.
-    kb = daemon_kb(fast_store, vault, llm={"embed_model": "hash-8"})
+    # The notes' LLM context is left to workers: this is about the watcher and reconciliation.
+    kb = daemon_kb(fast_store, vault, llm={"embed_model": "hash-8"}, enrich={"in_daemon": False})
     # Stall watchdog's inotify reader, as a SIGSTOP would: the kernel queue (16384 events by
     # default) overflows, and watchdog only logs it.
     reading = threading.Event()
@@ -330,6 +331,7 @@ def test_20000_creates_with_the_watcher_stalled_overflow_and_reconcile(
         reading.set()
     assert "watcher overflow" in record["reason"]
     assert len(kb.store.documents.states("v")) == 20_000
+    assert kb.store.queue.status().items == 20_000 and kb.chat.total_calls == 0
 
 
 # --- failures -------------------------------------------------------------------------------------

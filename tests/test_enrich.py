@@ -410,3 +410,19 @@ def test_a_killed_worker_leaves_its_note_to_another(
     assert enriched.done == QUEUED and kb.store.queue.status().items == 0
     assert len(_rows(kb.store, "SELECT * FROM enrichment_done")) == QUEUED
     assert verify(kb.config, kb.store).in_sync
+
+
+def test_vector_search_reads_past_the_index_entries_enrichment_leaves(kb: Kb) -> None:
+    fast_sync(kb)
+    kb.drain()  # every chunk updated: its old vector stays in the HNSW index until a vacuum
+    chunks = kb.store.state.status().chunks
+    assert chunks > 2 * 40
+    found = kb.store.search.candidates(
+        kb.embedder.embed_query("postgres backups"),
+        "postgres backups",
+        model="hash-256",
+        dimensions=256,
+        depth=40,
+        lists="vector",
+    )
+    assert len(found.vector) == 40

@@ -259,23 +259,7 @@ class Contextualizer:
             chunks, summary_keys, summaries, texts, strict=True
         ):
             assert summary is not None
-            built.append(
-                ContextChunk(
-                    chunk=chunk,
-                    summary=summary.text,
-                    summary_key=key,
-                    summary_fallback=summary.fallback,
-                    rewrite=rewritten.text if rewritten else None,
-                    rewrite_key=self.rewrite_key(chunk) if rewritten else None,
-                    rewrite_fallback=rewritten.fallback if rewritten else False,
-                    **self._contexts(
-                        file_summary.text,
-                        summary.text,
-                        header_line(chunk.header_path),
-                        rewritten.text if rewritten else chunk.content,
-                    ),
-                )
-            )
+            built.append(self._with_outputs(chunk, file_summary, summary, key, rewritten))
         return FileContext(
             summary=file_summary.text,
             summary_key=file_key,
@@ -367,24 +351,33 @@ class Contextualizer:
                     title, _plain_headers(chunk.header_path)
                 )
                 summary, summary_key = Output(stand_in), cache_key("structure", stand_in)
-            built.append(
-                ContextChunk(
-                    chunk=chunk,
-                    summary=summary.text,
-                    summary_key=summary_key,
-                    summary_fallback=summary.fallback,
-                    rewrite=rewritten.text if rewritten else None,
-                    rewrite_key=self.rewrite_key(chunk) if rewritten else None,
-                    rewrite_fallback=rewritten.fallback if rewritten else False,
-                    **self._contexts(
-                        file_summary.text,
-                        summary.text,
-                        header_line(chunk.header_path),
-                        rewritten.text if rewritten else chunk.content,
-                    ),
-                )
-            )
+            built.append(self._with_outputs(chunk, file_summary, summary, summary_key, rewritten))
         return FileContext(file_summary.text, file_key, file_summary.fallback, built, 0, [])
+
+    def _with_outputs(
+        self,
+        chunk: Chunk,
+        file_summary: Output,
+        summary: Output,
+        summary_key: str,
+        rewritten: Output | None,
+    ) -> ContextChunk:
+        """A chunk's context from its outputs (the rewrite, when the note has them)."""
+        return ContextChunk(
+            chunk=chunk,
+            summary=summary.text,
+            summary_key=summary_key,
+            summary_fallback=summary.fallback,
+            rewrite=rewritten.text if rewritten else None,
+            rewrite_key=self.rewrite_key(chunk) if rewritten else None,
+            rewrite_fallback=rewritten.fallback if rewritten else False,
+            **self._contexts(
+                file_summary.text,
+                summary.text,
+                header_line(chunk.header_path),
+                rewritten.text if rewritten else chunk.content,
+            ),
+        )
 
     def _contexts(
         self, file_summary: str, chunk_summary: str, header_path: str, content: str

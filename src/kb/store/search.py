@@ -284,9 +284,10 @@ class Search:
             "rescored": max(depth, TEXT_RESCORED),
         }
         with self.pool.connection() as conn, conn.transaction():
-            if filters.active:
-                # A filtered HNSW scan must keep going until it has enough rows (pgvector >= 0.8).
-                conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            # An HNSW scan must keep going until it has enough rows (pgvector >= 0.8): rows a
+            # filter rejects, and the dead entries that updated or replaced chunks leave in
+            # the index until a vacuum (every note enriched, every edit), would cut it short.
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             rows = conn.execute(query, params).fetchall()
         return Candidates.of([Candidate(**r) for r in rows])
 
