@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from watchdog.events import FileModifiedEvent, FileMovedEvent
 
 from conftest import Kb, make_config
 from kb.errors import NoteError
@@ -82,9 +83,9 @@ def test_read_note_refuses_paths_that_climb_out(linked: Path) -> None:
 def test_watcher_ignores_event_paths_outside_the_vault(linked: Path) -> None:
     vault = make_config(linked).vaults[0]
     seen: list[tuple[str, str]] = []
-    recorder = Recorder(vault, lambda name, key: seen.append((name, key)))
+    recorder = Recorder(vault, lambda name, *keys: seen.extend((name, k) for k in keys))
     root = os.fspath(linked)
-    recorder._record(f"{root}/../outside/folder/note.md", folder=False)
-    recorder._record(f"{root}/sub/../../outside/x.md", folder=False)
-    recorder._record(f"{root}/sub/real.md", folder=False)
+    recorder.dispatch(FileModifiedEvent(f"{root}/../outside/folder/note.md"))
+    recorder.dispatch(FileModifiedEvent(f"{root}/sub/../../outside/x.md"))
+    recorder.dispatch(FileMovedEvent(f"{root}/sub/../../outside/y.md", f"{root}/sub/real.md"))
     assert seen == [("v", "sub/real.md")]

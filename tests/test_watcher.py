@@ -32,7 +32,7 @@ ROOT = Path("/vault")
 def _recorded(*events: FileSystemEvent, conflicts: str = "ignore") -> list[str]:
     seen: list[str] = []
     vault = VaultConfig("v", ROOT, ignore=("Templates/**",), conflicts=conflicts)
-    recorder = Recorder(vault, lambda name, key: seen.append(key))
+    recorder = Recorder(vault, lambda name, *keys: seen.extend(keys))
     for e in events:
         recorder.dispatch(e)
     return seen
@@ -83,7 +83,7 @@ def test_conflict_copies_recorded_when_configured() -> None:
 
 
 def test_recorder_never_raises() -> None:
-    def broken(vault: str, key: str) -> None:
+    def broken(vault: str, *keys: str) -> None:
         raise RuntimeError("sink failed")
 
     recorder = Recorder(VaultConfig("v", ROOT), broken)
@@ -122,6 +122,27 @@ def test_debouncer_waits_for_quiet() -> None:
     assert len(d) == 1  # in hand until done()
     d.done()
     assert len(d) == 0
+
+
+def test_the_two_ends_of_a_move_fall_due_together() -> None:
+    class Ticking(Clock):
+        def __call__(self) -> float:
+            self.now += 0.01  # every reading is later than the last
+            return self.now
+
+    clock = Ticking()
+    d = _debouncer(clock, [])
+    d.add("v", "old.md", "new.md")
+    # Woken exactly when the first end is due: the second must be due too.
+    clock.now = 1.0
+    assert d.take_due(0) == [Due("v", "old.md", True), Due("v", "new.md", True)]
+
+
+def test_recorder_passes_a_move_as_one_change() -> None:
+    seen: list[tuple[str, ...]] = []
+    recorder = Recorder(VaultConfig("v", ROOT), lambda name, *keys: seen.append(keys))
+    recorder.dispatch(FileMovedEvent("/vault/a.md", "/vault/Sub/b.md"))
+    assert seen == [("a.md", "Sub/b.md")]
 
 
 def test_debouncer_caps_the_delay_of_a_busy_path() -> None:

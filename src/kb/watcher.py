@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from watchdog.events import (
     EVENT_TYPE_CLOSED,
@@ -74,7 +75,10 @@ _FILE_EVENTS = {
 _FOLDER_EVENTS = {EVENT_TYPE_CREATED, EVENT_TYPE_MOVED, EVENT_TYPE_DELETED}
 
 
-Sink = Callable[[str, str], None]
+class Sink(Protocol):
+    """Where a vault's changed paths go (the daemon's debouncer)."""
+
+    def __call__(self, vault: str, *keys: str) -> None: ...
 
 
 class Recorder(FileSystemEventHandler):
@@ -91,26 +95,28 @@ class Recorder(FileSystemEventHandler):
             kinds = _FOLDER_EVENTS if event.is_directory else _FILE_EVENTS
             if event.event_type not in kinds:
                 return
-            for path in (event.src_path, event.dest_path):
-                if path:
-                    self._record(os.fsdecode(path), folder=event.is_directory)
+            # A move's two ends go in together, so they fall due together and the indexer
+            # sees a move, never a delete and then a new note that must be embedded again.
+            keys = [
+                key
+                for path in (event.src_path, event.dest_path)
+                if path and (key := self._key(os.fsdecode(path), folder=event.is_directory))
+            ]
+            if keys:
+                self.sink(self.vault.name, *keys)
         except Exception:
             with contextlib.suppress(Exception):
                 log.exception("ignored an event that could not be recorded: %r", event)
 
-    def _record(self, path: str, *, folder: bool) -> None:
+    def _key(self, path: str, *, folder: bool) -> str | None:
         rel = self._relative(path)
         if not rel:
-            return  # outside the vault (a move's far end), or the root itself
+            return None  # outside the vault (a move's far end), or the root itself
         if folder:
             key = rel + "/"
-            if self.vault.is_ignored(key):
-                return
-        elif is_note(self.vault, rel):
-            key = rel
-        else:
-            return  # attachments, swap, backup and temporary files
-        self.sink(self.vault.name, key)
+            return None if self.vault.is_ignored(key) else key
+        # Attachments, swap, backup and temporary files are not notes.
+        return rel if is_note(self.vault, rel) else None
 
     def _relative(self, path: str) -> str | None:
         path = os.path.normpath(path)
@@ -189,26 +195,31 @@ class Debouncer:
         with self._lock:
             return len(self._pending) + self._in_hand
 
-    def add(self, vault: str, key: str) -> None:
+    def add(self, vault: str, *keys: str) -> None:
+        """Paths changed at one moment: under one clock reading, they fall due together."""
         with self._lock:
             now = self.clock()
-            covering = self._covering_folder(vault, key)
-            if covering is not None:
-                covering.last = now
-                return
-            first = now
-            if key.endswith("/"):
-                under = [k for k in self._pending if k[0] == vault and k[1].startswith(key)]
-                for k in under:
-                    first = min(first, self._pending.pop(k).first)
-            elif (vault, key) in self._pending:
-                self._pending[(vault, key)].last = now
-                return
-            if len(self._pending) >= self.max_pending:
-                # Memory stays bounded; a full reconciliation finds whatever was dropped.
-                self._pending.clear()
-                self.on_overflow()
-            self._pending[(vault, key)] = _Pending(first, now)
+            for key in keys:
+                self._add(vault, key, now)
+
+    def _add(self, vault: str, key: str, now: float) -> None:
+        covering = self._covering_folder(vault, key)
+        if covering is not None:
+            covering.last = now
+            return
+        first = now
+        if key.endswith("/"):
+            under = [k for k in self._pending if k[0] == vault and k[1].startswith(key)]
+            for k in under:
+                first = min(first, self._pending.pop(k).first)
+        elif (vault, key) in self._pending:
+            self._pending[(vault, key)].last = now
+            return
+        if len(self._pending) >= self.max_pending:
+            # Memory stays bounded; a full reconciliation finds whatever was dropped.
+            self._pending.clear()
+            self.on_overflow()
+        self._pending[(vault, key)] = _Pending(first, now)
 
     def _covering_folder(self, vault: str, key: str) -> _Pending | None:
         """The pending entry of `key` itself if it is a folder, or of a folder above it."""

@@ -199,14 +199,21 @@ class Search:
         distance = sql.SQL("c.embedding::vector({dim}) <=> %(v)s::vector({dim})").format(
             dim=sql.Literal(dimensions)
         )
+        # A word's best postings; with a filter, the best of those in the notes it allows.
         # The sub-select inside an expression stays a hash of the allowed notes, built once,
         # where a plain IN would become a join the planner may read in another order.
-        allowed = (
+        best = sql.SQL(
+            "SELECT p.chunk_id, p.impact, p.document_id FROM text_postings p"
+            ' WHERE p.lexeme = words.lexeme COLLATE "C" ORDER BY p.impact DESC LIMIT {limit}'
+        )
+        postings = (
             sql.SQL(
-                "WHERE (p.document_id IN (SELECT d.id FROM documents d WHERE {documents})) IS TRUE"
-            ).format(documents=documents)
+                "SELECT p.chunk_id, p.impact FROM ({walk}) AS p"
+                " WHERE (p.document_id IN (SELECT d.id FROM documents d WHERE {documents}))"
+                " IS TRUE LIMIT %(per_word)s"
+            ).format(walk=best.format(limit=sql.SQL("%(walked)s")), documents=documents)
             if filters.active
-            else sql.SQL("")
+            else best.format(limit=sql.SQL("%(per_word)s"))
         )
         query = sql.SQL(
             r"""
@@ -228,32 +235,31 @@ class Search:
             ), found AS MATERIALIZED (
                 -- Each word's best postings, summed into a first score by their stored impact.
                 SELECT p.chunk_id, sum(words.idf * p.impact) AS first
-                  FROM words, LATERAL (
-                      SELECT p.chunk_id, p.impact FROM (
-                          SELECT p.chunk_id, p.impact, p.document_id FROM text_postings p
-                           WHERE p.lexeme = words.lexeme COLLATE "C"
-                           ORDER BY p.impact DESC LIMIT %(walked)s
-                      ) AS p {allowed} LIMIT %(per_word)s
-                  ) AS p
+                  FROM words, LATERAL ({postings}) AS p
                  GROUP BY p.chunk_id
                  ORDER BY first DESC LIMIT %(rescored)s
-            ), bm25 AS (
+            ), bm25 AS MATERIALIZED (
                 -- Okapi BM25 of the best of them, from their full-text vectors: only the
                 -- query's lexemes are kept (weighted A, then filtered) before unnesting.
                 SELECT x.chunk_id AS id, sum(words.idf * cardinality(w.positions) * ({k1} + 1)
                            / (cardinality(w.positions) + {k1} * (1 - {b}
                               + {b} * x.length / words.avg_length))) AS score
-                  FROM found JOIN chunks c ON c.id = found.chunk_id
-                       JOIN text_chunks x ON x.chunk_id = found.chunk_id,
+                  FROM found JOIN text_chunks x ON x.chunk_id = found.chunk_id,
                        unnest(ts_filter(
                            setweight(x.terms, 'A', ARRAY(SELECT lexeme FROM words)), '{{a}}'
                        )) AS w
                        JOIN words ON words.lexeme = w.lexeme
-                 WHERE c.embed_model = {model}
                  GROUP BY x.chunk_id
+                 ORDER BY score DESC, x.chunk_id
             ), t AS (
+                -- Best first, each looked up for a vector of the model until enough have one
+                -- (a sub-select, so one lookup per row read, however the planner estimates).
                 SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank
-                  FROM bm25 ORDER BY rank LIMIT %(nt)s
+                  FROM (
+                      SELECT id, score FROM bm25
+                       WHERE (SELECT c.embed_model FROM chunks c WHERE c.id = bm25.id) = {model}
+                       ORDER BY score DESC, id LIMIT %(nt)s
+                  ) AS best
             )
             SELECT c.id, d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
                    1 - ({distance}) AS similarity, v.rank AS vector_rank,
@@ -264,7 +270,7 @@ class Search:
         ).format(
             distance=distance,
             where=where,
-            allowed=allowed,
+            postings=postings,
             model=sql.Literal(model),
             k1=sql.Literal(BM25_K1),
             b=sql.Literal(BM25_B),
@@ -280,7 +286,7 @@ class Search:
             "nv": 0 if lists == "text" else depth,
             "nt": 0 if lists == "vector" else depth,
             "per_word": TEXT_POSTINGS_PER_WORD,
-            "walked": TEXT_POSTINGS_WALKED if filters.active else TEXT_POSTINGS_PER_WORD,
+            "walked": TEXT_POSTINGS_WALKED,
             "rescored": max(depth, TEXT_RESCORED),
         }
         with self.pool.connection() as conn, conn.transaction():
@@ -288,7 +294,9 @@ class Search:
             # filter rejects, and the dead entries that updated or replaced chunks leave in
             # the index until a vacuum (every note enriched, every edit), would cut it short.
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            rows = conn.execute(query, params).fetchall()
+            # Never a prepared statement: its generic plan, made without the query's words
+            # and limits, scans postings and chunks whole where a custom plan reads a few.
+            rows = conn.execute(query, params, prepare=False).fetchall()
         return Candidates.of([Candidate(**r) for r in rows])
 
     def note_info(self, notes: Iterable[tuple[str, str]]) -> dict[tuple[str, str], NoteInfo]:
