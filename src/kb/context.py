@@ -400,9 +400,10 @@ class Contextualizer:
         text = outputs.clean_summary(
             note, max_chars=self.settings.summary_max_tokens * _SUMMARY_CHARS_PER_TOKEN
         )
-        return (text, outputs.summary_problem(text, prompt)), self._read_parts(
-            prompt, dict(zip(numbers, asked, strict=True)), written
+        parts_read = self._read_parts(
+            prompt, dict(zip(numbers, asked, strict=True)), written, file_summary=text
         )
+        return (text, outputs.summary_problem(text, prompt)), parts_read
 
     def _part_summaries(
         self, file_summary: str, batch: list[_Part], *, owner: str | None
@@ -431,9 +432,15 @@ class Contextualizer:
         return self._read_parts(prompt, dict(enumerate(batch, 1)), written)
 
     def _read_parts(
-        self, prompt: Prompt, numbered: dict[int, _Part], written: Mapping[int, str]
+        self,
+        prompt: Prompt,
+        numbered: dict[int, _Part],
+        written: Mapping[int, str],
+        *,
+        file_summary: str | None = None,
     ) -> list[_PartAnswer]:
-        """Each asked part's summary out of a several-part answer, cleaned and checked."""
+        """Each asked part's summary out of a several-part answer, cleaned and checked;
+        `file_summary` is the note's summary when the same answer wrote it."""
         max_chars = self._chunk_tokens * _SUMMARY_CHARS_PER_TOKEN
         cleaned = {n: outputs.clean_summary(t, max_chars=max_chars) for n, t in written.items()}
         answers = []
@@ -443,7 +450,9 @@ class Contextualizer:
                 answers.append(_PartAnswer(part, "", "not written", alone=False))
                 continue
             others = [t for m, t in cleaned.items() if m != n]
-            problem = outputs.summary_problem(text, prompt, source=part.text, others=others)
+            problem = outputs.summary_problem(
+                text, prompt, source=part.text, file_summary=file_summary, others=others
+            )
             answers.append(_PartAnswer(part, text, problem, alone=False))
         return answers
 

@@ -77,12 +77,18 @@ def clean_rewrite(text: str) -> str:
 
 
 def summary_problem(
-    text: str, prompt: Prompt, *, source: str | None = None, others: Iterable[str] = ()
+    text: str,
+    prompt: Prompt,
+    *,
+    source: str | None = None,
+    file_summary: str | None = None,
+    others: Iterable[str] = (),
 ) -> str | None:
     """Why a cleaned summary is unusable ("empty", "refusal", ...), or None if it is fine.
 
     `source` is the text summarised when the prompt holds more than that (one part of
-    several); `others` are the summaries of the other parts the same answer wrote.
+    several), `file_summary` the note's summary when the same answer wrote it, and `others`
+    the summaries of the other parts it wrote.
     """
     if len(text) < MIN_SUMMARY_CHARS or not re.search(r"[^\W\d_]{3}", text):
         return "empty"
@@ -95,7 +101,7 @@ def summary_problem(
     source = source or prompt.inputs.get("content") or prompt.inputs.get("excerpt") or prompt.user
     if _copied(text, [source]) or _squeezed(text).lower() in _squeezed(source).lower():
         return "echo of the note"
-    if _copied(text, [prompt.inputs.get("file_summary", "")]):
+    if _copied(text, [file_summary or prompt.inputs.get("file_summary", "")]):
         return "echo of the file summary"
     if _copied(text, [prompt.system, *(answer for _, answer in prompt.examples)], share=0.5):
         return "echo of the instructions"
