@@ -1,7 +1,7 @@
 """How many chat-model calls kb makes per note, and what they cost.
 
     .venv/bin/python bench/calls.py [VAULT] [--personal GLOB]
-    .venv/bin/python bench/calls.py [VAULT] --real --folder "Files and folders"
+    .venv/bin/python bench/calls.py [VAULT] --real --path "Files and folders/"
 
 VAULT defaults to the obsidian-help vault of the evaluation data
 (../shared/eval/obsidian-help/vault). Every configuration indexes it from an empty index,
@@ -18,7 +18,8 @@ By default the chat model is kb's counting fake (`kb.llm.fake`), which answers e
 format at once: the figures are calls, by task, per note and per chunk. With `--real` the
 models come from the environment, as for kb (`eval "$(scripts/test-models start)"` for the
 local llama.cpp stack), and the table adds seconds, prompt and output tokens and fallbacks;
-`--folder` (repeatable) or `--notes N` keep that run short. The index lives in one database
+`--path PREFIX` (repeatable: a folder or a note) or `--notes N` keep that run short, and
+`--timeout` allows each request more time on a busy machine. The index lives in one database
 of an embedded PostgreSQL in `--data-dir`, emptied before each configuration.
 """
 
@@ -84,12 +85,15 @@ class Row:
         return sum(self.calls.values())
 
 
-def make_config(vault: Path, data_dir: Path, personal: Sequence[str], batch: int) -> Config:
+def make_config(
+    vault: Path, data_dir: Path, personal: Sequence[str], batch: int, timeout: float
+) -> Config:
     raw: dict[str, Any] = {
         "owner_name": OWNER,
         "data_dir": str(data_dir),
         "vaults": [{"name": "v", "path": str(vault), "personal": list(personal)}],
         "context": {"batch_chunks": batch},
+        "llm": {"timeout": timeout},
     }
     return parse_config(raw, base_dir=Path.cwd(), env=dict(os.environ))
 
@@ -143,17 +147,18 @@ def _sync(
             indexer.sync_scope(config.vaults[0], Scope(files=files))
 
 
-def chosen_notes(vault: Path, folders: Sequence[str], notes: int | None) -> frozenset[str] | None:
-    """The notes a --real run indexes: those under `folders`, or the first `notes`."""
-    if not folders and notes is None:
+def chosen_notes(vault: Path, prefixes: Sequence[str], notes: int | None) -> frozenset[str] | None:
+    """The notes a run indexes: those whose path starts with one of `prefixes`, at most the
+    first `notes` of them in path order; None for the whole vault."""
+    if not prefixes and notes is None:
         return None
     paths = sorted(
         p.relative_to(vault).as_posix()
         for p in vault.rglob("*.md")
         if not any(part.startswith(".") for part in p.relative_to(vault).parts)
     )
-    if folders:
-        paths = [p for p in paths if any(p.startswith(f.rstrip("/") + "/") for f in folders)]
+    if prefixes:
+        paths = [p for p in paths if p.startswith(tuple(prefixes))]
     return frozenset(paths[:notes] if notes is not None else paths)
 
 
@@ -187,13 +192,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         help='personal folder glob for the second configuration (repeatable; default "**")',
     )
     parser.add_argument("--real", action="store_true", help="models from the environment")
-    parser.add_argument("--folder", action="append", default=[], help="only notes under it")
+    parser.add_argument(
+        "--path", action="append", default=[], help="only notes whose path starts with it"
+    )
     parser.add_argument("--notes", type=int, help="only the first N notes, in path order")
     parser.add_argument(
         "--batch", type=int, nargs="+", default=[6, 1], help="batch_chunks values (6 1)"
     )
     parser.add_argument(
         "--no-personal", action="store_true", help="only the vault as it is, no personal run"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="llm.timeout of every run (120 s)"
     )
     parser.add_argument(
         "--data-dir",
@@ -207,13 +217,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.real:
         os.environ |= {"KB_PROVIDER": "fake", "KB_CHAT_MODEL": "fake-chat"}
         os.environ |= {"KB_EMBED_MODEL": "hash-256"}
-    files = chosen_notes(args.vault, args.folder, args.notes)
+    files = chosen_notes(args.vault, args.path, args.notes)
     setups = [("no personal folder", ())]
     if not args.no_personal:
         personal = tuple(args.personal or ["**"])
         setups.append((f"personal {', '.join(personal)}", personal))
 
-    base = make_config(args.vault, args.data_dir, (), args.batch[0])
+    base = make_config(args.vault, args.data_dir, (), args.batch[0], args.timeout)
     chat = make_chat(base.llm)
     embedder = make_embedder(base.llm)
     print(f"chat {base.llm.chat_model}, embeddings {base.llm.embed_model}", file=sys.stderr)
@@ -221,7 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with Store(db.database_on(db.embedded_url(args.data_dir), "bench_calls")) as store:
         for name, personal in setups:
             for batch in args.batch:
-                config = make_config(args.vault, args.data_dir, personal, batch)
+                config = make_config(args.vault, args.data_dir, personal, batch, args.timeout)
                 label = f"{name}, batch_chunks {batch}"
                 rows.append(measure(label, config, store, chat, embedder, files))
     print(f"\n{args.vault}" + (f" ({len(files)} notes)" if files is not None else ""))

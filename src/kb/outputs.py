@@ -137,7 +137,9 @@ def needs_rewrite(text: str) -> bool:
 
 # One line of a several-part answer: "Part 2: …", "**Part 2:**", "2. …", "[2] …".
 _PART_LINE = re.compile(
-    r"^\W*(?:part\s*(\d{1,3})\b[\s\]).:*\-\u2013\u2014]*|(\d{1,3})\s*(?:[\]).:*\-\u2013\u2014]\s*)+)(.*)$",
+    r"^\W*(?:part\s*(\d{1,3})\b[\s\]).:*\-\u2013\u2014]*"  # "Part 2", then any separator
+    r"|(\d{1,3})\s*(?:[\]).:*\-\u2013\u2014]\s*)+)"  # or a bare number with one
+    r"(.*)$",
     re.IGNORECASE,
 )
 _NOTE_LINE = re.compile(r"^\W*(?:the\s+)?(?:whole\s+)?(?:note|summary)\b[^:\n]{0,30}:\**\s*", re.I)
