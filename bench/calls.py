@@ -86,7 +86,12 @@ class Row:
 
 
 def make_config(
-    vault: Path, data_dir: Path, personal: Sequence[str], batch: int, timeout: float
+    vault: Path,
+    data_dir: Path,
+    personal: Sequence[str],
+    batch: int,
+    timeout: float,
+    env: dict[str, str],
 ) -> Config:
     raw: dict[str, Any] = {
         "owner_name": OWNER,
@@ -95,7 +100,7 @@ def make_config(
         "context": {"batch_chunks": batch},
         "llm": {"timeout": timeout},
     }
-    return parse_config(raw, base_dir=Path.cwd(), env=dict(os.environ))
+    return parse_config(raw, base_dir=Path.cwd(), env=env)
 
 
 def measure(
@@ -214,16 +219,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.vault.is_dir():
         parser.error(f"no vault at {args.vault}")
+    env = dict(os.environ)
     if not args.real:
-        os.environ |= {"KB_PROVIDER": "fake", "KB_CHAT_MODEL": "fake-chat"}
-        os.environ |= {"KB_EMBED_MODEL": "hash-256"}
+        env |= {"KB_PROVIDER": "fake", "KB_CHAT_MODEL": "fake-chat", "KB_EMBED_MODEL": "hash-256"}
     files = chosen_notes(args.vault, args.path, args.notes)
     setups = [("no personal folder", ())]
     if not args.no_personal:
         personal = tuple(args.personal or ["**"])
         setups.append((f"personal {', '.join(personal)}", personal))
 
-    base = make_config(args.vault, args.data_dir, (), args.batch[0], args.timeout)
+    base = make_config(args.vault, args.data_dir, (), args.batch[0], args.timeout, env)
     chat = make_chat(base.llm)
     embedder = make_embedder(base.llm)
     print(f"chat {base.llm.chat_model}, embeddings {base.llm.embed_model}", file=sys.stderr)
@@ -231,7 +236,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with Store(db.database_on(db.embedded_url(args.data_dir), "bench_calls")) as store:
         for name, personal in setups:
             for batch in args.batch:
-                config = make_config(args.vault, args.data_dir, personal, batch, args.timeout)
+                config = make_config(args.vault, args.data_dir, personal, batch, args.timeout, env)
                 label = f"{name}, batch_chunks {batch}"
                 rows.append(measure(label, config, store, chat, embedder, files))
     print(f"\n{args.vault}" + (f" ({len(files)} notes)" if files is not None else ""))
