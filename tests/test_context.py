@@ -172,7 +172,7 @@ def test_an_edge_edit_of_a_short_note_asks_for_the_note_and_that_part_only() -> 
     built = ctx.build(edited, False, known, title="Note")
     assert dict(chat.calls) == {"note_summary": 1}
     [prompt] = chat.prompts
-    assert prompt.inputs["asked"] == "1" and "a line for part 1:" in prompt.user
+    assert prompt.inputs["asked"] == "1" and prompt.user.endswith("\nNote:\nPart 1:")
     assert "borg" in built.summary and "borg" in built.chunks[0].summary
 
 
@@ -207,6 +207,22 @@ def test_a_part_left_out_is_asked_for_alone() -> None:
     assert "sourdough" in alone.inputs["content"]
     assert not built.problems and not any(c.summary_fallback for c in built.chunks)
     assert built.llm_calls == 2
+
+
+def test_parts_a_note_call_leaves_out_are_asked_for_together() -> None:
+    # A model that goes through the parts inside its Note line instead of a line each.
+    def folded(prompt: Prompt, good: str) -> str:
+        if prompt.task != "note_summary":
+            return good
+        return good.splitlines()[0] + " Part 1 covers backups, part 2 sourdough."
+
+    chat = Model(folded)
+    built = contextualizer(chat).build(note(5), False, {}, title="Note")
+    assert dict(chat.calls) == {"note_summary": 1, "chunk_summaries": 1}
+    [batch] = [p for p in chat.prompts if p.task == "chunk_summaries"]
+    assert batch.inputs["asked"] == "1 2 3 4 5"
+    assert batch.inputs["file_summary"] == built.summary
+    assert not built.problems and built.llm_calls == 2
 
 
 def test_a_part_that_fails_alone_too_falls_back_to_structure() -> None:
@@ -262,8 +278,14 @@ def test_a_note_line_missing_asks_the_file_summary_prompt() -> None:
 def test_garbage_falls_back_part_by_part_and_counts_every_call() -> None:
     chat = Model(lambda prompt, good: "Sure!" if prompt.task != "rewrite" else good)
     built = contextualizer(chat).build(note(3), False, {}, title="Note")
-    assert dict(chat.calls) == {"note_summary": 1, "file_summary": 1, "chunk_summary": 3}
-    assert built.llm_calls == 5
+    # The note's call, its file summary alone, its parts together, then each part alone.
+    assert dict(chat.calls) == {
+        "note_summary": 1,
+        "file_summary": 1,
+        "chunk_summaries": 1,
+        "chunk_summary": 3,
+    }
+    assert built.llm_calls == 6
     assert built.summary_fallback and all(c.summary_fallback for c in built.chunks)
     assert built.problems == [
         "file summary: empty",

@@ -205,13 +205,13 @@ def test_note_prompt_numbers_every_part_and_asks_for_some() -> None:
     assert "<part 3>\nA note with no heading.\n</part>" in prompt.user
     # Note text can spell the tags, but never close its part or open another.
     assert prompt.user.count("</part>") == 3 and "<part 9>" not in prompt.user
-    assert prompt.user.endswith("The Note line, then a line for parts 1 and 3:")
+    assert prompt.user.endswith("its sentences:\nNote:\nPart 1:\nPart 3:")
     assert prompt.inputs["asked"] == "1 3" and prompt.inputs["content_2"] == PARTS[1][1]
     answered = prompt.examples[0][1]
     assert answered.startswith("Note: ") and "\nPart 1: " in answered and "\nPart 2: " in answered
     assert "{owner}" not in answered and "Alex" not in answered
     personal = note_prompt(PARTS, [1, 2, 3], owner="Alex Doe", max_tokens=300, context_window=8192)
-    assert personal.user.endswith("a line for parts 1 to 3:")
+    assert personal.user.endswith("\nNote:\nPart 1:\nPart 2:\nPart 3:")
     assert "Alex Doe" in personal.system and "Alex Doe" in personal.examples[0][1]
 
 
@@ -222,8 +222,8 @@ def test_parts_prompts_of_one_note_share_their_prefix_through_the_file_summary()
     assert first.messages()[:-1] == second.messages()[:-1]
     head = f"<file_summary>\n{FILE_SUMMARY}\n</file_summary>\n\n<part 1>\n"
     assert first.user.startswith(head) and second.user.startswith(head)
-    assert first.user.endswith("A line for parts 1 and 2:")
-    assert second.user.endswith("A line for part 1:")
+    assert first.user.endswith("its sentences:\nPart 1:\nPart 2:")
+    assert second.user.endswith("its sentences:\nPart 1:")
 
 
 @pytest.mark.parametrize("window", [2048, 8192])

@@ -72,6 +72,10 @@ class FileContext:
     problems: list[str]
 
 
+# The problem of a part a several-part answer has no line for.
+_NOT_WRITTEN = "not written"
+
+
 @dataclass(frozen=True)
 class _Part:
     """One chunk as the model reads it: its header line and its text, the rewrite if any."""
@@ -95,6 +99,7 @@ class _PartAnswer:
     text: str
     problem: str | None
     alone: bool
+    from_note: bool = False  # written (or not) by the call for the whole note
 
 
 # Bump when full_context's layout changes: every note's context is then rebuilt from cached
@@ -211,9 +216,10 @@ class Contextualizer:
 
         A note of up to `batch_chunks` chunks gets its file summary and its chunk summaries
         from one call; a longer one gets its file summary from its first and last chunks,
-        then its chunk summaries `batch_chunks` at a time. A part that such a call leaves
-        out or answers unusably is asked again alone, as one chunk prompt; only what fails
-        alone falls back to structural context.
+        then its chunk summaries `batch_chunks` at a time (so do the parts the note's call
+        left out). A part that a call of several answers unusably, or a batch leaves out, is
+        asked again alone, as one chunk prompt; only what fails alone falls back to
+        structural context.
         """
         if not chunks:
             return FileContext("", "", False, [], 0, [])
@@ -253,6 +259,8 @@ class Contextualizer:
         def settle(answers: list[_PartAnswer]) -> None:
             for answer in answers:
                 part, text, problem = answer.part, answer.text, answer.problem
+                if problem == _NOT_WRITTEN and answer.from_note:
+                    continue  # left for the batches below
                 if problem and not answer.alone:
                     retry.append(part)
                     continue
@@ -291,7 +299,8 @@ class Contextualizer:
                 text = outputs.structural_file_summary(title, folder, _sections(chunks), owner)
             file_summary = Output(text, fallback=problem is not None)
 
-        # The chunks the note's call did not cover, a few per call; they reach the server
+        # The chunks the note's call did not cover (or left out: a model that lost the format
+        # for a whole note keeps to it for a few parts), a few per call; they reach the server
         # back to back and share their cached prompt prefix up to the file summary.
         batches = self._batches(
             [p for p in missing if summaries[p.index] is None and p not in retry],
@@ -446,14 +455,15 @@ class Contextualizer:
         answers = []
         for n, part in numbered.items():
             text = cleaned.get(n)
+            from_note = prompt.task == "note_summary"
             if text is None:
-                answers.append(_PartAnswer(part, "", "not written", alone=False))
+                answers.append(_PartAnswer(part, "", _NOT_WRITTEN, False, from_note))
                 continue
             others = [t for m, t in cleaned.items() if m != n]
             problem = outputs.summary_problem(
                 text, prompt, source=part.text, file_summary=file_summary, others=others
             )
-            answers.append(_PartAnswer(part, text, problem, alone=False))
+            answers.append(_PartAnswer(part, text, problem, False, from_note))
         return answers
 
     def _without_llm(
