@@ -380,16 +380,16 @@ class Contextualizer:
             max_tokens=most * self._chunk_tokens,
             context_window=self.context_window,
         )
-        count = -(-len(parts) // most)
-        sizes = [len(parts) // count + (i < len(parts) % count) for i in range(count)]
+        count = -(-len(parts) // most)  # calls of at most `most` parts
+        sizes = iter([len(parts) // count + (i < len(parts) % count) for i in range(count)])
         batches: list[list[_Part]] = []
+        room = used = 0
         for part in parts:
-            last = batches[-1] if batches else []
-            room = sizes[len(batches) - 1] if len(batches) <= len(sizes) else most
-            if last and len(last) < room and sum(p.size for p in last) + part.size <= budget:
-                last.append(part)
-            else:
-                batches.append([part])
+            if room == 0 or used + part.size > budget:
+                batches.append([])
+                room, used = next(sizes, most), 0
+            batches[-1].append(part)
+            room, used = room - 1, used + part.size
         return batches
 
     def _note_summaries(
@@ -452,18 +452,20 @@ class Contextualizer:
         `file_summary` is the note's summary when the same answer wrote it."""
         max_chars = self._chunk_tokens * _SUMMARY_CHARS_PER_TOKEN
         cleaned = {n: outputs.clean_summary(t, max_chars=max_chars) for n, t in written.items()}
+        from_note = prompt.task == "note_summary"
         answers = []
         for n, part in numbered.items():
             text = cleaned.get(n)
-            from_note = prompt.task == "note_summary"
             if text is None:
-                answers.append(_PartAnswer(part, "", _NOT_WRITTEN, False, from_note))
+                answers.append(
+                    _PartAnswer(part, "", _NOT_WRITTEN, alone=False, from_note=from_note)
+                )
                 continue
             others = [t for m, t in cleaned.items() if m != n]
             problem = outputs.summary_problem(
                 text, prompt, source=part.text, file_summary=file_summary, others=others
             )
-            answers.append(_PartAnswer(part, text, problem, False, from_note))
+            answers.append(_PartAnswer(part, text, problem, alone=False, from_note=from_note))
         return answers
 
     def _without_llm(
