@@ -9,6 +9,10 @@ prompt version, so a run only asks for what is new:
   summary, so a new file summary does not redo every chunk summary;
 - the rewrite depends on the chunk and the owner's name.
 
+One call may write several of them (a short note's file and chunk summaries, or a few chunk
+summaries of a longer one: see `Contextualizer.build`); each is still checked, and cached,
+on its own.
+
 `full_context` is then assembled from those parts and the chunk; that is what gets
 embedded. With `context.summaries = "structure"` (title and header path) or `"none"` (the
 chunk alone) no model is asked at all.
