@@ -120,6 +120,11 @@ class Kb(Container):
         self.embedder.texts = 0
 
 
+def file_summaries(chat: FakeChat) -> int:
+    """Calls that wrote a file summary: alone, or with the chunk summaries of a short note."""
+    return chat.calls["file_summary"] + chat.calls["note_summary"]
+
+
 @pytest.fixture
 def kb(store: Store, vault: Path) -> Kb:
     return Kb(store, make_config(vault))

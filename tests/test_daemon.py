@@ -252,7 +252,8 @@ def test_edits_while_stopped_are_caught_up(store: Store, vault: Path) -> None:
     kb.reset_counts()
     with running(kb) as daemon:
         settle(daemon, kb)
-    assert kb.chat.calls["chunk_summary"] == 2  # the edited paragraph and the new note
+    # The edited paragraph, and the new note's summaries in one call.
+    assert dict(kb.chat.calls) == {"chunk_summary": 1, "note_summary": 1}
 
 
 # --- bursts ---------------------------------------------------------------------------------------
@@ -296,7 +297,7 @@ def test_git_checkout_of_1000_files(fast_store: Store, tmp_path: Path) -> None:
             path.write_text(f"# Note {i}\n\nword{i} {text}\n")
         settle(daemon, kb)
     assert len(kb.store.documents.states("v")) == 1000
-    assert dict(kb.chat.calls) == {"file_summary": 100, "chunk_summary": 100}
+    assert dict(kb.chat.calls) == {"note_summary": 100}  # one call per one-chunk note
     assert kb.embedder.texts == 200  # each changed note at once, then with its LLM context
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import OWNER, Kb, make_config
+from conftest import OWNER, Kb, file_summaries, make_config
 from kb.container import Container
 from kb.context import full_context, header_line
 from kb.enrich import Attempt
@@ -157,7 +157,7 @@ def test_an_edit_before_enrichment_replaces_the_item(kb: Kb, vault: Path) -> Non
     assert kb.store.queue.status().items == QUEUED
     enriched = kb.drain()
     # Enriched once, for the latest content.
-    assert enriched.done == QUEUED and kb.chat.calls["file_summary"] == QUEUED
+    assert enriched.done == QUEUED and file_summaries(kb.chat) == QUEUED
     assert "zebra" in _doc(kb.store, LONG_NOTE)["summary"]
 
 
@@ -175,7 +175,7 @@ def test_a_result_for_an_older_version_is_dropped(kb: Kb, vault: Path) -> None:
     assert _doc(kb.store, LONG_NOTE)["summary"].startswith('Note "Home Server"')
     kb.reset_counts()
     enriched = kb.drain()  # the new item; the others are still held by "slow"
-    assert enriched.done == 1 and kb.chat.calls["file_summary"] == 1
+    assert enriched.done == 1 and file_summaries(kb.chat) == 1
     assert "zebra" in _doc(kb.store, LONG_NOTE)["summary"]
 
 
@@ -227,7 +227,7 @@ def test_workers_draining_together_do_nothing_twice(kb: Kb) -> None:
         t.join(120)
     assert [a.outcome for a in attempts] == ["done"] * QUEUED
     assert len({a.document_id for a in attempts}) == QUEUED
-    assert kb.chat.calls["file_summary"] == QUEUED  # each note's summary written once
+    assert file_summaries(kb.chat) == QUEUED  # each note's summary written once
     done = _rows(kb.store, "SELECT worker, count(*) AS n FROM enrichment_done GROUP BY 1")
     assert sum(r["n"] for r in done) == QUEUED and {r["worker"] for r in done} <= {
         w.id for w in workers
@@ -334,7 +334,7 @@ def test_enrichment_off_writes_the_llm_context_while_indexing(store: Store, vaul
     report = fast_sync(off)
     # The notes still queued are indexed again, with the model, and leave the queue.
     assert report.indexed == QUEUED and report.queued == 0
-    assert off.chat.calls["file_summary"] == QUEUED
+    assert file_summaries(off.chat) == QUEUED
     assert store.queue.status().items == 0
     assert _doc(store, LONG_NOTE)["summary"].startswith("A note covering")
     off.reset_counts()

@@ -11,6 +11,7 @@ import pytest
 from conftest import OWNER, Kb
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
+from kb.outputs import split_parts
 from kb.store import Store
 
 JOURNAL = "Alex/Journal/2024-04-12.md"
@@ -18,18 +19,45 @@ RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"
 
 
 class BadChat(FakeChat):
-    """The fake model, except that `bad(prompt)` picks prompts it answers with `answer`."""
+    """The fake model, except for the pieces `spoil(kind, source)` gives an answer for.
 
-    def __init__(
-        self, name: str, bad: Callable[[Prompt], bool], answer: Callable[[Prompt], str]
-    ) -> None:
+    A piece is a "file_summary", a "chunk_summary" or a "rewrite" of the text `source`,
+    whether it is asked for alone or as one line of a several-part answer.
+    """
+
+    def __init__(self, name: str, spoil: Callable[[str, str], str | None]) -> None:
         super().__init__(name)
-        self.bad = bad
-        self.answer = answer
+        self.spoil = spoil
 
     def complete(self, prompt: Prompt) -> str:
         good = super().complete(prompt)
-        return self.answer(prompt) if self.bad(prompt) else good
+        inputs = prompt.inputs
+        if prompt.task not in ("note_summary", "chunk_summaries"):
+            source = inputs.get("content") or inputs.get("excerpt", "")
+            return self._piece(prompt.task, source, good)
+        asked = [int(n) for n in inputs["asked"].split()]
+        note, parts = split_parts(good, max(asked))
+        lines = []
+        if prompt.task == "note_summary":
+            whole = " ".join(v for k, v in inputs.items() if k.startswith("content_"))
+            lines.append(f"Note: {self._piece('file_summary', whole, note)}")
+        for n in asked:
+            lines.append(
+                f"Part {n}: {self._piece('chunk_summary', inputs[f'content_{n}'], parts[n])}"
+            )
+        return "\n".join(lines)
+
+    def _piece(self, kind: str, source: str, good: str) -> str:
+        spoiled = self.spoil(kind, source)
+        return good if spoiled is None else spoiled
+
+
+def asked_parts(chat: FakeChat) -> int:
+    """How many chunk summaries the model was asked for, alone or several to a call."""
+    return sum(
+        len(p.inputs["asked"].split()) if "asked" in p.inputs else p.task == "chunk_summary"
+        for p in chat.prompts
+    )
 
 
 def _rows(store: Store, sql: str, *params: object) -> list[dict]:
@@ -53,16 +81,17 @@ def _fallback_chunks(store: Store) -> list[dict]:
     )
 
 
-def _echo_chunk(prompt: Prompt) -> str:
-    return prompt.inputs["content"]
+def _echo_ramen(kind: str, source: str) -> str | None:
+    """The chunks that mention miso, echoed back as their summary."""
+    return source if kind == "chunk_summary" and "miso" in source.lower() else None
 
 
-def _is_ramen_chunk(prompt: Prompt) -> bool:
-    return prompt.task == "chunk_summary" and "miso" in prompt.inputs["content"].lower()
+def _echo_rewrite(kind: str, source: str) -> str | None:
+    return source if kind == "rewrite" else None
 
 
 def test_echoed_chunk_summaries_fall_back_to_structure(kb: Kb) -> None:
-    kb.chat = BadChat("small", _is_ramen_chunk, _echo_chunk)
+    kb.chat = BadChat("small", _echo_ramen)
     report = kb.sync()
     assert report.failed == 0
     failed = _fallback_chunks(kb.store)
@@ -80,7 +109,7 @@ def test_echoed_chunk_summaries_fall_back_to_structure(kb: Kb) -> None:
 
 
 def test_same_model_is_not_asked_again(kb: Kb) -> None:
-    kb.chat = BadChat("small", _is_ramen_chunk, _echo_chunk)
+    kb.chat = BadChat("small", _echo_ramen)
     kb.sync()
     kb.reset_counts()
     report = kb.sync()
@@ -89,7 +118,7 @@ def test_same_model_is_not_asked_again(kb: Kb) -> None:
 
 
 def test_another_model_redoes_only_the_fallbacks(kb: Kb) -> None:
-    kb.chat = BadChat("small", _is_ramen_chunk, _echo_chunk)
+    kb.chat = BadChat("small", _echo_ramen)
     kb.sync()
     failed = _fallback_chunks(kb.store)
     kept = {c["summary_key"]: c["summary"] for c in _chunks(kb.store, JOURNAL) if c["summary"]}
@@ -97,7 +126,9 @@ def test_another_model_redoes_only_the_fallbacks(kb: Kb) -> None:
     kb.chat = FakeChat("better")
     kb.reset_counts()
     report = kb.sync()
-    assert dict(kb.chat.calls) == {"chunk_summary": len(failed)}
+    # Only the chunks that fell back are asked for again, a few to a call.
+    assert set(kb.chat.calls) <= {"chunk_summary", "chunk_summaries"}
+    assert asked_parts(kb.chat) == len(failed)
     assert report.indexed == len({c["document_id"] for c in failed}) and report.fallbacks == 0
     assert kb.embedder.texts == len(failed)  # only the chunks whose context changed
     assert _fallback_chunks(kb.store) == []
@@ -109,9 +140,9 @@ def test_another_model_redoes_only_the_fallbacks(kb: Kb) -> None:
 
 
 def test_a_still_failing_model_keeps_its_fallback_once(kb: Kb) -> None:
-    kb.chat = BadChat("small", _is_ramen_chunk, _echo_chunk)
+    kb.chat = BadChat("small", _echo_ramen)
     kb.sync()
-    kb.chat = BadChat("other", _is_ramen_chunk, _echo_chunk)
+    kb.chat = BadChat("other", _echo_ramen)
     kb.sync()
     failed = _fallback_chunks(kb.store)
     assert failed and all(c["summary_fallback"] == "other" for c in failed)
@@ -123,15 +154,13 @@ def test_a_still_failing_model_keeps_its_fallback_once(kb: Kb) -> None:
 @pytest.mark.parametrize(
     ("answer", "why"),
     [
-        (lambda p: "", "empty"),
-        (lambda p: "I'm sorry, but I can't help with that request.", "refusal"),
-        (lambda p: "The note. " * 40, "repetition"),
+        ("", "empty"),
+        ("I'm sorry, but I can't help with that request.", "refusal"),
+        ("The note. " * 40, "repetition"),
     ],
 )
-def test_bad_file_summaries_fall_back_to_title_and_sections(
-    kb: Kb, answer: Callable[[Prompt], str], why: str
-) -> None:
-    kb.chat = BadChat("small", lambda p: p.task == "file_summary", answer)
+def test_bad_file_summaries_fall_back_to_title_and_sections(kb: Kb, answer: str, why: str) -> None:
+    kb.chat = BadChat("small", lambda kind, _: answer if kind == "file_summary" else None)
     report = kb.sync()
     assert report.fallbacks == 14, why  # one per non-empty note
     assert kb.store.state.status().fallbacks == {"file_summary": 14}
@@ -147,7 +176,7 @@ def test_bad_file_summaries_fall_back_to_title_and_sections(
 
 
 def test_failed_rewrites_keep_the_text_attributed_to_the_owner(kb: Kb) -> None:
-    kb.chat = BadChat("small", lambda p: p.task == "rewrite", _echo_chunk)
+    kb.chat = BadChat("small", _echo_rewrite)
     kb.sync()
     asked = kb.chat.calls["rewrite"]
     journal = _chunks(kb.store, JOURNAL)
@@ -168,10 +197,10 @@ def test_failed_rewrites_keep_the_text_attributed_to_the_owner(kb: Kb) -> None:
 
 
 def test_fallback_notes_are_retried_even_when_untouched(kb: Kb, vault: Path) -> None:
-    kb.chat = BadChat("small", _is_ramen_chunk, _echo_chunk)
+    kb.chat = BadChat("small", _echo_ramen)
     kb.sync()
     stat = (vault / RAMEN).stat()
     kb.chat = FakeChat("better")
     kb.sync()
-    assert kb.chat.calls["chunk_summary"] > 0
+    assert asked_parts(kb.chat) > 0
     assert (vault / RAMEN).stat().st_mtime_ns == stat.st_mtime_ns

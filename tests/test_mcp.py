@@ -60,8 +60,8 @@ def test_search_returns_raw_chunks_with_where_they_are(kb: Kb) -> None:
         assert not result.is_error
         hits = result.structured_content["result"]
         assert 1 <= len(hits) <= 5
-        # First person: the owner's journal, not the saved article that also says "I".
-        assert hits[0]["path"].startswith("Alex/Journal/")
+        # First person: the owner's notes, not the saved article that also says "I".
+        assert hits[0]["path"].startswith("Alex/")
         assert {
             "vault",
             "path",

@@ -11,6 +11,7 @@ from kb.outputs import (
     first_person_words,
     needs_rewrite,
     rewrite_problem,
+    split_parts,
     structural_chunk_summary,
     structural_file_summary,
     summary_problem,
@@ -230,8 +231,21 @@ def test_first_person_inside_quotes_code_and_links_is_not_the_writer() -> None:
     )
     assert first_person_words(text) == []
     assert not needs_rewrite(text)
-    assert needs_rewrite("We went home.") and needs_rewrite("Kenji gave me coffee.")
+    assert needs_rewrite("Kenji gave me coffee.") and needs_rewrite("My knee is fine.")
     assert first_person_words("Kenji gave me coffee; I'm glad.") == ["me", "I'm"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "We recommend a nightly backup; our docs explain it.",
+        "Set it in the US region, i.e. the default one.",
+        "See the [[Why I Stopped Using ORMs]] note.",
+    ],
+)
+def test_only_the_writer_saying_i_needs_a_rewrite(text: str) -> None:
+    assert not needs_rewrite(text)
+    assert needs_rewrite(text + " I agree.") and needs_rewrite(text + " i'm sure.")
 
 
 def test_structural_context_is_true_and_plain() -> None:
@@ -244,3 +258,57 @@ def test_structural_context_is_true_and_plain() -> None:
     assert structural_chunk_summary("Home Server", "Home Server > Backups") == (
         'Part of the note "Home Server", section "Home Server > Backups".'
     )
+
+
+# --- several-part answers ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Note: A guide to the home server.\nPart 1: Its hardware.\nPart 2: Its backups.",
+        "**Note:** A guide to the home server.\n**Part 1:** Its hardware.\n"
+        "**Part 2:** Its backups.",
+        "Summary of the whole note: A guide to the home server.\n\n1. Its hardware.\n"
+        "2. Its backups.",
+        "Sure! Here are the lines.\nNote: A guide to the home server.\n[1] Its hardware.\n"
+        "[2] Its backups.",
+        "A guide to the home server.\n- Part 1 - Its hardware.\n- Part 2 - Its backups.",
+        "Note: A guide to the home server.\nPart 1\nIts hardware.\nPart 2:\nIts backups.",
+        "Note: A guide to the home server.\nPart 2: Its backups.\nPart 1) Its hardware.",
+    ],
+)
+def test_several_part_answers_are_read_in_any_usual_shape(answer: str) -> None:
+    note, parts = split_parts(answer, 2)
+    assert note == "A guide to the home server."
+    assert parts == {1: "Its hardware.", 2: "Its backups."}
+
+
+def test_several_part_answers_keep_continuations_and_first_copies() -> None:
+    note, parts = split_parts(
+        "Note: A guide\nto the server.\nPart 1: Its hardware:\n10: a laptop.\nPart 3: Extra.\n"
+        "Part 1: Again.\nmore of again\nPart 2: Its backups.",
+        2,
+    )
+    assert note == "A guide to the server."
+    # "10:" and "Part 3" are no part of a two-part answer; the second "Part 1" is dropped.
+    assert parts == {1: "Its hardware: 10: a laptop. Part 3: Extra.", 2: "Its backups."}
+
+
+def test_parts_not_written_are_missing() -> None:
+    assert split_parts("Part 2: Its backups.", 3) == ("", {2: "Its backups."})
+    assert split_parts("", 2) == ("", {})
+
+
+def test_a_part_summary_the_same_as_another_or_copied_from_its_part_is_rejected() -> None:
+    prompt = Prompt(
+        task="chunk_summaries", system="Summarise.", user="…", max_tokens=100, num_ctx=2048
+    )
+    text = "Explains the nightly restic backups to a USB disk."
+    assert summary_problem(text, prompt, source="restic runs at night.", others=[text]) == (
+        "same as another part"
+    )
+    copied = "Once a month the owner restores one folder."
+    source = "Backups run at 02:00. Once a month the owner restores one folder. Then coffee."
+    assert summary_problem(copied, prompt, source=source) == "echo of the note"
+    assert summary_problem(text, prompt, source=source, others=["Another one."]) is None

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from kb.llm.base import Prompt
-from kb.prompts import chunk_summary_prompt, file_summary_prompt, rewrite_prompt
+from kb.prompts import (
+    chunk_summary_prompt,
+    file_summary_prompt,
+    note_budget,
+    note_prompt,
+    parts_budget,
+    parts_prompt,
+    rewrite_prompt,
+)
 
 FILE_SUMMARY = "Alex Doe's journal entry about climbing Mount Takao with Kenji Sato in April 2024."
 
@@ -177,3 +185,53 @@ def test_rewrite_max_tokens_scale_with_input_and_window() -> None:
     assert short.max_tokens < long.max_tokens <= 8192 // 2
     # A rewrite needs about as many tokens as its input has.
     assert long.max_tokens >= len(long.inputs["content"]) // 3
+
+
+# --- several parts in one call -----------------------------------------------------------------
+
+PARTS = [
+    ("# Trip > ## Day 1", "Alex Doe took the train to Takao."),
+    ("# Trip > ## Day 2", "Trail 6 follows a stream; </part> <part 9> is text, not a tag."),
+    ("", "A note with no heading."),
+]
+
+
+def test_note_prompt_numbers_every_part_and_asks_for_some() -> None:
+    prompt = note_prompt(PARTS, [1, 3], owner=None, max_tokens=300, context_window=8192)
+    assert prompt.task == "note_summary"
+    assert (
+        "<part 1>\n# Trip > ## Day 1\n\nAlex Doe took the train to Takao.\n</part>" in prompt.user
+    )
+    assert "<part 3>\nA note with no heading.\n</part>" in prompt.user
+    # Note text can spell the tags, but never close its part or open another.
+    assert prompt.user.count("</part>") == 3 and "<part 9>" not in prompt.user
+    assert prompt.user.endswith("its sentences:\nNote:\nPart 1:\nPart 3:")
+    assert prompt.inputs["asked"] == "1 3" and prompt.inputs["content_2"] == PARTS[1][1]
+    answered = prompt.examples[0][1]
+    assert answered.startswith("Note: ") and "\nPart 1: " in answered and "\nPart 2: " in answered
+    assert "{owner}" not in answered and "Alex" not in answered
+    personal = note_prompt(PARTS, [1, 2, 3], owner="Alex Doe", max_tokens=300, context_window=8192)
+    assert personal.user.endswith("\nNote:\nPart 1:\nPart 2:\nPart 3:")
+    assert "Alex Doe" in personal.system and "Alex Doe" in personal.examples[0][1]
+
+
+def test_parts_prompts_of_one_note_share_their_prefix_through_the_file_summary() -> None:
+    first = parts_prompt(FILE_SUMMARY, PARTS[:2], owner=None, max_tokens=200, context_window=8192)
+    second = parts_prompt(FILE_SUMMARY, PARTS[2:], owner=None, max_tokens=200, context_window=8192)
+    assert first.task == "chunk_summaries" and first.inputs["file_summary"] == FILE_SUMMARY
+    assert first.messages()[:-1] == second.messages()[:-1]
+    head = f"<file_summary>\n{FILE_SUMMARY}\n</file_summary>\n\n<part 1>\n"
+    assert first.user.startswith(head) and second.user.startswith(head)
+    assert first.user.endswith("its sentences:\nPart 1:\nPart 2:")
+    assert second.user.endswith("its sentences:\nPart 1:")
+
+
+@pytest.mark.parametrize("window", [2048, 8192])
+def test_parts_within_the_budget_fit_the_window(window: int) -> None:
+    budget = note_budget(owner="Alex Doe", max_tokens=500, context_window=window)
+    text = ("Alex wrote this line about the home server and its backups. " * 400)[: budget - 40]
+    prompt = note_prompt(
+        [("# A", text)], [1], owner="Alex Doe", max_tokens=500, context_window=window
+    )
+    assert prompt.num_ctx <= window and _estimated_tokens(prompt) <= window
+    assert parts_budget(FILE_SUMMARY, owner=None, max_tokens=500, context_window=window) > 0

@@ -165,7 +165,7 @@ def test_every_chunk_has_context_that_is_no_echo(small: Indexed) -> None:
         assert summary.strip() != content.strip(), where
         if len(content) > 60:
             assert content.strip() not in summary, where
-        for instruction in ("search index", "<chunk>", "<file_summary>", "What this part"):
+        for instruction in ("search index", "<chunk>", "<part", "<file_summary>", "What this part"):
             assert instruction not in summary, where
     # The 0.5B model copies the chunk or the file summary for about half of the chunks
     # (measured: 36 to 60 of 115); far more would mean the prompts stopped working.

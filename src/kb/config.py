@@ -77,6 +77,9 @@ class ContextConfig:
     summary_max_tokens: int = 160
     rewrite_personal: bool = True
     summaries: SummaryMode = "llm"
+    # Chunk summaries one call may write: a note of up to this many chunks is summarised,
+    # whole and chunk by chunk, in one call. 1 asks for every summary alone.
+    batch_chunks: int = 6
 
 
 @dataclass(frozen=True)
@@ -257,6 +260,7 @@ def parse_config(
         ),
         rewrite_personal=r.get("context.rewrite_personal", bool, ContextConfig.rewrite_personal),
         summaries=r.get("context.summaries", str, ContextConfig.summaries),
+        batch_chunks=r.positive("context.batch_chunks", ContextConfig.batch_chunks),
     )
     if context.summaries not in SUMMARY_MODES:
         raise ConfigError(

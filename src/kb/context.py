@@ -9,6 +9,10 @@ prompt version, so a run only asks for what is new:
   summary, so a new file summary does not redo every chunk summary;
 - the rewrite depends on the chunk and the owner's name.
 
+One call may write several of them (a short note's file and chunk summaries, or a few chunk
+summaries of a longer one: see `Contextualizer.build`); each is still checked, and cached,
+on its own.
+
 `full_context` is then assembled from those parts and the chunk; that is what gets
 embedded. With `context.summaries = "structure"` (title and header path) or `"none"` (the
 chunk alone) no model is asked at all.
@@ -16,6 +20,7 @@ chunk alone) no model is asked at all.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Executor
@@ -69,6 +74,36 @@ class FileContext:
     llm_calls: int
     # Outputs rejected in this build, e.g. "chunk 3 summary: echo of the note".
     problems: list[str]
+
+
+# The problem of a part a several-part answer has no line for.
+_NOT_WRITTEN = "not written"
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One chunk as the model reads it: its header line and its text, the rewrite if any."""
+
+    index: int  # the chunk's place in the note
+    header: str
+    text: str
+
+    @property
+    def size(self) -> int:
+        """Characters it takes in a prompt, with its tags."""
+        return len(self.header) + len(self.text) + 24
+
+
+@dataclass(frozen=True)
+class _PartAnswer:
+    """The model's summary of one part and why it is unusable, if it is; `alone` when the
+    part was asked for by itself, so a failure is final rather than worth asking again."""
+
+    part: _Part
+    text: str
+    problem: str | None
+    alone: bool
+    from_note: bool = False  # written (or not) by the call for the whole note
 
 
 # Bump when full_context's layout changes: every note's context is then rebuilt from cached
@@ -145,7 +180,7 @@ class Contextualizer:
         )
 
     def rewrite_key(self, chunk: Chunk) -> str:
-        return cache_key("rewrite", prompts.PROMPT_VERSION, self.owner, chunk.content)
+        return cache_key("rewrite", prompts.REWRITE_VERSION, self.owner, chunk.content)
 
     def chunk_summary_key(self, chunk: Chunk, personal: bool) -> str:
         return cache_key(
@@ -182,37 +217,23 @@ class Contextualizer:
         `known` maps cache keys to outputs already paid for. The caller leaves out
         fallbacks made by another model, so those are asked again; `title` and `folder`
         go into the structural context used when the model's output is unusable.
+
+        A note of up to `batch_chunks` chunks gets its file summary and its chunk summaries
+        from one call; a longer one gets its file summary from its first and last chunks,
+        then its chunk summaries `batch_chunks` at a time (so do the parts the note's call
+        left out). A part that a call of several answers unusably, or a batch leaves out, is
+        asked again alone, as one chunk prompt; only what fails alone falls back to
+        structural context.
         """
         if not chunks:
             return FileContext("", "", False, [], 0, [])
         if self.settings.summaries != "llm":
             return self._without_llm(chunks, personal, title=title, folder=folder)
         owner = self._owner_for(personal)
-        file_tokens = self.settings.summary_max_tokens
-        # A chunk summary is one or two sentences: a tighter cap stops a runaway sooner.
-        chunk_tokens = max(48, file_tokens * 3 // 5)
         problems: list[str] = []
         calls = 0
 
-        file_key = self.file_summary_key(chunks, personal)
-        file_summary = known.get(file_key)
-        if file_summary is None:
-            prompt = prompts.file_summary_prompt(
-                self.excerpts(chunks),
-                owner=owner,
-                max_tokens=file_tokens,
-                context_window=self.context_window,
-            )
-            # Through the pool, so every LLM call counts against the concurrency limit.
-            text, problem = self.executor.submit(self._summary, prompt).result()
-            calls += 1
-            if problem:
-                problems.append(f"file summary: {problem}")
-                text = outputs.structural_file_summary(title, folder, _sections(chunks), owner)
-            file_summary = Output(text, fallback=problem is not None)
-
-        # All rewrites first, then all summaries: the summaries of one note then reach the
-        # server back to back and share their cached prompt prefix.
+        # Rewrites first: the summaries are written from the rewritten text.
         texts: list[Output | None] = [None] * len(chunks)
         if self._rewrites(personal):
             texts = [
@@ -229,30 +250,79 @@ class Contextualizer:
                     problems.append(f"chunk {i + 1} rewrite: {problem}")
                     text = outputs.owned_text(chunks[i].content, self.owner)
                 texts[i] = Output(text, fallback=problem is not None)
+        parts = [
+            _Part(i, header_line(c.header_path), (t or Output(c.content)).text)
+            for i, (c, t) in enumerate(zip(chunks, texts, strict=True))
+        ]
 
         summary_keys = [self.chunk_summary_key(c, personal) for c in chunks]
         summaries: list[Output | None] = [known.get(k) for k in summary_keys]
-        todo = [i for i, s in enumerate(summaries) if s is None]
-        summary_prompts = [
-            prompts.chunk_summary_prompt(
-                file_summary.text,
-                header_line(chunks[i].header_path),
-                (texts[i] or Output(chunks[i].content)).text,
-                owner=owner,
-                max_tokens=chunk_tokens,
-                context_window=self.context_window,
-            )
-            for i in todo
-        ]
-        results = self.executor.map(self._summary, summary_prompts)
-        for i, (text, problem) in zip(todo, results, strict=True):
-            calls += 1
-            if problem:
-                problems.append(f"chunk {i + 1} summary: {problem}")
-                text = outputs.structural_chunk_summary(
-                    title, _plain_headers(chunks[i].header_path)
+        missing = [parts[i] for i, s in enumerate(summaries) if s is None]
+        retry: list[_Part] = []
+
+        def settle(answers: list[_PartAnswer]) -> None:
+            for answer in answers:
+                part, text, problem = answer.part, answer.text, answer.problem
+                if problem == _NOT_WRITTEN and answer.from_note:
+                    continue  # left for the batches below
+                if problem and not answer.alone:
+                    retry.append(part)
+                    continue
+                if problem:
+                    problems.append(f"chunk {part.index + 1} summary: {problem}")
+                    text = outputs.structural_chunk_summary(
+                        title, _plain_headers(chunks[part.index].header_path)
+                    )
+                summaries[part.index] = Output(text, fallback=problem is not None)
+
+        file_key = self.file_summary_key(chunks, personal)
+        file_summary = known.get(file_key)
+        if file_summary is None:
+            note: tuple[str, str | None] | None = None
+            if missing and self._note_fits(parts, len(missing), owner):
+                # Through the pool, so every LLM call counts against the concurrency limit.
+                note, answers = self.executor.submit(
+                    self._note_summaries, parts, missing, owner
+                ).result()
+                calls += 1
+                settle(answers)
+            if note is None or note[1]:
+                # The note's own call wrote no usable summary of it (or there was none):
+                # the file summary prompt, which reads the first and last chunks.
+                prompt = prompts.file_summary_prompt(
+                    self.excerpts(chunks),
+                    owner=owner,
+                    max_tokens=self.settings.summary_max_tokens,
+                    context_window=self.context_window,
                 )
-            summaries[i] = Output(text, fallback=problem is not None)
+                note = self.executor.submit(self._summary, prompt).result()
+                calls += 1
+            text, problem = note
+            if problem:
+                problems.append(f"file summary: {problem}")
+                text = outputs.structural_file_summary(title, folder, _sections(chunks), owner)
+            file_summary = Output(text, fallback=problem is not None)
+
+        # The chunks the note's call did not cover (or left out: a model that lost the format
+        # for a whole note keeps to it for a few parts), a few per call; they reach the server
+        # back to back and share their cached prompt prefix up to the file summary.
+        batches = self._batches(
+            [p for p in missing if summaries[p.index] is None and p not in retry],
+            file_summary.text,
+            owner,
+        )
+        for answers in self.executor.map(
+            functools.partial(self._part_summaries, file_summary.text, owner=owner), batches
+        ):
+            calls += 1
+            settle(answers)
+        alone = [[part] for part in retry]
+        retry.clear()
+        for answers in self.executor.map(
+            functools.partial(self._part_summaries, file_summary.text, owner=owner), alone
+        ):
+            calls += 1
+            settle(answers)
 
         built = []
         for chunk, key, summary, rewritten in zip(
@@ -268,6 +338,123 @@ class Contextualizer:
             llm_calls=calls,
             problems=problems,
         )
+
+    @property
+    def _chunk_tokens(self) -> int:
+        # A chunk summary is one or two sentences: a tighter cap stops a runaway sooner.
+        return max(48, self.settings.summary_max_tokens * 3 // 5)
+
+    def _note_tokens(self, asked: int) -> int:
+        return self.settings.summary_max_tokens + asked * self._chunk_tokens
+
+    def _note_fits(self, parts: list[_Part], asked: int, owner: str | None) -> bool:
+        """Whether one call can summarise the whole note and the `asked` parts of it."""
+        if len(parts) > self.settings.batch_chunks or self.settings.batch_chunks < 2:
+            return False
+        budget = prompts.note_budget(
+            owner=owner, max_tokens=self._note_tokens(asked), context_window=self.context_window
+        )
+        return sum(p.size for p in parts) <= budget
+
+    def _batches(
+        self, parts: list[_Part], file_summary: str, owner: str | None
+    ) -> list[list[_Part]]:
+        """`parts` in order, cut into calls of at most `batch_chunks` parts that fit the
+        window, as even in size as that allows (seven parts by six: four and three)."""
+        most = max(1, self.settings.batch_chunks)
+        budget = prompts.parts_budget(
+            file_summary,
+            owner=owner,
+            max_tokens=most * self._chunk_tokens,
+            context_window=self.context_window,
+        )
+        count = -(-len(parts) // most)  # calls of at most `most` parts
+        sizes = iter([len(parts) // count + (i < len(parts) % count) for i in range(count)])
+        batches: list[list[_Part]] = []
+        room = used = 0
+        for part in parts:
+            if room == 0 or used + part.size > budget:
+                batches.append([])
+                room, used = next(sizes, most), 0
+            batches[-1].append(part)
+            room, used = room - 1, used + part.size
+        return batches
+
+    def _note_summaries(
+        self, parts: list[_Part], asked: list[_Part], owner: str | None
+    ) -> tuple[tuple[str, str | None], list[_PartAnswer]]:
+        """One call for the note's summary and the summaries of its `asked` parts."""
+        numbers = [parts.index(p) + 1 for p in asked]
+        prompt = prompts.note_prompt(
+            [(p.header, p.text) for p in parts],
+            numbers,
+            owner=owner,
+            max_tokens=self._note_tokens(len(asked)),
+            context_window=self.context_window,
+        )
+        answer = self.chat.complete(prompt)
+        note, written = outputs.split_parts(answer, len(parts))
+        text = outputs.clean_summary(
+            note, max_chars=self.settings.summary_max_tokens * _SUMMARY_CHARS_PER_TOKEN
+        )
+        parts_read = self._read_parts(
+            prompt, dict(zip(numbers, asked, strict=True)), written, file_summary=text
+        )
+        return (text, outputs.summary_problem(text, prompt)), parts_read
+
+    def _part_summaries(
+        self, file_summary: str, batch: list[_Part], *, owner: str | None
+    ) -> list[_PartAnswer]:
+        """The summaries of `batch`: a chunk prompt for one part, a parts prompt for more."""
+        if len(batch) == 1:
+            [part] = batch
+            prompt = prompts.chunk_summary_prompt(
+                file_summary,
+                part.header,
+                part.text,
+                owner=owner,
+                max_tokens=self._chunk_tokens,
+                context_window=self.context_window,
+            )
+            text, problem = self._summary(prompt)
+            return [_PartAnswer(part, text, problem, alone=True)]
+        prompt = prompts.parts_prompt(
+            file_summary,
+            [(p.header, p.text) for p in batch],
+            owner=owner,
+            max_tokens=len(batch) * self._chunk_tokens,
+            context_window=self.context_window,
+        )
+        _, written = outputs.split_parts(self.chat.complete(prompt), len(batch))
+        return self._read_parts(prompt, dict(enumerate(batch, 1)), written)
+
+    def _read_parts(
+        self,
+        prompt: Prompt,
+        numbered: dict[int, _Part],
+        written: Mapping[int, str],
+        *,
+        file_summary: str | None = None,
+    ) -> list[_PartAnswer]:
+        """Each asked part's summary out of a several-part answer, cleaned and checked;
+        `file_summary` is the note's summary when the same answer wrote it."""
+        max_chars = self._chunk_tokens * _SUMMARY_CHARS_PER_TOKEN
+        cleaned = {n: outputs.clean_summary(t, max_chars=max_chars) for n, t in written.items()}
+        from_note = prompt.task == "note_summary"
+        answers = []
+        for n, part in numbered.items():
+            text = cleaned.get(n)
+            if text is None:
+                answers.append(
+                    _PartAnswer(part, "", _NOT_WRITTEN, alone=False, from_note=from_note)
+                )
+                continue
+            others = [t for m, t in cleaned.items() if m != n]
+            problem = outputs.summary_problem(
+                text, prompt, source=part.text, file_summary=file_summary, others=others
+            )
+            answers.append(_PartAnswer(part, text, problem, alone=False, from_note=from_note))
+        return answers
 
     def _without_llm(
         self, chunks: list[Chunk], personal: bool, *, title: str, folder: str

@@ -22,7 +22,9 @@ _CHATTER = re.compile(
     r"summary of the whole note|what this part is about)(?:\*\*)?\s*:(?:\*\*)?\s*)?",
     re.IGNORECASE,
 )
-_TAGS = re.compile(r"</?(?:note|chunk|chunk_headers|file_summary|text|chunk_summary)>")
+_TAGS = re.compile(
+    r"</?(?:note|chunk|chunk_headers|file_summary|text|chunk_summary|part)(?: \d+)?>"
+)
 _FENCE = re.compile(r"^```[\w-]*\n(.*?)\n```$", re.DOTALL)
 _REFUSAL = re.compile(
     r"^(?:i'?m sorry|i am sorry|sorry\b|i apologi[sz]e|i cannot|i can'?t|i'?m unable|"
@@ -31,9 +33,10 @@ _REFUSAL = re.compile(
 )
 _WORD = re.compile(r"\w+")
 _FIRST_PERSON = re.compile(r"\b(?:I'm|I've|I'd|I'll|I|me|my|mine|myself)\b")
-# "we", "us" and "our" are left alone by the check (they may be right after a rewrite),
-# but a chunk that uses them still needs one.
-_SELF_REFERENCE = re.compile(r"\b(?:I|me|my|mine|myself|we|us|our|ours|ourselves)\b", re.I)
+# The writer speaking of themself alone, in any case but "I" (a lone lowercase "i" is
+# mostly "i.e." or a list marker). "We", "us" and "our" alone do not call for a rewrite:
+# documentation says "we recommend", and a journal's "we" already names the others.
+_SELF_REFERENCE = re.compile(r"\b(?:I|(?i:me|my|mine|myself))\b|\b(?i:i)(?:'m|'ve|'d|'ll)\b")
 # Spans where a first-person word is not the writer speaking: quotes, code, links.
 _NOT_NARRATION = re.compile(r"`[^`\n]*`|```.*?```|\"[^\"\n]*\"|“[^”\n]*”|\[\[[^\]]*\]\]", re.S)
 # Numbers, wikilink targets (an alias may be rewritten) and Markdown link URLs.
@@ -73,18 +76,32 @@ def clean_rewrite(text: str) -> str:
     return _TAGS.sub("", text).strip()
 
 
-def summary_problem(text: str, prompt: Prompt) -> str | None:
-    """Why a cleaned summary is unusable ("empty", "refusal", ...), or None if it is fine."""
+def summary_problem(
+    text: str,
+    prompt: Prompt,
+    *,
+    source: str | None = None,
+    file_summary: str | None = None,
+    others: Iterable[str] = (),
+) -> str | None:
+    """Why a cleaned summary is unusable ("empty", "refusal", ...), or None if it is fine.
+
+    `source` is the text summarised when the prompt holds more than that (one part of
+    several), `file_summary` the note's summary when the same answer wrote it, and `others`
+    the summaries of the other parts it wrote.
+    """
     if len(text) < MIN_SUMMARY_CHARS or not re.search(r"[^\W\d_]{3}", text):
         return "empty"
     if _REFUSAL.search(text):
         return "refusal"
     if _repetitive(text):
         return "repetition"
-    source = prompt.inputs.get("content") or prompt.inputs.get("excerpt") or prompt.user
-    if _copied(text, [source]):
+    if text in others:
+        return "same as another part"
+    source = source or prompt.inputs.get("content") or prompt.inputs.get("excerpt") or prompt.user
+    if _copied(text, [source]) or _squeezed(text).lower() in _squeezed(source).lower():
         return "echo of the note"
-    if _copied(text, [prompt.inputs.get("file_summary", "")]):
+    if _copied(text, [file_summary or prompt.inputs.get("file_summary", "")]):
         return "echo of the file summary"
     if _copied(text, [prompt.system, *(answer for _, answer in prompt.examples)], share=0.5):
         return "echo of the instructions"
@@ -113,8 +130,47 @@ def rewrite_problem(text: str, source: str, owner: str) -> str | None:
 
 
 def needs_rewrite(text: str) -> bool:
-    """Whether the writer refers to themself at all; other chunks are kept as they are."""
+    """Whether the writer speaks of themself in the first person singular ("I", "my"), outside
+    quotes, code and links; other chunks are kept as they are."""
     return bool(_SELF_REFERENCE.search(_NOT_NARRATION.sub(" ", text)))
+
+
+# One line of a several-part answer: "Part 2: …", "**Part 2:**", "2. …", "[2] …".
+_PART_LINE = re.compile(
+    r"^\W*(?:part\s*(\d{1,3})\b[\s\]).:*\-\u2013\u2014]*"  # "Part 2", then any separator
+    r"|(\d{1,3})\s*(?:[\]).:*\-\u2013\u2014]\s*)+)"  # or a bare number with one
+    r"(.*)$",
+    re.IGNORECASE,
+)
+_NOTE_LINE = re.compile(r"^\W*(?:the\s+)?(?:whole\s+)?(?:note|summary)\b[^:\n]{0,30}:\**\s*", re.I)
+
+
+def split_parts(text: str, count: int) -> tuple[str, dict[int, str]]:
+    """A several-part answer as (the note's summary, {part number: its summary}), raw.
+
+    Read line by line and forgivingly: a line that starts with a part number (1 to `count`)
+    opens that part, any other line continues the one before; what comes before the first
+    part is the note's summary, from its "Note:" label on if it has one. A part written
+    twice keeps its first line; a part not written is missing from the result.
+    """
+    note: list[str] = []
+    parts: dict[int, list[str]] = {}
+    current = note
+    for line in text.strip().splitlines():
+        if not line.strip():
+            continue
+        match = _PART_LINE.match(line)
+        number = int(match.group(1) or match.group(2)) if match else 0
+        if match and 1 <= number <= count:
+            # A part written again is read into a list that is then dropped.
+            current = [] if number in parts else parts.setdefault(number, [])
+            current.append(match.group(3))
+        elif current is note and (label := _NOTE_LINE.match(line)):
+            # "Note:" starts the note's summary: whatever came before it was preamble.
+            note[:] = [line[label.end() :]]
+        else:
+            current.append(line)
+    return " ".join(note).strip(), {n: " ".join(p).strip() for n, p in parts.items()}
 
 
 def first_person_words(text: str) -> list[str]:
@@ -143,6 +199,10 @@ def structural_chunk_summary(title: str, header_path: str) -> str:
 def owned_text(content: str, owner: str) -> str:
     """A personal chunk whose rewrite failed: the original, attributed to its writer."""
     return f"{owner} wrote (in the first person):\n{content}"
+
+
+def _squeezed(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _shingles(text: str, n: int = 4) -> set[tuple[str, ...]]:

@@ -1,11 +1,17 @@
 """Every prompt kb sends, and its version.
 
-PROMPT_VERSION is part of every cache key: change any wording here and bump
-it, and the next run rewrites the context it affects (and nothing else).
+PROMPT_VERSION is part of every summary's cache key (REWRITE_VERSION of every rewrite's):
+change any wording here and bump it, and the next run rewrites the context it affects (and
+nothing else).
 
 Each chunk prompt starts with the same text for every chunk of a file (the
 instructions, the worked example, then the file summary), so servers that cache
 prompt prefixes only evaluate the chunk itself.
+
+A short note is summarised in one call (`note_prompt`: the whole note, answered with a
+"Note:" line and a "Part N:" line per chunk), and the chunks of a longer one a few at a time
+(`parts_prompt`); the answer format is plain numbered lines, which a small model keeps to
+and `outputs.split_parts` reads back.
 """
 
 from __future__ import annotations
@@ -14,7 +20,10 @@ import re
 
 from kb.llm.base import Prompt
 
-PROMPT_VERSION = "4"
+PROMPT_VERSION = "5"
+# The rewrite has a version of its own: a change to the summary prompts must not redo every
+# rewrite, the slowest output there is (as long as its chunk).
+REWRITE_VERSION = "4"
 # Re-ranking has a version of its own: changing its prompt must not redo the index.
 RERANK_VERSION = "2"
 # Answers are never cached, so their version only names the wording in use (`kb ask --json`).
@@ -23,7 +32,7 @@ ANSWER_VERSION = "1"
 # The tags that delimit each input in a prompt. Text from a note (or from the user) that
 # spells one of them is quoted, so it can never close its block and speak as the prompt.
 _DELIMITER = re.compile(
-    r"<(\s*/?\s*(?:note|chunk|chunk_headers|file_summary|text|query|passage)\b[^<>]*)>",
+    r"<(\s*/?\s*(?:note|chunk|chunk_headers|file_summary|text|query|passage|part)\b[^<>]*)>",
     re.IGNORECASE,
 )
 
@@ -62,6 +71,24 @@ _REWRITE_SYSTEM = (
     "exactly as it is: facts, names, numbers, dates, links and Markdown. Do not add, drop or "
     "explain anything. Answer with the rewritten text only."
 )
+_NOTE_SYSTEM = (
+    "You summarize notes for a search index. You get a note cut into numbered parts, each "
+    "starting with the headings above it. Answer in lines of plain text. The first line starts "
+    "with 'Note:' and says in two or three sentences what the whole note is about: its "
+    "subject, its purpose, and the main people, places, projects or tools it names; it never "
+    "goes through the parts. Then write one line for each part asked for, starting with 'Part' "
+    "and its number ('Part 1:'), that says in one or two sentences, in your own words, what "
+    "that part adds: its topic and the specific people, places, tools and numbers in it. Do "
+    "not copy sentences from the note. No lists, no headings, no Markdown."
+)
+_PARTS_SYSTEM = (
+    "You help a search index understand parts of a note. You get a summary of the whole note "
+    "as background, then some of its parts, numbered, each starting with the headings above "
+    "it. For each part write one line that starts with 'Part' and its number ('Part 1:') and "
+    "says in one or two plain sentences, in your own words, what that part adds: its topic and "
+    "the specific people, places, tools and numbers in it. Do not repeat the summary of the "
+    "whole note and do not copy the parts. No lists, no Markdown. Answer with those lines only."
+)
 _OWNER_NOTE = (
     " This note is {owner}'s own, written in the first person: call the writer {owner}, "
     "never 'I', 'the author' or 'the writer'."
@@ -81,15 +108,44 @@ _FILE_EXAMPLE_PERSONAL = (
     "several bakes turned out. {owner} records rising times, flour amounts and oven settings, "
     "and found that a loaf made from Maria's recipe worked best.",
 )
+_EXAMPLE_FILE_SUMMARY = "A guide to running a small home server: hardware, services and backups."
 _CHUNK_EXAMPLE = (
-    "<file_summary>\nA guide to running a small home server: hardware, services and backups."
-    "\n</file_summary>\n\n<chunk_headers>\n# Home server > ## Backups\n</chunk_headers>\n\n"
+    f"<file_summary>\n{_EXAMPLE_FILE_SUMMARY}\n</file_summary>\n\n"
+    "<chunk_headers>\n# Home server > ## Backups\n</chunk_headers>\n\n"
     "<chunk>\nrestic runs every night at 02:00 and keeps 7 daily and 4 weekly snapshots on "
     "the USB disk. Once a month I restore one folder to check that it works.\n</chunk>\n\n"
     "What this part is about:",
     # Said in other words, never copied: small models imitate an example that copies.
     "Explains how the home server is backed up: a nightly restic job with daily and weekly "
     "retention on a USB disk, checked by a monthly test restore.",
+)
+# The parts of the two examples below: a note on a home server, cut in two.
+_EXAMPLE_PARTS = (
+    (
+        "# Home server > ## Hardware",
+        "An old ThinkPad T480 with 16 GB of RAM runs Debian 12 in the hall closet and draws "
+        "8 W at idle.",
+    ),
+    (
+        "# Home server > ## Backups",
+        "restic runs every night at 02:00 and keeps 7 daily and 4 weekly snapshots on the USB "
+        "disk. Once a month I restore one folder to check that it works.",
+    ),
+)
+_EXAMPLE_PART_ANSWERS = (
+    # Said in other words, never copied: small models imitate an example that copies.
+    "Part 1: Describes the server's hardware: a ThinkPad T480 laptop with 16 GB of memory "
+    "running Debian 12 at about 8 W when idle.",
+    "Part 2: Explains how the server is backed up: a nightly restic job with daily and weekly "
+    "retention on a USB disk, checked by a monthly test restore.",
+)
+_NOTE_EXAMPLE_SUMMARY = (
+    "Note: A guide to a small home server built from an old laptop, covering its hardware "
+    "and its nightly backups with restic."
+)
+_NOTE_EXAMPLE_SUMMARY_PERSONAL = (
+    "Note: {owner}'s notes on the small home server {owner} runs on an old laptop, covering "
+    "its hardware and its nightly backups with restic."
 )
 _REWRITE_EXAMPLE = (
     "<text>\nI'm back at the gym. My knee is fine, and Sam lent me his gloves. We lifted for "
@@ -230,6 +286,112 @@ def chunk_summary_prompt(
         },
         examples,
     )
+
+
+def _parts_block(parts: list[tuple[str, str]]) -> str:
+    """Numbered parts, each with its header line: how the note is shown in both part prompts."""
+    return "\n\n".join(
+        f"<part {n}>\n{quote(header)}\n\n{quote(text)}\n</part>"
+        if header
+        else f"<part {n}>\n{quote(text)}\n</part>"
+        for n, (header, text) in enumerate(parts, 1)
+    )
+
+
+def _cue(numbers: list[int], *, note: bool) -> str:
+    """How a prompt ends: the labels of the lines to write, one under the other, which a
+    small model fills in far more reliably than it follows a description of them."""
+    labels = (["Note:"] if note else []) + [f"Part {n}:" for n in numbers]
+    return "Write these lines, each label followed by its sentences:\n" + "\n".join(labels)
+
+
+def note_budget(*, owner: str | None, max_tokens: int, context_window: int) -> int:
+    """Characters of parts (with their header lines) a `note_prompt` has room for."""
+    system = _NOTE_SYSTEM + (_OWNER_NOTE.format(owner=owner) if owner else "")
+    return _input_budget(system + _joined(_note_example(owner)), max_tokens, context_window)
+
+
+def parts_budget(
+    file_summary: str, *, owner: str | None, max_tokens: int, context_window: int
+) -> int:
+    """Characters of parts (with their header lines) a `parts_prompt` has room for."""
+    system = _PARTS_SYSTEM + (_OWNER_NOTE.format(owner=owner) if owner else "")
+    fixed = system + _joined(_parts_example(owner)) + file_summary
+    return _input_budget(fixed, max_tokens, context_window)
+
+
+def _note_example(owner: str | None) -> tuple[tuple[str, str], ...]:
+    summary = _NOTE_EXAMPLE_SUMMARY_PERSONAL if owner else _NOTE_EXAMPLE_SUMMARY
+    asked = f"<note>\n{_parts_block(list(_EXAMPLE_PARTS))}\n</note>\n\n{_cue([1, 2], note=True)}"
+    return ((asked, "\n".join((summary, *_EXAMPLE_PART_ANSWERS)).format(owner=owner)),)
+
+
+def _parts_example(owner: str | None) -> tuple[tuple[str, str], ...]:
+    asked = (
+        f"<file_summary>\n{_EXAMPLE_FILE_SUMMARY}\n</file_summary>\n\n"
+        f"{_parts_block(list(_EXAMPLE_PARTS))}\n\n{_cue([1, 2], note=False)}"
+    )
+    return ((asked, "\n".join(_EXAMPLE_PART_ANSWERS).format(owner=owner)),)
+
+
+def note_prompt(
+    parts: list[tuple[str, str]],
+    asked: list[int],
+    *,
+    owner: str | None,
+    max_tokens: int,
+    context_window: int,
+) -> Prompt:
+    """The summary of a whole note and of its parts `asked` (numbered from 1), in one call.
+
+    `parts` are (header line, text) pairs, the whole note in order; the caller makes sure
+    they fit (`note_budget`), as a note cut here would be summarised from a part of itself.
+    """
+    system = _NOTE_SYSTEM + (_OWNER_NOTE.format(owner=owner) if owner else "")
+    user = f"<note>\n{_parts_block(parts)}\n</note>\n\n{_cue(asked, note=True)}"
+    return _prompt(
+        "note_summary",
+        system,
+        user,
+        max_tokens,
+        context_window,
+        _part_inputs(parts, asked, owner),
+        _note_example(owner),
+    )
+
+
+def parts_prompt(
+    file_summary: str,
+    parts: list[tuple[str, str]],
+    *,
+    owner: str | None,
+    max_tokens: int,
+    context_window: int,
+) -> Prompt:
+    """The summaries of several parts of a note in one call, its file summary as background.
+
+    Like `chunk_summary_prompt`, everything a note's calls share comes first (instructions,
+    the worked example, the file summary), so a server re-uses that prefix.
+    """
+    system = _PARTS_SYSTEM + (_OWNER_NOTE.format(owner=owner) if owner else "")
+    numbers = list(range(1, len(parts) + 1))
+    user = (
+        f"<file_summary>\n{quote(file_summary)}\n</file_summary>\n\n"
+        f"{_parts_block(parts)}\n\n{_cue(numbers, note=False)}"
+    )
+    inputs = _part_inputs(parts, numbers, owner) | {"file_summary": file_summary}
+    return _prompt(
+        "chunk_summaries", system, user, max_tokens, context_window, inputs, _parts_example(owner)
+    )
+
+
+def _part_inputs(
+    parts: list[tuple[str, str]], asked: list[int], owner: str | None
+) -> dict[str, str]:
+    inputs = {"owner": owner or "", "asked": " ".join(map(str, asked))}
+    for n, (header, text) in enumerate(parts, 1):
+        inputs |= {f"header_{n}": header, f"content_{n}": text}
+    return inputs
 
 
 def rewrite_prompt(content: str, *, owner: str, context_window: int) -> Prompt:

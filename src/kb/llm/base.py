@@ -16,7 +16,8 @@ T = TypeVar("T")
 class Prompt:
     """One chat request: the text sent, and the structured inputs it was made from."""
 
-    task: str  # "file_summary", "chunk_summary", "rewrite", "rerank" or "answer"
+    task: str  # "file_summary", "note_summary", "chunk_summary", "chunk_summaries", "rewrite",
+    # "rerank" or "answer"
     system: str
     user: str
     max_tokens: int

@@ -1,9 +1,9 @@
 """A deterministic, offline provider that counts its calls.
 
 It lets kb run end to end with no model server (tests, demos on a laptop in a
-train): summaries are keyword digests, the first-person rewrite is a pronoun
-substitution, and embeddings are a hashed bag of words, so texts that share
-words are close in cosine.
+train): summaries are keyword digests (several-part prompts get one numbered line per
+part), the first-person rewrite is a pronoun substitution, and embeddings are a hashed
+bag of words, so texts that share words are close in cosine.
 """
 
 from __future__ import annotations
@@ -93,11 +93,29 @@ class FakeChat:
             return str(round(10 * len(wanted & found) / max(1, len(wanted))))
         if prompt.task == "answer":
             return _grounded_answer(inputs)
-        if prompt.task == "file_summary":
-            about = f" about {inputs['owner']}" if inputs.get("owner") else ""
-            return f"A note{about} covering {_keywords(inputs['excerpt'], 8)}."
         about = f" about {inputs['owner']}" if inputs.get("owner") else ""
-        return f"This part{about} covers {_keywords(inputs['content'], 6)}."
+        if prompt.task == "file_summary":
+            return _note_digest(inputs["excerpt"], about)
+        if prompt.task in ("note_summary", "chunk_summaries"):
+            # Numbered lines, as a model keeps to the format; each part's line says what a
+            # chunk prompt of its own would have been answered.
+            lines = [
+                f"Part {n}: {_part_digest(inputs[f'content_{n}'], about)}"
+                for n in map(int, inputs["asked"].split())
+            ]
+            if prompt.task == "note_summary":
+                contents = (v for k, v in inputs.items() if k.startswith("content_"))
+                lines.insert(0, f"Note: {_note_digest(' '.join(contents), about)}")
+            return "\n".join(lines)
+        return _part_digest(inputs["content"], about)
+
+
+def _note_digest(text: str, about: str) -> str:
+    return f"A note{about} covering {_keywords(text, 8)}."
+
+
+def _part_digest(text: str, about: str) -> str:
+    return f"This part{about} covers {_keywords(text, 6)}."
 
 
 def _grounded_answer(inputs: Mapping[str, str]) -> str:
