@@ -21,6 +21,9 @@ local llama.cpp stack), and the table adds seconds, prompt and output tokens and
 `--path PREFIX` (repeatable: a folder or a note) or `--notes N` keep that run short, and
 `--timeout` allows each request more time on a busy machine. The index lives in one database
 of an embedded PostgreSQL in `--data-dir`, emptied before each configuration.
+
+Each run is kb's two speeds as `kb index --wait` runs them: the notes are stored with their
+structural context, then the enrichment queue is drained; the seconds are both together.
 """
 
 from __future__ import annotations
@@ -30,14 +33,16 @@ import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kb import db
 from kb.config import Config, parse_config
-from kb.indexer import FileEvent, Indexer, Scope
+from kb.container import Container, open_store
+from kb.enrich import Attempt
+from kb.indexer import FileEvent, Scope
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder, Prompt, TokenUsage
 from kb.store import Store
@@ -112,44 +117,46 @@ def measure(
     files: frozenset[str] | None,
 ) -> Row:
     """Index into an emptied index, then again; what the first run cost."""
-    store.delete_vaults_except([])
+    store.documents.delete_vaults_except([])
     row = Row(label)
     counting = CountingChat(chat)
+    parts = Container(config, store, chat=counting, embedder=embedder)
 
-    def progress(event: FileEvent) -> None:
+    def indexed(event: FileEvent) -> None:
         if event.action == "indexed":
             row.notes += 1
             row.chunks += event.chunks
-            row.fallbacks += event.fallbacks
-            print(f"  {label}: {row.notes} notes, {counting.calls.total()} calls", file=sys.stderr)
+
+    def enriched(attempt: Attempt) -> None:
+        row.fallbacks += attempt.fallbacks
+        print(f"  {label}: {counting.calls.total()} calls", file=sys.stderr)
 
     usage = (chat.usage.prompt_tokens, chat.usage.output_tokens)
     started = time.perf_counter()
-    _sync(config, store, counting, embedder, files, progress)
+    _sync(parts, files, indexed, enriched)
     row.seconds = time.perf_counter() - started
     row.calls = Counter(counting.calls)
     row.prompt_tokens = chat.usage.prompt_tokens - usage[0]
     row.output_tokens = chat.usage.output_tokens - usage[1]
     counting.calls.clear()
-    _sync(config, store, counting, embedder, files, lambda event: None)
+    _sync(parts, files, lambda event: None, lambda attempt: None)
     row.again = counting.calls.total()
     return row
 
 
 def _sync(
-    config: Config,
-    store: Store,
-    chat: ChatModel,
-    embedder: Embedder,
+    parts: Container,
     files: frozenset[str] | None,
-    progress: Any,
+    indexed: Callable[[FileEvent], None],
+    enriched: Callable[[Attempt], None],
 ) -> None:
-    with Indexer(config, store, chat, embedder, on_event=progress) as indexer:
+    with parts.indexer(on_event=indexed) as indexer:
         if files is None:
             indexer.sync()
         else:
             indexer.ensure_embedding_space()
-            indexer.sync_scope(config.vaults[0], Scope(files=files))
+            indexer.sync_scope(parts.config.vaults[0], Scope(files=files))
+    parts.drain(on_attempt=enriched)
 
 
 def chosen_notes(vault: Path, prefixes: Sequence[str], notes: int | None) -> frozenset[str] | None:
@@ -233,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = make_embedder(base.llm)
     print(f"chat {base.llm.chat_model}, embeddings {base.llm.embed_model}", file=sys.stderr)
     rows = []
-    with Store(db.database_on(db.embedded_url(args.data_dir), "bench_calls")) as store:
+    with open_store(db.database_on(db.embedded_url(args.data_dir), "bench_calls")) as store:
         for name, personal in setups:
             for batch in args.batch:
                 config = make_config(args.vault, args.data_dir, personal, batch, args.timeout, env)
