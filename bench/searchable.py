@@ -5,8 +5,8 @@ A vault is indexed into an empty database with kb's default settings (LLM contex
 speeds): every note stored and embedded with its structural context and queued for its LLM
 context, with no chat call at all (the chat model given to kb fails the run if it is asked
 anything). Then the embedding server is sent the same texts, `llm.embed_batch` at a time,
-and nothing else. Both are timed in the same run, the embedding alone before and after
-kb, so a machine whose load drifts weighs on both alike.
+and nothing else, twice. All three are timed in the same round, one after the other, so a
+machine whose load drifts weighs on them alike.
 
     .venv/bin/python bench/searchable.py [VAULT] [--rounds 2]
 
@@ -45,7 +45,7 @@ from kb.container import Container, open_store  # noqa: E402
 from kb.llm import make_embedder  # noqa: E402
 from kb.llm.base import Embedder, Prompt, TokenUsage  # noqa: E402
 
-DEFAULT_VAULT = Path("/work/shared/eval/obsidian-help/vault")
+DEFAULT_VAULT = ROOT.parent / "shared/eval/obsidian-help/vault"
 
 
 class NoChat:
@@ -106,14 +106,14 @@ class Round:
     chunks: int
     queued: int
     kb_seconds: float
-    embed_before: float
-    embed_after: float
+    embed_first: float
+    embed_second: float
     busy: float  # share of kb's time the embedding server had a request
     in_flight: float  # requests in flight, on average over kb's time
 
     @property
     def floor(self) -> float:
-        return (self.embed_before + self.embed_after) / 2
+        return (self.embed_first + self.embed_second) / 2
 
     @property
     def ratio(self) -> float:
@@ -164,15 +164,15 @@ def one_round(config: Config, url: str, embedder: Embedder) -> Round:
             rows = conn.execute("SELECT embed_text FROM chunks ORDER BY id").fetchall()
         texts = [r["embed_text"] for r in rows]
         llm = config.llm
-        before = embed_alone(embedder, texts, llm.embed_batch, llm.concurrency)
-        after = embed_alone(embedder, texts, llm.embed_batch, llm.concurrency)
+        first = embed_alone(embedder, texts, llm.embed_batch, llm.concurrency)
+        second = embed_alone(embedder, texts, llm.embed_batch, llm.concurrency)
         return Round(
             notes=report.indexed,
             chunks=status.chunks,
             queued=store.queue.status().items,
             kb_seconds=kb_seconds,
-            embed_before=before,
-            embed_after=after,
+            embed_first=first,
+            embed_second=second,
             busy=watched.busy / kb_seconds,
             in_flight=watched.load / kb_seconds,
         )
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             r = rounds[-1]
             print(
                 f"round {i + 1}: kb {r.kb_seconds:.1f} s, embedding alone "
-                f"{r.embed_before:.1f} / {r.embed_after:.1f} s, ratio {r.ratio:.2f}; the "
+                f"{r.embed_first:.1f} / {r.embed_second:.1f} s, ratio {r.ratio:.2f}; the "
                 f"server had a request {r.busy:.0%} of kb's time, {r.in_flight:.2f} in flight "
                 "on average",
                 file=sys.stderr,

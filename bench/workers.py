@@ -5,8 +5,8 @@ started and registered, then a vault of `--notes` one-chunk notes indexed (each 
 searchable and queued for its LLM context), and the time until the workers have drained
 the queue. The model server is a local stand-in for an OpenAI-compatible one: every chat
 answer takes `--delay` seconds (2 s, a small local model's pace), embeddings are instant.
-Each worker enriches one note at a time with one model call in flight (a note costs its
-file summary and its chunk summary: two calls).
+Each worker enriches one note at a time with one model call in flight (a one-chunk note
+costs one call: its file summary and its chunk summary together).
 
 Checked for each N: every note finished exactly once (`enrichment_done` is keyed by the
 item's ticket), no prompt answered twice by the model server, the queue empty, and
@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,6 +45,7 @@ from kb import db
 from kb.config import load_config
 from kb.container import Container
 from kb.llm.fake import FakeEmbedder
+from kb.prompts import LINES_CUE
 
 ROOT = Path(__file__).resolve().parents[1]
 DIMENSIONS = 64
@@ -88,7 +90,7 @@ class ModelServer:
                 with server.lock:
                     server.prompts[digest] += 1
                 time.sleep(server.delay)
-                answer = f"A summary written for request {digest[:12]}, about this part."
+                answer = _answer(body["messages"][-1]["content"], digest)
                 self._send(
                     {
                         "id": "stand-in",
@@ -242,6 +244,21 @@ def one_run(config_path: Path, admin: str, n: int, server: ModelServer, logs: Pa
     )
 
 
+def _answer(prompt: str, digest: str) -> str:
+    """What a model keeps to: a sentence for each label the prompt ends with, or one. Each
+    sentence has words of its own, as kb rejects a part that repeats another."""
+    labels = re.findall(r"^(?:Note|Part \d+):$", prompt.rpartition(LINES_CUE)[2], re.M)
+    return "\n".join(f"{label} {_sentence(digest + label)}" for label in labels or [""]).strip()
+
+
+def _sentence(seed: str) -> str:
+    letters = hashlib.sha256(seed.encode()).hexdigest()
+    words = [
+        "".join(chr(ord("a") + int(c, 16)) for c in letters[i : i + 6]) for i in range(0, 48, 6)
+    ]
+    return "This covers " + " ".join(words) + "."
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--notes", type=int, default=64)
@@ -270,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
 
     one = next((r.rate for r in runs if r.workers == 1), None)
     print(
-        f"\n{args.notes} notes, 2 model calls each, {args.delay:g} s per call, "
+        f"\n{args.notes} one-chunk notes, {args.delay:g} s per call, "
         "one note and one call at a time per worker"
     )
     header = (

@@ -37,6 +37,10 @@ _DELIMITER = re.compile(
 )
 
 
+# The line before the labels a prompt asks a model to fill in, one per line.
+LINES_CUE = "Write these lines, each label followed by its sentences:"
+
+
 def quote(text: str) -> str:
     """Text made safe to put between delimiter tags: any delimiter in it is escaped."""
     return _DELIMITER.sub(r"&lt;\1&gt;", text)
@@ -302,7 +306,7 @@ def _cue(numbers: list[int], *, note: bool) -> str:
     """How a prompt ends: the labels of the lines to write, one under the other, which a
     small model fills in far more reliably than it follows a description of them."""
     labels = (["Note:"] if note else []) + [f"Part {n}:" for n in numbers]
-    return "Write these lines, each label followed by its sentences:\n" + "\n".join(labels)
+    return LINES_CUE + "\n" + "\n".join(labels)
 
 
 def note_budget(*, owner: str | None, max_tokens: int, context_window: int) -> int:
