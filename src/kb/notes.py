@@ -92,8 +92,14 @@ def scan_scope(vault: VaultConfig, scope: Scope) -> dict[str, OnDisk]:
 
 def inside_vault(vault: VaultConfig, rel_path: str) -> bool:
     """Whether a vault-relative path, links resolved, still lies inside the vault."""
+    return _resolved_inside(vault, rel_path) is not None
+
+
+def _resolved_inside(vault: VaultConfig, rel_path: str) -> str | None:
+    """A vault-relative path with its links resolved, or None if that leaves the vault."""
     root = os.path.realpath(vault.path)
-    return os.path.commonpath([root, os.path.realpath(vault.path / rel_path)]) == root
+    real = os.path.realpath(vault.path / rel_path)
+    return real if os.path.commonpath([root, real]) == root else None
 
 
 def read_note(vault: VaultConfig, rel_path: str) -> bytes:
@@ -102,9 +108,9 @@ def read_note(vault: VaultConfig, rel_path: str) -> bytes:
     The one place kb reads a note: whatever a link or an event names, nothing outside the
     vault is opened.
     """
-    if not inside_vault(vault, rel_path):
+    real = _resolved_inside(vault, rel_path)
+    if real is None:
         raise NoteError("is a link to a file outside the vault; not read")
-    real = os.path.realpath(vault.path / rel_path)
     try:
         # O_NOFOLLOW: a link put in the file's place since the check above is refused;
         # O_NONBLOCK: a FIFO put there does not hang the read.

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import TYPE_CHECKING
 
 from kb.config import SearchMode
 from kb.errors import KbError, LLMError
 from kb.fusion import DEFAULT_FUSION, Fused, Fusion, fuse, single
 from kb.llm.base import Embedder
-from kb.rerank import Reranker
 from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
+
+if TYPE_CHECKING:
+    # Re-ranking needs the chat model's prompts; a plain query loads none of them.
+    from kb.rerank import Reranker
 
 log = logging.getLogger(__name__)
 
