@@ -13,14 +13,16 @@ in `Journal/` and are written in the first person ("I", "my"), the rest in topic
 The same (notes, seed) always gives the same bytes. With kb's default chunking
 (`chunking.max_chars` 1600) a note averages about 8.6 chunks of about 610 characters:
 
-| --notes | chunks    | size on disk | time |
-|---------|-----------|--------------|------|
-| 1,000   | ~8,600    | 7 MB         | 1 s  |
-| 10,000  | ~86,000   | 71 MB        | 8 s  |
-| 12,000  | ~103,000  | 85 MB        | 10 s |
-| 50,000  | ~430,000  | ~360 MB      | ~45 s |
+| --notes | chunks   | size on disk | time  |
+|---------|----------|--------------|-------|
+| 1,000   | 8,608    | 7 MB         | 1 s   |
+| 10,000  | ~86,000  | 71 MB        | 8 s   |
+| 12,000  | 102,335  | 85 MB        | 10 s  |
+| 50,000  | ~430,000 | ~360 MB      | ~45 s |
 
-(times on two shared cores: about 0.35 ms a note to generate, the rest is writing files).
+(chunks counted by kb at the `structure` level; figures marked ~ are extrapolated from the
+others; times on two shared cores: about 0.35 ms a note to generate, the rest is writing
+files).
 
 Importable: `generate(out, notes, seed)`; `vocabulary(seed)` gives the words by rank (most
 frequent first), for drawing realistic queries.

@@ -168,13 +168,13 @@ def test_text_search_honours_filters(indexed: Kb, filters: SearchFilter) -> None
 def test_common_words_read_in_part_still_rank_by_exact_bm25(
     indexed: Kb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Each word's postings cut to its best 3: the chunks found are scored exactly, and the
-    # chunk with the rarest words (found through them) still leads.
-    monkeypatch.setattr(store_module, "TEXT_POSTINGS_PER_WORD", 3)
+    # Each word's postings cut to its best 5 (a list 5 deep reads 5): the chunks found are
+    # scored exactly, and the chunk with the rarest words (found through them) still leads.
+    monkeypatch.setattr(store_module, "TEXT_POSTINGS_PER_WORD", 2)
     text = "climb Takao mountain with Kenji the note"
     exact = dict(_exact_bm25(indexed.store, text))
-    found = _text(indexed.store, text)
-    assert found and found[0][0] == max(exact, key=lambda i: exact[i])
+    found = _text(indexed.store, text, depth=5)
+    assert len(found) == 5 and found[0][0] == max(exact, key=lambda i: exact[i])
     assert all(score == pytest.approx(exact[i], rel=1e-9) for i, score in found)
     assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
 
@@ -261,6 +261,6 @@ def test_filtered_search_reads_postings_until_enough_are_allowed(
     only = SearchFilter(path_prefix="Alex/")
     text = "climb mountain Takao Kenji goals project"
     exact = dict(_exact_bm25(indexed.store, text, only))
-    found = _text(indexed.store, text, filters=only)
-    assert found and all(i in exact for i, _ in found)
+    found = _text(indexed.store, text, depth=2, filters=only)
+    assert len(found) == 2 and all(i in exact for i, _ in found)
     assert all(score == pytest.approx(exact[i], rel=1e-9) for i, score in found)

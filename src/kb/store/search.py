@@ -285,8 +285,9 @@ class Search:
             "paths": list(filters.paths),
             "nv": 0 if lists == "text" else depth,
             "nt": 0 if lists == "vector" else depth,
-            "per_word": TEXT_POSTINGS_PER_WORD,
-            "walked": TEXT_POSTINGS_WALKED,
+            # A list deeper than the defaults reads deeper too.
+            "per_word": max(depth, TEXT_POSTINGS_PER_WORD),
+            "walked": max(depth, TEXT_POSTINGS_WALKED),
             "rescored": max(depth, TEXT_RESCORED),
         }
         with self.pool.connection() as conn, conn.transaction():
