@@ -236,12 +236,7 @@ class Contextualizer:
         # Rewrites first: the summaries are written from the rewritten text.
         texts: list[Output | None] = [None] * len(chunks)
         if self._rewrites(personal):
-            texts = [
-                known.get(self.rewrite_key(c))
-                if outputs.needs_rewrite(c.content)
-                else Output(c.content)
-                for c in chunks
-            ]
+            texts = [self._known_rewrite(c, known) for c in chunks]
             todo = [i for i, t in enumerate(texts) if t is None]
             results = self.executor.map(self._rewrite, [chunks[i].content for i in todo])
             for i, (text, problem) in zip(todo, results, strict=True):
@@ -524,13 +519,7 @@ class Contextualizer:
             file_summary, file_key = Output(stand_in), cache_key("structure", stand_in)
         built = []
         for chunk in chunks:
-            rewritten: Output | None = None
-            if self._rewrites(personal):
-                rewritten = (
-                    known.get(self.rewrite_key(chunk))
-                    if outputs.needs_rewrite(chunk.content)
-                    else Output(chunk.content)
-                )
+            rewritten = self._known_rewrite(chunk, known) if self._rewrites(personal) else None
             summary_key = self.chunk_summary_key(chunk, personal)
             summary = known.get(summary_key)
             if summary is None:
@@ -540,6 +529,13 @@ class Contextualizer:
                 summary, summary_key = Output(stand_in), cache_key("structure", stand_in)
             built.append(self._with_outputs(chunk, file_summary, summary, summary_key, rewritten))
         return FileContext(file_summary.text, file_key, file_summary.fallback, built, 0, [])
+
+    def _known_rewrite(self, chunk: Chunk, known: Mapping[str, Output]) -> Output | None:
+        """A personal chunk's rewrite if it is known (None if it must be asked for); the
+        chunk itself where the writer never says "I"."""
+        if not outputs.needs_rewrite(chunk.content):
+            return Output(chunk.content)
+        return known.get(self.rewrite_key(chunk))
 
     def _with_outputs(
         self,

@@ -55,6 +55,24 @@ class ChunkRecord:
     summary_fallback: str | None = None  # the chat model whose output was rejected
     rewrite_fallback: str | None = None
 
+    def context_params(self) -> tuple[object, ...]:
+        """The values of the columns its context fills, from `summary` to `rewrite_fallback`
+        in table order: what enrichment writes over a stored chunk."""
+        return (
+            self.summary,
+            self.summary_key,
+            self.rewrite,
+            self.rewrite_key,
+            self.full_context,
+            self.embed_text,
+            self.context_hash,
+            self.chat_model,
+            np.asarray(self.embedding, dtype=np.float32),
+            self.embed_model,
+            self.summary_fallback,
+            self.rewrite_fallback,
+        )
+
 
 class Documents:
     def __init__(self, pool: Pool) -> None:
@@ -144,18 +162,7 @@ class Documents:
                             c.content_hash,
                             c.start_line,
                             c.end_line,
-                            c.summary,
-                            c.summary_key,
-                            c.rewrite,
-                            c.rewrite_key,
-                            c.full_context,
-                            c.embed_text,
-                            c.context_hash,
-                            c.chat_model,
-                            np.asarray(c.embedding, dtype=np.float32),
-                            c.embed_model,
-                            c.summary_fallback,
-                            c.rewrite_fallback,
+                            *c.context_params(),
                         )
                         for c in chunks
                     ],

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import psycopg
 from psycopg.rows import DictRow
 
@@ -232,18 +231,7 @@ class Queue:
                     """,
                     [
                         (
-                            c.summary,
-                            c.summary_key,
-                            c.rewrite,
-                            c.rewrite_key,
-                            c.full_context,
-                            c.embed_text,
-                            c.context_hash,
-                            c.chat_model,
-                            np.asarray(c.embedding, dtype=np.float32),
-                            c.embed_model,
-                            c.summary_fallback,
-                            c.rewrite_fallback,
+                            *c.context_params(),
                             claim.document_id,
                             c.position,
                             c.content_hash,
