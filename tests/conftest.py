@@ -120,6 +120,22 @@ class Kb(Container):
         self.embedder.texts = 0
 
 
+def rows(store: Store, query: str, *params: object) -> list[dict]:
+    """Rows of a test's own SQL (statements written as literals, as kb's are)."""
+    with store.pool.connection() as conn:
+        return conn.execute(query, params).fetchall()
+
+
+def stored_chunks(store: Store, path: str) -> list[dict]:
+    """A note's chunk rows, in order."""
+    return rows(
+        store,
+        "SELECT c.* FROM chunks c JOIN documents d ON d.id = c.document_id"
+        " WHERE d.path = %s ORDER BY position",
+        path,
+    )
+
+
 def file_summaries(chat: FakeChat) -> int:
     """Calls that wrote a file summary: alone, or with the chunk summaries of a short note."""
     return chat.calls["file_summary"] + chat.calls["note_summary"]

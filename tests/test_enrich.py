@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import OWNER, Kb, file_summaries, make_config
+from conftest import OWNER, Kb, file_summaries, make_config, rows, stored_chunks
 from kb.container import Container
 from kb.context import full_context, header_line
 from kb.enrich import Attempt
@@ -35,22 +35,8 @@ def fast_sync(kb: Kb, **options: Any) -> SyncReport:
     return Container.sync(kb, **options)
 
 
-def _rows(store: Store, sql: str, *params: object) -> list[dict]:
-    with store.pool.connection() as conn:
-        return conn.execute(sql, params).fetchall()
-
-
-def _chunks(store: Store, path: str) -> list[dict]:
-    return _rows(
-        store,
-        "SELECT c.* FROM chunks c JOIN documents d ON d.id = c.document_id"
-        " WHERE d.path = %s ORDER BY position",
-        path,
-    )
-
-
 def _doc(store: Store, path: str) -> dict:
-    [row] = _rows(store, "SELECT * FROM documents WHERE path = %s", path)
+    [row] = rows(store, "SELECT * FROM documents WHERE path = %s", path)
     return row
 
 
@@ -62,7 +48,7 @@ def _claim_all(store: Store, owner: str, lease: float = 60) -> list[Claim]:
 
 
 def _path_of(store: Store, claim: Claim) -> str:
-    [row] = _rows(store, "SELECT path FROM documents WHERE id = %s", claim.document_id)
+    [row] = rows(store, "SELECT path FROM documents WHERE id = %s", claim.document_id)
     return row["path"]
 
 
@@ -81,7 +67,7 @@ def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
     # Stored with structural context, every chunk embedded: the index equals the vault.
     doc = _doc(kb.store, LONG_NOTE)
     assert doc["summary"].startswith('Note "Home Server" in Projects.')
-    for chunk in _chunks(kb.store, LONG_NOTE):
+    for chunk in stored_chunks(kb.store, LONG_NOTE):
         assert chunk["summary"].startswith('Part of the note "Home Server"')
         assert chunk["embedding"] is not None
         assert chunk["full_context"] == full_context(
@@ -97,7 +83,9 @@ def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
     assert kb.store.queue.status().items == 0
     doc = _doc(kb.store, LONG_NOTE)
     assert doc["summary"].startswith("A note covering")
-    assert all(c["summary"].startswith("This part covers") for c in _chunks(kb.store, LONG_NOTE))
+    assert all(
+        c["summary"].startswith("This part covers") for c in stored_chunks(kb.store, LONG_NOTE)
+    )
     assert verify(kb.config, kb.store).in_sync
 
 
@@ -108,22 +96,22 @@ def test_a_note_with_every_output_cached_is_stored_whole(kb: Kb, vault: Path) ->
     report = fast_sync(kb)
     assert report.indexed == 1 and report.queued == 0
     assert kb.chat.total_calls == 0 and kb.store.queue.status().items == 0
-    copy = _chunks(kb.store, "Projects/Home Server copy.md")
+    copy = stored_chunks(kb.store, "Projects/Home Server copy.md")
     assert [c["full_context"] for c in copy] == [
-        c["full_context"] for c in _chunks(kb.store, LONG_NOTE)
+        c["full_context"] for c in stored_chunks(kb.store, LONG_NOTE)
     ]
 
 
 def test_an_edit_keeps_the_cached_context_of_the_rest_of_the_note(kb: Kb, vault: Path) -> None:
     kb.sync()
-    before = _chunks(kb.store, LONG_NOTE)
+    before = stored_chunks(kb.store, LONG_NOTE)
     summary = _doc(kb.store, LONG_NOTE)["summary"]
     lines = (vault / LONG_NOTE).read_text().split("\n")
     middle = [i for i, line in enumerate(lines) if " the " in line][3]
     lines[middle] = lines[middle].replace(" the ", " the EDITED ", 1)
     (vault / LONG_NOTE).write_text("\n".join(lines))
     fast_sync(kb)
-    after = _chunks(kb.store, LONG_NOTE)
+    after = stored_chunks(kb.store, LONG_NOTE)
     changed = [a for a, b in zip(after, before, strict=True) if a["content"] != b["content"]]
     kept = [a for a, b in zip(after, before, strict=True) if a["content"] == b["content"]]
     # While it waits, the edited chunk has a structural summary; the others keep theirs,
@@ -146,11 +134,11 @@ def test_the_queue_gives_the_newest_notes_first(kb: Kb, vault: Path) -> None:
 
 def test_an_edit_before_enrichment_replaces_the_item(kb: Kb, vault: Path) -> None:
     fast_sync(kb)
-    [first] = _rows(kb.store, "SELECT ticket FROM enrichment_queue q JOIN documents d"
+    [first] = rows(kb.store, "SELECT ticket FROM enrichment_queue q JOIN documents d"
                     " ON d.id = q.document_id WHERE d.path = %s", LONG_NOTE)  # fmt: skip
     _edit_first_paragraph(vault, LONG_NOTE)
     fast_sync(kb)
-    [second] = _rows(kb.store, "SELECT q.ticket, q.content_hash, d.content_hash AS now"
+    [second] = rows(kb.store, "SELECT q.ticket, q.content_hash, d.content_hash AS now"
                      " FROM enrichment_queue q JOIN documents d ON d.id = q.document_id"
                      " WHERE d.path = %s", LONG_NOTE)  # fmt: skip
     assert second["ticket"] != first["ticket"] and second["content_hash"] == second["now"]
@@ -194,7 +182,7 @@ def test_an_expired_lease_hands_the_note_to_another_worker(kb: Kb) -> None:
         assert enricher.enrich(dead, "dead").outcome == "dropped"
     finally:
         enricher.close()
-    assert len(_rows(kb.store, "SELECT * FROM enrichment_done")) == 1
+    assert len(rows(kb.store, "SELECT * FROM enrichment_done")) == 1
 
 
 def test_concurrent_claims_never_share_an_item(kb: Kb) -> None:
@@ -228,7 +216,7 @@ def test_workers_draining_together_do_nothing_twice(kb: Kb) -> None:
     assert [a.outcome for a in attempts] == ["done"] * QUEUED
     assert len({a.document_id for a in attempts}) == QUEUED
     assert file_summaries(kb.chat) == QUEUED  # each note's summary written once
-    done = _rows(kb.store, "SELECT worker, count(*) AS n FROM enrichment_done GROUP BY 1")
+    done = rows(kb.store, "SELECT worker, count(*) AS n FROM enrichment_done GROUP BY 1")
     assert sum(r["n"] for r in done) == QUEUED and {r["worker"] for r in done} <= {
         w.id for w in workers
     }
@@ -408,7 +396,7 @@ def test_a_killed_worker_leaves_its_note_to_another(
             worker.kill()
         server.close()
     assert enriched.done == QUEUED and kb.store.queue.status().items == 0
-    assert len(_rows(kb.store, "SELECT * FROM enrichment_done")) == QUEUED
+    assert len(rows(kb.store, "SELECT * FROM enrichment_done")) == QUEUED
     assert verify(kb.config, kb.store).in_sync
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import OWNER, Kb
+from conftest import OWNER, Kb, rows, stored_chunks
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.outputs import split_parts
@@ -60,22 +60,8 @@ def asked_parts(chat: FakeChat) -> int:
     )
 
 
-def _rows(store: Store, sql: str, *params: object) -> list[dict]:
-    with store.pool.connection() as conn:
-        return conn.execute(sql, params).fetchall()
-
-
-def _chunks(store: Store, path: str) -> list[dict]:
-    return _rows(
-        store,
-        "SELECT c.* FROM chunks c JOIN documents d ON d.id = c.document_id"
-        " WHERE d.path = %s ORDER BY position",
-        path,
-    )
-
-
 def _fallback_chunks(store: Store) -> list[dict]:
-    return _rows(
+    return rows(
         store,
         "SELECT * FROM chunks WHERE summary_fallback IS NOT NULL OR rewrite_fallback IS NOT NULL",
     )
@@ -96,7 +82,7 @@ def test_echoed_chunk_summaries_fall_back_to_structure(kb: Kb) -> None:
     assert report.failed == 0
     failed = _fallback_chunks(kb.store)
     assert {c["document_id"] for c in failed} >= {
-        c["document_id"] for c in _chunks(kb.store, RAMEN)
+        c["document_id"] for c in stored_chunks(kb.store, RAMEN)
     }, "the ramen recipe mentions miso"
     assert report.fallbacks == len(failed)
     for chunk in failed:
@@ -121,7 +107,9 @@ def test_another_model_redoes_only_the_fallbacks(kb: Kb) -> None:
     kb.chat = BadChat("small", _echo_ramen)
     kb.sync()
     failed = _fallback_chunks(kb.store)
-    kept = {c["summary_key"]: c["summary"] for c in _chunks(kb.store, JOURNAL) if c["summary"]}
+    kept = {
+        c["summary_key"]: c["summary"] for c in stored_chunks(kb.store, JOURNAL) if c["summary"]
+    }
 
     kb.chat = FakeChat("better")
     kb.reset_counts()
@@ -135,7 +123,7 @@ def test_another_model_redoes_only_the_fallbacks(kb: Kb) -> None:
     assert kb.store.state.status().fallbacks == {}
     # Good answers of the first model stay: the cache is keyed by content, not by model.
     assert {
-        c["summary_key"]: c["summary"] for c in _chunks(kb.store, JOURNAL) if c["summary"]
+        c["summary_key"]: c["summary"] for c in stored_chunks(kb.store, JOURNAL) if c["summary"]
     } == kept
 
 
@@ -164,14 +152,14 @@ def test_bad_file_summaries_fall_back_to_title_and_sections(kb: Kb, answer: str,
     report = kb.sync()
     assert report.fallbacks == 14, why  # one per non-empty note
     assert kb.store.state.status().fallbacks == {"file_summary": 14}
-    doc = _rows(kb.store, "SELECT * FROM documents WHERE path = %s", JOURNAL)[0]
+    doc = rows(kb.store, "SELECT * FROM documents WHERE path = %s", JOURNAL)[0]
     assert doc["summary_fallback"] == "small"
     assert doc["summary"].startswith('Note "Friday, 12 April 2024 — Mount Takao" in Alex/Journal.')
     assert "Sections: Getting there, The climb" in doc["summary"]
     assert f"Written by {OWNER}" in doc["summary"]
-    ramen = _rows(kb.store, "SELECT * FROM documents WHERE path = %s", RAMEN)[0]
+    ramen = rows(kb.store, "SELECT * FROM documents WHERE path = %s", RAMEN)[0]
     assert OWNER not in ramen["summary"]
-    for chunk in _chunks(kb.store, JOURNAL):
+    for chunk in stored_chunks(kb.store, JOURNAL):
         assert chunk["full_context"].endswith(f"\n\n{doc['summary']}")
 
 
@@ -179,7 +167,7 @@ def test_failed_rewrites_keep_the_text_attributed_to_the_owner(kb: Kb) -> None:
     kb.chat = BadChat("small", _echo_rewrite)
     kb.sync()
     asked = kb.chat.calls["rewrite"]
-    journal = _chunks(kb.store, JOURNAL)
+    journal = stored_chunks(kb.store, JOURNAL)
     first_person = [c for c in journal if " I " in f" {c['content']} "]
     assert first_person
     for chunk in first_person:

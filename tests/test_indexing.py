@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conftest import OWNER, Kb, file_summaries, make_config
+from conftest import OWNER, Kb, file_summaries, make_config, stored_chunks
 from kb import indexer
 from kb.context import LAYOUT_VERSION, full_context, header_line
 from kb.llm.fake import FakeChat
@@ -19,15 +19,6 @@ from kb.query import search
 from kb.store import SearchFilter, Store
 
 LONG_NOTE = "Projects/Home Server.md"
-
-
-def _chunks(store: Store, path: str) -> list[dict]:
-    with store.pool.connection() as conn:
-        return conn.execute(
-            "SELECT c.* FROM chunks c JOIN documents d ON d.id = c.document_id"
-            " WHERE d.path = %s ORDER BY position",
-            (path,),
-        ).fetchall()
 
 
 def _doc(store: Store, path: str) -> dict | None:
@@ -69,10 +60,10 @@ def test_index_example_vault(kb: Kb) -> None:
     assert ".trash/Deleted idea.md" not in paths
     assert "Projects/Board.canvas" not in paths
     empty = _doc(kb.store, "Inbox/Untitled.md")
-    assert empty is not None and _chunks(kb.store, "Inbox/Untitled.md") == []
+    assert empty is not None and stored_chunks(kb.store, "Inbox/Untitled.md") == []
     doc = _doc(kb.store, LONG_NOTE)
     assert doc is not None and doc["summary"]
-    for chunk in _chunks(kb.store, LONG_NOTE):
+    for chunk in stored_chunks(kb.store, LONG_NOTE):
         assert chunk["embedding"] is not None and chunk["embed_model"] == "hash-256"
         assert chunk["summary"] and chunk["full_context"] == _laid_out(chunk, doc["summary"])
 
@@ -96,7 +87,7 @@ def test_touch_without_change_makes_no_calls(kb: Kb, vault: Path) -> None:
 
 def test_middle_edit_costs_one_chunk_summary(kb: Kb, vault: Path) -> None:
     kb.sync()
-    before = _chunks(kb.store, LONG_NOTE)
+    before = stored_chunks(kb.store, LONG_NOTE)
     file_summary = _doc(kb.store, LONG_NOTE)["summary"]
     kb.reset_counts()
     _edit_paragraph(vault, LONG_NOTE, "middle")
@@ -105,7 +96,7 @@ def test_middle_edit_costs_one_chunk_summary(kb: Kb, vault: Path) -> None:
     # The edited chunk is embedded twice: searchable at once with structural context, then
     # with its new summary. The others keep their context, and so their vectors.
     assert kb.embedder.texts == 2
-    after = _chunks(kb.store, LONG_NOTE)
+    after = stored_chunks(kb.store, LONG_NOTE)
     assert len(after) == len(before)
     changed = [a for a, b in zip(after, before, strict=True) if a["content"] != b["content"]]
     assert len(changed) == 1 and "EDITED" in changed[0]["content"]
@@ -115,13 +106,13 @@ def test_middle_edit_costs_one_chunk_summary(kb: Kb, vault: Path) -> None:
 @pytest.mark.parametrize("which", ["first", "last"])
 def test_edge_edit_redoes_file_summary_only(kb: Kb, vault: Path, which: str) -> None:
     kb.sync()
-    before = _chunks(kb.store, LONG_NOTE)
+    before = stored_chunks(kb.store, LONG_NOTE)
     kb.reset_counts()
     _edit_paragraph(vault, LONG_NOTE, which)
     kb.sync()
     assert dict(kb.chat.calls) == {"file_summary": 1, "chunk_summary": 1}
     assert "zebra" in _doc(kb.store, LONG_NOTE)["summary"]
-    after = _chunks(kb.store, LONG_NOTE)
+    after = stored_chunks(kb.store, LONG_NOTE)
     # Every chunk carries the file summary, so every chunk is re-embedded (cheap) twice:
     # with a structural stand-in for it at once, then with the new summary ...
     assert kb.embedder.texts == 2 * len(after)
@@ -137,7 +128,7 @@ def test_edge_edit_redoes_file_summary_only(kb: Kb, vault: Path, which: str) -> 
 
 def test_rename_and_move_make_no_calls(kb: Kb, vault: Path) -> None:
     kb.sync()
-    ids = [c["id"] for c in _chunks(kb.store, LONG_NOTE)]
+    ids = [c["id"] for c in stored_chunks(kb.store, LONG_NOTE)]
     kb.reset_counts()
     (vault / "Archive").mkdir()
     os.rename(vault / LONG_NOTE, vault / "Archive/Homelab.md")
@@ -145,7 +136,7 @@ def test_rename_and_move_make_no_calls(kb: Kb, vault: Path) -> None:
     report = kb.sync()
     assert kb.chat.total_calls == 0 and kb.embedder.calls == 0
     assert report.moved == 4 and report.deleted == 0
-    assert [c["id"] for c in _chunks(kb.store, "Archive/Homelab.md")] == ids
+    assert [c["id"] for c in stored_chunks(kb.store, "Archive/Homelab.md")] == ids
     assert _doc(kb.store, LONG_NOTE) is None
     hits = search(kb.store, kb.embedder, "restic offsite backups", owner=None, top_k=20)
     assert not any(h.path == LONG_NOTE for h in hits)
@@ -179,7 +170,7 @@ def test_delete_removes_rows_and_results(kb: Kb, vault: Path) -> None:
 
 def test_embedding_model_change_reembeds_without_summaries(kb: Kb, vault: Path) -> None:
     kb.sync()
-    chunks = sum(len(_chunks(kb.store, p)) for p in kb.store.documents.states("v"))
+    chunks = sum(len(stored_chunks(kb.store, p)) for p in kb.store.documents.states("v"))
     other = Kb(kb.store, make_config(vault, llm={"embed_model": "hash-64"}))
     report = other.sync()
     assert other.chat.total_calls == 0
@@ -212,7 +203,7 @@ def test_reindex_forces_everything_or_only_embeddings(kb: Kb) -> None:
 
 def test_personal_notes_are_rewritten_about_the_owner(kb: Kb) -> None:
     kb.sync()
-    journal = _chunks(kb.store, "Alex/Journal/2024-04-12.md")
+    journal = stored_chunks(kb.store, "Alex/Journal/2024-04-12.md")
     assert journal and all(c["rewrite"] is not None for c in journal)
     first_person = [c for c in journal if " I " in f" {c['content']} "]
     assert first_person, "the example journal is written in the first person"
@@ -222,14 +213,14 @@ def test_personal_notes_are_rewritten_about_the_owner(kb: Kb) -> None:
         assert rewrite in chunk["full_context"] and chunk["content"] not in chunk["full_context"]
         assert OWNER in chunk["summary"]
         assert " I " in f" {chunk['content']} "  # the raw chunk is what is stored and returned
-    clipping = _chunks(kb.store, "Clippings/How I Climbed Mount Fuji in One Night.md")
+    clipping = stored_chunks(kb.store, "Clippings/How I Climbed Mount Fuji in One Night.md")
     assert all(c["rewrite"] is None and OWNER not in c["full_context"] for c in clipping)
     # Only chunks where the writer speaks of themself are sent for a rewrite.
     personal = [
         c
         for p in kb.store.documents.states("v")
         if p.startswith("Alex/")
-        for c in _chunks(kb.store, p)
+        for c in stored_chunks(kb.store, p)
     ]
     assert kb.chat.calls["rewrite"] == sum(needs_rewrite(c["content"]) for c in personal)
     assert 0 < kb.chat.calls["rewrite"] < len(personal)
@@ -260,7 +251,7 @@ def test_bad_notes_are_skipped_and_recorded(kb: Kb, vault: Path) -> None:
     failures = {f["path"]: f["error"] for f in kb.store.state.status().failures}
     assert "not valid UTF-8" in failures["latin1.md"]
     assert "NUL" in failures["binary.md"]
-    kept = _chunks(kb.store, "broken yaml.md")
+    kept = stored_chunks(kb.store, "broken yaml.md")
     assert [c["content"] for c in kept] == ["# Kept\n\nBody kept."]
     assert "not valid YAML" in _doc(kb.store, "broken yaml.md")["metadata"]["warnings"][0]
     (vault / "latin1.md").write_text("café au lait")
@@ -270,7 +261,7 @@ def test_bad_notes_are_skipped_and_recorded(kb: Kb, vault: Path) -> None:
 
 def test_failed_save_leaves_the_old_version_whole(kb: Kb, vault: Path) -> None:
     kb.sync()
-    before = _chunks(kb.store, LONG_NOTE)
+    before = stored_chunks(kb.store, LONG_NOTE)
     _edit_paragraph(vault, LONG_NOTE, "middle")
     # A full disk makes the insert fail half-way through the file.
     with kb.store.pool.connection() as conn:
@@ -287,7 +278,7 @@ def test_failed_save_leaves_the_old_version_whole(kb: Kb, vault: Path) -> None:
         config = kb.config.vaults[0]
         data = (vault / LONG_NOTE).read_bytes()
         indexer.index_bytes(config, LONG_NOTE, data, size=len(data), mtime_ns=0)
-    after = _chunks(kb.store, LONG_NOTE)
+    after = stored_chunks(kb.store, LONG_NOTE)
     assert [c["content"] for c in after] == [c["content"] for c in before]
 
 
@@ -366,7 +357,7 @@ def test_structure_and_none_levels_ask_no_model(store: Store, vault: Path) -> No
     structure = Kb(store, make_config(vault, context={"summaries": "structure"}))
     report = structure.sync()
     assert report.indexed == 15 and structure.chat.total_calls == 0
-    chunks = _chunks(store, LONG_NOTE)
+    chunks = stored_chunks(store, LONG_NOTE)
     title = _doc(store, LONG_NOTE)
     assert title is not None and title["summary"].startswith('Note "Home Server" in Projects.')
     for chunk in chunks:
@@ -379,19 +370,19 @@ def test_structure_and_none_levels_ask_no_model(store: Store, vault: Path) -> No
     bare = Kb(store, make_config(vault, context={"summaries": "none"}))
     report = bare.sync()
     assert report.indexed == 15 and bare.chat.total_calls == 0
-    assert all(c["full_context"] == c["content"] for c in _chunks(store, LONG_NOTE))
+    assert all(c["full_context"] == c["content"] for c in stored_chunks(store, LONG_NOTE))
     assert bare.sync().indexed == 0  # and only once
 
     llm = Kb(store, make_config(vault))
     llm.sync()
     assert llm.chat.calls["file_summary"] + llm.chat.calls["note_summary"] == 14
     summary = _doc(store, LONG_NOTE)["summary"]  # type: ignore[index]
-    assert all(c["full_context"] == _laid_out(c, summary) for c in _chunks(store, LONG_NOTE))
+    assert all(c["full_context"] == _laid_out(c, summary) for c in stored_chunks(store, LONG_NOTE))
 
 
 def test_new_context_layout_rebuilds_without_model_calls(kb: Kb) -> None:
     kb.sync()
-    before = [c["full_context"] for c in _chunks(kb.store, LONG_NOTE)]
+    before = [c["full_context"] for c in stored_chunks(kb.store, LONG_NOTE)]
     # As an index built before the current layout would have it.
     with kb.store.pool.connection() as conn:
         conn.execute("UPDATE documents SET context_build = 'llm/1'")
@@ -402,9 +393,9 @@ def test_new_context_layout_rebuilds_without_model_calls(kb: Kb) -> None:
     report = kb.sync()
     assert report.indexed == 15 and kb.chat.total_calls == 0
     assert kb.embedder.texts == sum(
-        len(_chunks(kb.store, p)) for p in kb.store.documents.states("v")
+        len(stored_chunks(kb.store, p)) for p in kb.store.documents.states("v")
     )
-    assert [c["full_context"] for c in _chunks(kb.store, LONG_NOTE)] == before
+    assert [c["full_context"] for c in stored_chunks(kb.store, LONG_NOTE)] == before
     builds = {d.context_build for d in kb.store.documents.states("v").values()}
     with kb.indexer() as indexer:
         assert builds == {indexer.context.build_id} and LAYOUT_VERSION in builds.pop()
