@@ -21,8 +21,8 @@ are kept, so a second run (or one that was interrupted) pays only for what is mi
 own content-hash caches. A quick run (--limit-docs) indexes its documents into the same
 databases and searches only them, so its work counts toward the full run.
 
-Every question is searched once per level (with the owner's name on first-person
-questions, as kb does, and once more without it); the vector and text candidate lists
+Every question is searched once per level (as kb does: with the owner's name for full-text
+search on first-person questions; and once more without it); the vector and text candidate lists
 are then ranked by each mode and by every fusion method, so the whole matrix costs one
 search per question and level.
 
