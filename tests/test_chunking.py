@@ -218,6 +218,23 @@ def test_oversized_fence_split_into_valid_fences() -> None:
     assert all(a.end_line < b.start_line for a, b in itertools.pairwise(chunks))
 
 
+def test_oversized_fence_left_open_keeps_its_last_line_as_code() -> None:
+    """A fence never closed runs to the end of the note: its last line is code, and no piece
+    is only blank lines in a fence."""
+    code = ["", "", *(f"step_{i}()  # " + "x" * 60 for i in range(8)), "", "last_line()"]
+    body = "```python\n" + "\n".join(code)
+    chunks = chunks_of(body, max_chars=200)
+    pieces = [c.content.split("\n") for c in chunks]
+    assert all(p[0] == "```python" and p[-1] != "```" for p in pieces)
+    assert all(any(line.strip() for line in p[1:]) for p in pieces)
+    assert [ln for p in pieces for ln in p[1:] if ln.strip()] == [c for c in code if c.strip()]
+    assert chunks[0].start_line == 1
+    assert chunks[-1].end_line == len(body.split("\n"))
+    lines = body.split("\n")
+    for chunk, piece in zip(chunks, pieces, strict=True):
+        assert set(piece[1:]) <= set(lines[chunk.start_line - 1 : chunk.end_line])
+
+
 def test_oversized_table_repeats_header_rows() -> None:
     header = "| Name | Value | Notes |\n| ---- | ----- | ----- |"
     rows = [f"| row {i} | {i * 7} | some note about row {i} |" for i in range(30)]

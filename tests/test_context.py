@@ -64,6 +64,7 @@ def contextualizer(chat: FakeChat, **settings: object) -> Contextualizer:
         owner=OWNER,
         context_window=8192,
         embed_window=500,
+        chunk_chars=1600,
         executor=ThreadPoolExecutor(2),
     )
 
@@ -127,6 +128,7 @@ def test_a_note_too_long_for_the_window_is_not_summarised_in_one_call() -> None:
         owner=OWNER,
         context_window=2048,
         embed_window=500,
+        chunk_chars=1600,
         executor=ThreadPoolExecutor(1),
     )
     built = ctx.build(note(6), False, {}, title="Note")

@@ -425,6 +425,19 @@ def test_new_context_layout_rebuilds_without_model_calls(kb: Kb) -> None:
     assert kb.sync().indexed == 0  # and only once
 
 
+def test_a_new_chunk_size_cuts_stored_notes_again(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    before = stored_chunks(kb.store, LONG_NOTE)
+    smaller = Kb(kb.store, make_config(vault, chunking={"max_chars": 400}))
+    report = smaller.sync()
+    after = stored_chunks(kb.store, LONG_NOTE)
+    assert report.indexed == 15
+    assert len(after) > len(before)
+    assert all(len(c["content"]) <= 400 for c in after if "\n" in c["content"])
+    assert smaller.chat.total_calls > 0  # the new chunks' summaries
+    assert smaller.sync().indexed == 0  # and only once
+
+
 def test_scoped_sync_rebuilds_a_note_built_another_way(kb: Kb, vault: Path) -> None:
     kb.sync()
     with kb.store.pool.connection() as conn:

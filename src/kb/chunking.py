@@ -56,6 +56,11 @@ class _Piece:
     heading: bool = False
 
 
+# Bump when the same note and settings are cut differently: stored notes are then cut again
+# (see Contextualizer.build_id). 2: a fence left open keeps its last line as code.
+CHUNKER_VERSION = "2"
+
+
 def chunk_body(body: str, *, max_chars: int, first_line: int = 1) -> list[Chunk]:
     """Chunks of `body`; `first_line` is the file line where the body starts."""
     lines = body.split("\n")
@@ -176,7 +181,10 @@ def _split(block: _Block, max_chars: int) -> list[_Piece]:
         return [_Piece(block.text, block.start, block.end, block.kind == "heading")]
     lines = block.text.split("\n")
     if block.kind == "fence" and len(lines) > 2:
-        return _split_lines(lines[1:-1], block.start + 1, max_chars, lines[:1], lines[-1:])
+        # A fence left open runs to the end of the note: its last line is code, not a fence.
+        tail = lines[-1:] if _closes(lines[0], lines[-1]) else []
+        body = lines[1 : len(lines) - len(tail)]
+        return _split_lines(body, block.start + 1, max_chars, lines[:1], tail)
     if block.kind == "table" and len(lines) > 2:
         return _split_lines(lines[2:], block.start + 2, max_chars, lines[:2], [])
     if block.joints:
@@ -186,23 +194,47 @@ def _split(block: _Block, max_chars: int) -> list[_Piece]:
     return _split_lines(lines, block.start, max_chars, [], [])
 
 
+def _closes(opening: str, line: str) -> bool:
+    """Whether `line` closes the fence `opening` opens: the same character, at least as many
+    times, and nothing else (CommonMark)."""
+    fence = opening.lstrip()
+    mark = fence[:1]
+    closing = line.strip()
+    run = len(fence) - len(fence.lstrip(mark))
+    return bool(mark) and len(closing) >= run and closing == mark * len(closing)
+
+
 def _split_lines(
     lines: list[str], first: int, max_chars: int, head: list[str], tail: list[str]
 ) -> list[_Piece]:
-    """Pack lines into pieces, each wrapped in `head` and `tail` (a fence, a table header)."""
+    """Pack lines into pieces, each wrapped in `head` and `tail` (a fence, a table header).
+
+    Blank lines where a piece would begin go with the piece before: a piece of nothing but
+    its wrapping would be a chunk that says nothing."""
     budget = max(1, max_chars - sum(len(x) + 1 for x in head + tail))
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    if last < 0:
+        return [
+            _Piece(
+                "\n".join(head + lines + tail),
+                first - len(head),
+                first + len(lines) - 1 + len(tail),
+            )
+        ]
     pieces: list[_Piece] = []
     start = 0
-    while start < len(lines):
+    while start <= last:
+        while not lines[start].strip():
+            start += 1
         end, size = start, len(lines[start])
-        while end + 1 < len(lines) and size + 1 + len(lines[end + 1]) <= budget:
+        while end + 1 <= last and size + 1 + len(lines[end + 1]) <= budget:
             end += 1
             size += 1 + len(lines[end])
         body = lines[start : end + 1]
         text = "\n".join(head + body + tail)
         # The first piece starts at the real header, the last ends at the real tail.
-        lo = first + start - (len(head) if start == 0 else 0)
-        hi = first + end + (len(tail) if end == len(lines) - 1 else 0)
+        lo = first + start if pieces else first - len(head)
+        hi = first + end if end < last else first + len(lines) - 1 + len(tail)
         pieces.append(_Piece(text, lo, hi))
         start = end + 1
     return pieces

@@ -27,7 +27,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from kb import outputs, prompts, tokens
-from kb.chunking import Chunk
+from kb.chunking import CHUNKER_VERSION, Chunk
 from kb.config import ContextConfig
 from kb.llm.base import ChatModel, Prompt
 from kb.outputs import Output
@@ -144,10 +144,13 @@ class Contextualizer:
         owner: str,
         context_window: int,
         embed_window: int,
+        chunk_chars: int,
         executor: Executor,
     ) -> None:
         self.chat = chat
         self.settings = settings
+        # The chunks a context is built on: other chunks need other contexts.
+        self.chunk_chars = chunk_chars
         self.owner = owner
         self.context_window = context_window
         # Tokens of a document the embedder reads, after its document prefix.
@@ -156,8 +159,10 @@ class Contextualizer:
 
     @property
     def build_id(self) -> str:
-        """How contexts are built now: a note stored with another is rebuilt (from cache)."""
-        return f"{self.settings.summaries}/{LAYOUT_VERSION}/{self.embed_window}"
+        """How a note's chunks and contexts are made now: a note stored with another is cut
+        again and rebuilt (from cache, so only chunks that changed cost a model call)."""
+        chunks = f"{CHUNKER_VERSION}:{self.chunk_chars}"
+        return f"{chunks}/{self.settings.summaries}/{LAYOUT_VERSION}/{self.embed_window}"
 
     def _owner_for(self, personal: bool) -> str | None:
         return self.owner if personal else None

@@ -83,6 +83,7 @@ class Enricher:
             owner=config.owner_name,
             context_window=config.llm.context_window,
             embed_window=embed_window(config.llm),
+            chunk_chars=config.chunking.max_chars,
             executor=self._llm_pool,
         )
         self.embedding = Embedding(

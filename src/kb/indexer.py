@@ -140,6 +140,7 @@ class Indexer:
             owner=config.owner_name,
             context_window=config.llm.context_window,
             embed_window=embed_window(config.llm),
+            chunk_chars=config.chunking.max_chars,
             executor=self._llm_pool,
         )
         self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch, in_flight=workers)
