@@ -209,8 +209,8 @@ def _split_lines(
 ) -> list[_Piece]:
     """Pack lines into pieces, each wrapped in `head` and `tail` (a fence, a table header).
 
-    Blank lines where a piece would begin go with the piece before: a piece of nothing but
-    its wrapping would be a chunk that says nothing."""
+    Blank lines where a piece would begin are left between pieces, as blank lines between
+    blocks are: a piece of nothing but its wrapping would be a chunk that says nothing."""
     budget = max(1, max_chars - sum(len(x) + 1 for x in head + tail))
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     if last < 0:
