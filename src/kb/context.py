@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from kb import outputs, prompts, tokens
 from kb.chunking import CHUNKER_VERSION, Chunk
-from kb.config import ContextConfig
+from kb.config import Config, ContextConfig
+from kb.llm import embed_window
 from kb.llm.base import ChatModel, Prompt
 from kb.outputs import Output
 
@@ -156,6 +157,20 @@ class Contextualizer:
         # Tokens of a document the embedder reads, after its document prefix.
         self.embed_window = embed_window
         self.executor = executor
+
+    @classmethod
+    def for_config(cls, chat: ChatModel, config: Config, executor: Executor) -> Contextualizer:
+        """The contextualizer a config asks for: the indexer's and enrichment's must be the
+        same, or a note one stores would look built another way to the other."""
+        return cls(
+            chat,
+            config.context,
+            owner=config.owner_name,
+            context_window=config.llm.context_window,
+            embed_window=embed_window(config.llm),
+            chunk_chars=config.chunking.max_chars,
+            executor=executor,
+        )
 
     @property
     def build_id(self) -> str:

@@ -22,7 +22,6 @@ from kb.context import Contextualizer
 from kb.embedding import Embedding
 from kb.errors import KbError
 from kb.indexer import note_title
-from kb.llm import embed_window
 from kb.llm.base import ChatModel, Embedder
 from kb.store import Claim, Enriched, Store
 
@@ -77,15 +76,7 @@ class Enricher:
         self._llm_pool = ThreadPoolExecutor(
             max(1, config.llm.concurrency), thread_name_prefix="kb-enrich-llm"
         )
-        self.context = Contextualizer(
-            chat,
-            config.context,
-            owner=config.owner_name,
-            context_window=config.llm.context_window,
-            embed_window=embed_window(config.llm),
-            chunk_chars=config.chunking.max_chars,
-            executor=self._llm_pool,
-        )
+        self.context = Contextualizer.for_config(chat, config, self._llm_pool)
         self.embedding = Embedding(
             store, embedder, batch=config.llm.embed_batch, in_flight=config.llm.concurrency
         )

@@ -34,7 +34,6 @@ from kb.context import Contextualizer
 from kb.db import first_line
 from kb.embedding import Embedding
 from kb.errors import DatabaseError, Interrupted, KbError, NoteError
-from kb.llm import embed_window
 from kb.llm.base import ChatModel, Embedder
 from kb.notes import (
     MISNAMED,
@@ -134,15 +133,7 @@ class Indexer:
         self._file_pool = ThreadPoolExecutor(
             2 * workers if model_free else workers, thread_name_prefix="kb-file"
         )
-        self.context = Contextualizer(
-            chat,
-            config.context,
-            owner=config.owner_name,
-            context_window=config.llm.context_window,
-            embed_window=embed_window(config.llm),
-            chunk_chars=config.chunking.max_chars,
-            executor=self._llm_pool,
-        )
+        self.context = Contextualizer.for_config(chat, config, self._llm_pool)
         self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch, in_flight=workers)
 
     def close(self) -> None:
