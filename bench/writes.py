@@ -11,7 +11,8 @@ a running daemon does), timed as a whole, its peak RSS read from the kernel:
 - first index: wall time, chunks per second, peak RSS;
 - unchanged vault: `kb index` again (median of 3);
 - every note touched (new mtime, same bytes, as a sync tool does): `kb index`;
-- `kb query` in each mode (median of 5; the offline embedder takes no time);
+- `kb query` in each mode (median of 5; the offline embedder takes no time), alone and
+  with a `kb daemon` running, which answers it (kb.query_socket);
 - `kb --help`.
 
 Vaults are cached under --data-dir; each run uses a new database.
@@ -24,7 +25,10 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +41,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import vaultgen  # noqa: E402
 
 from kb import db  # noqa: E402
+from kb.locations import config_identity  # noqa: E402
+from kb.query_socket import socket_path  # noqa: E402
 
 KB = [sys.executable, "-m", "kb"]
 QUERY = "project meeting notes about the garden"
@@ -48,14 +54,18 @@ class Run:
     peak_rss_mb: float
 
 
-def run_kb(config: Path, *args: str) -> Run:
+def kb_env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "KB_CONFIG": "", **extra}
+
+
+def run_kb(config: Path, *args: str, env: dict[str, str] | None = None) -> Run:
     """One `kb` process, timed as a whole; fails loudly if kb does."""
     started = time.perf_counter()
     proc = subprocess.Popen(
         [*KB, "--config", str(config), *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env={**os.environ, "KB_CONFIG": ""},
+        env=env or kb_env(),
     )
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
@@ -65,9 +75,34 @@ def run_kb(config: Path, *args: str) -> Run:
     return Run(seconds, usage.ru_maxrss / 1024)
 
 
-def median_run(config: Path, times: int, *args: str) -> Run:
-    runs = [run_kb(config, *args) for _ in range(times)]
+def median_run(config: Path, times: int, *args: str, env: dict[str, str] | None = None) -> Run:
+    runs = [run_kb(config, *args, env=env) for _ in range(times)]
     return Run(statistics.median(r.seconds for r in runs), max(r.peak_rss_mb for r in runs))
+
+
+@contextmanager
+def daemon_up(config: Path) -> Iterator[dict[str, str]]:
+    """A `kb daemon` on this config, answering queries; yields the environment in which a
+    `kb` process finds its socket."""
+    with tempfile.TemporaryDirectory(prefix="kbq-") as runtime:
+        env = kb_env(XDG_RUNTIME_DIR=runtime)
+        os.chmod(runtime, 0o700)
+        sock = socket_path(config_identity(config, env), env)
+        proc = subprocess.Popen(
+            [*KB, "--config", str(config), "daemon"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        try:
+            while not sock.exists():
+                if proc.poll() is not None:
+                    raise SystemExit("kb daemon exited before answering queries")
+                time.sleep(0.1)
+            yield env
+        finally:
+            proc.terminate()
+            proc.wait(120)
 
 
 def write_config(path: Path, vault: Path, url: str) -> None:
@@ -119,6 +154,10 @@ def measure(notes: int, seed: int, data_dir: Path, server: str) -> dict[str, flo
         }
         for mode in ("vector", "text", "hybrid"):
             figures[f"query {mode} s"] = median_run(config, 5, "query", QUERY, "-m", mode).seconds
+        with daemon_up(config) as env:
+            for mode in ("vector", "text", "hybrid"):
+                served = median_run(config, 5, "query", QUERY, "-m", mode, env=env)
+                figures[f"query {mode}, daemon up s"] = served.seconds
         figures["--help s"] = median_run(config, 5, "--help").seconds
         return figures
     finally:

@@ -382,11 +382,10 @@ def test_load_not_utf8(tmp_path: Path) -> None:
     assert "\n" not in str(info.value)
 
 
-def test_load_config_uses_kb_config_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_load_config_uses_kb_config_env(tmp_path: Path) -> None:
     cfg_file = tmp_path / "from-env.toml"
     cfg_file.write_text('owner_name = "Env"\n[[vaults]]\npath = "v"\n', encoding="utf-8")
-    monkeypatch.setenv("KB_CONFIG", str(cfg_file))
-    cfg = load_config(None, env={})
+    cfg = load_config(None, env={"KB_CONFIG": str(cfg_file)})
     assert cfg.owner_name == "Env"
     assert cfg.source == cfg_file
 

@@ -1,3 +1,3 @@
-from kb.cli import app
+from kb.launch import main
 
-app(prog_name="kb")
+main()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import logging
 import os
@@ -12,9 +13,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from kb.container import Container
     from kb.enrich import EnrichReport
     from kb.indexer import SyncReport
+    from kb.query_socket import ColorSystem, Reply, Request, Runner
     from kb.store import QueueStatus, SearchFilter, SearchHit
 
 # Dates on the command line: a day, or a day and a time (local unless an offset is given).
@@ -75,9 +78,51 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-# Note text is shown as written: no `:emoji:` codes, no highlighting of numbers or URLs.
-out = Console(emoji=False, highlight=False)
-err = Console(stderr=True, soft_wrap=True, emoji=False, highlight=False)
+
+
+@dataclass(frozen=True)
+class _Terminal:
+    """Where a command prints: this process's stdout and stderr, or the buffers of a query
+    a daemon runs for a `kb` launcher (see kb.query_socket)."""
+
+    out: Console
+    err: Console
+
+    @classmethod
+    def of(
+        cls,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        *,
+        width: int | None = None,
+        out_color: ColorSystem | None = None,
+        err_color: ColorSystem | None = None,
+    ) -> _Terminal:
+        # Note text is shown as written: no `:emoji:` codes, no highlighting of numbers or
+        # URLs. Buffers get the launcher's terminal width and colours; streams find theirs.
+        common: dict[str, Any] = {"emoji": False, "highlight": False, "width": width}
+        if out is None or err is None:
+            return cls(Console(**common), Console(stderr=True, soft_wrap=True, **common))
+        return cls(
+            Console(file=out, force_terminal=out_color is not None, color_system=out_color,
+                    **common),
+            Console(file=err, force_terminal=err_color is not None, color_system=err_color,
+                    soft_wrap=True, **common),
+        )  # fmt: skip
+
+
+_STDIO = _Terminal.of()
+# Set only in a thread that runs a forwarded query; every other thread prints to _STDIO.
+_terminal: ContextVar[_Terminal | None] = ContextVar("kb_terminal", default=None)
+
+
+def _out() -> Console:
+    return (_terminal.get() or _STDIO).out
+
+
+def _err() -> Console:
+    return (_terminal.get() or _STDIO).err
+
 
 EXIT_ERROR = 1
 EXIT_FILES_FAILED = 3
@@ -90,6 +135,8 @@ class _Options:
 
     config: Path | None = None
     verbose: bool = False
+    # The daemon's parts, when it runs a query for a `kb` launcher.
+    served: Container | None = None
 
 
 @app.callback()
@@ -107,7 +154,8 @@ def main(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more.")] = False,
 ) -> None:
-    ctx.obj = _Options(config, verbose)
+    served = ctx.obj.served if isinstance(ctx.obj, _Options) else None
+    ctx.obj = _Options(config, verbose, served)
 
 
 def _shown(text: str) -> str:
@@ -127,7 +175,7 @@ def _setup_logging(verbose: bool) -> None:
     from rich.logging import RichHandler
 
     handler = RichHandler(
-        console=err, show_time=False, show_path=False, markup=False, rich_tracebacks=False
+        console=_err(), show_time=False, show_path=False, markup=False, rich_tracebacks=False
     )
     handler.addFilter(_SafeLog())
     logging.basicConfig(
@@ -143,7 +191,7 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {_shown(message)}")
+    _err().print(f"[bold red]error:[/] {_shown(message)}")
     return typer.Exit(EXIT_ERROR)
 
 
@@ -157,8 +205,11 @@ def _session(ctx: typer.Context) -> Iterator[Container]:
     from kb.db import first_line
 
     options: _Options = ctx.obj
-    _setup_logging(options.verbose)
     try:
+        if options.served is not None:
+            yield options.served
+            return
+        _setup_logging(options.verbose)
         with Container.open(load_config(options.config)) as parts:
             yield parts
     except KbError as exc:
@@ -184,7 +235,7 @@ def _progress() -> Progress:
         MofNCompleteColumn(),
         TextColumn("{task.fields[stats]}"),
         TimeElapsedColumn(),
-        console=err,
+        console=_err(),
         transient=False,
     )
 
@@ -213,7 +264,7 @@ def _run_sync(parts: Container, *, force: bool) -> SyncReport:
 
 
 def _summarize(report: SyncReport) -> None:
-    err.print(
+    _err().print(
         f"{report.files} files: {report.indexed} indexed, {report.unchanged} unchanged, "
         f"{report.moved} moved, {report.deleted} deleted, {report.failed} failed; "
         f"{report.chunks} chunks written, {report.llm_calls} LLM calls, "
@@ -226,7 +277,7 @@ def _summarize(report: SyncReport) -> None:
         )
     )
     for failure in report.failures:
-        err.print(
+        _err().print(
             f"  failed: {_shown(failure.vault)}/{_shown(failure.path)}: {_shown(failure.error)}"
         )
 
@@ -244,10 +295,10 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
     if not status.items:
         return None
     workers = [w for w in queue.workers() if w["alive"]]
-    err.print(_queue_line(status, len(workers)))
+    _err().print(_queue_line(status, len(workers)))
     if not wait:
         if not workers:
-            err.print(
+            _err().print(
                 "  they are searchable now; `kb index --wait`, `kb worker` or `kb daemon` "
                 "writes their LLM context"
             )
@@ -255,18 +306,18 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
     report = _wait_for_enrichment(parts, status.items)
     left = queue.status()
     if report.done:
-        err.print(
+        _err().print(
             f"enriched {report.done} notes here: {report.llm_calls} LLM calls, "
             f"{report.embedded} texts embedded"
             + (f", {report.fallbacks} model answers rejected" if report.fallbacks else "")
         )
-    err.print(
+    _err().print(
         f"{left.items} notes still queued, {left.failing} failing"
         if left.items
         else "every note has its LLM context"
     )
     for f in left.failures:
-        err.print(
+        _err().print(
             f"  failing: {_shown(f.vault)}/{_shown(f.path)}: {_shown(f.error)}"
             f" ({f.attempts} attempts)"
         )
@@ -375,7 +426,7 @@ def reindex(
         if embeddings_only:
             with parts.indexer() as indexer:
                 count = indexer.reembed_all()
-            err.print(f"re-embedded {count} chunks with {parts.config.llm.embed_model}")
+            _err().print(f"re-embedded {count} chunks with {parts.config.llm.embed_model}")
             return
         report = _run_sync(parts, force=True)
         _summarize(report)
@@ -442,27 +493,27 @@ def query(
             reranker=reranker,
         )
     if as_json:
-        sys.stdout.write(json.dumps([asdict(h) for h in hits], ensure_ascii=False, indent=2))
-        sys.stdout.write("\n")
+        _out().file.write(json.dumps([asdict(h) for h in hits], ensure_ascii=False, indent=2))
+        _out().file.write("\n")
         return
     if not hits:
-        err.print("no matching chunks")
+        _err().print("no matching chunks")
         return
     for rank, hit in enumerate(hits, 1):
         headers = " > ".join(hit.header_path)
-        out.rule(
+        _out().rule(
             f"[bold]{rank}. {_shown(hit.vault)}/{_shown(hit.path)}[/]"
             f":{hit.start_line}-{hit.end_line}  similarity {hit.similarity:.3f}"
             + (f"  relevance {hit.relevance}/10" if hit.relevance is not None else ""),
             align="left",
         )
         if headers:
-            out.print(f"[dim]{_shown(headers)}[/]")
+            _out().print(f"[dim]{_shown(headers)}[/]")
         if explain:
-            out.print(f"[dim]{_explanation(hit)}[/]")
+            _out().print(f"[dim]{_explanation(hit)}[/]")
         # The raw chunk, exactly, but for control characters (shown as escapes).
-        out.print(escape(printable(hit.content)))
-        out.print()
+        _out().print(escape(printable(hit.content)))
+        _out().print()
 
 
 def _filters(
@@ -521,7 +572,7 @@ def ask_command(
         )
 
         def show(text: str) -> None:
-            out.print(printable(text), end="", markup=False, highlight=False, soft_wrap=True)
+            _out().print(printable(text), end="", markup=False, highlight=False, soft_wrap=True)
 
         answer = ask(
             parts.store,
@@ -533,9 +584,9 @@ def ask_command(
             on_text=None if as_json else show,
         )
     if as_json:
-        sys.stdout.write(json.dumps(answer_json(answer), ensure_ascii=False, indent=2) + "\n")
+        _out().file.write(json.dumps(answer_json(answer), ensure_ascii=False, indent=2) + "\n")
         return
-    out.print()
+    _out().print()
     _print_sources(answer)
 
 
@@ -559,11 +610,11 @@ def answer_json(answer: Answer) -> dict[str, object]:
 def _print_sources(answer: Answer) -> None:
     if not answer.sources:
         return
-    out.print()
+    _out().print()
     for s in answer.sources:
         style = "bold" if s.number in answer.cited else "dim"
         headers = " > ".join(s.hit.header_path)
-        out.print(
+        _out().print(
             f"[{style}]\\[{s.number}] {escape(s.hit.vault)}/{escape(s.hit.path)}"
             f":{s.hit.start_line}-{s.hit.end_line}[/]"
             + (f"  [dim]{escape(headers)}[/]" if headers else "")
@@ -638,52 +689,54 @@ def status(
     }
     if as_json:
         text = json.dumps(_redacted(data), ensure_ascii=False, indent=2, default=str)
-        sys.stdout.write(text + "\n")
+        _out().file.write(text + "\n")
         return
-    out.print(f"database     {_shown(location)}")
-    out.print(f"documents    {report.documents}")
-    out.print(f"chunks       {report.chunks} ({report.embedded} embedded)")
-    out.print(f"embeddings   {report.embed_model or '-'} ({report.dimensions or '-'} dimensions)")
+    _out().print(f"database     {_shown(location)}")
+    _out().print(f"documents    {report.documents}")
+    _out().print(f"chunks       {report.chunks} ({report.embedded} embedded)")
+    _out().print(
+        f"embeddings   {report.embed_model or '-'} ({report.dimensions or '-'} dimensions)"
+    )
     profile = embed_profile(cfg.llm)
     share = report.cut / report.chunks if report.chunks else 0.0
-    out.print(
+    _out().print(
         f"embedder     reads {profile.window} tokens; {report.cut} chunks ({share:.0%}) have a "
         "full context longer than that, embedded cut"
     )
     models = ", ".join(f"{m} ({n} chunks)" for m, n in report.chat_models.items()) or "-"
-    out.print(f"chat models  {_shown(models)}")
+    _out().print(f"chat models  {_shown(models)}")
     fallbacks = ", ".join(f"{n} {task.replace('_', ' ')}" for task, n in report.fallbacks.items())
-    out.print(f"fallbacks    {fallbacks or 'none'}")
+    _out().print(f"fallbacks    {fallbacks or 'none'}")
     last = report.last_sync
-    out.print(f"last sync    {last['at'] if last else 'never'}")
-    out.print(f"failed files {len(report.failures)}")
+    _out().print(f"last sync    {last['at'] if last else 'never'}")
+    _out().print(f"failed files {len(report.failures)}")
     for f in report.failures:
-        out.print(f"  {_shown(f['vault'])}/{_shown(f['path'])}: {_shown(f['error'])}")
+        _out().print(f"  {_shown(f['vault'])}/{_shown(f['path'])}: {_shown(f['error'])}")
     _print_daemons(daemons, last_reconcile)
     _print_enrichment(queue, workers)
 
 
 def _print_enrichment(queue: QueueStatus, workers: list[dict]) -> None:
     rate = f"{queue.rate * 60:.1f} notes/min" if queue.rate else "no recent rate"
-    out.print(
+    _out().print(
         f"enrichment   {queue.items} notes queued, {queue.in_progress} in progress, "
         f"{queue.failing} failing; {queue.done_last_hour} done in the last hour, {rate}, "
         f"ETA {_duration(queue.eta_seconds) if queue.items else '-'}"
     )
     for f in queue.failures:
-        out.print(
+        _out().print(
             f"  failing: {_shown(f.vault)}/{_shown(f.path)}: {_shown(f.error)}"
             f" ({f.attempts} attempts)"
         )
     alive = [w for w in workers if w["alive"]]
-    out.print(f"workers      {len(alive) or 'none'} running")
+    _out().print(f"workers      {len(alive) or 'none'} running")
     for w in alive:
-        out.print(
+        _out().print(
             f"  {_shown(w['host'])} (pid {w['pid']}): {w['in_hand']} of {w['concurrency']} "
             f"notes in hand, heartbeat {w['heartbeat_age']:.0f}s ago"
         )
         if w["last_error"]:
-            out.print(f"  last error: {_shown(w['last_error'])}")
+            _out().print(f"  last error: {_shown(w['last_error'])}")
 
 
 def _redacted(value: object) -> object:
@@ -704,34 +757,34 @@ def _print_daemons(daemons: list[dict], last_reconcile: dict | None) -> None:
     alive = [d for d in daemons if d["alive"]]
     writer = next((d for d in alive if d["role"] == "writer"), None)
     if writer:
-        out.print(
+        _out().print(
             f"daemon       running on {_shown(writer['host'])} (pid {writer['pid']}), "
             f"{_shown(writer['activity'])}, {writer['queue_length']} paths queued, "
             f"heartbeat {writer['heartbeat_age']:.0f}s ago"
         )
     else:
-        out.print("daemon       not running")
+        _out().print("daemon       not running")
     for d in daemons:
         if d is writer:
             continue
         state = "standby" if d["alive"] and d["role"] == "standby" else "dead"
         if d["alive"] and d["role"] != "standby":
             state = _shown(d["activity"])
-        out.print(
+        _out().print(
             f"  {state}: {_shown(d['host'])} (pid {d['pid']}), "
             f"heartbeat {d['heartbeat_age']:.0f}s ago"
         )
     for d in daemons:
         if d["alive"] and d["last_error"]:
-            out.print(f"  last error: {_shown(d['last_error'])}")
+            _out().print(f"  last error: {_shown(d['last_error'])}")
     if last_reconcile:
-        out.print(
+        _out().print(
             f"reconciled   {last_reconcile['at']} ({_shown(last_reconcile['reason'])}): "
             f"{last_reconcile['files']} files, {last_reconcile['indexed']} indexed, "
             f"{last_reconcile['deleted']} deleted, {last_reconcile['failed']} failed"
         )
     else:
-        out.print("reconciled   never")
+        _out().print("reconciled   never")
 
 
 @app.command()
@@ -741,12 +794,20 @@ def daemon(ctx: typer.Context) -> None:
     SIGTERM or SIGINT finishes the file in hand (or abandons it after daemon.shutdown_grace
     seconds; its transaction is rolled back) and exits. A second signal exits at once.
     """
+    from kb.locations import config_identity
+    from kb.query_socket import serving
+
     log, stop = _service(ctx, "kb.daemon")
+    options: _Options = ctx.obj
+    identity = config_identity(options.config, os.environ)
     parts = _connect_until_stopped(_service_config(ctx), stop, log)
     if parts is None:
         return
     runner = parts.daemon(stop=stop)
-    runner.run()
+    with serving(identity, os.environ, _forwarded(parts)) as path:
+        if path is not None:
+            event(log, "answering queries", socket=str(path))
+        runner.run()
     if runner.abandoned:
         # A worker thread is still waiting on the LLM; Postgres rolls its transaction back.
         logging.shutdown()
@@ -786,6 +847,37 @@ def worker_command(
     runner.run()
     event(log, "worker stopped")
     parts.close()
+
+
+def _forwarded(parts: Container) -> Runner:
+    """How the daemon runs a launcher's `kb query`: the same command, with the daemon's
+    parts, printing into buffers as the launcher's terminal would show it."""
+    from kb.query_socket import Reply
+
+    command = typer.main.get_command(app)
+
+    def run(request: Request) -> Reply | None:
+        out, err = io.StringIO(), io.StringIO()
+        shown = _Terminal.of(
+            out, err, width=request.columns, out_color=request.out_color,
+            err_color=request.err_color,
+        )  # fmt: skip
+        token = _terminal.set(shown)
+        try:
+            code = command.main(
+                args=list(request.argv),
+                prog_name="kb",
+                standalone_mode=False,
+                obj=_Options(served=parts),
+            )
+        except (typer.TyperException, typer.Abort):
+            return None  # the launcher shows usage errors as the command line does
+        finally:
+            _terminal.reset(token)
+        code = code if isinstance(code, int) else 0
+        return Reply(exit=code, out=out.getvalue(), err=err.getvalue())
+
+    return run
 
 
 def _service(ctx: typer.Context, name: str) -> tuple[logging.Logger, threading.Event]:
@@ -859,16 +951,16 @@ def verify_command(
             "rows": report.rows,
             "differences": [asdict(d) for d in report.differences],
         }
-        sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        _out().file.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
     else:
         for d in report.differences:
             where = f"{d.vault}/{d.path}" if d.path else d.vault
             detail = f"  ({d.detail})" if d.detail else ""
-            out.print(f"{d.kind:<10} {_shown(where)}{_shown(detail)}")
+            _out().print(f"{d.kind:<10} {_shown(where)}{_shown(detail)}")
         verdict = "in sync" if report.in_sync else f"{len(report.differences)} differences"
-        err.print(f"{report.notes} notes on disk, {report.rows} rows in the index: {verdict}")
+        _err().print(f"{report.notes} notes on disk, {report.rows} rows in the index: {verdict}")
         if not report.in_sync:
             kinds = sorted({d.kind for d in report.differences})
-            err.print("; ".join(f"{k}: {KINDS[k]}" for k in kinds))
+            _err().print("; ".join(f"{k}: {KINDS[k]}" for k in kinds))
     if not report.in_sync:
         raise typer.Exit(EXIT_OUT_OF_SYNC)

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import pathspec
-import platformdirs
 
 from kb.errors import ConfigError
 from kb.fusion import FUSION_METHODS, Fusion
+from kb.locations import default_data_dir, find_config_file
 
 DEFAULT_OLLAMA_HOST = "http://localhost:11434"
 Provider = Literal["ollama", "openai", "fake"]
@@ -164,22 +164,10 @@ class Config:
     source: Path | None = None
 
 
-def default_data_dir() -> Path:
-    return Path(platformdirs.user_data_dir("kb"))
-
-
-def find_config_file(explicit: Path | None = None) -> Path:
-    if explicit is not None:
-        return explicit
-    if env := os.environ.get("KB_CONFIG"):
-        return Path(env)
-    return Path(platformdirs.user_config_dir("kb")) / "config.toml"
-
-
 def load_config(path: Path | None = None, env: dict[str, str] | None = None) -> Config:
     """Read, override from the environment, and validate the configuration."""
     env = dict(os.environ) if env is None else env
-    path = find_config_file(path)
+    path = find_config_file(path, env)
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:

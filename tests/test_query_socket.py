@@ -1,0 +1,269 @@
+"""`kb query` answered by a running daemon: the same output as the command alone, only
+for the same configuration, only for its owner, and never anything but a query."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kb.cli import _forwarded
+from kb.config import load_config
+from kb.container import Container
+from kb.locations import config_identity
+from kb.query_socket import (
+    Reply,
+    Request,
+    ask_daemon,
+    parse_request,
+    query_config,
+    serving,
+    socket_path,
+)
+
+FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
+
+
+@pytest.mark.parametrize(
+    ("argv", "forwarded", "config"),
+    [
+        (["query", "ramen"], True, None),
+        (["-c", "a.toml", "query", "ramen", "--json"], True, "a.toml"),
+        (["--config=b.toml", "-v", "query", "x"], True, "b.toml"),
+        (["--config", "query", "index"], False, None),  # `query` is the config file here
+        (["index"], False, None),
+        (["ask", "query"], False, None),
+        (["query", "--help"], False, None),
+        (["--unknown", "query", "x"], False, None),
+        (["-c"], False, None),
+        ([], False, None),
+    ],
+)
+def test_only_a_query_goes_to_the_daemon(
+    argv: list[str], forwarded: bool, config: str | None
+) -> None:
+    ok, path = query_config(argv)
+    assert ok is forwarded
+    if forwarded:
+        assert path == (Path(config) if config else None)
+
+
+def test_the_identity_follows_the_config_file_and_kbs_environment(tmp_path: Path) -> None:
+    config = tmp_path / "kb.toml"
+    config.write_text("owner_name = 'A'\n")
+    env = {"HOME": "/home/a", "KB_PROVIDER": "fake"}
+    same = config_identity(config, env)
+    assert config_identity(config, {**env, "PATH": "/bin"}) == same
+    assert config_identity(config, {**env, "KB_PROVIDER": "ollama"}) != same
+    assert config_identity(config, {**env, "OLLAMA_HOST": "h:1"}) != same
+    assert config_identity(None, {**env, "KB_CONFIG": str(config)}) == same
+    config.write_text("owner_name = 'B, edited'\n")
+    assert config_identity(config, env) != same
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"not json",
+        b'{"argv": "query x", "identity": "i", "columns": 80, "out_color": null, '
+        b'"err_color": null}',
+        b'{"argv": ["query"], "identity": "i", "columns": 10000000, "out_color": null, '
+        b'"err_color": null}',
+        b'{"argv": ["query"], "identity": "i", "columns": 80, "out_color": "\\u001b[31m", '
+        b'"err_color": null}',
+        b'{"argv": ["query"]}',
+    ],
+)
+def test_a_malformed_request_is_an_error(raw: bytes) -> None:
+    with pytest.raises((ValueError, KeyError)):
+        parse_request(raw)
+
+
+@pytest.fixture
+def runtime() -> Iterator[Path]:
+    """A short private runtime folder (socket paths have at most 107 bytes)."""
+    with tempfile.TemporaryDirectory(prefix="kbq-") as folder:
+        os.chmod(folder, 0o700)
+        yield Path(folder)
+
+
+@pytest.fixture
+def setup(tmp_path: Path, vault: Path, db_url: str, runtime: Path) -> tuple[Path, dict[str, str]]:
+    config = tmp_path / "kb.toml"
+    config.write_text(
+        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
+        f'personal = ["Alex/**"]\n\n[llm]\n{FAKE}\n'
+    )
+    env = {
+        **os.environ,
+        "KB_DATABASE_URL": db_url,
+        "XDG_RUNTIME_DIR": str(runtime),
+        "COLUMNS": "120",
+    }
+    return config, env
+
+
+def _kb(config: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kb", "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+
+
+def _cold(env: dict[str, str]) -> dict[str, str]:
+    """The same configuration with no daemon's socket to find."""
+    return {**env, "XDG_RUNTIME_DIR": tempfile.mkdtemp(prefix="kbn-")}
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    end = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        assert time.monotonic() < end, "the daemon never answered queries"
+        time.sleep(0.1)
+
+
+def test_a_running_daemon_answers_kb_query_as_the_command_would(
+    setup: tuple[Path, dict[str, str]],
+) -> None:
+    config, env = setup
+    assert _kb(config, env, "index", "--wait").returncode == 0
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "kb", "--config", str(config), "-v", "daemon"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        _wait_for(socket_path(config_identity(config, env), env), daemon)
+        for args in (
+            ("query", "miso ramen chili oil", "--json", "-k", "3"),
+            ("query", "when did I climb a mountain", "--explain", "--tag", "travel"),
+            ("query", "zzzz nothing qqqq", "-m", "text"),
+        ):
+            served, alone = _kb(config, env, *args), _kb(config, _cold(env), *args)
+            assert (served.returncode, served.stdout, served.stderr) == (
+                alone.returncode,
+                alone.stdout,
+                alone.stderr,
+            )
+        assert json.loads(_kb(config, env, "query", "ramen", "--json").stdout)
+        bad = _kb(config, env, "query", "ramen", "--mode", "bogus")
+        assert bad.returncode == 2 and "must be one of" in bad.stderr
+    finally:
+        daemon.terminate()
+        _, log = daemon.communicate(timeout=60)
+    assert log.count("answering queries") == 1
+    assert log.count("answered a query for a launcher") == 4  # the usage error ran here
+
+
+@pytest.fixture
+def parts(setup: tuple[Path, dict[str, str]]) -> Iterator[Container]:
+    config, env = setup
+    assert _kb(config, env, "index", "--wait").returncode == 0
+    with Container.open(load_config(config, env)) as opened:
+        yield opened
+
+
+def _send(path: Path, request: dict[str, object]) -> dict[str, object]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+        conn.connect(str(path))
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        conn.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := conn.recv(65536):
+            data += chunk
+    answer: dict[str, object] = json.loads(data)
+    return answer
+
+
+def _request(identity: str, *argv: str) -> dict[str, object]:
+    return {
+        "argv": list(argv),
+        "identity": identity,
+        "columns": 100,
+        "out_color": None,
+        "err_color": None,
+    }
+
+
+def test_the_daemon_runs_nothing_but_a_query_of_its_own_configuration(
+    setup: tuple[Path, dict[str, str]], parts: Container
+) -> None:
+    config, env = setup
+    identity = config_identity(config, env)
+    calls: list[Request] = []
+    run = _forwarded(parts)
+
+    def counted(request: Request) -> Reply | None:
+        calls.append(request)
+        return run(request)
+
+    with serving(identity, env, counted) as path:
+        assert path is not None
+        assert "refused" in _send(path, _request("another", "query", "ramen"))
+        assert "refused" in _send(path, _request(identity, "reindex"))
+        assert "refused" in _send(path, _request(identity, "-c", "x", "query", "--help"))
+        assert "refused" in _send(path, {"argv": ["query"]})
+        assert calls == []
+
+        answer = _send(path, _request(identity, "query", "miso ramen", "--json"))
+        assert answer["exit"] == 0
+        assert json.loads(str(answer["out"]))[0]["path"].endswith("Miso Ramen.md")
+        reply = ask_daemon(["--config", str(config), "query", "miso ramen"], env)
+        assert reply is not None and reply.exit == 0 and "Miso Ramen" in reply.out
+        assert len(calls) == 2
+        # Another override is another configuration: the launcher runs the command itself.
+        other = {**env, "KB_LLM_CONCURRENCY": "3"}
+        assert ask_daemon(["-c", str(config), "query", "x"], other) is None
+
+
+def test_one_daemon_answers_and_a_dead_ones_socket_is_taken_over(
+    setup: tuple[Path, dict[str, str]], parts: Container
+) -> None:
+    config, env = setup
+    identity = config_identity(config, env)
+    argv = ["--config", str(config), "query", "ramen"]
+    path = socket_path(identity, env)
+    path.parent.mkdir(mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))  # bound, never listening: what a killed daemon leaves
+    stale.close()
+    assert ask_daemon(argv, env) is None
+    with serving(identity, env, _forwarded(parts)) as first:
+        assert first == path
+        with serving(identity, env, _forwarded(parts)) as second:
+            assert second is None
+        assert ask_daemon(argv, env) is not None
+    assert not path.exists()
+    assert ask_daemon(argv, env) is None
+
+
+def test_no_socket_in_a_folder_others_can_enter(
+    setup: tuple[Path, dict[str, str]], parts: Container, runtime: Path
+) -> None:
+    config, env = setup
+    identity = config_identity(config, env)
+    folder = runtime / "kb"
+    folder.mkdir(mode=0o700)
+    folder.chmod(0o777)
+    with serving(identity, env, _forwarded(parts)) as path:
+        assert path is None
+    folder.chmod(0o700)
+    with serving(identity, env, _forwarded(parts)) as path:
+        assert path is not None
+        folder.chmod(0o755)
+        assert ask_daemon(["-c", str(config), "query", "ramen"], env) is None
+        folder.chmod(0o700)
