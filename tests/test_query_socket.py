@@ -37,7 +37,8 @@ FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
     [
         (["query", "ramen"], True, None),
         (["-c", "a.toml", "query", "ramen", "--json"], True, "a.toml"),
-        (["--config=b.toml", "-v", "query", "x"], True, "b.toml"),
+        (["--config=b.toml", "query", "x"], True, "b.toml"),
+        (["-v", "query", "x"], False, None),  # its log lines are printed where it runs
         (["--config", "query", "index"], False, None),  # `query` is the config file here
         (["index"], False, None),
         (["ask", "query"], False, None),

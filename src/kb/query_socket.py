@@ -40,9 +40,9 @@ log = logging.getLogger(__name__)
 ColorSystem = Literal["standard", "256", "truecolor"]
 COLOR_SYSTEMS: tuple[ColorSystem | None, ...] = (None, *get_args(ColorSystem))
 
-# The global options that may come before `query` (each taking a value or not).
-_VALUED = {"--config", "-c"}
-_FLAGS = {"--verbose", "-v"}
+# The global option that may come before a forwarded `query`. `--verbose` may not: its log
+# lines are this process's to print.
+_CONFIG = {"--config", "-c"}
 MAX_REQUEST = 1 << 20
 CONNECT_TIMEOUT = 0.5
 # How long the launcher waits for an answer before running the query itself: long enough
@@ -73,21 +73,19 @@ Runner = Callable[[Request], Reply | None]
 def query_config(argv: Sequence[str]) -> tuple[bool, Path | None]:
     """Whether `argv` is a `kb query` the daemon may run, and the `--config` it names.
 
-    Only global options known to take no part in the search may come before `query`, and
-    help is always printed by the launcher itself.
+    Only `--config` may come before `query`, and help is always printed by the launcher
+    itself.
     """
     config: Path | None = None
     args = iter(argv)
     for arg in args:
-        if arg in _VALUED:
+        if arg in _CONFIG:
             value = next(args, None)
             if value is None:
                 return False, None
             config = Path(value)
         elif arg.startswith("--config="):
             config = Path(arg.removeprefix("--config="))
-        elif arg in _FLAGS:
-            continue
         else:
             forwardable = arg == "query" and "--help" not in argv
             return forwardable, config
