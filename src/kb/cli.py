@@ -415,9 +415,7 @@ def reindex(
     ctx: typer.Context,
     embeddings_only: Annotated[
         bool,
-        typer.Option(
-            "--embeddings-only", help="Keep summaries; only re-embed the stored full_context."
-        ),
+        typer.Option("--embeddings-only", help="Keep summaries; only re-embed the stored context."),
     ] = False,
     wait: Wait = False,
 ) -> None:
