@@ -1,7 +1,7 @@
 -- Full-text search and the embedder read different texts of a chunk. The embedder reads its
 -- full context (the chunk with the model's summaries, fitted to its window: embed_text);
 -- full-text search reads the chunk with its header path and what the note's title and
--- folder say (search_text), never the summaries, which lowered BM25's recall wherever it
+-- folder say (search_text), never the model's words, which lowered BM25's recall wherever it
 -- was measured. The column full-text search has always read is renamed for what it holds,
 -- and the trigger that keeps the postings follows it.
 ALTER TABLE chunks RENAME COLUMN full_context TO search_text;

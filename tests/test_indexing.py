@@ -68,7 +68,7 @@ def test_index_example_vault(kb: Kb) -> None:
     for chunk in stored_chunks(kb.store, LONG_NOTE):
         assert chunk["embedding"] is not None and chunk["embed_model"] == "hash-256"
         assert chunk["summary"] and chunk["embed_text"] == _laid_out(chunk, doc["summary"])
-        # Full-text search reads the chunk and where it is, never the model's summaries.
+        # Full-text search reads the chunk and where it is, never the model's words.
         assert chunk["content"] in chunk["search_text"]
         assert chunk["summary"] not in chunk["search_text"]
         assert doc["summary"] not in chunk["search_text"]
@@ -216,10 +216,9 @@ def test_personal_notes_are_rewritten_about_the_owner(kb: Kb) -> None:
     for chunk in first_person:
         rewrite = chunk["rewrite"]
         assert OWNER in rewrite and " I " not in f" {rewrite} "
-        for text in (chunk["embed_text"], chunk["search_text"]):
-            assert rewrite in text and chunk["content"] not in text
-        # Full-text search reads no summary, and what the note's folder says of it.
-        assert chunk["summary"] not in chunk["search_text"]
+        assert rewrite in chunk["embed_text"] and chunk["content"] not in chunk["embed_text"]
+        # Full-text search reads the note as written, said to be the owner's.
+        assert rewrite not in chunk["search_text"] and chunk["content"] in chunk["search_text"]
         assert f"Written by {OWNER} in the first person." in chunk["search_text"]
         assert OWNER in chunk["summary"]
         assert " I " in f" {chunk['content']} "  # the raw chunk is what is stored and returned
@@ -414,8 +413,7 @@ def test_structure_and_none_levels_ask_no_model(store: Store, vault: Path) -> No
     summary = _doc(store, LONG_NOTE)["summary"]  # type: ignore[index]
     chunks = stored_chunks(store, LONG_NOTE)
     assert all(c["embed_text"] == _laid_out(c, summary) for c in chunks)
-    # Full-text search reads the same text at both levels (no personal note here): the
-    # model's summaries go to the embedder only.
+    # Full-text search reads the same text at both levels: the model's words go to the embedder.
     assert [c["search_text"] for c in chunks] == structural
 
 

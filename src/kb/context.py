@@ -14,11 +14,11 @@ summaries of a longer one: see `Contextualizer.build`); each is still checked, a
 on its own.
 
 Two texts are then assembled for each chunk. The embedder reads its `full_context`: the
-chunk (rewritten, where the owner wrote "I") with those summaries, fitted to its window
-(`embed_text`). Full-text search reads the same chunk with what its header path, title and
-folder say (`search_text`), never the summaries: in the text index they lowered BM25's
-recall wherever it was measured (a file summary's words recur in every chunk of its note and
-match questions about any of them), while the embedder gains from them. With
+chunk with those parts, fitted to its window (`embed_text`). Full-text search reads the chunk
+as written with what its header path, title and folder say (`search_text`), never the
+model's words: on both datasets measured with them, summaries and rewrites in the text index
+lowered BM25's recall (a file summary's words recur in every chunk of its note and match
+questions about any of them), while the embedder gains from them. With
 `context.summaries = "structure"` (title and header path) both read the structural context,
 and with `"none"` the chunk alone; no model is asked at all.
 """
@@ -116,7 +116,7 @@ class _PartAnswer:
 
 # Bump when the layout of either text changes: every note's context is then rebuilt from
 # cached model answers (see Contextualizer.build_id).
-LAYOUT_VERSION = "6"
+LAYOUT_VERSION = "5"
 
 
 def full_context(file_summary: str, chunk_summary: str, header_path: str, content: str) -> str:
@@ -144,13 +144,13 @@ class Structure:
     def chunk_summary(self, chunk: Chunk) -> str:
         return outputs.structural_chunk_summary(self.title, _plain_headers(chunk.header_path))
 
-    def text(self, chunk: Chunk, content: str | None = None) -> str:
+    def text(self, chunk: Chunk) -> str:
         """The chunk as full-text search reads it, at every level but `none`."""
         return full_context(
             self.file_summary,
             self.chunk_summary(chunk),
             header_line(chunk.header_path),
-            chunk.content if content is None else content,
+            chunk.content,
         )
 
 
@@ -597,7 +597,7 @@ class Contextualizer:
             rewrite_key=self.rewrite_key(chunk) if rewritten else None,
             rewrite_fallback=rewritten.fallback if rewritten else False,
             **self._contexts(
-                searched=structure.text(chunk, rewritten.text if rewritten else None),
+                searched=structure.text(chunk),
                 embedded=full_context(
                     file_summary.text,
                     summary.text,
