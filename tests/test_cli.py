@@ -65,7 +65,7 @@ def test_index_query_status_round_trip(cfg: Path, vault: Path, db_url: str) -> N
     assert hits[0]["path"] == "Reference/Recipes/Weeknight Miso Ramen.md"
     assert isinstance(hits[0]["header_path"], list)
     assert hits[0]["vault"] == "example" and hits[0]["start_line"] <= hits[0]["end_line"]
-    # The raw chunk as it is in the note, not the text searched or embedded.
+    # The raw chunk as it is in the note, not full_context.
     assert hits[0]["content"] in (vault / hits[0]["path"]).read_text()
 
     filtered = json.loads(kb(cfg, db_url, "query", "postgres", "--json", "--path", "Alex/").stdout)

@@ -70,7 +70,7 @@ def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
     for chunk in stored_chunks(kb.store, LONG_NOTE):
         assert chunk["summary"].startswith('Part of the note "Home Server"')
         assert chunk["embedding"] is not None
-        assert chunk["search_text"] == full_context(
+        assert chunk["full_context"] == full_context(
             doc["summary"], chunk["summary"], header_line(tuple(chunk["header_path"])),
             chunk["content"],
         )  # fmt: skip
@@ -97,8 +97,8 @@ def test_a_note_with_every_output_cached_is_stored_whole(kb: Kb, vault: Path) ->
     assert report.indexed == 1 and report.queued == 0
     assert kb.chat.total_calls == 0 and kb.store.queue.status().items == 0
     copy = stored_chunks(kb.store, "Projects/Home Server copy.md")
-    assert [c["search_text"] for c in copy] == [
-        c["search_text"] for c in stored_chunks(kb.store, LONG_NOTE)
+    assert [c["full_context"] for c in copy] == [
+        c["full_context"] for c in stored_chunks(kb.store, LONG_NOTE)
     ]
 
 
@@ -117,7 +117,7 @@ def test_an_edit_keeps_the_cached_context_of_the_rest_of_the_note(kb: Kb, vault:
     # While it waits, the edited chunk has a structural summary; the others keep theirs,
     # with the note's file summary, so what they are found by does not change.
     assert len(changed) == 1 and changed[0]["summary"].startswith('Part of the note "')
-    assert all(a["embed_text"] in {b["embed_text"] for b in before} for a in kept)
+    assert all(a["full_context"] in {b["full_context"] for b in before} for a in kept)
     assert _doc(kb.store, LONG_NOTE)["summary"] == summary
     assert kb.store.queue.status().items == 1
 

@@ -89,7 +89,7 @@ def test_echoed_chunk_summaries_fall_back_to_structure(kb: Kb) -> None:
         assert chunk["summary_fallback"] == "small"
         assert chunk["summary"].startswith('Part of the note "')
         assert chunk["content"] not in chunk["summary"]
-        assert f"\n\n{chunk['summary']}\n\n" in chunk["embed_text"]
+        assert f"\n\n{chunk['summary']}\n\n" in chunk["full_context"]
     status = kb.store.state.status()
     assert status.fallbacks == {"chunk_summary": len(failed)}
 
@@ -160,7 +160,7 @@ def test_bad_file_summaries_fall_back_to_title_and_sections(kb: Kb, answer: str,
     ramen = rows(kb.store, "SELECT * FROM documents WHERE path = %s", RAMEN)[0]
     assert OWNER not in ramen["summary"]
     for chunk in stored_chunks(kb.store, JOURNAL):
-        assert chunk["embed_text"].endswith(f"\n\n{doc['summary']}")
+        assert chunk["full_context"].endswith(f"\n\n{doc['summary']}")
 
 
 def test_failed_rewrites_keep_the_text_attributed_to_the_owner(kb: Kb) -> None:
@@ -173,7 +173,7 @@ def test_failed_rewrites_keep_the_text_attributed_to_the_owner(kb: Kb) -> None:
     for chunk in first_person:
         assert chunk["rewrite_fallback"] == "small"
         assert chunk["rewrite"] == f"{OWNER} wrote (in the first person):\n{chunk['content']}"
-        assert chunk["rewrite"] in chunk["embed_text"]
+        assert chunk["rewrite"] in chunk["full_context"]
     # Every rewrite asked for was an echo, so every one of them fell back.
     assert kb.store.state.status().fallbacks["rewrite"] == asked
 

@@ -28,8 +28,7 @@ def _doc(store: Store, path: str) -> dict | None:
 
 
 def _laid_out(chunk: dict, file_summary: str) -> str:
-    """What the embedder reads, as the layout promises it: header path, the chunk (rewritten,
-    in a personal note), then its summaries."""
+    """full_context as the layout promises it: header path, the chunk, then its summaries."""
     text = chunk["rewrite"] or chunk["content"]
     parts = (header_line(tuple(chunk["header_path"])), text, chunk["summary"], file_summary)
     return "\n\n".join(parts)
@@ -67,11 +66,7 @@ def test_index_example_vault(kb: Kb) -> None:
     assert doc is not None and doc["summary"]
     for chunk in stored_chunks(kb.store, LONG_NOTE):
         assert chunk["embedding"] is not None and chunk["embed_model"] == "hash-256"
-        assert chunk["summary"] and chunk["embed_text"] == _laid_out(chunk, doc["summary"])
-        # Full-text search reads the chunk and where it is, never the model's words.
-        assert chunk["content"] in chunk["search_text"]
-        assert chunk["summary"] not in chunk["search_text"]
-        assert doc["summary"] not in chunk["search_text"]
+        assert chunk["summary"] and chunk["full_context"] == _laid_out(chunk, doc["summary"])
 
 
 def test_unchanged_vault_makes_no_calls(kb: Kb) -> None:
@@ -180,7 +175,7 @@ def test_embedding_model_change_reembeds_without_summaries(kb: Kb, vault: Path) 
     other = Kb(kb.store, make_config(vault, llm={"embed_model": "hash-64"}))
     report = other.sync()
     assert other.chat.total_calls == 0
-    assert other.embedder.texts == chunks + 1  # every stored embed_text, plus a size probe
+    assert other.embedder.texts == chunks + 1  # every stored full_context, plus a size probe
     assert report.indexed == 0
     assert kb.store.vectors.space() == ("hash-64", 64)
     with kb.store.pool.connection() as conn:
@@ -216,16 +211,11 @@ def test_personal_notes_are_rewritten_about_the_owner(kb: Kb) -> None:
     for chunk in first_person:
         rewrite = chunk["rewrite"]
         assert OWNER in rewrite and " I " not in f" {rewrite} "
-        assert rewrite in chunk["embed_text"] and chunk["content"] not in chunk["embed_text"]
-        # Full-text search reads the note as written, said to be the owner's.
-        assert rewrite not in chunk["search_text"] and chunk["content"] in chunk["search_text"]
-        assert f"Written by {OWNER} in the first person." in chunk["search_text"]
+        assert rewrite in chunk["full_context"] and chunk["content"] not in chunk["full_context"]
         assert OWNER in chunk["summary"]
         assert " I " in f" {chunk['content']} "  # the raw chunk is what is stored and returned
     clipping = stored_chunks(kb.store, "Clippings/How I Climbed Mount Fuji in One Night.md")
-    assert all(
-        c["rewrite"] is None and OWNER not in c["search_text"] + c["embed_text"] for c in clipping
-    )
+    assert all(c["rewrite"] is None and OWNER not in c["full_context"] for c in clipping)
     # Only chunks where the writer speaks of themself are sent for a rewrite.
     personal = [
         c
@@ -397,34 +387,30 @@ def test_structure_and_none_levels_ask_no_model(store: Store, vault: Path) -> No
         headers = " > ".join(h.lstrip("#").strip() for h in chunk["header_path"])
         assert chunk["summary"] == f'Part of the note "Home Server", section "{headers}".'
         assert chunk["rewrite"] is None
-        assert chunk["search_text"] == chunk["embed_text"] == _laid_out(chunk, title["summary"])
-    structural = [c["search_text"] for c in chunks]
+        assert chunk["full_context"] == _laid_out(chunk, title["summary"])
 
     # Switching level rebuilds every note's context on the next sync, still with no model.
     bare = Kb(store, make_config(vault, context={"summaries": "none"}))
     report = bare.sync()
     assert report.indexed == 15 and bare.chat.total_calls == 0
-    assert all(c["search_text"] == c["content"] for c in stored_chunks(store, LONG_NOTE))
+    assert all(c["full_context"] == c["content"] for c in stored_chunks(store, LONG_NOTE))
     assert bare.sync().indexed == 0  # and only once
 
     llm = Kb(store, make_config(vault))
     llm.sync()
     assert llm.chat.calls["file_summary"] + llm.chat.calls["note_summary"] == 14
     summary = _doc(store, LONG_NOTE)["summary"]  # type: ignore[index]
-    chunks = stored_chunks(store, LONG_NOTE)
-    assert all(c["embed_text"] == _laid_out(c, summary) for c in chunks)
-    # Full-text search reads the same text at both levels: the model's words go to the embedder.
-    assert [c["search_text"] for c in chunks] == structural
+    assert all(c["full_context"] == _laid_out(c, summary) for c in stored_chunks(store, LONG_NOTE))
 
 
 def test_new_context_layout_rebuilds_without_model_calls(kb: Kb) -> None:
     kb.sync()
-    before = [c["search_text"] for c in stored_chunks(kb.store, LONG_NOTE)]
+    before = [c["full_context"] for c in stored_chunks(kb.store, LONG_NOTE)]
     # As an index built before the current layout would have it.
     with kb.store.pool.connection() as conn:
         conn.execute("UPDATE documents SET context_build = 'llm/1'")
         conn.execute(
-            "UPDATE chunks SET search_text = 'old: ' || search_text, context_hash = md5(content)"
+            "UPDATE chunks SET full_context = 'old: ' || full_context, context_hash = md5(content)"
         )
     kb.reset_counts()
     report = kb.sync()
@@ -432,7 +418,7 @@ def test_new_context_layout_rebuilds_without_model_calls(kb: Kb) -> None:
     assert kb.embedder.texts == sum(
         len(stored_chunks(kb.store, p)) for p in kb.store.documents.states("v")
     )
-    assert [c["search_text"] for c in stored_chunks(kb.store, LONG_NOTE)] == before
+    assert [c["full_context"] for c in stored_chunks(kb.store, LONG_NOTE)] == before
     builds = {d.context_build for d in kb.store.documents.states("v").values()}
     with kb.indexer() as indexer:
         assert builds == {indexer.context.build_id} and LAYOUT_VERSION in builds.pop()

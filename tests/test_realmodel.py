@@ -153,11 +153,9 @@ def test_every_chunk_has_context_that_is_no_echo(small: Indexed) -> None:
     chunks = small.chunks()
     for c in chunks:
         where = f"{c['path']} #{c['position']}"
-        summary, content, embedded = c["summary"], c["content"], c["embed_text"]
-        assert embedded != content and content in c["search_text"], where
-        if not c["embed_cut"]:
-            assert summary in embedded and c["file_summary"] in embedded, where
-        assert c["header_path"] == [] or c["header_path"][-1] in embedded, where
+        summary, content, full = c["summary"], c["content"], c["full_context"]
+        assert full != content and summary in full and c["file_summary"] in full, where
+        assert c["header_path"] == [] or c["header_path"][-1] in full, where
         if c["summary_fallback"]:
             # Recorded, and honest: the note's title and the chunk's place in it.
             assert c["summary_fallback"] == modelstack.SMALL, where
@@ -247,10 +245,10 @@ def test_personal_chunks_are_about_the_owner_in_the_third_person(large: Indexed)
     opening = chunks[0]
     assert "I wrote these" in opening["content"]
     assert opening["rewrite_fallback"] is None, opening["rewrite"]
-    assert OWNER in opening["embed_text"]
-    assert first_person_words(opening["embed_text"]) == [], opening["embed_text"]
+    assert OWNER in opening["full_context"]
+    assert first_person_words(opening["full_context"]) == [], opening["full_context"]
     rewritten = [c for c in chunks if c["rewrite_fallback"] is None]
     assert len(rewritten) >= len(chunks) - 1, [c["rewrite"] for c in chunks]
     for c in rewritten:
-        assert first_person_words(c["embed_text"]) == [], c["embed_text"]
-        assert OWNER.split()[0] in c["embed_text"]
+        assert first_person_words(c["full_context"]) == [], c["full_context"]
+        assert OWNER.split()[0] in c["full_context"]

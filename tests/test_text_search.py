@@ -40,7 +40,7 @@ def _exact_bm25(
             "SELECT c.id, d.path, d.metadata, length(v) AS length, w.lexeme,"
             "       cardinality(w.positions) AS tf"
             "  FROM chunks c JOIN documents d ON d.id = c.document_id,"
-            "       to_tsvector('english', c.search_text) AS v, unnest(v) AS w"
+            "       to_tsvector('english', c.full_context) AS v, unnest(v) AS w"
             " WHERE c.embed_model = %s",
             (space[0],),
         ).fetchall()
@@ -96,7 +96,7 @@ def _assert_statistics_exact(store: Store) -> None:
         stale = conn.execute(
             """
             WITH now AS MATERIALIZED (
-                SELECT c.id, c.document_id, to_tsvector('english', c.search_text) AS v
+                SELECT c.id, c.document_id, to_tsvector('english', c.full_context) AS v
                   FROM chunks c
             ), words AS MATERIALIZED (
                 SELECT now.id, now.document_id, w.lexeme, cardinality(w.positions) AS tf,
@@ -233,15 +233,15 @@ def test_statistics_follow_writes_of_many_rows_and_edits_in_place(indexed: Kb) -
     with store.pool.connection() as conn:
         conn.execute(
             "INSERT INTO chunks (document_id, position, header_path, content, content_hash,"
-            "   start_line, end_line, summary, summary_key, search_text, embed_text,"
+            "   start_line, end_line, summary, summary_key, full_context, embed_text,"
             "   context_hash, chat_model, embedding, embed_model)"
             " SELECT document_id, position + 1000, header_path, content, content_hash,"
-            "   start_line, end_line, summary, summary_key, search_text || ' zeppelin',"
+            "   start_line, end_line, summary, summary_key, full_context || ' zeppelin',"
             "   embed_text, context_hash, chat_model, embedding, embed_model FROM chunks"
         )
         _assert_statistics_exact(store)
         conn.execute(
-            "UPDATE chunks SET search_text = search_text || ' airship' WHERE position >= 1000"
+            "UPDATE chunks SET full_context = full_context || ' airship' WHERE position >= 1000"
         )
         conn.execute("UPDATE chunks SET embedding = embedding WHERE position < 1000")
         _assert_statistics_exact(store)

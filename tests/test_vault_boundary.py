@@ -43,8 +43,8 @@ OUT = {"passwd.md", "status.md", "secret.md", "climb.md"}
 
 def _contents(store: Store) -> list[str]:
     with store.pool.connection() as conn:
-        rows = conn.execute("SELECT content, search_text, embed_text FROM chunks").fetchall()
-    return [r["content"] + r["search_text"] + r["embed_text"] for r in rows]
+        rows = conn.execute("SELECT content, full_context FROM chunks").fetchall()
+    return [r["content"] + r["full_context"] for r in rows]
 
 
 def test_links_out_of_the_vault_are_never_read(store: Store, linked: Path) -> None:

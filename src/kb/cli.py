@@ -415,7 +415,9 @@ def reindex(
     ctx: typer.Context,
     embeddings_only: Annotated[
         bool,
-        typer.Option("--embeddings-only", help="Keep summaries; only re-embed the stored context."),
+        typer.Option(
+            "--embeddings-only", help="Keep summaries; only re-embed the stored full_context."
+        ),
     ] = False,
     wait: Wait = False,
 ) -> None:

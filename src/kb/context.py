@@ -13,14 +13,9 @@ One call may write several of them (a short note's file and chunk summaries, or 
 summaries of a longer one: see `Contextualizer.build`); each is still checked, and cached,
 on its own.
 
-Two texts are then assembled for each chunk. The embedder reads its `full_context`: the
-chunk with those parts, fitted to its window (`embed_text`). Full-text search reads the chunk
-as written with what its header path, title and folder say (`search_text`), never the
-model's words: on both datasets measured with them, summaries and rewrites in the text index
-lowered BM25's recall (a file summary's words recur in every chunk of its note and match
-questions about any of them), while the embedder gains from them. With
-`context.summaries = "structure"` (title and header path) both read the structural context,
-and with `"none"` the chunk alone; no model is asked at all.
+`full_context` is then assembled from those parts and the chunk; that is what gets
+embedded. With `context.summaries = "structure"` (title and header path) or `"none"` (the
+chunk alone) no model is asked at all.
 """
 
 from __future__ import annotations
@@ -30,7 +25,6 @@ import hashlib
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from typing import Any
 
 from kb import outputs, prompts, tokens
 from kb.chunking import CHUNKER_VERSION, Chunk
@@ -64,9 +58,8 @@ class ContextChunk:
     rewrite: str | None
     rewrite_key: str | None
     rewrite_fallback: bool
-    search_text: str  # what full-text search reads: the chunk and its structural context
-    embed_text: str  # what the embedder reads, fitted to its window
-    embed_cut: bool  # the embedder's text was longer than its window
+    full_context: str  # everything: what full-text search reads
+    embed_text: str  # what the embedder reads: full_context fitted to its window
 
     @property
     def context_hash(self) -> str:
@@ -114,44 +107,20 @@ class _PartAnswer:
     from_note: bool = False  # written (or not) by the call for the whole note
 
 
-# Bump when the layout of either text changes: every note's context is then rebuilt from
-# cached model answers (see Contextualizer.build_id).
-LAYOUT_VERSION = "5"
+# Bump when full_context's layout changes: every note's context is then rebuilt from cached
+# model answers (see Contextualizer.build_id).
+LAYOUT_VERSION = "4"
 
 
 def full_context(file_summary: str, chunk_summary: str, header_path: str, content: str) -> str:
-    """A chunk with what places it, as one text: the chunk first, then its summaries.
+    """What is searched as text, and embedded as far as it fits: the chunk first, then what
+    places it.
 
     Plain text, in this order, because a small embedder averages over every token it reads
     and reads only the first few hundred: markup tags would be averaged in, and a long chunk
     behind a paragraph of summaries would lose its end. Empty parts are left out.
     """
     return "\n\n".join(part for part in (header_path, content, chunk_summary, file_summary) if part)
-
-
-@dataclass(frozen=True)
-class Structure:
-    """What can be said of a note's chunks without a model: its title, folder and sections
-    (and, in a personal folder, who wrote it)."""
-
-    title: str
-    file_summary: str
-
-    @classmethod
-    def of(cls, chunks: list[Chunk], owner: str | None, *, title: str, folder: str) -> Structure:
-        return cls(title, outputs.structural_file_summary(title, folder, _sections(chunks), owner))
-
-    def chunk_summary(self, chunk: Chunk) -> str:
-        return outputs.structural_chunk_summary(self.title, _plain_headers(chunk.header_path))
-
-    def text(self, chunk: Chunk) -> str:
-        """The chunk as full-text search reads it, at every level but `none`."""
-        return full_context(
-            self.file_summary,
-            self.chunk_summary(chunk),
-            header_line(chunk.header_path),
-            chunk.content,
-        )
 
 
 def fit(context: str, window: int) -> str:
@@ -281,7 +250,6 @@ class Contextualizer:
         if self.settings.summaries != "llm":
             return self._without_llm(chunks, personal, title=title, folder=folder)
         owner = self._owner_for(personal)
-        structure = Structure.of(chunks, owner, title=title, folder=folder)
         problems: list[str] = []
         calls = 0
 
@@ -317,7 +285,9 @@ class Contextualizer:
                     continue
                 if problem:
                     problems.append(f"chunk {part.index + 1} summary: {problem}")
-                    text = structure.chunk_summary(chunks[part.index])
+                    text = outputs.structural_chunk_summary(
+                        title, _plain_headers(chunks[part.index].header_path)
+                    )
                 summaries[part.index] = Output(text, fallback=problem is not None)
 
         file_key = self.file_summary_key(chunks, personal)
@@ -345,7 +315,7 @@ class Contextualizer:
             text, problem = note
             if problem:
                 problems.append(f"file summary: {problem}")
-                text = structure.file_summary
+                text = outputs.structural_file_summary(title, folder, _sections(chunks), owner)
             file_summary = Output(text, fallback=problem is not None)
 
         # The chunks the note's call did not cover (or left out: a model that lost the format
@@ -374,9 +344,7 @@ class Contextualizer:
             chunks, summary_keys, summaries, texts, strict=True
         ):
             assert summary is not None
-            built.append(
-                self._with_outputs(chunk, structure, file_summary, summary, key, rewritten)
-            )
+            built.append(self._with_outputs(chunk, file_summary, summary, key, rewritten))
         return FileContext(
             summary=file_summary.text,
             summary_key=file_key,
@@ -508,16 +476,21 @@ class Contextualizer:
     ) -> FileContext:
         """Context for `summaries = "structure"` (title and header path) or `"none"`."""
         mode = self.settings.summaries
-        structure = (
-            Structure.of(chunks, self._owner_for(personal), title=title, folder=folder)
-            if mode == "structure"
-            else None
+        structure = mode == "structure"
+        file_summary = (
+            outputs.structural_file_summary(
+                title, folder, _sections(chunks), self._owner_for(personal)
+            )
+            if structure
+            else ""
         )
-        file_summary = structure.file_summary if structure else ""
         built = []
         for chunk in chunks:
-            summary = structure.chunk_summary(chunk) if structure else ""
-            text = structure.text(chunk) if structure else chunk.content
+            summary = (
+                outputs.structural_chunk_summary(title, _plain_headers(chunk.header_path))
+                if structure
+                else ""
+            )
             built.append(
                 ContextChunk(
                     chunk=chunk,
@@ -528,7 +501,13 @@ class Contextualizer:
                     rewrite=None,
                     rewrite_key=None,
                     rewrite_fallback=False,
-                    **self._contexts(searched=text, embedded=text),
+                    **(
+                        self._contexts(
+                            file_summary, summary, header_line(chunk.header_path), chunk.content
+                        )
+                        if structure
+                        else self._contexts("", "", "", chunk.content)
+                    ),
                 )
             )
         return FileContext(file_summary, cache_key(mode, file_summary), False, built, 0, [])
@@ -552,11 +531,11 @@ class Contextualizer:
         """
         if not chunks:
             return FileContext("", "", False, [], 0, [])
-        structure = Structure.of(chunks, self._owner_for(personal), title=title, folder=folder)
+        owner = self._owner_for(personal)
         file_key = self.file_summary_key(chunks, personal)
         file_summary = known.get(file_key)
         if file_summary is None:
-            stand_in = structure.file_summary
+            stand_in = outputs.structural_file_summary(title, folder, _sections(chunks), owner)
             file_summary, file_key = Output(stand_in), cache_key("structure", stand_in)
         built = []
         for chunk in chunks:
@@ -564,11 +543,11 @@ class Contextualizer:
             summary_key = self.chunk_summary_key(chunk, personal)
             summary = known.get(summary_key)
             if summary is None:
-                stand_in = structure.chunk_summary(chunk)
+                stand_in = outputs.structural_chunk_summary(
+                    title, _plain_headers(chunk.header_path)
+                )
                 summary, summary_key = Output(stand_in), cache_key("structure", stand_in)
-            built.append(
-                self._with_outputs(chunk, structure, file_summary, summary, summary_key, rewritten)
-            )
+            built.append(self._with_outputs(chunk, file_summary, summary, summary_key, rewritten))
         return FileContext(file_summary.text, file_key, file_summary.fallback, built, 0, [])
 
     def _known_rewrite(self, chunk: Chunk, known: Mapping[str, Output]) -> Output | None:
@@ -581,7 +560,6 @@ class Contextualizer:
     def _with_outputs(
         self,
         chunk: Chunk,
-        structure: Structure,
         file_summary: Output,
         summary: Output,
         summary_key: str,
@@ -597,21 +575,18 @@ class Contextualizer:
             rewrite_key=self.rewrite_key(chunk) if rewritten else None,
             rewrite_fallback=rewritten.fallback if rewritten else False,
             **self._contexts(
-                searched=structure.text(chunk),
-                embedded=full_context(
-                    file_summary.text,
-                    summary.text,
-                    header_line(chunk.header_path),
-                    rewritten.text if rewritten else chunk.content,
-                ),
+                file_summary.text,
+                summary.text,
+                header_line(chunk.header_path),
+                rewritten.text if rewritten else chunk.content,
             ),
         )
 
-    def _contexts(self, *, searched: str, embedded: str) -> dict[str, Any]:
-        """The ContextChunk fields of a chunk's two texts: what full-text search reads, and
-        what the embedder reads, fitted to its window."""
-        fitted = fit(embedded, self.embed_window)
-        return {"search_text": searched, "embed_text": fitted, "embed_cut": fitted != embedded}
+    def _contexts(
+        self, file_summary: str, chunk_summary: str, header_path: str, content: str
+    ) -> dict[str, str]:
+        whole = full_context(file_summary, chunk_summary, header_path, content)
+        return {"full_context": whole, "embed_text": fit(whole, self.embed_window)}
 
     def _summary(self, prompt: Prompt) -> tuple[str, str | None]:
         max_chars = prompt.max_tokens * _SUMMARY_CHARS_PER_TOKEN

@@ -46,9 +46,8 @@ class ChunkRecord:
     summary_key: str
     rewrite: str | None
     rewrite_key: str | None
-    search_text: str  # what full-text search reads
-    embed_text: str  # what the embedder reads, fitted to its window
-    embed_cut: bool  # embed_text had to be cut to fit
+    full_context: str
+    embed_text: str  # full_context fitted to the embedder's window
     context_hash: str
     chat_model: str
     embedding: Vector
@@ -64,9 +63,8 @@ class ChunkRecord:
             self.summary_key,
             self.rewrite,
             self.rewrite_key,
-            self.search_text,
+            self.full_context,
             self.embed_text,
-            self.embed_cut,
             self.context_hash,
             self.chat_model,
             np.asarray(self.embedding, dtype=np.float32),
@@ -150,10 +148,10 @@ class Documents:
                     """
                     INSERT INTO chunks (document_id, position, header_path, content,
                         content_hash, start_line, end_line, summary, summary_key, rewrite,
-                        rewrite_key, search_text, embed_text, embed_cut, context_hash,
-                        chat_model, embedding, embed_model, summary_fallback, rewrite_fallback)
+                        rewrite_key, full_context, embed_text, context_hash, chat_model,
+                        embedding, embed_model, summary_fallback, rewrite_fallback)
                     VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-                            %s, %s, %s, %s)
+                            %s, %s, %s)
                     """,
                     [
                         (

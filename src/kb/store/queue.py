@@ -224,9 +224,9 @@ class Queue:
                 cur.executemany(
                     """
                     UPDATE chunks SET summary = %s, summary_key = %s, rewrite = %s,
-                        rewrite_key = %s, search_text = %s, embed_text = %s,
-                        embed_cut = %s, context_hash = %s, chat_model = %s, embedding = %s,
-                        embed_model = %s, summary_fallback = %s, rewrite_fallback = %s
+                        rewrite_key = %s, full_context = %s, embed_text = %s,
+                        context_hash = %s, chat_model = %s, embedding = %s, embed_model = %s,
+                        summary_fallback = %s, rewrite_fallback = %s
                      WHERE document_id = %s AND position = %s AND content_hash = %s
                     """,
                     [

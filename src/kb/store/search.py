@@ -176,7 +176,7 @@ class Search:
     ) -> Candidates:
         """The top `depth` chunks of each list for a query, in one round trip.
 
-        vector: nearest by cosine. text: full-text match on search_text (any of the
+        vector: nearest by cosine. text: full-text match on full_context (any of the
         query's words, ranked by BM25: see TEXT_POSTINGS_PER_WORD). How the two lists become
         one is `kb.fusion`'s job.
         """

@@ -17,7 +17,7 @@ class Status:
     documents: int
     chunks: int
     embedded: int
-    # Chunks whose text for the embedder is longer than it reads: it embeds a cut.
+    # Chunks whose full context is longer than the embedder reads: it embeds a cut.
     cut: int
     chat_models: dict[str, int]
     embed_model: str | None
@@ -59,7 +59,7 @@ class State:
             by_model = conn.execute(
                 "SELECT chat_model, count(*) AS chunks,"
                 "       count(*) FILTER (WHERE embedding IS NOT NULL) AS embedded,"
-                "       count(*) FILTER (WHERE embed_cut) AS cut,"
+                "       count(*) FILTER (WHERE embed_text <> full_context) AS cut,"
                 "       count(*) FILTER (WHERE summary_fallback IS NOT NULL) AS chunk_summary,"
                 "       count(*) FILTER (WHERE rewrite_fallback IS NOT NULL) AS rewrite"
                 "  FROM chunks GROUP BY chat_model ORDER BY 2 DESC"
