@@ -8,12 +8,19 @@ import math
 import shutil
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from conftest import Kb, make_config
+from conftest import Kb, make_config, rows
+from kb.container import open_store
+from kb.context import full_context, summaries_start
+from kb.db import migrate, migrations
 from kb.store import NO_FILTER, SearchFilter, Store
 from kb.store import search as store_module
 from kb.store.search import BM25_B, BM25_K1
+
+# What a word of a chunk's summaries counts for against one of its own (migration 013).
+SUMMARY_WEIGHT = 0.3
 
 QUERIES = (
     "when did I climb a mountain",
@@ -29,7 +36,8 @@ def _exact_bm25(
     store: Store, text: str, filters: SearchFilter = NO_FILTER
 ) -> list[tuple[int, float]]:
     """Okapi BM25 of every chunk holding a query word, from the chunks' own full-text
-    vectors: the definition, computed in Python, best first."""
+    vectors, each occurrence counted by its weight: the definition, computed in Python, best
+    first."""
     space = store.vectors.space()
     assert space is not None
     with store.pool.connection() as conn:
@@ -37,10 +45,9 @@ def _exact_bm25(
             "SELECT tsvector_to_array(to_tsvector('english', %s)) AS w", (text,)
         ).fetchone()["w"]
         rows = conn.execute(
-            "SELECT c.id, d.path, d.metadata, length(v) AS length, w.lexeme,"
-            "       cardinality(w.positions) AS tf"
+            "SELECT c.id, d.path, d.metadata, length(v) AS length, w.lexeme, w.weights"
             "  FROM chunks c JOIN documents d ON d.id = c.document_id,"
-            "       to_tsvector('english', c.full_context) AS v, unnest(v) AS w"
+            "       text_terms(c.full_context, c.summaries_at) AS v, unnest(v) AS w"
             " WHERE c.embed_model = %s",
             (space[0],),
         ).fetchall()
@@ -55,9 +62,8 @@ def _exact_bm25(
             continue
         idf = math.log(1 + (n - df[r["lexeme"]] + 0.5) / (df[r["lexeme"]] + 0.5))
         norm = BM25_K1 * (1 - BM25_B + BM25_B * r["length"] / average)
-        scores[r["id"]] = scores.get(r["id"], 0.0) + idf * r["tf"] * (BM25_K1 + 1) / (
-            r["tf"] + norm
-        )
+        tf = sum(1.0 if w == "A" else SUMMARY_WEIGHT for w in r["weights"])
+        scores[r["id"]] = scores.get(r["id"], 0.0) + idf * tf * (BM25_K1 + 1) / (tf + norm)
     return sorted(scores.items(), key=lambda s: (-s[1], s[0]))
 
 
@@ -96,10 +102,10 @@ def _assert_statistics_exact(store: Store) -> None:
         stale = conn.execute(
             """
             WITH now AS MATERIALIZED (
-                SELECT c.id, c.document_id, to_tsvector('english', c.full_context) AS v
+                SELECT c.id, c.document_id, text_terms(c.full_context, c.summaries_at) AS v
                   FROM chunks c
             ), words AS MATERIALIZED (
-                SELECT now.id, now.document_id, w.lexeme, cardinality(w.positions) AS tf,
+                SELECT now.id, now.document_id, w.lexeme, text_frequency(w.weights) AS tf,
                        length(now.v) AS length
                   FROM now, unnest(now.v) AS w
             ), df AS (
@@ -148,6 +154,95 @@ def test_text_search_is_exact_bm25_on_a_small_corpus(indexed: Kb, text: str) -> 
     # Deeper lists too: every chunk that holds a word, in BM25's order.
     _assert_same(_text(indexed.store, text, depth=1000), exact)
     assert len(_text(indexed.store, text, depth=1000)) == len(exact)
+
+
+def test_summaries_count_for_less_than_a_chunks_own_words(indexed: Kb) -> None:
+    """With LLM context, a chunk's header path and words (its rewrite, in a personal note)
+    are weighted in full and its summaries after them at SUMMARY_WEIGHT; text search reads
+    those weights (the exactness test above checks the scores)."""
+    with indexed.store.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT c.content, c.rewrite, c.summary, c.full_context, c.summaries_at,"
+            "       (SELECT array_agg(DISTINCT w ORDER BY w) FROM unnest(t.terms) AS u,"
+            "               unnest(u.weights) AS w) AS weights,"
+            "       text_frequency(ARRAY['A', 'D', 'D']) AS frequency"
+            "  FROM chunks c JOIN text_chunks t ON t.chunk_id = c.id"
+        ).fetchall()
+    assert rows and all(r["summaries_at"] is not None for r in rows)
+    for r in rows:
+        own, summaries = (
+            r["full_context"][: r["summaries_at"]],
+            r["full_context"][r["summaries_at"] :],
+        )
+        assert own.endswith(r["rewrite"] or r["content"])
+        assert summaries.startswith("\n\n" + r["summary"])
+        assert r["weights"] == ["A", "D"]
+        assert r["frequency"] == pytest.approx(1 + 2 * SUMMARY_WEIGHT)
+
+
+def test_structure_level_text_counts_in_full(vault: Path, store: Store) -> None:
+    kb = Kb(store, make_config(vault, context={"summaries": "structure"}))
+    kb.sync()
+    with store.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT c.summaries_at, (SELECT array_agg(DISTINCT w) FROM unnest(t.terms) AS u,"
+            "       unnest(u.weights) AS w) AS weights"
+            "  FROM chunks c JOIN text_chunks t ON t.chunk_id = c.id"
+        ).fetchall()
+    assert rows and all(r["summaries_at"] is None and r["weights"] == ["A"] for r in rows)
+
+
+def test_upgrade_weighs_the_summaries_of_chunks_stored_with_llm_context(db_url: str) -> None:
+    """Migration 013 on an index made before it: chunks with LLM context get where their
+    summaries begin from full_context's layout, other chunks count in full, and the text
+    index is made again to match, with no note rebuilt."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        for m in migrations():
+            if m.version < 13:
+                conn.execute(m.sql.encode())
+                conn.execute("INSERT INTO schema_migrations VALUES (%s, %s)", (m.version, m.name))
+        chunks = {
+            # (path, level): (header path, chunk, rewrite, chunk summary, file summary)
+            ("trip.md", "llm"): (["# Trip", "## Fuji"], "We climbed.", None, "A climb.", "Trip."),
+            ("me.md", "llm"): ([], "I ran.", "Alex ran.", "A run.", "Alex's run."),
+            ("plain.md", "structure"): (["# Plain"], "Words.", None, "Plain > x", "Plain."),
+        }
+        for (path, level), (headers, content, rewrite, summary, file_summary) in chunks.items():
+            doc = conn.execute(
+                "INSERT INTO documents (vault, path, content_hash, size, mtime_ns, summary,"
+                " summary_key, context_build) VALUES ('v', %s, 'h', 1, 1, %s, 'k', %s)"
+                " RETURNING id",
+                (path, file_summary, f"2:1600/{level}/4/256"),
+            ).fetchone()
+            assert doc is not None
+            whole = full_context(file_summary, summary, " > ".join(headers), rewrite or content)
+            conn.execute(
+                "INSERT INTO chunks (document_id, position, header_path, content, content_hash,"
+                " start_line, end_line, summary, summary_key, rewrite, full_context,"
+                " context_hash, chat_model, embed_text)"
+                " VALUES (%s, 0, %s, %s, 'h', 1, 1, %s, 'k', %s, %s, 'c', 'm', %s)",
+                (doc[0], headers, content, summary, rewrite, whole, whole),
+            )
+    assert migrate(db_url) == [m.version for m in migrations() if m.version >= 13]
+    with open_store(db_url) as store:
+        stored = {
+            r["path"]: r
+            for r in rows(
+                store,
+                "SELECT d.path, c.full_context, c.summaries_at FROM chunks c"
+                " JOIN documents d ON d.id = c.document_id",
+            )
+        }
+        assert stored["trip.md"]["summaries_at"] == summaries_start(
+            "# Trip > ## Fuji", "We climbed."
+        )
+        assert stored["me.md"]["summaries_at"] == summaries_start("", "Alex ran.")
+        assert stored["plain.md"]["summaries_at"] is None
+        _assert_statistics_exact(store)
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from watchdog.events import FileModifiedEvent, FileMovedEvent
 
 from conftest import Kb, make_config
 from kb.errors import NoteError
-from kb.notes import Scope, read_note
+from kb.notes import Scope, read_note, scan_vault
 from kb.store import Store
 from kb.verify import verify
 from kb.watcher import Recorder
@@ -89,3 +89,24 @@ def test_watcher_ignores_event_paths_outside_the_vault(linked: Path) -> None:
     recorder.dispatch(FileModifiedEvent(f"{root}/sub/../../outside/x.md"))
     recorder.dispatch(FileMovedEvent(f"{root}/sub/../../outside/y.md", f"{root}/sub/real.md"))
     assert seen == [("v", "sub/real.md")]
+
+
+def test_scan_lists_notes_in_walk_order_at_any_depth(tmp_path: Path) -> None:
+    """The scan goes as os.walk does (a folder's files by name, then its subfolders by
+    name), skips dot-folders, ignored paths and links to folders, and has no depth limit: a
+    vault nested deeper than Python's recursion limit is scanned whole."""
+    vault = deep = tmp_path / "vault"
+    vault.mkdir()
+    for _ in range(1100):
+        deep = deep / "d"
+        deep.mkdir()
+    (deep / "bottom.md").write_text("# Bottom\n")
+    for rel in ("b.md", "a.md", "z/c.md", "m/n/e.md", "m/d.md", ".obsidian/x.md", "skip/f.md"):
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text("# Note\n")
+    (vault / "notes.txt").write_text("not a note")
+    (vault / "link").symlink_to(vault / "m", target_is_directory=True)
+    config = make_config(vault, vaults=[{"name": "v", "path": str(vault), "ignore": ["skip/"]}])
+    found = [n.path for n in scan_vault(config.vaults[0])]
+    bottom = "/".join(["d"] * 1100) + "/bottom.md"
+    assert found == ["a.md", "b.md", bottom, "m/d.md", "m/n/e.md", "z/c.md"]

@@ -42,7 +42,7 @@ class VaultConfig:
     conflicts: ConflictMode = "ignore"
 
     def is_personal(self, rel_path: str) -> bool:
-        return _spec(self.personal).match_file(rel_path)
+        return bool(self.personal) and _spec(self.personal).match_file(rel_path)
 
     def is_ignored(self, rel_path: str) -> bool:
         # Dot-folders and dot-files (.obsidian/, .trash/, .git/) are never notes.
@@ -50,7 +50,7 @@ class VaultConfig:
             return True
         if self.conflicts == "ignore" and _spec(CONFLICT_PATTERNS).match_file(rel_path):
             return True
-        return _spec(self.ignore).match_file(rel_path)
+        return bool(self.ignore) and _spec(self.ignore).match_file(rel_path)
 
 
 @functools.lru_cache(maxsize=64)

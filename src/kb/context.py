@@ -25,6 +25,7 @@ import hashlib
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
+from typing import Any
 
 from kb import outputs, prompts, tokens
 from kb.chunking import CHUNKER_VERSION, Chunk
@@ -59,6 +60,9 @@ class ContextChunk:
     rewrite_key: str | None
     rewrite_fallback: bool
     full_context: str  # everything: what full-text search reads
+    # Where the summaries begin in full_context, in characters, when full-text search is to
+    # weigh them less than the chunk's own words (see summaries_start); None: it weighs all.
+    summaries_at: int | None
     embed_text: str  # what the embedder reads: full_context fitted to its window
 
     @property
@@ -121,6 +125,16 @@ def full_context(file_summary: str, chunk_summary: str, header_path: str, conten
     behind a paragraph of summaries would lose its end. Empty parts are left out.
     """
     return "\n\n".join(part for part in (header_path, content, chunk_summary, file_summary) if part)
+
+
+def summaries_start(header_path: str, content: str) -> int:
+    """Where the summaries begin in a full_context of this header path and chunk.
+
+    Full-text search counts the words after it for less than the chunk's own (migration
+    013): a summary says, in a few common words, what every chunk of its note is about, and
+    at full weight those words outranked the one chunk whose own words answer the question.
+    """
+    return len(full_context("", "", header_path, content))
 
 
 def fit(context: str, window: int) -> str:
@@ -503,10 +517,14 @@ class Contextualizer:
                     rewrite_fallback=False,
                     **(
                         self._contexts(
-                            file_summary, summary, header_line(chunk.header_path), chunk.content
+                            file_summary,
+                            summary,
+                            header_line(chunk.header_path),
+                            chunk.content,
+                            weigh_summaries=False,
                         )
                         if structure
-                        else self._contexts("", "", "", chunk.content)
+                        else self._contexts("", "", "", chunk.content, weigh_summaries=False)
                     ),
                 )
             )
@@ -579,14 +597,30 @@ class Contextualizer:
                 summary.text,
                 header_line(chunk.header_path),
                 rewritten.text if rewritten else chunk.content,
+                weigh_summaries=True,
             ),
         )
 
     def _contexts(
-        self, file_summary: str, chunk_summary: str, header_path: str, content: str
-    ) -> dict[str, str]:
+        self,
+        file_summary: str,
+        chunk_summary: str,
+        header_path: str,
+        content: str,
+        *,
+        weigh_summaries: bool,
+    ) -> dict[str, Any]:
+        """The texts a chunk is searched by. With LLM context (`weigh_summaries`), its
+        summaries count for less in full-text search, whoever wrote them: the model, or the
+        structural stand-ins of a note still waiting for it. The structure level's own
+        summaries (title, folder, headings) count in full: measured, weighing them less
+        found nothing more."""
         whole = full_context(file_summary, chunk_summary, header_path, content)
-        return {"full_context": whole, "embed_text": fit(whole, self.embed_window)}
+        return {
+            "full_context": whole,
+            "summaries_at": summaries_start(header_path, content) if weigh_summaries else None,
+            "embed_text": fit(whole, self.embed_window),
+        }
 
     def _summary(self, prompt: Prompt) -> tuple[str, str | None]:
         max_chars = prompt.max_tokens * _SUMMARY_CHARS_PER_TOKEN

@@ -7,10 +7,9 @@ written later), so both embed and check the same way.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Sequence
-
-import numpy as np
 
 from kb.context import ContextChunk
 from kb.errors import LLMError
@@ -50,6 +49,7 @@ class Embedding:
                 rewrite=c.rewrite,
                 rewrite_key=c.rewrite_key,
                 full_context=c.full_context,
+                summaries_at=c.summaries_at,
                 embed_text=c.embed_text,
                 context_hash=c.context_hash,
                 chat_model=chat_model,
@@ -90,7 +90,7 @@ class Embedding:
                         f"dimensions where the index holds {dimensions}: check the server's "
                         "model, or run `kb reindex --embeddings-only` after changing it"
                     )
-                if not np.all(np.isfinite(v)):
+                if not all(map(math.isfinite, v)):
                     raise LLMError(
                         f"embedding model '{self.embedder.name}' returned a vector that is "
                         "not finite numbers"

@@ -267,7 +267,7 @@ class Indexer:
         )
         docs.delete(vault.name, gone)
         if scope is None:
-            docs.keep_failures(vault.name, [*on_disk, *map(shown_path, misnamed)])
+            docs.keep_failures(vault.name, {*on_disk, *map(shown_path, misnamed)})
         for path in todo.delete:
             emit(FileEvent(vault.name, path, "deleted"))
 

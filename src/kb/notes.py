@@ -12,7 +12,6 @@ import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from kb.config import VaultConfig
 from kb.errors import NoteError
@@ -57,9 +56,13 @@ def stat_note(vault: VaultConfig, rel_path: str) -> OnDisk | None:
     if not is_note(vault, rel_path):
         return None
     try:
-        st = os.stat(vault.path / rel_path)
+        st = os.stat(os.path.join(vault.path, rel_path))
     except OSError:
         return None  # missing, or vanished between listing and stat
+    return _on_disk(vault, rel_path, st)
+
+
+def _on_disk(vault: VaultConfig, rel_path: str, st: os.stat_result) -> OnDisk | None:
     # A FIFO or device named *.md would block or never end when read.
     if not stat.S_ISREG(st.st_mode):
         return None
@@ -69,17 +72,43 @@ def stat_note(vault: VaultConfig, rel_path: str) -> OnDisk | None:
 def scan_vault(vault: VaultConfig, folder: str = "") -> Iterator[OnDisk]:
     """Every note of a vault, or of one of its folders ("a/b/"), skipping dot-folders,
     ignored paths and non-Markdown files."""
-    root = vault.path
     if folder and (vault.is_ignored(folder) or not inside_vault(vault, folder)):
         return
-    for dirpath, dirnames, filenames in os.walk(root / folder):
-        rel_dir = Path(dirpath).relative_to(root).as_posix()
-        rel_dir = "" if rel_dir == "." else rel_dir + "/"
-        dirnames[:] = sorted(d for d in dirnames if not vault.is_ignored(f"{rel_dir}{d}/"))
-        for name in sorted(filenames):
-            note = stat_note(vault, f"{rel_dir}{name}")
+    yield from _scan_folder(vault, os.path.join(vault.path, folder), folder)
+
+
+def _scan_folder(vault: VaultConfig, top: str, rel_top: str) -> Iterator[OnDisk]:
+    """A folder's notes in name order, then each subfolder's in turn, as os.walk goes
+    (without following links to folders, and with no limit on depth). Each note costs one
+    stat and no Path object: on an unchanged vault, the scan is most of a sync."""
+    folders = [(top, rel_top)]
+    while folders:
+        directory, rel_dir = folders.pop()
+        try:
+            with os.scandir(directory) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            continue  # gone, or unreadable, since it was listed
+        below = []
+        for entry in entries:
+            rel_path = rel_dir + entry.name
+            try:
+                is_folder = entry.is_dir()
+            except OSError:
+                is_folder = False
+            if is_folder:
+                if not entry.is_symlink() and not vault.is_ignored(rel_path + "/"):
+                    below.append((entry.path, rel_path + "/"))
+                continue
+            if not is_note(vault, rel_path):
+                continue
+            try:
+                note = _on_disk(vault, rel_path, entry.stat())
+            except OSError:
+                continue  # vanished between listing and stat
             if note is not None:
                 yield note
+        folders.extend(reversed(below))
 
 
 def scan_scope(vault: VaultConfig, scope: Scope) -> dict[str, OnDisk]:

@@ -71,7 +71,7 @@ class Caches:
                 " WHERE context_hash = ANY(%s) AND embed_model = %s AND embedding IS NOT NULL",
                 (list(set(context_hashes)), model),
             ).fetchall()
-        return {r["context_hash"]: r["embedding"].to_numpy() for r in rows}
+        return {r["context_hash"]: r["embedding"].to_list() for r in rows}
 
     def known_relevance(self, keys: Sequence[str]) -> dict[str, int | None]:
         """Judgements already paid for, by cache key (None: the model's answer was unusable)."""

@@ -3,16 +3,15 @@ that failed to index."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from psycopg.types.json import Jsonb
 
 from kb.notes import OnDisk
 from kb.plan import Stored
-from kb.store.pool import Pool, Vector, like_prefix
+from kb.store.pool import Pool, Vector, like_prefix, vector_param
 from kb.store.queue import Pending, queue_note
 
 # The columns of a Stored note, for every query that returns one.
@@ -47,6 +46,7 @@ class ChunkRecord:
     rewrite: str | None
     rewrite_key: str | None
     full_context: str
+    summaries_at: int | None  # where full_context's summaries begin (see kb.context)
     embed_text: str  # full_context fitted to the embedder's window
     context_hash: str
     chat_model: str
@@ -56,8 +56,8 @@ class ChunkRecord:
     rewrite_fallback: str | None = None
 
     def context_params(self) -> tuple[object, ...]:
-        """The values of the columns its context fills, from `summary` to `rewrite_fallback`
-        in table order: what enrichment writes over a stored chunk."""
+        """The values of the columns its context fills, in the order both writes name them
+        (a note's chunks stored, and enrichment's update of them)."""
         return (
             self.summary,
             self.summary_key,
@@ -67,10 +67,11 @@ class ChunkRecord:
             self.embed_text,
             self.context_hash,
             self.chat_model,
-            np.asarray(self.embedding, dtype=np.float32),
+            vector_param(self.embedding),
             self.embed_model,
             self.summary_fallback,
             self.rewrite_fallback,
+            self.summaries_at,
         )
 
 
@@ -149,9 +150,10 @@ class Documents:
                     INSERT INTO chunks (document_id, position, header_path, content,
                         content_hash, start_line, end_line, summary, summary_key, rewrite,
                         rewrite_key, full_context, embed_text, context_hash, chat_model,
-                        embedding, embed_model, summary_fallback, rewrite_fallback)
+                        embedding, embed_model, summary_fallback, rewrite_fallback,
+                        summaries_at)
                     VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-                            %s, %s, %s)
+                            %s, %s, %s, %s)
                     """,
                     [
                         (
@@ -238,13 +240,16 @@ class Documents:
             ).fetchall()
         return {r["path"]: r["error"] for r in rows}
 
-    def keep_failures(self, vault: str, paths: Iterable[str]) -> None:
-        """Forget the failures of a vault's files that are no longer there."""
-        with self.pool.connection() as conn:
-            conn.execute(
-                "DELETE FROM failures WHERE vault = %s AND NOT (path = ANY(%s))",
-                (vault, list(paths)),
-            )
+    def keep_failures(self, vault: str, paths: Collection[str]) -> None:
+        """Forget the failures of a vault's files that are no longer there. The few failed
+        paths come here, rather than every path of the vault going to the database."""
+        with self.pool.connection() as conn, conn.transaction():
+            failed = conn.execute("SELECT path FROM failures WHERE vault = %s", (vault,))
+            gone = [r["path"] for r in failed if r["path"] not in paths]
+            if gone:
+                conn.execute(
+                    "DELETE FROM failures WHERE vault = %s AND path = ANY(%s)", (vault, gone)
+                )
 
     def row_counts(self) -> dict[str, int]:
         with self.pool.connection() as conn:

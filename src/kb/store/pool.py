@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-import numpy as np
+import pgvector
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.rows import DictRow, dict_row
@@ -13,7 +13,14 @@ from psycopg_pool import ConnectionPool
 
 from kb.errors import DatabaseError
 
-Vector = Sequence[float] | np.ndarray
+Vector = Sequence[float]
+
+
+def vector_param(vector: Vector) -> pgvector.Vector:
+    """A vector as a query parameter: pgvector's type, sent in binary (a plain list would be
+    sent as a float8[]). No numpy: kb does no arithmetic on vectors, and not importing it
+    takes a tenth of a second off every command."""
+    return pgvector.Vector(vector if isinstance(vector, list) else list(vector))
 
 
 def _configure(conn: psycopg.Connection[DictRow]) -> None:

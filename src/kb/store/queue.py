@@ -226,7 +226,7 @@ class Queue:
                     UPDATE chunks SET summary = %s, summary_key = %s, rewrite = %s,
                         rewrite_key = %s, full_context = %s, embed_text = %s,
                         context_hash = %s, chat_model = %s, embedding = %s, embed_model = %s,
-                        summary_fallback = %s, rewrite_fallback = %s
+                        summary_fallback = %s, rewrite_fallback = %s, summaries_at = %s
                      WHERE document_id = %s AND position = %s AND content_hash = %s
                     """,
                     [

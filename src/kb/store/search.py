@@ -8,11 +8,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
 from psycopg import sql
 
 from kb.fusion import Ranked
-from kb.store.pool import Pool, Vector, epoch_ns, like_prefix
+from kb.store.pool import Pool, Vector, epoch_ns, like_prefix, vector_param
 
 
 @dataclass(frozen=True)
@@ -239,15 +238,20 @@ class Search:
                  GROUP BY p.chunk_id
                  ORDER BY first DESC LIMIT %(rescored)s
             ), bm25 AS MATERIALIZED (
-                -- Okapi BM25 of the best of them, from their full-text vectors: only the
-                -- query's lexemes are kept (weighted A, then filtered) before unnesting.
-                SELECT x.chunk_id AS id, sum(words.idf * cardinality(w.positions) * ({k1} + 1)
-                           / (cardinality(w.positions) + {k1} * (1 - {b}
+                -- Okapi BM25 of the best of them, from their full-text vectors, each word's
+                -- frequency weighted by where it stands (text_frequency, migration 013):
+                -- only the query's lexemes are kept before unnesting (the vector less all
+                -- its other lexemes).
+                SELECT x.chunk_id AS id, sum(words.idf * w.frequency * ({k1} + 1)
+                           / (w.frequency + {k1} * (1 - {b}
                               + {b} * x.length / words.avg_length))) AS score
                   FROM found JOIN text_chunks x ON x.chunk_id = found.chunk_id,
-                       unnest(ts_filter(
-                           setweight(x.terms, 'A', ARRAY(SELECT lexeme FROM words)), '{{a}}'
-                       )) AS w
+                       LATERAL (
+                           SELECT u.lexeme, text_frequency(u.weights) AS frequency
+                             FROM unnest(ts_delete(x.terms, tsvector_to_array(
+                                      ts_delete(x.terms, ARRAY(SELECT lexeme FROM words))
+                                  ))) AS u
+                       ) AS w
                        JOIN words ON words.lexeme = w.lexeme
                  GROUP BY x.chunk_id
                  ORDER BY score DESC, x.chunk_id
@@ -276,7 +280,7 @@ class Search:
             b=sql.Literal(BM25_B),
         )
         params: dict[str, Any] = {
-            "v": np.asarray(vector, dtype=np.float32),
+            "v": vector_param(vector),
             "q": text,
             "like": like_prefix(filters.path_prefix) if filters.path_prefix else None,
             "after": epoch_ns(filters.modified_after) if filters.modified_after else None,

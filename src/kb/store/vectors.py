@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import psycopg
 from psycopg import sql
 from psycopg.rows import DictRow
 
-from kb.store.pool import Pool, Vector
+from kb.store.pool import Pool, Vector, vector_param
 from kb.store.state import read_state, write_state
 
 
@@ -75,7 +74,7 @@ class Vectors:
         with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             cur.executemany(
                 "UPDATE chunks SET embedding = %s, embed_model = %s WHERE id = %s",
-                [(np.asarray(v, dtype=np.float32), model, i) for i, v in vectors],
+                [(vector_param(v), model, i) for i, v in vectors],
             )
 
     def clear(self) -> None:
