@@ -6,7 +6,8 @@ For each size, a generated vault (bench/vaultgen.py) is indexed from nothing int
 database with the offline provider (instant summaries and vectors) at the structure level,
 the path every note takes before its LLM enrichment. Each step is a real `kb` process
 against a database server that is already running (a process holds the embedded server, as
-a running daemon does), timed as a whole, its peak RSS read from the kernel:
+a running daemon does), timed as a whole (with the 10 ms of the small launcher that reads
+its peak RSS from the kernel):
 
 - first index: wall time, chunks per second, peak RSS;
 - unchanged vault: `kb index` again (median of 3);
@@ -64,21 +65,36 @@ def kb_env(**extra: str) -> dict[str, str]:
     return env
 
 
+# Starts a command and writes its peak RSS (KiB) as the last line of stderr. The kernel's
+# peak for a process counts the memory of the process that forked it, up to its exec: started
+# from this one (which holds a generated vault), kb would be charged for it. A new
+# interpreter is small.
+_PEAK_RSS = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(f"\\n{usage.ru_maxrss}", file=sys.stderr)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_kb(config: Path, *args: str, env: dict[str, str] | None = None) -> Run:
-    """One `kb` process, timed as a whole; fails loudly if kb does."""
+    """One `kb` process, timed as a whole with its peak RSS; fails loudly if kb does."""
     started = time.perf_counter()
-    proc = subprocess.Popen(
-        [*KB, "--config", str(config), *args],
+    proc = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, *KB, "--config", str(config), *args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env=env or kb_env(),
+        check=False,
     )
-    _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
-    stderr = proc.stderr.read().decode() if proc.stderr else ""
-    if os.waitstatus_to_exitcode(status) != 0:
+    stderr, _, peak_kib = proc.stderr.decode().rstrip().rpartition("\n")
+    if proc.returncode != 0:
         raise SystemExit(f"kb {' '.join(args)} failed: {stderr.strip()}")
-    return Run(seconds, usage.ru_maxrss / 1024)
+    return Run(seconds, int(peak_kib) / 1024)
 
 
 def median_run(config: Path, times: int, *args: str, env: dict[str, str] | None = None) -> Run:
