@@ -107,6 +107,14 @@ def test_scan_lists_notes_in_walk_order_at_any_depth(tmp_path: Path) -> None:
     (vault / "notes.txt").write_text("not a note")
     (vault / "link").symlink_to(vault / "m", target_is_directory=True)
     config = make_config(vault, vaults=[{"name": "v", "path": str(vault), "ignore": ["skip/"]}])
-    found = [n.path for n in scan_vault(config.vaults[0])]
-    bottom = "/".join(["d"] * 1100) + "/bottom.md"
-    assert found == ["a.md", "b.md", bottom, "m/d.md", "m/n/e.md", "z/c.md"]
+    try:
+        found = [n.path for n in scan_vault(config.vaults[0])]
+        bottom = "/".join(["d"] * 1100) + "/bottom.md"
+        assert found == ["a.md", "b.md", bottom, "m/d.md", "m/n/e.md", "z/c.md"]
+    finally:
+        # Removed bottom up: shutil.rmtree, which pytest's clean-up uses, recurses once a
+        # folder on Python 3.11 and would stop at this depth.
+        (deep / "bottom.md").unlink()
+        while deep != vault:
+            deep.rmdir()
+            deep = deep.parent
