@@ -515,16 +515,12 @@ class Contextualizer:
                     rewrite=None,
                     rewrite_key=None,
                     rewrite_fallback=False,
-                    **(
-                        self._contexts(
-                            file_summary,
-                            summary,
-                            header_line(chunk.header_path),
-                            chunk.content,
-                            weigh_summaries=False,
-                        )
-                        if structure
-                        else self._contexts("", "", "", chunk.content, weigh_summaries=False)
+                    **self._contexts(
+                        file_summary,
+                        summary,
+                        header_line(chunk.header_path) if structure else "",
+                        chunk.content,
+                        weigh_summaries=False,
                     ),
                 )
             )
