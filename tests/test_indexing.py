@@ -13,6 +13,7 @@ from conftest import OWNER, Kb, file_summaries, make_config, stored_chunks
 from kb import indexer
 from kb.config import SearchMode
 from kb.context import LAYOUT_VERSION, full_context, header_line
+from kb.errors import Interrupted, LLMError
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.notes import Scope
 from kb.outputs import needs_rewrite
@@ -50,6 +51,52 @@ def test_full_context_puts_the_chunk_first_and_leaves_out_empty_parts() -> None:
     laid_out = full_context("File.", "Chunk.", "# A > ## B", "## B\n\nbody")
     assert laid_out == "# A > ## B\n\n## B\n\nbody\n\nChunk.\n\nFile."
     assert full_context("", "", "", "body") == "body"
+
+
+class DyingEmbedder(FakeEmbedder):
+    """An embedding server that answers `answers` requests, then is gone."""
+
+    def __init__(self, name: str, answers: int) -> None:
+        super().__init__(name)
+        self.answers = answers
+
+    def embed(self, texts):
+        if self.calls >= self.answers:
+            raise LLMError("embedding server gone")
+        return super().embed(texts)
+
+
+def test_a_dead_embedder_keeps_the_notes_done_before_it(kb: Kb) -> None:
+    """Notes are written several to a transaction; the notes of a group done before the
+    embedding server died are written all the same, whole."""
+    kb.embedder = DyingEmbedder(kb.config.llm.embed_model, answers=5)
+    with pytest.raises(LLMError):
+        kb.sync()
+    written = kb.store.documents.states("v")
+    assert 0 < len(written) < 15
+    assert set(kb.store.documents.row_problems().values()) == {0}
+    for path in written:
+        assert stored_chunks(kb.store, path) or path == "Inbox/Untitled.md"
+    kb.embedder = FakeEmbedder(kb.config.llm.embed_model)
+    assert kb.sync().indexed == 15 - len(written)
+
+
+def test_a_stop_writes_nothing_more(kb: Kb) -> None:
+    """A stop (a daemon shutting down, or losing the writer lock) in the middle of a group
+    writes none of it: another writer may own the index now."""
+    calls = 0
+
+    def checkpoint() -> None:
+        nonlocal calls
+        calls += 1
+        # 15 notes are read and hashed (a call each) and the plan carried out (one) before
+        # the notes are indexed: the stop comes once each group has a note done.
+        if calls >= 19:
+            raise Interrupted("stop")
+
+    with kb.indexer(checkpoint=checkpoint) as ix, pytest.raises(Interrupted):
+        ix.sync()
+    assert kb.store.documents.states("v") == {}
 
 
 def test_index_example_vault(kb: Kb) -> None:
@@ -300,7 +347,8 @@ def test_failed_save_leaves_the_old_version_whole(kb: Kb, vault: Path) -> None:
     with kb.indexer() as indexer, pytest.raises(psycopg.errors.DiskFull):
         config = kb.config.vaults[0]
         data = (vault / LONG_NOTE).read_bytes()
-        indexer.index_bytes(config, LONG_NOTE, data, size=len(data), mtime_ns=0)
+        _, rows = indexer.prepare(config, LONG_NOTE, data, size=len(data), mtime_ns=0)
+        kb.store.documents.save([rows])
     after = stored_chunks(kb.store, LONG_NOTE)
     assert [c["content"] for c in after] == [c["content"] for c in before]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kb.notes import OnDisk
-from kb.plan import Move, Read, Rules, Stored, decide, new_hashes, to_read
+from kb.plan import Move, Read, Rules, Stored, decide, groups, new_hashes, to_read
 
 BUILD = "structure/4/256"
 
@@ -84,3 +84,14 @@ def test_force_indexes_everything_and_never_moves() -> None:
     a, new = disk("a.md"), disk("new.md")
     plan = decide(stored, [Read(a, "h1"), Read(new, "h2")], {"a.md", "new.md"}, Rules(force=True))
     assert plan.index == (a, new) and plan.delete == ("old.md",) and not plan.moves
+
+
+def test_groups_keep_the_order_and_give_each_worker_a_share() -> None:
+    items = list(range(40))
+    cut = groups(items, 16, 2)
+    assert [len(g) for g in cut] == [16, 16, 8]
+    assert [i for g in cut for i in g] == items
+    # A few items are shared out rather than left to one worker.
+    assert [list(g) for g in groups(items[:5], 16, 2)] == [[0, 1, 2], [3, 4]]
+    assert [list(g) for g in groups(items[:3], 1, 2)] == [[0], [1], [2]]
+    assert groups([], 16, 2) == []

@@ -46,13 +46,18 @@ from kb.notes import (
     shown_path,
 )
 from kb.parsing import decode, parse_note
-from kb.store import DocumentRecord, Pending, Store
+from kb.store import DocumentRecord, NoteRows, Pending, Store
 
 log = logging.getLogger(__name__)
 
 # From this many new notes, and more than the index already holds, a sync writes them
 # first and builds the vector index after (see Indexer._bulk_load).
 BULK_LOAD_NOTES = 200
+
+# Notes written to the database in one transaction, where no chat model is on the path (see
+# Documents.save). With a model on it, each note is written as soon as it is done: its
+# outputs are paid for, and a stop must not lose them.
+WRITE_GROUP = 16
 
 
 Action = Literal["indexed", "unchanged", "moved", "deleted", "failed"]
@@ -130,9 +135,9 @@ class Indexer:
         # is then never left waiting while a note is parsed or written.
         model_free = self.enrich or config.context.summaries != "llm"
         self._llm_pool = ThreadPoolExecutor(workers, thread_name_prefix="kb-llm")
-        self._file_pool = ThreadPoolExecutor(
-            2 * workers if model_free else workers, thread_name_prefix="kb-file"
-        )
+        self._file_threads = 2 * workers if model_free else workers
+        self._file_pool = ThreadPoolExecutor(self._file_threads, thread_name_prefix="kb-file")
+        self._write_group = WRITE_GROUP if model_free else 1
         self.context = Contextualizer.for_config(chat, config, self._llm_pool)
         self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch, in_flight=workers)
 
@@ -248,11 +253,13 @@ class Indexer:
 
         with self._bulk_load(len(todo.index), len(stored)):
             futures = [
-                self._file_pool.submit(self._index_guarded, vault, f, force) for f in todo.index
+                self._file_pool.submit(self._index_group, vault, group, force)
+                for group in plan.groups(todo.index, self._write_group, self._file_threads)
             ]
             try:
                 for future in futures:
-                    emit(future.result())
+                    for event in future.result():
+                        emit(event)
             except BaseException:
                 for future in futures:
                     future.cancel()
@@ -299,19 +306,45 @@ class Indexer:
             if d.path not in in_scope and not os.path.lexists(vault.path / d.path)
         }
 
-    def _index_guarded(self, vault: VaultConfig, f: OnDisk, force: bool) -> FileEvent:
+    def _index_group(
+        self, vault: VaultConfig, files: Sequence[OnDisk], force: bool
+    ) -> list[FileEvent]:
+        """Index some files, written together; their events in the files' order."""
+        outcomes: list[tuple[FileEvent, NoteRows | None]] = []
+        try:
+            for f in files:
+                outcomes.append(self._prepare_guarded(vault, f, force))
+        finally:
+            # The notes done before a dead model server are written all the same; a stop
+            # (a daemon shutting down, or one that lost the writer lock to another) writes
+            # nothing more.
+            ready = [rows for _, rows in outcomes if rows is not None]
+            if ready:
+                self.checkpoint()
+                self._write(ready)
+        return [event for event, _ in outcomes]
+
+    def _write(self, notes: Sequence[NoteRows]) -> None:
+        try:
+            self.store.documents.save(notes)
+        except psycopg.OperationalError as exc:
+            raise DatabaseError(f"lost the database connection: {first_line(exc)}") from None
+
+    def _prepare_guarded(
+        self, vault: VaultConfig, f: OnDisk, force: bool
+    ) -> tuple[FileEvent, NoteRows | None]:
         try:
             self.checkpoint()
             data = read_note(vault, f.path)
-            return self.index_bytes(
+            return self.prepare(
                 vault, f.path, data, size=len(data), mtime_ns=f.mtime_ns, force=force
             )
         except FileNotFoundError:
             # Deleted since it was listed (an editor's save dance, or a real delete).
             self.store.documents.delete(vault.name, [f.path])
-            return FileEvent(vault.name, f.path, "deleted")
+            return FileEvent(vault.name, f.path, "deleted"), None
         except NoteError as exc:
-            return self._failed(vault, f.path, exc)
+            return self._failed(vault, f.path, exc), None
         except psycopg.OperationalError as exc:
             raise DatabaseError(f"lost the database connection: {first_line(exc)}") from None
         except (KbError, Interrupted):
@@ -319,7 +352,7 @@ class Indexer:
         except Exception as exc:
             # A bug triggered by one note must not stop the others; it is recorded.
             log.debug("%s/%s failed", vault.name, f.path, exc_info=True)
-            return self._failed(vault, f.path, NoteError(f"{type(exc).__name__}: {exc}"))
+            return self._failed(vault, f.path, NoteError(f"{type(exc).__name__}: {exc}")), None
 
     def _failed(self, vault: VaultConfig, path: str, exc: Exception) -> FileEvent:
         message = str(exc)
@@ -330,7 +363,7 @@ class Indexer:
 
     # -- one file ----------------------------------------------------------------------------------
 
-    def index_bytes(
+    def prepare(
         self,
         vault: VaultConfig,
         path: str,
@@ -339,11 +372,12 @@ class Indexer:
         size: int,
         mtime_ns: int,
         force: bool = False,
-    ) -> FileEvent:
-        """Parse, chunk, contextualize, embed and store one note, paying only for what is new.
+    ) -> tuple[FileEvent, NoteRows]:
+        """Parse, chunk, contextualize and embed one note, paying only for what is new: its
+        rows to write, and what writing them does.
 
-        With enrichment on, a note whose LLM outputs are not all cached is stored with the
-        context known without a model, and queued for the rest.
+        With enrichment on, a note whose LLM outputs are not all cached gets the context
+        known without a model, and is queued for the rest.
         """
         note = parse_note(decode(data))
         for warning in note.warnings:
@@ -371,25 +405,20 @@ class Indexer:
         metadata = dict(note.metadata)
         if note.warnings:
             metadata["warnings"] = list(note.warnings)
-        self.checkpoint()
-        self.store.documents.save(
-            DocumentRecord(
-                vault=vault.name,
-                path=path,
-                content_hash=sha256(data),
-                size=size,
-                mtime_ns=mtime_ns,
-                metadata=metadata,
-                personal=personal,
-                summary=ctx.summary,
-                summary_key=ctx.summary_key,
-                context_build=self.context.build_id,
-                summary_fallback=self.chat.name if ctx.summary_fallback else None,
-            ),
-            records,
-            pending,
+        doc = DocumentRecord(
+            vault=vault.name,
+            path=path,
+            content_hash=sha256(data),
+            size=size,
+            mtime_ns=mtime_ns,
+            metadata=metadata,
+            personal=personal,
+            summary=ctx.summary,
+            summary_key=ctx.summary_key,
+            context_build=self.context.build_id,
+            summary_fallback=self.chat.name if ctx.summary_fallback else None,
         )
-        return FileEvent(
+        event = FileEvent(
             vault.name,
             path,
             "indexed",
@@ -399,6 +428,7 @@ class Indexer:
             fallbacks=len(ctx.problems),
             queued=pending is not None,
         )
+        return event, NoteRows(doc, records, pending)
 
     # -- the embedding model -----------------------------------------------------------------------
 

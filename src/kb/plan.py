@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kb.notes import OnDisk
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,13 @@ def decide(
             vanished.pop(source.path, None)
             others.pop(source.path, None)
     return Plan(tuple(touch), tuple(moves), tuple(index), tuple(vanished))
+
+
+def groups(items: Sequence[T], most: int, workers: int) -> list[Sequence[T]]:
+    """`items` cut in order into groups of at most `most`, and small enough that each of
+    `workers` gets one where there are enough items (a few notes are not all left to one)."""
+    size = max(1, min(most, -(-len(items) // max(1, workers))))
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def _same_note(rows: Mapping[str, Stored], r: Read) -> Stored | None:

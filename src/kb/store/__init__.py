@@ -15,7 +15,7 @@ root), never here.
 from __future__ import annotations
 
 from kb.store.caches import Caches
-from kb.store.documents import ChunkRecord, DocumentRecord, Documents
+from kb.store.documents import ChunkRecord, DocumentRecord, Documents, NoteRows
 from kb.store.lock import DaemonBeat, Daemons, WriterLock
 from kb.store.pool import Vector, open_pool
 from kb.store.queue import (
@@ -51,6 +51,7 @@ __all__ = [
     "Enriched",
     "NoteInfo",
     "NotePage",
+    "NoteRows",
     "Pending",
     "QueueStatus",
     "QueuedNote",

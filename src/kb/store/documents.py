@@ -17,6 +17,13 @@ from kb.store.queue import Pending, queue_note
 # The columns of a Stored note, for every query that returns one.
 _STORED = "SELECT path, content_hash, size, mtime_ns, personal, context_build FROM documents"
 
+_COPY_CHUNKS = """
+    COPY chunks (document_id, position, header_path, content, content_hash, start_line,
+                 end_line, summary, summary_key, rewrite, rewrite_key, full_context,
+                 embed_text, context_hash, chat_model, embedding, embed_model,
+                 summary_fallback, rewrite_fallback, summaries_at) FROM STDIN
+"""
+
 
 @dataclass(frozen=True)
 class DocumentRecord:
@@ -75,6 +82,45 @@ class ChunkRecord:
         )
 
 
+@dataclass(frozen=True)
+class NoteRows:
+    """A note ready to be written: its row, its chunks' rows, and how it is queued."""
+
+    doc: DocumentRecord
+    chunks: Sequence[ChunkRecord]
+    pending: Pending | None = None
+
+
+_UPSERT_DOCUMENT = """
+    INSERT INTO documents (vault, path, content_hash, size, mtime_ns, metadata, personal,
+                           summary, summary_key, summary_fallback, context_build, indexed_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+    ON CONFLICT (vault, path) DO UPDATE SET
+        content_hash = EXCLUDED.content_hash, size = EXCLUDED.size,
+        mtime_ns = EXCLUDED.mtime_ns, metadata = EXCLUDED.metadata,
+        personal = EXCLUDED.personal, summary = EXCLUDED.summary,
+        summary_key = EXCLUDED.summary_key, summary_fallback = EXCLUDED.summary_fallback,
+        context_build = EXCLUDED.context_build, indexed_at = now()
+    RETURNING id
+"""
+
+
+def _document_params(doc: DocumentRecord) -> tuple[object, ...]:
+    return (
+        doc.vault,
+        doc.path,
+        doc.content_hash,
+        doc.size,
+        doc.mtime_ns,
+        Jsonb(doc.metadata),
+        doc.personal,
+        doc.summary,
+        doc.summary_key,
+        doc.summary_fallback,
+        doc.context_build,
+    )
+
+
 class Documents:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
@@ -106,73 +152,51 @@ class Documents:
             ).fetchall()
         return [Stored(**r) for r in rows]
 
-    def save(
-        self, doc: DocumentRecord, chunks: Sequence[ChunkRecord], pending: Pending | None = None
-    ) -> None:
-        """Replace a document and all its chunks in one transaction; queued for its LLM
-        context when `pending`, else off the queue."""
-        with self.pool.connection() as conn, conn.transaction():
-            row = conn.execute(
-                """
-                INSERT INTO documents (vault, path, content_hash, size, mtime_ns, metadata,
-                                       personal, summary, summary_key, summary_fallback,
-                                       context_build, indexed_at)
-                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
-                ON CONFLICT (vault, path) DO UPDATE SET
-                    content_hash = EXCLUDED.content_hash, size = EXCLUDED.size,
-                    mtime_ns = EXCLUDED.mtime_ns, metadata = EXCLUDED.metadata,
-                    personal = EXCLUDED.personal, summary = EXCLUDED.summary,
-                    summary_key = EXCLUDED.summary_key,
-                    summary_fallback = EXCLUDED.summary_fallback,
-                    context_build = EXCLUDED.context_build, indexed_at = now()
-                RETURNING id
-                """,
-                (
-                    doc.vault,
-                    doc.path,
-                    doc.content_hash,
-                    doc.size,
-                    doc.mtime_ns,
-                    Jsonb(doc.metadata),
-                    doc.personal,
-                    doc.summary,
-                    doc.summary_key,
-                    doc.summary_fallback,
-                    doc.context_build,
-                ),
-            ).fetchone()
-            assert row is not None
-            doc_id = row["id"]
-            conn.execute("DELETE FROM chunks WHERE document_id = %s", (doc_id,))
-            with conn.cursor() as cur:
-                cur.executemany(
-                    """
-                    INSERT INTO chunks (document_id, position, header_path, content,
-                        content_hash, start_line, end_line, summary, summary_key, rewrite,
-                        rewrite_key, full_context, embed_text, context_hash, chat_model,
-                        embedding, embed_model, summary_fallback, rewrite_fallback,
-                        summaries_at)
-                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s,
-                            %s, %s, %s, %s)
-                    """,
-                    [
-                        (
-                            doc_id,
-                            c.position,
-                            list(c.header_path),
-                            c.content,
-                            c.content_hash,
-                            c.start_line,
-                            c.end_line,
-                            *c.context_params(),
-                        )
-                        for c in chunks
-                    ],
-                )
-            queue_note(conn, doc_id, doc.content_hash, pending)
-            conn.execute(
-                "DELETE FROM failures WHERE vault = %s AND path = %s", (doc.vault, doc.path)
+    def save(self, notes: Sequence[NoteRows]) -> None:
+        """Replace some documents and all their chunks in one transaction; each queued for
+        its LLM context when it is `pending`, else taken off the queue.
+
+        Many notes to a transaction is what makes a large vault quick to load: the triggers
+        that keep the text index (migration 010) run once per statement, and update the
+        statistics of a word once for all the notes that use it.
+        """
+        if not notes:
+            return
+        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                _UPSERT_DOCUMENT, [_document_params(n.doc) for n in notes], returning=True
             )
+            ids: list[int] = []
+            while True:
+                row = cur.fetchone()
+                assert row is not None
+                ids.append(row["id"])
+                if not cur.nextset():
+                    break
+            cur.execute("DELETE FROM chunks WHERE document_id = ANY(%s)", (ids,))
+            for doc_id, note in zip(ids, notes, strict=True):
+                queue_note(conn, doc_id, note.doc.content_hash, note.pending)
+            cur.execute(
+                "DELETE FROM failures f USING unnest(%s::text[], %s::text[]) AS n(vault, path)"
+                " WHERE f.vault = n.vault AND f.path = n.path",
+                ([n.doc.vault for n in notes], [n.doc.path for n in notes]),
+            )
+            # Last, so the text index's lock (taken by its trigger) is held only until commit.
+            with cur.copy(_COPY_CHUNKS) as copy:
+                for doc_id, note in zip(ids, notes, strict=True):
+                    for c in note.chunks:
+                        copy.write_row(
+                            (
+                                doc_id,
+                                c.position,
+                                list(c.header_path),
+                                c.content,
+                                c.content_hash,
+                                c.start_line,
+                                c.end_line,
+                                *c.context_params(),
+                            )
+                        )
 
     def touch(self, vault: str, files: Sequence[OnDisk]) -> None:
         """Record new sizes and mtimes of notes whose content did not change, in one statement

@@ -82,11 +82,31 @@ class Vectors:
             conn.execute("UPDATE chunks SET embedding = NULL, embed_model = NULL")
 
 
+# What pgvector holds in memory per vector while it builds the graph, beyond the vector
+# itself (its neighbour lists and bookkeeping): 64 MB held 36,895 vectors of 256 dimensions.
+_GRAPH_BYTES = 1024
+# The most a build is given: pgvector's own advice for large builds, and far below what a
+# vault of notes needs (a million chunks of 384 dimensions take about 2.4 GB).
+_BUILD_MEMORY_CAP = 1 << 30
+
+
 def _create_index(conn: psycopg.Connection[DictRow], model: str, dimensions: int) -> None:
-    conn.execute(
-        sql.SQL(
-            "CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw ON chunks USING hnsw"
-            " ((embedding::vector({dim})) vector_cosine_ops)"
-            " WHERE embed_model = {model}"
-        ).format(dim=sql.Literal(dimensions), model=sql.Literal(model))
-    )
+    """Build the HNSW index with room to build its graph in memory: once the graph outgrows
+    maintenance_work_mem, pgvector goes on inserting on disk, three times slower (85k
+    vectors of 256 dimensions: 69 s at the default 64 MB, 23 s with 256 MB). The setting
+    is raised for this transaction only, and never lowered."""
+    with conn.transaction():
+        conn.execute(
+            "SELECT set_config('maintenance_work_mem', greatest("
+            "   pg_size_bytes(current_setting('maintenance_work_mem')),"
+            "   least(count(*) * %s, %s)) / 1024 || 'kB', true)"
+            "  FROM chunks WHERE embed_model = %s",
+            (dimensions * 4 + _GRAPH_BYTES, _BUILD_MEMORY_CAP, model),
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw ON chunks USING hnsw"
+                " ((embedding::vector({dim})) vector_cosine_ops)"
+                " WHERE embed_model = {model}"
+            ).format(dim=sql.Literal(dimensions), model=sql.Literal(model))
+        )
