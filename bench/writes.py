@@ -14,6 +14,7 @@ its peak RSS from the kernel):
 - every note touched (new mtime, same bytes, as a sync tool does): `kb index`;
 - `kb query` in each mode (median of 5; the offline embedder takes no time), alone and
   with a `kb daemon` running, which answers it (kb.query_socket);
+- the daemon's peak RSS, through its start-up sync of the vault and those queries;
 - `kb --help`.
 
 Vaults are cached under --data-dir; each run uses a new database.
@@ -103,9 +104,9 @@ def median_run(config: Path, times: int, *args: str, env: dict[str, str] | None 
 
 
 @contextmanager
-def daemon_up(config: Path) -> Iterator[dict[str, str]]:
-    """A `kb daemon` on this config, answering queries; yields the environment in which a
-    `kb` process finds its socket."""
+def daemon_up(config: Path) -> Iterator[tuple[dict[str, str], int]]:
+    """A `kb daemon` on this config, answering queries once its start-up sync is done;
+    yields the environment in which a `kb` process finds its socket, and its pid."""
     with tempfile.TemporaryDirectory(prefix="kbq-") as runtime:
         env = kb_env(XDG_RUNTIME_DIR=runtime)
         os.chmod(runtime, 0o700)
@@ -121,10 +122,18 @@ def daemon_up(config: Path) -> Iterator[dict[str, str]]:
                 if proc.poll() is not None:
                     raise SystemExit("kb daemon exited before answering queries")
                 time.sleep(0.1)
-            yield env
+            yield env, proc.pid
         finally:
             proc.terminate()
             proc.wait(120)
+
+
+def peak_rss_mb(pid: int) -> float:
+    """A running process's peak RSS, from the kernel (Linux): the daemon is started by
+    exec, so it is not charged with this process's memory."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    kib = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))
+    return int(kib) / 1024
 
 
 def write_config(path: Path, vault: Path, url: str) -> None:
@@ -176,10 +185,11 @@ def measure(notes: int, seed: int, data_dir: Path, server: str) -> dict[str, flo
         }
         for mode in ("vector", "text", "hybrid"):
             figures[f"query {mode} s"] = median_run(config, 5, "query", QUERY, "-m", mode).seconds
-        with daemon_up(config) as env:
+        with daemon_up(config) as (env, pid):
             for mode in ("vector", "text", "hybrid"):
                 served = median_run(config, 5, "query", QUERY, "-m", mode, env=env)
                 figures[f"query {mode}, daemon up s"] = served.seconds
+            figures["daemon peak RSS MB"] = peak_rss_mb(pid)
         figures["--help s"] = median_run(config, 5, "--help").seconds
         return figures
     finally:

@@ -13,7 +13,7 @@ from conftest import OWNER, Kb, file_summaries, make_config, stored_chunks
 from kb import indexer
 from kb.config import SearchMode
 from kb.context import LAYOUT_VERSION, full_context, header_line
-from kb.errors import Interrupted, LLMError
+from kb.errors import Interrupted, LLMError, LockLost
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.notes import Scope
 from kb.outputs import needs_rewrite
@@ -81,22 +81,30 @@ def test_a_dead_embedder_keeps_the_notes_done_before_it(kb: Kb) -> None:
     assert kb.sync().indexed == 15 - len(written)
 
 
-def test_a_stop_writes_nothing_more(kb: Kb) -> None:
-    """A stop (a daemon shutting down, or losing the writer lock) in the middle of a group
-    writes none of it: another writer may own the index now."""
+@pytest.mark.parametrize("stop", [Interrupted, LockLost])
+def test_a_stop_writes_the_notes_done_unless_the_lock_is_lost(kb: Kb, stop: type) -> None:
+    """A stop (a daemon shutting down) in the middle of a group of notes writes the notes
+    of the group done before it; a writer that lost its lock writes none of them: another
+    writer may own the index now."""
     calls = 0
 
     def checkpoint() -> None:
         nonlocal calls
         calls += 1
-        # 15 notes are read and hashed (a call each) and the plan carried out (one) before
-        # the notes are indexed: the stop comes once each group has a note done.
-        if calls >= 19:
-            raise Interrupted("stop")
+        # One call as the plan is carried out, then one per note as it is indexed, in two
+        # groups at once: the stop comes once each group has a note done.
+        if calls >= 4:
+            raise stop("stop")
 
-    with kb.indexer(checkpoint=checkpoint) as ix, pytest.raises(Interrupted):
+    with kb.indexer(checkpoint=checkpoint) as ix, pytest.raises(stop):
         ix.sync()
-    assert kb.store.documents.states("v") == {}
+    written = kb.store.documents.states("v")
+    if stop is LockLost:
+        assert written == {}
+        return
+    assert 0 < len(written) < 15
+    assert set(kb.store.documents.row_problems().values()) == {0}
+    assert kb.sync().indexed == 15 - len(written)
 
 
 def test_index_example_vault(kb: Kb) -> None:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from kb.db import first_line
-from kb.errors import DatabaseError, Interrupted
+from kb.errors import DatabaseError, Interrupted, LockLost
 from kb.indexer import FileEvent, SyncReport
 from kb.logfmt import event
 from kb.notes import Scope
@@ -317,7 +317,7 @@ class Daemon:
             if not self.lock.held():
                 self._writable.clear()  # the main thread notices at its next heartbeat
         if not self._writable.is_set():
-            raise Interrupted("writer lock lost")
+            raise LockLost("writer lock lost")
 
     def _work(self) -> None:
         backoff = 0.0

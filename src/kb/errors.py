@@ -34,5 +34,11 @@ class NoteError(KbError):
 class Interrupted(Exception):
     """A run was stopped on purpose (shutdown, lost writer lock) between two files.
 
-    Not a KbError: nothing went wrong, and whatever was half done was not written.
+    Not a KbError: nothing went wrong. The notes already done are written; whatever was
+    half done is not.
     """
+
+
+class LockLost(Interrupted):
+    """A writer lost the writer lock: another writer may own the index now, so it writes
+    nothing more, not even the notes it has done."""

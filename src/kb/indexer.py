@@ -18,8 +18,9 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -33,7 +34,7 @@ from kb.config import Config, VaultConfig
 from kb.context import Contextualizer
 from kb.db import first_line
 from kb.embedding import Embedding
-from kb.errors import DatabaseError, Interrupted, KbError, NoteError
+from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
 from kb.llm.base import ChatModel, Embedder
 from kb.notes import (
     MISNAMED,
@@ -221,7 +222,7 @@ class Indexer:
             del on_disk[path]
             emit(self._failed(vault, shown_path(path), NoteError(MISNAMED)))
 
-        unchanged, to_read = plan.to_read(stored, list(on_disk.values()), rules)
+        unchanged, to_read, new = plan.to_read(stored, list(on_disk.values()), rules)
         for path in unchanged:
             emit(FileEvent(vault.name, path, "unchanged"))
         # Only hashes are kept here: a file's bytes are read again by the worker that
@@ -238,7 +239,7 @@ class Indexer:
         elsewhere = {}
         if scope is not None and not force:
             elsewhere = self._vanished_elsewhere(vault, plan.new_hashes(stored, read), stored)
-        todo = plan.decide(stored, read, on_disk.keys(), rules, elsewhere)
+        todo = plan.decide(stored, read, on_disk.keys(), rules, elsewhere, new)
 
         self.checkpoint()
         docs.touch(vault.name, todo.touch)
@@ -252,16 +253,20 @@ class Indexer:
             emit(FileEvent(vault.name, f.path, "moved", moved_from=move.source))
 
         with self._bulk_load(len(todo.index), len(stored)):
-            futures = [
-                self._file_pool.submit(self._index_group, vault, group, force)
-                for group in plan.groups(todo.index, self._write_group, self._file_threads)
-            ]
+            # A few groups ahead of the one reported: a large vault's events are let go of
+            # as they are reported, not held to the end.
+            ahead: deque[Future[list[FileEvent]]] = deque()
             try:
-                for future in futures:
-                    for event in future.result():
+                for group in plan.groups(todo.index, self._write_group, self._file_threads):
+                    ahead.append(self._file_pool.submit(self._index_group, vault, group, force))
+                    if len(ahead) > 2 * self._file_threads:
+                        for event in ahead.popleft().result():
+                            emit(event)
+                while ahead:
+                    for event in ahead.popleft().result():
                         emit(event)
             except BaseException:
-                for future in futures:
+                for future in ahead:
                     future.cancel()
                 raise
 
@@ -315,12 +320,16 @@ class Indexer:
             for f in files:
                 outcomes.append(self._prepare_guarded(vault, f, force))
         finally:
-            # The notes done before a dead model server are written all the same; a stop
-            # (a daemon shutting down, or one that lost the writer lock to another) writes
-            # nothing more.
+            # The notes done before a stop or a dead model server are written all the same,
+            # unless the writer lock is lost: another writer may own the index now.
             ready = [rows for _, rows in outcomes if rows is not None]
             if ready:
-                self.checkpoint()
+                try:
+                    self.checkpoint()
+                except LockLost:
+                    raise
+                except Interrupted:
+                    pass  # a stop finishes the notes in hand
                 self._write(ready)
         return [event for event, _ in outcomes]
 

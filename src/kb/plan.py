@@ -73,13 +73,24 @@ class Plan:
 
 def to_read(
     stored: Mapping[str, Stored], on_disk: Sequence[OnDisk], rules: Rules
-) -> tuple[list[str], list[OnDisk]]:
-    """(paths unchanged on their stat alone, notes to read and hash)."""
+) -> tuple[list[str], list[OnDisk], list[OnDisk]]:
+    """(paths unchanged on their stat alone, notes to read and hash, new notes to index).
+
+    A note with no row at its path is read and hashed first only where it may be a move:
+    where a stored row lost its file, or among a watcher's files (whose move may come from a
+    folder it did not name). Otherwise (a first index, notes added) it is only read when it
+    is indexed.
+    """
+    present = {f.path for f in on_disk}
+    may_move = not rules.force and (not rules.trust_stat or any(p not in present for p in stored))
     unchanged: list[str] = []
     read: list[OnDisk] = []
+    new: list[OnDisk] = []
     for f in on_disk:
         old = stored.get(f.path)
-        if (
+        if old is None and not may_move:
+            new.append(f)
+        elif (
             rules.trust_stat
             and old is not None
             and not rules.stale(old)
@@ -88,7 +99,7 @@ def to_read(
             unchanged.append(f.path)
         else:
             read.append(f)
-    return unchanged, read
+    return unchanged, read, new
 
 
 def new_hashes(stored: Mapping[str, Stored], read: Sequence[Read]) -> list[str]:
@@ -103,8 +114,10 @@ def decide(
     present: Collection[str],
     rules: Rules,
     elsewhere: Mapping[str, Stored] | None = None,
+    new: Sequence[OnDisk] = (),
 ) -> Plan:
-    """The plan for the notes read, given every path still on disk (`present`).
+    """The plan for the notes read, given every path still on disk (`present`); the `new`
+    notes `to_read` left unread are indexed.
 
     `elsewhere`: rows outside `stored` whose file is gone, with a hash in `new_hashes`; a
     watcher may name a move's destination apart from its source.
@@ -133,7 +146,7 @@ def decide(
             moves.append(Move(source.path, f))
             vanished.pop(source.path, None)
             others.pop(source.path, None)
-    return Plan(tuple(touch), tuple(moves), tuple(index), tuple(vanished))
+    return Plan(tuple(touch), tuple(moves), (*index, *new), tuple(vanished))
 
 
 def groups(items: Sequence[T], most: int, workers: int) -> list[Sequence[T]]:
