@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, LiteralString
 
+from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
 from kb.notes import OnDisk
@@ -126,31 +127,29 @@ class Documents:
         self.pool = pool
 
     def states(self, vault: str) -> dict[str, Stored]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                _STORED + " WHERE vault = %s",
-                (vault,),
-            ).fetchall()
-        return {r["path"]: Stored(**r) for r in rows}
+        return {s.path: s for s in self._stored(_STORED + " WHERE vault = %s", (vault,))}
 
     def states_in(
         self, vault: str, paths: Iterable[str], folders: Iterable[str]
     ) -> dict[str, Stored]:
         """The rows of some files and of everything under some folders ("a/b/"; "" is the root)."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                _STORED + " WHERE vault = %s AND (path = ANY(%s) OR path LIKE ANY(%s))",
-                (vault, list(paths), [like_prefix(f) for f in folders]),
-            ).fetchall()
-        return {r["path"]: Stored(**r) for r in rows}
+        rows = self._stored(
+            _STORED + " WHERE vault = %s AND (path = ANY(%s) OR path LIKE ANY(%s))",
+            (vault, list(paths), [like_prefix(f) for f in folders]),
+        )
+        return {s.path: s for s in rows}
 
     def states_with_hashes(self, vault: str, hashes: Iterable[str]) -> list[Stored]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                _STORED + " WHERE vault = %s AND content_hash = ANY(%s) ORDER BY path",
-                (vault, list(set(hashes))),
-            ).fetchall()
-        return [Stored(**r) for r in rows]
+        return self._stored(
+            _STORED + " WHERE vault = %s AND content_hash = ANY(%s) ORDER BY path",
+            (vault, list(set(hashes))),
+        )
+
+    def _stored(self, query: LiteralString, params: tuple[object, ...]) -> list[Stored]:
+        """Each row made a Stored as it is read: a sync of a large vault holds one record a
+        note, not a dict a note beside it."""
+        with self.pool.connection() as conn, conn.cursor(row_factory=class_row(Stored)) as cur:
+            return cur.execute(query, params).fetchall()
 
     def save(self, notes: Sequence[NoteRows]) -> None:
         """Replace some documents and all their chunks in one transaction; each queued for
