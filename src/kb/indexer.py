@@ -330,14 +330,9 @@ class Indexer:
                     raise
                 except Interrupted:
                     pass  # a stop finishes the notes in hand
-                self._write(ready)
+                with _connection_needed():
+                    self.store.documents.save(ready)
         return [event for event, _ in outcomes]
-
-    def _write(self, notes: Sequence[NoteRows]) -> None:
-        try:
-            self.store.documents.save(notes)
-        except psycopg.OperationalError as exc:
-            raise DatabaseError(f"lost the database connection: {first_line(exc)}") from None
 
     def _prepare_guarded(
         self, vault: VaultConfig, f: OnDisk, force: bool
@@ -345,17 +340,16 @@ class Indexer:
         try:
             self.checkpoint()
             data = read_note(vault, f.path)
-            return self.prepare(
-                vault, f.path, data, size=len(data), mtime_ns=f.mtime_ns, force=force
-            )
+            with _connection_needed():
+                return self.prepare(
+                    vault, f.path, data, size=len(data), mtime_ns=f.mtime_ns, force=force
+                )
         except FileNotFoundError:
             # Deleted since it was listed (an editor's save dance, or a real delete).
             self.store.documents.delete(vault.name, [f.path])
             return FileEvent(vault.name, f.path, "deleted"), None
         except NoteError as exc:
             return self._failed(vault, f.path, exc), None
-        except psycopg.OperationalError as exc:
-            raise DatabaseError(f"lost the database connection: {first_line(exc)}") from None
         except (KbError, Interrupted):
             raise  # a dead LLM server or database, or a stop: no point trying the next file
         except Exception as exc:
@@ -476,6 +470,16 @@ class Indexer:
     def reembed_all(self) -> int:
         self.store.vectors.clear()
         return self.ensure_embedding_space()
+
+
+@contextmanager
+def _connection_needed() -> Iterator[None]:
+    """A lost database connection stops the run as a DatabaseError: it is no note's fault,
+    and the next note would fail the same way."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        raise DatabaseError(f"lost the database connection: {first_line(exc)}") from None
 
 
 def _now_iso() -> str:
