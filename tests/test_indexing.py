@@ -132,6 +132,25 @@ def test_unchanged_vault_makes_no_calls(kb: Kb) -> None:
     assert report.unchanged == 15 and report.indexed == 0
 
 
+def test_awkward_names_pair_with_their_rows(store: Store, tmp_path: Path) -> None:
+    """A full sync walks the index's rows beside the scan, both in path order: names that
+    sort around the slash, or beyond ASCII, must meet their rows, or an unchanged note
+    would look deleted and new at once."""
+    names = ["a.md", "a/b.md", "a-b.md", "a0.md", "A.md", "a b.md", "a.b/c.md", "é.md"]
+    names += ["e/😀.md", "z.md", "ü/a.md", "ü.md"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"# {name}\n\nA note called {name}.\n")
+    kb = Kb(store, make_config(tmp_path))
+    assert kb.sync().indexed == len(names)
+    (tmp_path / "a0.md").unlink()
+    os.utime(tmp_path / "a/b.md", ns=(1, 1))
+    report = kb.sync()
+    assert (report.indexed, report.deleted, report.moved) == (0, 1, 0)
+    assert report.unchanged == len(names) - 1
+    assert set(kb.store.documents.states("v")) == set(names) - {"a0.md"}
+
+
 def test_touch_without_change_makes_no_calls(kb: Kb, vault: Path) -> None:
     kb.sync()
     kb.reset_counts()

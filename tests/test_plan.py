@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from kb.notes import OnDisk
-from kb.plan import Move, Read, Rules, Stored, decide, groups, new_hashes, to_read
+from kb.plan import Move, Read, Rules, Stored, decide, groups, new_hashes, pair, to_read, unchanged
 
 BUILD = "structure/4/256"
 
@@ -111,3 +115,48 @@ def test_groups_keep_the_order_and_give_each_worker_a_share() -> None:
     assert [list(g) for g in groups(items[:5], 16, 2)] == [[0, 1, 2], [3, 4]]
     assert [list(g) for g in groups(items[:3], 1, 2)] == [[0], [1], [2]]
     assert groups([], 16, 2) == []
+
+
+def test_pair_matches_rows_and_notes_by_path() -> None:
+    rows = [row("a.md"), row("b/c.md"), row("d.md")]
+    files = [disk("a.md"), disk("b.md"), disk("d.md"), disk("e.md")]
+    assert list(pair(rows, files)) == [
+        (row("a.md"), disk("a.md")),
+        (None, disk("b.md")),
+        (row("b/c.md"), None),
+        (row("d.md"), disk("d.md")),
+        (None, disk("e.md")),
+    ]
+    assert list(pair([], [])) == []
+
+
+PATHS = st.sets(st.text("ab/.-é", min_size=1, max_size=6))
+
+
+@given(PATHS, PATHS)
+def test_pair_gives_each_path_once_with_both_sides(rows: set[str], files: set[str]) -> None:
+    paired = list(pair([row(p) for p in sorted(rows)], [disk(p) for p in sorted(files)]))
+    paths = []
+    for old, new in paired:
+        path = old.path if old else new.path if new else ""
+        assert (old is not None, new is not None) == (path in rows, path in files)
+        paths.append(path)
+    assert paths == sorted(rows | files)
+
+
+def test_pair_refuses_paths_out_of_order() -> None:
+    """Out of order, a note would look deleted and new at once: a sync must stop instead."""
+    with pytest.raises(ValueError, match="out of order"):
+        list(pair([row("b.md"), row("a.md")], [disk("a.md")]))
+    with pytest.raises(ValueError, match="out of order"):
+        list(pair([], [disk("a.md"), disk("a.md")]))
+
+
+def test_unchanged_on_stat_needs_the_same_size_mtime_personal_flag_and_build() -> None:
+    rules = Rules(build=BUILD)
+    assert unchanged(row("a.md"), disk("a.md"), rules)
+    assert not unchanged(row("a.md"), disk("a.md", mtime=2), rules)
+    assert not unchanged(row("a.md"), disk("a.md", size=11), rules)
+    assert not unchanged(row("a.md"), disk("a.md", personal=True), rules)
+    assert not unchanged(row("a.md"), disk("a.md"), Rules(build="llm/4/256"))
+    assert not unchanged(row("a.md"), disk("a.md"), Rules(build=BUILD, trust_stat=False))

@@ -40,11 +40,13 @@ from kb.notes import (
     MISNAMED,
     OnDisk,
     Scope,
+    nameable,
     read_note,
     scan_scope,
     scan_vault,
     sha256,
     shown_path,
+    stat_note,
 )
 from kb.parsing import decode, parse_note
 from kb.store import DocumentRecord, NoteRows, Pending, Store
@@ -202,24 +204,38 @@ class Indexer:
             build=self.context.build_id,
             retry=frozenset(retry),
         )
-        if scope is None:
-            stored = docs.states(vault.name)
-            on_disk = {f.path: f for f in scan_vault(vault)}
-        else:
-            stored = docs.states_in(
-                vault.name, map(shown_path, scope.files), map(shown_path, scope.folders)
-            )
-            on_disk = scan_scope(vault, scope)
-        self.on_scan(len(on_disk))
+        misnamed: list[str] = []
 
         def emit(event: FileEvent) -> None:
             report.add(event)
             self.on_event(event)
 
-        misnamed = [p for p in on_disk if shown_path(p) != p]
+        if scope is None:
+            # Only what is not unchanged on its stat is kept: a large vault's rows and
+            # notes go by a few at a time.
+            stored: dict[str, plan.Stored] = {}
+            on_disk: dict[str, OnDisk] = {}
+            rows = notes = 0
+            with docs.each_state(vault.name) as states:
+                for old, new_note in plan.pair(states, nameable(scan_vault(vault), misnamed)):
+                    rows += old is not None
+                    notes += new_note is not None
+                    if old and new_note and plan.unchanged(old, new_note, rules):
+                        emit(FileEvent(vault.name, new_note.path, "unchanged"))
+                        continue
+                    if old:
+                        stored[old.path] = old
+                    if new_note:
+                        on_disk[new_note.path] = new_note
+        else:
+            stored = docs.states_in(
+                vault.name, map(shown_path, scope.files), map(shown_path, scope.folders)
+            )
+            on_disk = {f.path: f for f in nameable(scan_scope(vault, scope).values(), misnamed)}
+            rows, notes = len(stored), len(on_disk)
+        self.on_scan(notes + len(misnamed))
         for path in misnamed:
             # Listed like any note that failed, under a name that can be stored and shown.
-            del on_disk[path]
             emit(self._failed(vault, shown_path(path), NoteError(MISNAMED)))
 
         unchanged, to_read, new = plan.to_read(stored, list(on_disk.values()), rules)
@@ -252,7 +268,7 @@ class Indexer:
             log.debug("%s/%s: moved from %s", vault.name, f.path, move.source)
             emit(FileEvent(vault.name, f.path, "moved", moved_from=move.source))
 
-        with self._bulk_load(len(todo.index), len(stored)):
+        with self._bulk_load(len(todo.index), rows):
             # A few groups ahead of the one reported: a large vault's events are let go of
             # as they are reported, not held to the end.
             ahead: deque[Future[list[FileEvent]]] = deque()
@@ -279,7 +295,10 @@ class Indexer:
         )
         docs.delete(vault.name, gone)
         if scope is None:
-            docs.keep_failures(vault.name, {*on_disk, *map(shown_path, misnamed)})
+            failed_names = set(map(shown_path, misnamed))
+            docs.keep_failures(
+                vault.name, lambda p: p in failed_names or stat_note(vault, p) is not None
+            )
         for path in todo.delete:
             emit(FileEvent(vault.name, path, "deleted"))
 

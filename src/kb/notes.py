@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from kb.config import VaultConfig
@@ -28,7 +28,7 @@ class Scope:
     folders: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OnDisk:
     path: str
     size: int
@@ -49,6 +49,16 @@ def shown_path(rel_path: str) -> str:
     """A path as it is stored and shown: bytes that are not UTF-8 in a file name (kept by
     os.fsdecode as surrogates) become visible \\xNN escapes."""
     return os.fsencode(rel_path).decode("utf-8", "backslashreplace")
+
+
+def nameable(notes: Iterable[OnDisk], misnamed: list[str]) -> Iterator[OnDisk]:
+    """The notes whose file name can be stored; the paths of the others (see MISNAMED), as
+    the file system gives them, go to `misnamed`."""
+    for note in notes:
+        if shown_path(note.path) == note.path:
+            yield note
+        else:
+            misnamed.append(note.path)
 
 
 def stat_note(vault: VaultConfig, rel_path: str) -> OnDisk | None:
@@ -78,37 +88,50 @@ def scan_vault(vault: VaultConfig, folder: str = "") -> Iterator[OnDisk]:
 
 
 def _scan_folder(vault: VaultConfig, top: str, rel_top: str) -> Iterator[OnDisk]:
-    """A folder's notes in name order, then each subfolder's in turn, as os.walk goes
-    (without following links to folders, and with no limit on depth). Each note costs one
-    stat and no Path object: on an unchanged vault, the scan is most of a sync."""
-    folders = [(top, rel_top)]
-    while folders:
-        directory, rel_dir = folders.pop()
+    """A folder's notes in path order (code point order of the relative path, as the index
+    lists its rows for `plan.pair`), without following links to folders, and with no limit
+    on depth. Each note costs one stat and no Path object: on an unchanged vault, the scan
+    is most of a sync."""
+    # One sorted listing per folder on the way down. A folder sorts by its name and a
+    # slash, which is where its notes' paths fall among its siblings': "a.md" < "a/b.md"
+    # < "a0.md".
+    listings = [_listing(top, rel_top)]
+    while listings:
+        entry = next(listings[-1], None)
+        if entry is None:
+            listings.pop()
+            continue
+        rel_path, dir_entry, is_folder = entry
+        if is_folder:
+            if not dir_entry.is_symlink() and not vault.is_ignored(rel_path):
+                listings.append(_listing(dir_entry.path, rel_path))
+            continue
+        if not is_note(vault, rel_path):
+            continue
         try:
-            with os.scandir(directory) as listing:
-                entries = sorted(listing, key=lambda e: e.name)
+            note = _on_disk(vault, rel_path, dir_entry.stat())
         except OSError:
-            continue  # gone, or unreadable, since it was listed
-        below = []
-        for entry in entries:
-            rel_path = rel_dir + entry.name
-            try:
-                is_folder = entry.is_dir()
-            except OSError:
-                is_folder = False
-            if is_folder:
-                if not entry.is_symlink() and not vault.is_ignored(rel_path + "/"):
-                    below.append((entry.path, rel_path + "/"))
-                continue
-            if not is_note(vault, rel_path):
-                continue
-            try:
-                note = _on_disk(vault, rel_path, entry.stat())
-            except OSError:
-                continue  # vanished between listing and stat
-            if note is not None:
-                yield note
-        folders.extend(reversed(below))
+            continue  # vanished between listing and stat
+        if note is not None:
+            yield note
+
+
+def _listing(directory: str, rel_dir: str) -> Iterator[tuple[str, os.DirEntry[str], bool]]:
+    """A folder's entries as (relative path, entry, is a folder), a folder's path ending in
+    a slash, in path order."""
+    try:
+        with os.scandir(directory) as listing:
+            entries = []
+            for entry in listing:
+                try:
+                    is_folder = entry.is_dir()
+                except OSError:
+                    is_folder = False
+                rel_path = rel_dir + entry.name + ("/" if is_folder else "")
+                entries.append((rel_path, entry, is_folder))
+    except OSError:
+        return iter(())  # gone, or unreadable, since it was listed
+    return iter(sorted(entries, key=lambda e: e[0]))
 
 
 def scan_scope(vault: VaultConfig, scope: Scope) -> dict[str, OnDisk]:

@@ -1,9 +1,11 @@
 """What a sync must do, decided from data alone: stored rows x notes on disk → actions.
 
-Two pure steps around the one piece of I/O between them (reading and hashing files):
+Pure steps around the one piece of I/O between them (reading and hashing files):
 
-1. `to_read`: which notes must be read and hashed; the others are unchanged as they are.
-2. `decide`: from those hashes, which notes are unchanged (with a new size or mtime to
+1. `pair`: the stored rows and the notes on disk, walked side by side in path order, so that
+   a full sync of a large vault keeps only the notes not `unchanged` on their stat.
+2. `to_read`: which notes must be read and hashed; the others are unchanged as they are.
+3. `decide`: from those hashes, which notes are unchanged (with a new size or mtime to
    record), moved (same content, new path: re-keyed, no model call), or to index, and
    which rows lost their file.
 
@@ -12,16 +14,16 @@ The indexer carries the plan out; these functions are tested without a database.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from kb.notes import OnDisk
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Stored:
     """What the index knows of a note, enough to decide whether to look closer."""
 
@@ -71,6 +73,51 @@ class Plan:
     delete: tuple[str, ...]  # rows whose file is gone
 
 
+class _Keyed(Protocol):
+    @property
+    def path(self) -> str: ...
+
+
+K = TypeVar("K", bound=_Keyed)
+
+
+def pair(
+    stored: Iterable[Stored], on_disk: Iterable[OnDisk]
+) -> Iterator[tuple[Stored | None, OnDisk | None]]:
+    """Each path of either side once, with its row and its note (None where one is
+    missing). Both must come in path order (code point order: `ORDER BY path COLLATE "C"`
+    and `scan_vault` give it), or a note would look deleted and new at once: ValueError."""
+    rows, files = iter(stored), iter(on_disk)
+    row, file = _next(rows, None), _next(files, None)
+    while row is not None or file is not None:
+        if file is None or (row is not None and row.path < file.path):
+            assert row is not None
+            yield row, None
+            row = _next(rows, row.path)
+        elif row is None or file.path < row.path:
+            yield None, file
+            file = _next(files, file.path)
+        else:
+            yield row, file
+            row, file = _next(rows, row.path), _next(files, file.path)
+
+
+def _next(items: Iterator[K], after: str | None) -> K | None:
+    item = next(items, None)
+    if item is not None and after is not None and item.path <= after:
+        raise ValueError(f"paths out of order: {item.path!r} came after {after!r}")
+    return item
+
+
+def unchanged(old: Stored, new: OnDisk, rules: Rules) -> bool:
+    """Whether a note is taken as it is stored on its stat alone, without reading it."""
+    return (
+        rules.trust_stat
+        and not rules.stale(old)
+        and (old.size, old.mtime_ns, old.personal) == (new.size, new.mtime_ns, new.personal)
+    )
+
+
 def to_read(
     stored: Mapping[str, Stored], on_disk: Sequence[OnDisk], rules: Rules
 ) -> tuple[list[str], list[OnDisk], list[OnDisk]]:
@@ -83,23 +130,18 @@ def to_read(
     """
     present = {f.path for f in on_disk}
     may_move = not rules.force and (not rules.trust_stat or any(p not in present for p in stored))
-    unchanged: list[str] = []
+    same: list[str] = []
     read: list[OnDisk] = []
     new: list[OnDisk] = []
     for f in on_disk:
         old = stored.get(f.path)
         if old is None and not may_move:
             new.append(f)
-        elif (
-            rules.trust_stat
-            and old is not None
-            and not rules.stale(old)
-            and (old.size, old.mtime_ns, old.personal) == (f.size, f.mtime_ns, f.personal)
-        ):
-            unchanged.append(f.path)
+        elif old is not None and unchanged(old, f, rules):
+            same.append(f.path)
         else:
             read.append(f)
-    return unchanged, read, new
+    return same, read, new
 
 
 def new_hashes(stored: Mapping[str, Stored], read: Sequence[Read]) -> list[str]:

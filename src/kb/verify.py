@@ -7,11 +7,13 @@ This reads and hashes every note (it trusts no size or mtime), so it is the chec
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from kb.config import Config
+from kb.config import Config, VaultConfig
 from kb.errors import NoteError
-from kb.notes import MISNAMED, read_note, scan_vault, sha256, shown_path
+from kb.notes import MISNAMED, OnDisk, nameable, read_note, scan_vault, sha256, shown_path
+from kb.plan import Stored, pair
 from kb.store import Store
 
 KINDS = {
@@ -50,42 +52,21 @@ def verify(config: Config, store: Store) -> VerifyReport:
     diffs = report.differences
     unembedded = set(store.documents.without_vectors(config.llm.embed_model))
     for vault in config.vaults:
-        stored = store.documents.states(vault.name)
-        report.rows += len(stored)
-        if not vault.path.is_dir():
-            diffs.append(Difference(vault.name, "", "no vault", str(vault.path)))
-            continue
         failures = store.documents.failures(vault.name)
-        seen = set()
-        for note in scan_vault(vault):
-            if (name := shown_path(note.path)) != note.path:
-                kind = "failed" if name in failures else "unreadable"
-                diffs.append(Difference(vault.name, name, kind, MISNAMED))
+        misnamed: list[str] = []
+        with store.documents.each_state(vault.name) as states:
+            if not vault.path.is_dir():
+                report.rows += sum(1 for _ in states)
+                diffs.append(Difference(vault.name, "", "no vault", str(vault.path)))
                 continue
-            try:
-                digest = sha256(read_note(vault, note.path))
-            except FileNotFoundError:
-                continue  # deleted while being verified
-            except NoteError as exc:
-                kind = "failed" if note.path in failures else "unreadable"
-                diffs.append(Difference(vault.name, note.path, kind, str(exc)))
-                continue
-            seen.add(note.path)
-            report.notes += 1
-            row = stored.get(note.path)
-            if row is None:
-                if note.path in failures:
-                    diffs.append(Difference(vault.name, note.path, "failed", failures[note.path]))
-                else:
-                    diffs.append(Difference(vault.name, note.path, "missing"))
-            elif row.content_hash != digest:
-                detail = f"indexed {row.content_hash[:12]}, file {digest[:12]}"
-                diffs.append(Difference(vault.name, note.path, "stale", detail))
-            elif row.personal != note.personal:
-                diffs.append(Difference(vault.name, note.path, "stale", "personal flag"))
-            elif (vault.name, note.path) in unembedded:
-                diffs.append(Difference(vault.name, note.path, "unembedded"))
-        diffs.extend(Difference(vault.name, p, "extra") for p in sorted(set(stored) - seen))
+            for row, note in pair(states, nameable(scan_vault(vault), misnamed)):
+                report.rows += row is not None
+                read, found = _check(vault, row, note, failures, unembedded)
+                report.notes += read
+                diffs.extend(found)
+        for name in map(shown_path, misnamed):
+            kind = "failed" if name in failures else "unreadable"
+            diffs.append(Difference(vault.name, name, kind, MISNAMED))
     for problem, count in store.documents.row_problems().items():
         if count:
             diffs.append(Difference("", "", "broken", f"{count} {problem.replace('_', ' ')}"))
@@ -95,3 +76,35 @@ def verify(config: Config, store: Store) -> VerifyReport:
             report.rows += rows
             diffs.append(Difference(name, "", "extra", f"{rows} rows of an unconfigured vault"))
     return report
+
+
+def _check(
+    vault: VaultConfig,
+    row: Stored | None,
+    note: OnDisk | None,
+    failures: Mapping[str, str],
+    unembedded: Collection[tuple[str, str]],
+) -> tuple[bool, list[Difference]]:
+    """Whether the note at one path was read, and how its row and file differ."""
+    extra = [Difference(vault.name, row.path, "extra")] if row else []
+    if note is None:
+        return False, extra
+    try:
+        digest = sha256(read_note(vault, note.path))
+    except FileNotFoundError:
+        return False, extra  # deleted while being verified
+    except NoteError as exc:
+        kind = "failed" if note.path in failures else "unreadable"
+        return False, [Difference(vault.name, note.path, kind, str(exc)), *extra]
+    if row is None:
+        if note.path in failures:
+            return True, [Difference(vault.name, note.path, "failed", failures[note.path])]
+        return True, [Difference(vault.name, note.path, "missing")]
+    if row.content_hash != digest:
+        detail = f"indexed {row.content_hash[:12]}, file {digest[:12]}"
+        return True, [Difference(vault.name, note.path, "stale", detail)]
+    if row.personal != note.personal:
+        return True, [Difference(vault.name, note.path, "stale", "personal flag")]
+    if (vault.name, note.path) in unembedded:
+        return True, [Difference(vault.name, note.path, "unembedded")]
+    return True, []

@@ -3,7 +3,8 @@ that failed to index."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, LiteralString
 
@@ -128,6 +129,18 @@ class Documents:
 
     def states(self, vault: str) -> dict[str, Stored]:
         return {s.path: s for s in self._stored(_STORED + " WHERE vault = %s", (vault,))}
+
+    @contextmanager
+    def each_state(self, vault: str) -> Iterator[Iterator[Stored]]:
+        """A vault's rows in path order (code point order, as `plan.pair` walks them), read
+        a thousand at a time: a sync of a large vault holds a few of them, not all."""
+        with (
+            self.pool.connection() as conn,
+            conn.cursor("states", row_factory=class_row(Stored)) as cur,
+        ):
+            cur.itersize = 1000
+            cur.execute(_STORED + ' WHERE vault = %s ORDER BY path COLLATE "C"', (vault,))
+            yield iter(cur)
 
     def states_in(
         self, vault: str, paths: Iterable[str], folders: Iterable[str]
@@ -263,12 +276,12 @@ class Documents:
             ).fetchall()
         return {r["path"]: r["error"] for r in rows}
 
-    def keep_failures(self, vault: str, paths: Collection[str]) -> None:
-        """Forget the failures of a vault's files that are no longer there. The few failed
-        paths come here, rather than every path of the vault going to the database."""
+    def keep_failures(self, vault: str, there: Callable[[str], bool]) -> None:
+        """Forget the failures of a vault's files that are no longer `there`. The few failed
+        paths are checked here, rather than every path of the vault going to the database."""
         with self.pool.connection() as conn, conn.transaction():
             failed = conn.execute("SELECT path FROM failures WHERE vault = %s", (vault,))
-            gone = [r["path"] for r in failed if r["path"] not in paths]
+            gone = [r["path"] for r in failed if not there(r["path"])]
             if gone:
                 conn.execute(
                     "DELETE FROM failures WHERE vault = %s AND path = ANY(%s)", (vault, gone)
