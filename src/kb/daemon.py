@@ -386,7 +386,7 @@ class Daemon:
             files: set[str] = set()
             folders: set[str] = set()
             for d in items:
-                if not d.settled and not os.path.lexists(vault.path / d.key):
+                if not d.settled and not os.path.lexists(os.path.join(vault.path, d.key)):
                     # Still changing and missing right now: an editor may be half-way
                     # through a save (vim moves the note away first). Wait for quiet.
                     self.debouncer.add(d.vault, d.key)

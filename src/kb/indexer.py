@@ -327,7 +327,7 @@ class Indexer:
         return {
             d.path: d
             for d in self.store.documents.states_with_hashes(vault.name, hashes)
-            if d.path not in in_scope and not os.path.lexists(vault.path / d.path)
+            if d.path not in in_scope and not os.path.lexists(os.path.join(vault.path, d.path))
         }
 
     def _index_group(

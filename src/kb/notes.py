@@ -150,7 +150,10 @@ def inside_vault(vault: VaultConfig, rel_path: str) -> bool:
 def _resolved_inside(vault: VaultConfig, rel_path: str) -> str | None:
     """A vault-relative path with its links resolved, or None if that leaves the vault."""
     root = os.path.realpath(vault.path)
-    real = os.path.realpath(vault.path / rel_path)
+    # Strings, not a Path: pathlib interns every part of a path it parses (for good where
+    # interned strings are immortal: early 3.12 releases, free-threaded builds), and the
+    # table of interned strings, grown to every file name of a large vault, never shrinks.
+    real = os.path.realpath(os.path.join(vault.path, rel_path))
     return real if os.path.commonpath([root, real]) == root else None
 
 
