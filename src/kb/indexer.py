@@ -110,6 +110,17 @@ class SyncReport:
             self.failures.append(event)
 
 
+@dataclass
+class _Survey:
+    """What a sync looks closer at: the rows and notes not unchanged on their stat; and how
+    many rows and notes the vault has in all."""
+
+    stored: dict[str, plan.Stored]
+    on_disk: dict[str, OnDisk]
+    rows: int = 0
+    notes: int = 0
+
+
 class Indexer:
     def __init__(
         self,
@@ -210,30 +221,9 @@ class Indexer:
             report.add(event)
             self.on_event(event)
 
-        if scope is None:
-            # Only what is not unchanged on its stat is kept: a large vault's rows and
-            # notes go by a few at a time.
-            stored: dict[str, plan.Stored] = {}
-            on_disk: dict[str, OnDisk] = {}
-            rows = notes = 0
-            with docs.each_state(vault.name) as states:
-                for old, new_note in plan.pair(states, nameable(scan_vault(vault), misnamed)):
-                    rows += old is not None
-                    notes += new_note is not None
-                    if old and new_note and plan.unchanged(old, new_note, rules):
-                        emit(FileEvent(vault.name, new_note.path, "unchanged"))
-                        continue
-                    if old:
-                        stored[old.path] = old
-                    if new_note:
-                        on_disk[new_note.path] = new_note
-        else:
-            stored = docs.states_in(
-                vault.name, map(shown_path, scope.files), map(shown_path, scope.folders)
-            )
-            on_disk = {f.path: f for f in nameable(scan_scope(vault, scope).values(), misnamed)}
-            rows, notes = len(stored), len(on_disk)
-        self.on_scan(notes + len(misnamed))
+        survey = self._survey(vault, scope, rules, misnamed, emit)
+        stored, on_disk = survey.stored, survey.on_disk
+        self.on_scan(survey.notes + len(misnamed))
         for path in misnamed:
             # Listed like any note that failed, under a name that can be stored and shown.
             emit(self._failed(vault, shown_path(path), NoteError(MISNAMED)))
@@ -268,7 +258,7 @@ class Indexer:
             log.debug("%s/%s: moved from %s", vault.name, f.path, move.source)
             emit(FileEvent(vault.name, f.path, "moved", moved_from=move.source))
 
-        with self._bulk_load(len(todo.index), rows):
+        with self._bulk_load(len(todo.index), survey.rows):
             # A few groups ahead of the one reported: a large vault's events are let go of
             # as they are reported, not held to the end.
             ahead: deque[Future[list[FileEvent]]] = deque()
@@ -301,6 +291,37 @@ class Indexer:
             )
         for path in todo.delete:
             emit(FileEvent(vault.name, path, "deleted"))
+
+    def _survey(
+        self,
+        vault: VaultConfig,
+        scope: Scope | None,
+        rules: plan.Rules,
+        misnamed: list[str],
+        emit: Callable[[FileEvent], None],
+    ) -> _Survey:
+        """The rows and notes of a sync that are not unchanged on their stat (those are
+        reported as they go by: a full sync of a large vault holds a few at a time)."""
+        docs = self.store.documents
+        if scope is not None:
+            stored = docs.states_in(
+                vault.name, map(shown_path, scope.files), map(shown_path, scope.folders)
+            )
+            on_disk = {f.path: f for f in nameable(scan_scope(vault, scope).values(), misnamed)}
+            return _Survey(stored, on_disk, rows=len(stored), notes=len(on_disk))
+        survey = _Survey({}, {})
+        with docs.each_state(vault.name) as states:
+            for old, new in plan.pair(states, nameable(scan_vault(vault), misnamed)):
+                survey.rows += old is not None
+                survey.notes += new is not None
+                if old and new and plan.unchanged(old, new, rules):
+                    emit(FileEvent(vault.name, new.path, "unchanged"))
+                    continue
+                if old:
+                    survey.stored[old.path] = old
+                if new:
+                    survey.on_disk[new.path] = new
+        return survey
 
     @contextmanager
     def _bulk_load(self, notes: int, stored: int) -> Iterator[None]:
