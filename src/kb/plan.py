@@ -89,17 +89,22 @@ def pair(
     and `scan_vault` give it), or a note would look deleted and new at once: ValueError."""
     rows, files = iter(stored), iter(on_disk)
     row, file = _next(rows, None), _next(files, None)
-    while row is not None or file is not None:
-        if file is None or (row is not None and row.path < file.path):
-            assert row is not None
+    while row is not None and file is not None:
+        if row.path < file.path:
             yield row, None
             row = _next(rows, row.path)
-        elif row is None or file.path < row.path:
+        elif file.path < row.path:
             yield None, file
             file = _next(files, file.path)
         else:
             yield row, file
             row, file = _next(rows, row.path), _next(files, file.path)
+    while row is not None:
+        yield row, None
+        row = _next(rows, row.path)
+    while file is not None:
+        yield None, file
+        file = _next(files, file.path)
 
 
 def _next(items: Iterator[K], after: str | None) -> K | None:
