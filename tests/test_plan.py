@@ -21,11 +21,12 @@ def disk(path: str, *, size: int = 10, mtime: int = 1, personal: bool = False) -
 
 
 def test_an_unchanged_stat_is_trusted_by_a_full_scan_only() -> None:
-    stored = {"a.md": row("a.md")}
-    files = [disk("a.md"), disk("new.md")]
-    assert to_read(stored, files, Rules(build=BUILD)) == (["a.md"], [], [disk("new.md")])
+    old = row("a.md")
+    assert unchanged(old, disk("a.md"), Rules(build=BUILD))
     # A watcher named the file: a sync tool may have kept its mtime, so it is hashed.
-    assert to_read(stored, files, Rules(build=BUILD, trust_stat=False)) == ([], files, [])
+    assert not unchanged(old, disk("a.md"), Rules(build=BUILD, trust_stat=False))
+    files = [disk("a.md"), disk("new.md")]
+    assert to_read({"a.md": old}, files, Rules(build=BUILD, trust_stat=False)) == (files, [])
 
 
 def test_a_new_note_is_hashed_first_only_where_it_may_be_a_move() -> None:
@@ -33,12 +34,11 @@ def test_a_new_note_is_hashed_first_only_where_it_may_be_a_move() -> None:
     once, when it is indexed (a first index reads each note once)."""
     assert to_read({}, [disk("a.md"), disk("b.md")], Rules(build=BUILD)) == (
         [],
-        [],
         [disk("a.md"), disk("b.md")],
     )
     stored = {"old.md": row("old.md")}
     files = [disk("new.md")]
-    assert to_read(stored, files, Rules(build=BUILD)) == ([], files, [])
+    assert to_read(stored, files, Rules(build=BUILD)) == (files, [])
     # Indexed as new, with the notes read and left unread alike.
     plan = decide({}, [Read(disk("c.md"), "h")], {"a.md", "c.md"}, Rules(), new=[disk("a.md")])
     assert plan.index == (disk("c.md"), disk("a.md"))
@@ -48,9 +48,13 @@ def test_stale_notes_are_read_whatever_their_stat() -> None:
     stored = {"a.md": row("a.md"), "b.md": row("b.md"), "c.md": row("c.md")}
     stored["b.md"] = Stored("b.md", "h", 10, 1, False, "llm/3/256")  # built another way
     files = [disk("a.md"), disk("b.md"), disk("c.md")]
-    unchanged, read, new = to_read(stored, files, Rules(build=BUILD, retry=frozenset({"c.md"})))
-    assert unchanged == ["a.md"] and [f.path for f in read] == ["b.md", "c.md"] and not new
-    assert to_read(stored, files, Rules(build=BUILD, force=True)) == ([], files, [])
+    rules = Rules(build=BUILD, retry=frozenset({"c.md"}))
+    stale = [f for f in files if not unchanged(stored[f.path], f, rules)]
+    assert [f.path for f in stale] == ["b.md", "c.md"]
+    assert to_read(stored, stale, rules) == (stale, [])
+    force = Rules(build=BUILD, force=True)
+    assert not any(unchanged(stored[f.path], f, force) for f in files)
+    assert to_read(stored, files, force) == (files, [])
 
 
 def test_a_new_mtime_with_the_same_bytes_is_only_touched() -> None:

@@ -228,9 +228,7 @@ class Indexer:
             # Listed like any note that failed, under a name that can be stored and shown.
             emit(self._failed(vault, shown_path(path), NoteError(MISNAMED)))
 
-        unchanged, to_read, new = plan.to_read(stored, list(on_disk.values()), rules)
-        for path in unchanged:
-            emit(FileEvent(vault.name, path, "unchanged"))
+        to_read, new = plan.to_read(stored, list(on_disk.values()), rules)
         # Only hashes are kept here: a file's bytes are read again by the worker that
         # indexes it, so a first sync of a large vault does not hold it all in memory.
         read: list[plan.Read] = []

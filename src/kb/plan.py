@@ -4,7 +4,7 @@ Pure steps around the one piece of I/O between them (reading and hashing files):
 
 1. `pair`: the stored rows and the notes on disk, walked side by side in path order, so that
    a full sync of a large vault keeps only the notes not `unchanged` on their stat.
-2. `to_read`: which notes must be read and hashed; the others are unchanged as they are.
+2. `to_read`: which of the others must be read and hashed, and which are new.
 3. `decide`: from those hashes, which notes are unchanged (with a new size or mtime to
    record), moved (same content, new path: re-keyed, no model call), or to index, and
    which rows lost their file.
@@ -125,8 +125,9 @@ def unchanged(old: Stored, new: OnDisk, rules: Rules) -> bool:
 
 def to_read(
     stored: Mapping[str, Stored], on_disk: Sequence[OnDisk], rules: Rules
-) -> tuple[list[str], list[OnDisk], list[OnDisk]]:
-    """(paths unchanged on their stat alone, notes to read and hash, new notes to index).
+) -> tuple[list[OnDisk], list[OnDisk]]:
+    """(notes to read and hash, new notes to index), of the notes `pair` did not find
+    `unchanged` (and of the rows beside them, with those that lost their file).
 
     A note with no row at its path is read and hashed first only where it may be a move:
     where a stored row lost its file, or among a watcher's files (whose move may come from a
@@ -135,18 +136,11 @@ def to_read(
     """
     present = {f.path for f in on_disk}
     may_move = not rules.force and (not rules.trust_stat or any(p not in present for p in stored))
-    same: list[str] = []
     read: list[OnDisk] = []
     new: list[OnDisk] = []
     for f in on_disk:
-        old = stored.get(f.path)
-        if old is None and not may_move:
-            new.append(f)
-        elif old is not None and unchanged(old, f, rules):
-            same.append(f.path)
-        else:
-            read.append(f)
-    return same, read, new
+        (new if f.path not in stored and not may_move else read).append(f)
+    return read, new
 
 
 def new_hashes(stored: Mapping[str, Stored], read: Sequence[Read]) -> list[str]:

@@ -51,14 +51,15 @@ def verify(config: Config, store: Store) -> VerifyReport:
     report = VerifyReport()
     diffs = report.differences
     unembedded = set(store.documents.without_vectors(config.llm.embed_model))
+    counts = store.documents.row_counts()
     for vault in config.vaults:
+        if not vault.path.is_dir():
+            report.rows += counts.get(vault.name, 0)
+            diffs.append(Difference(vault.name, "", "no vault", str(vault.path)))
+            continue
         failures = store.documents.failures(vault.name)
         misnamed: list[str] = []
         with store.documents.each_state(vault.name) as states:
-            if not vault.path.is_dir():
-                report.rows += sum(1 for _ in states)
-                diffs.append(Difference(vault.name, "", "no vault", str(vault.path)))
-                continue
             for row, note in pair(states, nameable(scan_vault(vault), misnamed)):
                 report.rows += row is not None
                 read, found = _check(vault, row, note, failures, unembedded)
@@ -71,7 +72,7 @@ def verify(config: Config, store: Store) -> VerifyReport:
         if count:
             diffs.append(Difference("", "", "broken", f"{count} {problem.replace('_', ' ')}"))
     configured = {v.name for v in config.vaults}
-    for name, rows in store.documents.row_counts().items():
+    for name, rows in counts.items():
         if name not in configured:
             report.rows += rows
             diffs.append(Difference(name, "", "extra", f"{rows} rows of an unconfigured vault"))
