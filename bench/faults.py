@@ -1,9 +1,10 @@
-"""Fault injection too slow for the test suite: kb killed again and again, and a model
-server gone for a minute, each run ending with `kb verify` clean and nothing lost.
+"""Fault injection too slow for the test suite: kb killed again and again, a model
+server gone for a minute, and a vault folder kb cannot read, each run ending with `kb
+verify` clean and nothing lost.
 
-    .venv/bin/python bench/faults.py [--rounds 20] [--outage 60] [--notes 80]
+    .venv/bin/python bench/faults.py [--rounds 20] [--outage 60] [--notes 80] [--only NAME]
 
-Three scenarios, each against an embedded PostgreSQL in a temporary folder and a local
+Four scenarios, each against an embedded PostgreSQL in a temporary folder and a local
 model server that speaks Ollama's protocol (deterministic answers, a few milliseconds of
 delay per call so that kills land in the middle of the work):
 
@@ -11,12 +12,18 @@ delay per call so that kills land in the middle of the work):
 - `kb daemon` killed with SIGKILL at a random moment during a burst of edits, then started
   again and left to catch up;
 - the model server gone (connections refused) for `--outage` seconds while a daemon sees
-  a burst of edits, then back.
+  a burst of edits, then back;
+- a vault folder (or the vault itself) made unreadable (mode 000) under a running `kb
+  daemon` that reconciles every two seconds, while the rest of the vault is edited, then
+  readable again. Permissions do not bind root: run as root, kb runs as an unprivileged
+  user made for it (tests/unprivileged.py), with its own data folder.
 
 After each round `kb verify` must find the index equal to the vault, with no duplicate,
 orphan or half-written rows. The summary table counts rounds, faults injected, restarts,
 notes checked, rows verified, and anything lost (notes missing, stale or broken after the
-run converged): that last column must be 0 everywhere. Exit status 1 if it is not.
+run converged; for an unreadable folder, also any of its notes deleted or indexed again,
+which would cost their model calls): that last column must be 0 everywhere. Exit status 1
+if it is not.
 """
 
 from __future__ import annotations
@@ -41,9 +48,20 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
 
 from kb.db import embedded_url  # noqa: E402
 from kb.llm.fake import FakeEmbedder  # noqa: E402
+from unprivileged import (  # noqa: E402
+    Account,
+    NoAccount,
+    account,
+    current,
+    remove,
+    run,
+    start,
+    workdir,
+)
 
 CONFIG = """\
 owner_name = "Alex Doe"
@@ -151,15 +169,22 @@ class ModelServer:
 class Vault:
     """Notes in a few folders, and random edits of every kind a person or a sync tool makes."""
 
+    FOLDERS = ("Inbox", "Projects", "Journal", "Reference/Deep")
+
     def __init__(self, path: Path, rng: random.Random, notes: int) -> None:
         self.path = path
         self.rng = rng
         self.serial = 0
+        # A folder its owner cannot read now: nobody edits in it.
+        self.hidden: str | None = None
         for _ in range(notes):
             self.add()
 
+    def _visible(self, path: Path) -> bool:
+        return self.hidden is None or not path.is_relative_to(self.path / self.hidden)
+
     def notes(self) -> list[Path]:
-        return sorted(self.path.rglob("*.md"))
+        return sorted(p for p in self.path.rglob("*.md") if self._visible(p))
 
     def _text(self) -> str:
         self.serial += 1
@@ -170,7 +195,10 @@ class Vault:
         return f"# Note {self.serial}\n\n" + "\n\n".join(sections) + "\n"
 
     def add(self) -> None:
-        folder = self.path / self.rng.choice(["Inbox", "Projects", "Journal", "Reference/Deep"])
+        folders = [f for f in self.FOLDERS if self._visible(self.path / f)]
+        if not folders:
+            return
+        folder = self.path / self.rng.choice(folders)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"n{self.serial:05d}.md").write_text(self._text())
 
@@ -211,28 +239,20 @@ class Row:
 
 
 class Kb:
-    def __init__(self, config: Path, db_url: str, logs: Path) -> None:
+    def __init__(self, config: Path, env: dict[str, str], logs: Path, who: Account) -> None:
         self.config = config
-        self.env = {**os.environ, "KB_DATABASE_URL": db_url}
+        self.env = env
         self.logs = logs
+        self.who = who
 
     def command(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "kb", "--config", str(self.config), *args]
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.command(*args), capture_output=True, text=True, env=self.env, timeout=900
-        )
+        return run(self.who, self.command(*args), self.env, timeout=900)
 
     def start(self, name: str, *args: str) -> subprocess.Popen[bytes]:
-        with (self.logs / f"{name}.log").open("ab") as log:
-            return subprocess.Popen(
-                self.command(*args),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                env=self.env,
-            )
+        return start(self.who, self.command(*args), self.env, self.logs / f"{name}.log")
 
     def verify(self) -> dict[str, Any]:
         result = self.run("verify", "--json")
@@ -325,6 +345,83 @@ def model_outage(kb: Kb, vault: Vault, models: ModelServer, seconds: float) -> R
     return row
 
 
+def unreadable_folder(models: ModelServer, rng: random.Random, rounds: int, notes: int) -> Row:
+    """A folder, or the whole vault, unreadable for a few reconciliations while the rest is
+    edited, then readable again: nothing lost, and none of its notes deleted or indexed
+    again (which would spend their model calls)."""
+    row = Row("folder unreadable under kb daemon")
+    try:
+        who = account()
+    except NoAccount as exc:
+        print(f"  {row.scenario}: skipped: {exc}", flush=True)
+        return row
+    home = workdir(who, "kb-faults-unreadable-")
+    try:
+        vault = Vault(home / "vault", rng, notes)
+        config = home / "kb.toml"
+        config.write_text(
+            CONFIG.format(vault=vault.path, host=models.url) + "reconcile_interval = 2.0\n"
+        )
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "KB_DATA_DIR": str(home / "data"),
+        }
+        kb = Kb(config, env, home, who)
+        first = kb.run("index")
+        if first.returncode != 0:
+            raise RuntimeError(f"kb index failed: {first.stderr.strip()[-300:]}")
+        daemon = kb.start("daemon", "daemon")
+        log = home / "daemon.log"
+        warnings = 0
+        try:
+            kb.converge()
+            for _ in range(rounds):
+                folder = rng.choice([*Vault.FOLDERS, "Reference", ""])
+                target = vault.path / folder
+                if not target.is_dir():
+                    continue
+                vault.burst(rng.randint(5, 20))
+                kb.converge()
+                seen = len(log.read_bytes())
+                vault.hidden = folder
+                target.chmod(0)
+                row.faults += 1
+                # Edits elsewhere through a few reconciliations.
+                for _ in range(4):
+                    vault.burst(rng.randint(2, 8))
+                    time.sleep(rng.uniform(0.5, 2.0))
+                target.chmod(0o755)
+                vault.hidden = None
+                report = kb.converge()
+                lines = log.read_bytes()[seen:].decode(errors="replace").splitlines()
+                warnings += sum("cannot read a folder" in line for line in lines)
+                spent = [
+                    line
+                    for line in lines
+                    if any(f"msg={m} " in line for m in ("deleted", "indexed", "moved"))
+                    and _under(line, folder)
+                ]
+                if spent:
+                    print(f"  {row.scenario}: {folder or 'the vault'}: {spent[:3]}", flush=True)
+                row.lost += len(spent)
+                _count(row, report)
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            if daemon.wait(60) != 0:
+                print("  the daemon did not stop cleanly", flush=True)
+        print(f"  {row.scenario}: the daemon warned {warnings} times", flush=True)
+    finally:
+        remove(home)
+    return row
+
+
+def _under(line: str, folder: str) -> bool:
+    """Whether a daemon log line names a note under `folder` ("" the whole vault)."""
+    prefix = f"{folder}/" if folder else ""
+    return f"path={prefix}" in line or f'path="{prefix}' in line
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=20, help="kills per scenario (20)")
@@ -332,6 +429,11 @@ def main() -> int:
     parser.add_argument("--notes", type=int, default=80, help="notes in the vault at first")
     parser.add_argument("--delay", type=float, default=0.02, help="seconds per model call")
     parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument(
+        "--only",
+        choices=("index", "daemon", "outage", "unreadable"),
+        help="run one scenario (SIGKILL of kb index or kb daemon, model outage, unreadable folder)",
+    )
     args = parser.parse_args()
 
     rng = random.Random(args.seed)
@@ -342,16 +444,18 @@ def main() -> int:
         vault = Vault(work / "vault", rng, args.notes)
         config = work / "kb.toml"
         config.write_text(CONFIG.format(vault=vault.path, host=models.url))
-        kb = Kb(config, db_url, work)
+        kb = Kb(config, {**os.environ, "KB_DATABASE_URL": db_url}, work, current())
         started = time.monotonic()
         first = kb.run("index")
         took = time.monotonic() - started
         print(f"first index: exit {first.returncode}, {took:.0f} s", flush=True)
-        rows = [
-            index_kills(kb, vault, rng, args.rounds),
-            daemon_kills(kb, vault, rng, args.rounds),
-            model_outage(kb, vault, models, args.outage),
-        ]
+        scenarios: dict[str, Callable[[], Row]] = {
+            "index": lambda: index_kills(kb, vault, rng, args.rounds),
+            "daemon": lambda: daemon_kills(kb, vault, rng, args.rounds),
+            "outage": lambda: model_outage(kb, vault, models, args.outage),
+            "unreadable": lambda: unreadable_folder(models, rng, args.rounds, args.notes),
+        }
+        rows = [scenario() for name, scenario in scenarios.items() if args.only in (None, name)]
         seconds = time.monotonic() - started
     finally:
         models.down()

@@ -424,7 +424,7 @@ def rerank_row(
             top_k=max(KS),
             reranker=reranker,
             filters=filters[q.vault],
-        )
+        ).hits
         scores.add(q, [spans[q.vault](h) for h in hits], time.perf_counter() - started)
     return scores
 

@@ -190,3 +190,33 @@ def test_index_then_worker_until_empty(cfg: Path, db_url: str, vault: Path) -> N
     assert "enriched 1 notes here: 2 LLM calls" in waited.stderr
     assert "every note has its LLM context" in waited.stderr
     assert json.loads(kb(cfg, db_url, "status", "--json").stdout)["enrichment"]["items"] == 0
+
+
+def test_worker_concurrency_is_bounded(cfg: Path, db_url: str) -> None:
+    result = kb(cfg, db_url, "worker", "--until-empty", "--concurrency", "100000")
+    assert result.returncode == 2 and "--concurrency" in result.stderr
+    assert "Traceback" not in result.stderr and "worker started" not in result.stderr
+
+
+def test_search_numbers_out_of_range_are_usage_errors(cfg: Path, db_url: str) -> None:
+    for command in ("query", "ask"):
+        for args in (("-t", "2"), ("-t", "nan"), ("-t", "-inf"), ("-k", "100000000000000000000")):
+            result = kb(cfg, db_url, command, "ramen", *args)
+            assert result.returncode == 2, (command, args)
+            assert "Traceback" not in result.stderr
+            assert "cosine similarity" in result.stderr or "or equal to 1000" in result.stderr
+
+
+def test_a_path_filter_ends_at_a_folder_and_stays_in_the_vault(
+    cfg: Path, db_url: str, vault: Path
+) -> None:
+    (vault / "Alex2").mkdir()
+    (vault / "Alex2/goals.md").write_text("# Goals\n\nClimb a mountain in 2024.\n")
+    assert kb(cfg, db_url, "index").returncode == 0
+    for written in ("Alex", "./Alex/", "/Alex"):
+        found = json.loads(kb(cfg, db_url, "query", "goals", "--json", "-p", written).stdout)
+        assert found and all(h["path"].startswith("Alex/") for h in found), written
+    outside = kb(cfg, db_url, "query", "goals", "--path", "../Alex")
+    assert outside.returncode == 1
+    [error] = outside.stderr.splitlines()
+    assert error.startswith("error: ") and "'..'" in error

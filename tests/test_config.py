@@ -204,6 +204,7 @@ def test_bad_provider() -> None:
         ("query", {"rerank_candidates": 0}, "query.rerank_candidates"),
         ("query", {"rerank_chars": -5}, "query.rerank_chars"),
         ("query", {"rerank": "yes"}, "query.rerank"),
+        ("enrich", {"concurrency": 100_000}, "enrich.concurrency"),
     ],
 )
 def test_out_of_range_values(section: str, value: dict[str, Any], key: str) -> None:
@@ -348,6 +349,46 @@ def test_is_personal_globs() -> None:
     assert not vault.is_personal("People/Alex.md")
     assert not vault.is_personal("Projects/Alex/x.md")
     assert not VaultConfig("v", Path("/v")).is_personal("Alex/Work Log.md")
+
+
+@pytest.mark.parametrize("key", ["personal", "ignore"])
+@pytest.mark.parametrize("glob", ["[z-a]", "!", "\\"])
+def test_invalid_glob_names_the_key_and_the_vault(key: str, glob: str) -> None:
+    raw = {**minimal(), "vaults": [{"path": "/a"}, {"path": "/notes", key: ["ok/**", glob]}]}
+    message = error(raw)
+    assert f"'vaults[1].{key}'" in message and "vault 'notes'" in message
+    assert repr(glob) in message
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("/srv/notes", "/srv/notes"), ("/srv/notes", "/srv/notes/"), ("/srv/notes", "/srv/./notes")],
+)
+def test_the_same_folder_as_two_vaults_is_refused(first: str, second: str) -> None:
+    raw = {**minimal(), "vaults": [{"path": first, "name": "a"}, {"path": second, "name": "b"}]}
+    message = error(raw)
+    assert "'a'" in message and "'b'" in message and "same folder" in message
+
+
+def test_a_vault_inside_another_is_refused_unless_the_outer_ignores_it(tmp_path: Path) -> None:
+    outer, inner = tmp_path / "notes", tmp_path / "notes" / "Work" / "Team"
+    inner.mkdir(parents=True)
+    vaults = [{"path": str(inner), "name": "team"}, {"path": str(outer), "name": "all"}]
+    message = error({**minimal(), "vaults": vaults})
+    assert "'team'" in message and "inside" in message and "'all'" in message
+    # Through a link to the outer folder: the same files.
+    (tmp_path / "link").symlink_to(outer)
+    linked = [{"path": str(tmp_path / "link"), "name": "all"}, {"path": str(inner), "name": "t"}]
+    assert "inside" in error({**minimal(), "vaults": linked})
+    # The outer vault skipping the folder (or a folder above it): no note is read twice.
+    for ignore in (["Work/Team/"], ["Work/**"], ["/Work"]):
+        vaults[1]["ignore"] = ignore
+        parse({**minimal(), "vaults": vaults})
+    (outer / ".archive").mkdir()
+    dotted = [{"path": str(outer), "name": "all"}, {"path": str(outer / ".archive"), "name": "x"}]
+    parse({**minimal(), "vaults": dotted})
+    # Sibling folders sharing a prefix are not nested.
+    parse({**minimal(), "vaults": [{"path": "/srv/notes"}, {"path": "/srv/notes2"}]})
 
 
 # --- files -------------------------------------------------------------------------------------
@@ -521,3 +562,9 @@ def test_bad_conflicts_mode() -> None:
     assert "'vaults[0].conflicts'" in error(
         {**minimal(), "vaults": [{"path": "/n", "conflicts": "x"}]}
     )
+
+
+def test_an_empty_data_dir_is_an_error_not_the_default() -> None:
+    assert error(minimal(data_dir="")).startswith("config key 'data_dir' is empty: name a folder")
+    assert parse(minimal(data_dir="kb")).data_dir == BASE / "kb"
+

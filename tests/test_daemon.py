@@ -468,7 +468,7 @@ def _allow_connections(admin_url: str, dbname: str, *, allow: bool) -> None:
 def test_bad_notes_are_recorded_and_the_daemon_goes_on(store: Store, vault: Path) -> None:
     kb = daemon_kb(store, vault)
     with running(kb) as daemon:
-        (vault / "Inbox/binary.md").write_bytes(b"\xff\xfe\x00\x01binary")
+        (vault / "Inbox/binary.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
         (vault / "Inbox/huge.md").write_bytes(b"word " * (notes.MAX_NOTE_BYTES // 5 + 1))
         misnamed = os.path.join(os.fsencode(vault), b"Inbox/caf\xe9.md")
         with open(misnamed, "wb") as f:

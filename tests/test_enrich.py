@@ -75,7 +75,7 @@ def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
             chunk["content"],
         )  # fmt: skip
     assert verify(kb.config, kb.store).in_sync
-    hits = search(kb.store, kb.embedder, "restic offsite backups", owner=None, top_k=3)
+    hits = search(kb.store, kb.embedder, "restic offsite backups", owner=None, top_k=3).hits
     assert hits and hits[0].path == LONG_NOTE
 
     enriched = kb.drain()

@@ -41,7 +41,7 @@ METACHARACTERS = [
 def test_metacharacters_are_only_text(kb: Kb, mode: str) -> None:
     kb.sync()
     for text in METACHARACTERS:
-        hits = query_mod.search(kb.store, kb.embedder, text, owner=None, top_k=3, mode=mode)
+        hits = query_mod.search(kb.store, kb.embedder, text, owner=None, top_k=3, mode=mode).hits
         assert len(hits) <= 3, text
     assert kb.store.documents.states("v"), "the index is intact"
 
@@ -66,7 +66,7 @@ def test_extreme_dates_filter_without_error(kb: Kb) -> None:
         filters = SearchFilter(modified_after=after, modified_before=before)
         hits = query_mod.search(
             kb.store, kb.embedder, "ramen", owner=None, top_k=3, filters=filters
-        )
+        ).hits
         assert bool(hits) == found, (after, before)
 
 

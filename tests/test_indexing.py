@@ -213,7 +213,7 @@ def test_rename_and_move_make_no_calls(kb: Kb, vault: Path) -> None:
     assert report.moved == 4 and report.deleted == 0
     assert [c["id"] for c in stored_chunks(kb.store, "Archive/Homelab.md")] == ids
     assert _doc(kb.store, LONG_NOTE) is None
-    hits = search(kb.store, kb.embedder, "restic offsite backups", owner=None, top_k=20)
+    hits = search(kb.store, kb.embedder, "restic offsite backups", owner=None, top_k=20).hits
     assert not any(h.path == LONG_NOTE for h in hits)
 
 
@@ -239,7 +239,7 @@ def test_delete_removes_rows_and_results(kb: Kb, vault: Path) -> None:
             " WHERE d.id IS NULL"
         ).fetchone()
     assert orphans["n"] == 0
-    hits = search(kb.store, kb.embedder, "home server restic backups", owner=None, top_k=50)
+    hits = search(kb.store, kb.embedder, "home server restic backups", owner=None, top_k=50).hits
     assert not {h.path for h in hits} & {LONG_NOTE, "Reference/Postgres Cheatsheet.md"}
 
 
@@ -257,7 +257,9 @@ def test_embedding_model_change_reembeds_without_summaries(kb: Kb, vault: Path) 
             "SELECT DISTINCT embed_model, vector_dims(embedding) AS d FROM chunks"
         ).fetchall()
     assert models == [{"embed_model": "hash-64", "d": 64}]
-    hits = search(kb.store, other.embedder, "miso ramen recipe", owner=None, top_k=3, mode="vector")
+    hits = search(
+        kb.store, other.embedder, "miso ramen recipe", owner=None, top_k=3, mode="vector"
+    ).hits
     assert hits and hits[0].path.endswith("Weeknight Miso Ramen.md")
     with pytest.raises(Exception, match="run `kb index`"):
         search(kb.store, kb.embedder, "miso ramen", owner=None, top_k=3)
@@ -310,7 +312,7 @@ def test_first_person_query_prefers_the_owners_notes(kb: Kb) -> None:
     mine = "Alex/Journal/2024-04-12.md"
 
     def rank(owner: str | None, mode: SearchMode) -> int:
-        hits = search(kb.store, kb.embedder, question, owner=owner, top_k=30, mode=mode)
+        hits = search(kb.store, kb.embedder, question, owner=owner, top_k=30, mode=mode).hits
         paths = [h.path for h in hits]
         return paths.index(mine) if mine in paths else len(paths)
 
@@ -332,7 +334,7 @@ def test_the_owners_name_is_for_full_text_search_only(kb: Kb) -> None:
 
     def text_scores(owner: str | None) -> list[float]:
         embedder = Recording(kb.embedder.name)
-        hits = search(kb.store, embedder, question, owner=owner, top_k=30, mode="text")
+        hits = search(kb.store, embedder, question, owner=owner, top_k=30, mode="hybrid").hits
         return [h.text_score or 0.0 for h in hits]
 
     assert text_scores(OWNER) != text_scores(None)
@@ -389,7 +391,7 @@ def test_query_filters_and_threshold(kb: Kb) -> None:
         owner=None,
         top_k=5,
         filters=SearchFilter(path_prefix="Alex/"),
-    )
+    ).hits
     assert hits and all(h.path.startswith("Alex/") for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     best = max(h.similarity for h in hits)
@@ -401,7 +403,7 @@ def test_query_filters_and_threshold(kb: Kb) -> None:
         top_k=5,
         threshold=best,
         mode="vector",
-    )
+    ).hits
     assert len(strict) >= 1 and all(h.similarity >= best for h in strict)
     assert (
         search(
@@ -411,7 +413,7 @@ def test_query_filters_and_threshold(kb: Kb) -> None:
             owner=None,
             top_k=5,
             filters=SearchFilter(path_prefix="Nope/"),
-        )
+        ).hits
         == []
     )
 
@@ -496,7 +498,8 @@ def test_new_context_layout_rebuilds_without_model_calls(kb: Kb) -> None:
     assert [c["full_context"] for c in stored_chunks(kb.store, LONG_NOTE)] == before
     builds = {d.context_build for d in kb.store.documents.states("v").values()}
     with kb.indexer() as indexer:
-        assert builds == {indexer.context.build_id} and LAYOUT_VERSION in builds.pop()
+        expected = {indexer.context.build_id(personal) for personal in (False, True)}
+        assert builds == expected and all(LAYOUT_VERSION in b for b in builds)
     assert kb.sync().indexed == 0  # and only once
 
 
@@ -523,7 +526,8 @@ def test_scoped_sync_rebuilds_a_note_built_another_way(kb: Kb, vault: Path) -> N
         report = indexer.sync_scope(kb.config.vaults[0], Scope(files=frozenset({LONG_NOTE})))
     assert report.indexed == 1 and kb.chat.total_calls == 0
     with kb.indexer() as indexer:
-        assert kb.store.documents.states("v")[LONG_NOTE].context_build == indexer.context.build_id
+        stored = kb.store.documents.states("v")[LONG_NOTE].context_build
+        assert stored == indexer.context.build_id(False)
 
 
 def test_unknown_summaries_level_is_a_config_error(vault: Path) -> None:
@@ -552,7 +556,7 @@ def test_a_bulk_load_builds_the_vector_index_once_after_the_rows(
     monkeypatch.setattr(kb.store.vectors, "drop_index", watched_drop)
     kb.sync()  # the first sync learns the embedding space, then loads 15 notes in bulk
     assert dropped and kb.store.vectors.has_index()
-    hits = search(kb.store, kb.embedder, "miso ramen", owner=None, top_k=3)
+    hits = search(kb.store, kb.embedder, "miso ramen", owner=None, top_k=3).hits
     assert hits and "ramen" in hits[0].content.lower()
 
 

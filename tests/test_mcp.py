@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +62,7 @@ def test_search_returns_raw_chunks_with_where_they_are(kb: Kb) -> None:
     async def check(client: Client) -> None:
         result = await client.call_tool("search", {"query": "when did I climb a mountain"})
         assert not result.is_error
-        hits = result.structured_content["result"]
+        hits = result.structured_content["hits"]
         assert 1 <= len(hits) <= 5
         # First person: the owner's own notes are among the hits, beside the saved article
         # that also says "I".
@@ -75,7 +79,7 @@ def test_search_returns_raw_chunks_with_where_they_are(kb: Kb) -> None:
         only = await client.call_tool(
             "search", {"query": "postgres", "path_prefix": "Reference/", "top_k": 3}
         )
-        assert all(h["path"].startswith("Reference/") for h in only.structured_content["result"])
+        assert all(h["path"].startswith("Reference/") for h in only.structured_content["hits"])
 
     run(kb, check)
 
@@ -123,9 +127,14 @@ def test_get_note_refuses_what_is_not_a_note_inside_the_vault(
 
 def test_bad_arguments_are_tool_errors_the_model_can_read(kb: Kb) -> None:
     async def check(client: Client) -> None:
-        for args in ({"query": "x", "top_k": 0}, {"query": "x", "mode": "fuzzy"}, {}):
+        for args, error in [
+            ({"query": "x", "top_k": 0}, "top_k: must be at least 1"),
+            ({"query": "x", "mode": "fuzzy"}, "mode: must be 'hybrid', 'vector' or 'text'"),
+            ({}, "query: required"),
+        ]:
             result = await client.call_tool("search", args)
-            assert result.is_error and "validation error" in result.content[0].text
+            assert result.is_error
+            assert result.content[0].text == f"invalid arguments to search: {error}"
         empty = await client.call_tool("search", {"query": "anything"})
         assert empty.is_error and "run `kb index` first" in empty.content[0].text
 
@@ -224,7 +233,7 @@ async def _exercise(client: Client) -> None:
     """What an assistant does: list the tools, call each one, and make one mistake."""
     assert {t.name for t in (await client.list_tools()).tools} == TOOLS
     hits = (await client.call_tool("search", {"query": "miso ramen"})).structured_content
-    first = hits["result"][0]
+    first = hits["hits"][0]
     note = await client.call_tool("get_note", {"vault": first["vault"], "path": first["path"]})
     assert not note.is_error and note.structured_content["text"]
     listed = await client.call_tool("list_notes", {"limit": 2})
@@ -303,6 +312,9 @@ def test_kb_mcp_over_http_needs_its_token(http_server: str) -> None:
     assert anonymous.headers["www-authenticate"] == "Bearer"
     wrong = httpx.post(http_server, headers={"Authorization": "Bearer guess"}, json={})
     assert wrong.status_code == 401
+    for scheme in ("Basic", "Bearerish", "Bearer:"):
+        other = httpx.post(http_server, headers={"Authorization": f"{scheme} s3cret"}, json={})
+        assert other.status_code == 401, scheme
 
     async def main() -> None:
         headers: dict[str, Any] = {"Authorization": "Bearer s3cret"}
@@ -315,8 +327,13 @@ def test_kb_mcp_over_http_needs_its_token(http_server: str) -> None:
     anyio.run(main)
 
 
-def test_kb_mcp_will_not_listen_beyond_loopback_without_a_token(indexed: Path, db_url: str) -> None:
+@pytest.mark.parametrize("token", [None, "", "  \t "])
+def test_kb_mcp_will_not_listen_beyond_loopback_without_a_token(
+    indexed: Path, db_url: str, token: str | None
+) -> None:
     env = {k: v for k, v in os.environ.items() if k != "KB_MCP_TOKEN"}
+    if token is not None:
+        env["KB_MCP_TOKEN"] = token
     result = subprocess.run(
         [
             sys.executable,
@@ -336,3 +353,126 @@ def test_kb_mcp_will_not_listen_beyond_loopback_without_a_token(indexed: Path, d
     )
     assert result.returncode == 1
     assert "without a bearer token" in result.stderr and "Traceback" not in result.stderr
+
+
+class _Wire:
+    """`kb mcp` over stdio, spoken line by line: what a client that sends bad bytes sees."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        self.lines: queue.Queue[bytes] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout
+        for line in self.proc.stdout:
+            self.lines.put(line)
+
+    def send(self, line: bytes | str) -> None:
+        assert self.proc.stdin
+        raw = line.encode() if isinstance(line, str) else line
+        self.proc.stdin.write(raw + b"\n")
+        self.proc.stdin.flush()
+
+    def close(self) -> None:
+        """Close stdin, as a client does: kb exits at the end of its input."""
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+
+    def answer(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.lines.get(timeout=30))
+        except queue.Empty:
+            pytest.fail("kb mcp gave no answer within 30 s")
+
+
+def test_kb_mcp_over_stdio_answers_a_line_it_cannot_read(indexed: Path, db_url: str) -> None:
+    wire = _Wire(_kb(indexed, "mcp"), {**os.environ, "KB_DATABASE_URL": db_url})
+    try:
+        init = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"},
+        }
+        wire.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
+        server = wire.answer()["result"]["serverInfo"]
+        assert server == {"name": "kb", "version": version("kb")} and server["version"]
+        wire.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        call = '{"jsonrpc": "2.0", "id": %d, "method": "tools/call", "params": '
+        call += '{"name": "search", "arguments": {"query": "%s"}}}'
+        # A lone surrogate as a JSON escape (valid JSON, not valid Unicode), then as raw bytes
+        # (not UTF-8), then a line that is not JSON at all.
+        wire.send(call % (2, "\\ud800"))
+        escaped = wire.answer()
+        assert escaped["id"] == 2 and escaped["error"]["code"] == -32700
+        wire.send((call % (3, "@")).encode().replace(b"@", b"\xed\xa0\x80"))
+        raw = wire.answer()
+        assert raw["id"] == 3 and "UTF-8" in raw["error"]["message"]
+        wire.send(b'{"jsonrpc": "2.0", "id": 4, "meth')
+        broken = wire.answer()
+        assert broken["id"] is None and broken["error"]["code"] == -32700
+        wire.send(b'{"jsonrpc": "2.0", "id": 5, "params": {}}')
+        invalid = wire.answer()
+        assert invalid["id"] == 5 and invalid["error"]["code"] == -32600
+        wire.send(call % (6, "miso ramen"))
+        after = wire.answer()
+        assert after["id"] == 6 and "result" in after, after
+        assert after["result"]["structuredContent"], after
+    finally:
+        wire.close()
+
+
+def test_a_search_path_prefix_names_a_folder_of_the_vault(kb: Kb) -> None:
+    kb.sync()
+
+    async def check(client: Client) -> None:
+        for written in ("Alex", "./Alex/", "/Alex"):
+            found = await client.call_tool("search", {"query": "goals", "path_prefix": written})
+            hits = found.structured_content["hits"]
+            assert hits and all(h["path"].startswith("Alex/") for h in hits), written
+        for tool, args in (("search", {"query": "goals"}), ("ask", {"question": "goals"})):
+            outside = await client.call_tool(tool, {**args, "path_prefix": "../Alex"})
+            assert outside.is_error and "'..' cannot name a folder" in outside.content[0].text
+
+    run(kb, check)
+
+
+_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "1"},
+    },
+}
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "bEaReR  "])
+def test_kb_mcp_over_http_takes_the_bearer_scheme_in_any_case(
+    http_server: str, scheme: str
+) -> None:
+    headers = {"Authorization": f"{scheme} s3cret", "Accept": "application/json, text/event-stream"}
+    answer = httpx.post(http_server, headers=headers, json=_INITIALIZE)
+    assert answer.status_code == 200, answer.text
+
+
+def test_kb_mcp_over_http_holds_no_session_a_client_could_leave_open(http_server: str) -> None:
+    # A client that initializes and never closes its session must cost nothing: kb serves
+    # each request on its own, so there is no session to expire.
+    headers = {"Authorization": "Bearer s3cret", "Accept": "application/json, text/event-stream"}
+    opened = httpx.post(http_server, headers=headers, json=_INITIALIZE)
+    assert opened.status_code == 200 and "mcp-session-id" not in opened.headers
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call"}
+    call["params"] = {"name": "status", "arguments": {}}
+    headers["mcp-protocol-version"] = "2025-06-18"
+    status = httpx.post(http_server, headers=headers, json=call)
+    assert status.status_code == 200 and '"documents":15' in status.text.replace(" ", "")

@@ -40,6 +40,23 @@ def test_decode_rejects_invalid_utf8() -> None:
         decode(b"caf\xe9 latin-1")
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-8-sig"])
+def test_decode_reads_a_note_after_its_byte_order_mark(encoding: str) -> None:
+    """Windows editors save UTF-16 with a byte-order mark: its zero bytes are not binary."""
+    text = "---\r\ntags: [a]\r\n---\r\n# Café 𝄞\r\n"
+    data = text.encode(encoding)
+    if encoding in ("utf-16-le", "utf-16-be"):
+        data = "\ufeff".encode(encoding) + data  # the BOM written in the file's byte order
+    assert decode(data) == "---\ntags: [a]\n---\n# Café 𝄞\n"
+
+
+def test_decode_refuses_broken_or_binary_utf16() -> None:
+    with pytest.raises(NoteError, match=r"not valid UTF-16 \(byte 4\)"):
+        decode(b"\xff\xfeo\x00\x00\xdc")  # a lone low surrogate
+    with pytest.raises(NoteError, match="NUL"):
+        decode("\ufeffa\x00b".encode("utf-16-le"))
+
+
 def test_decode_plain_text_unchanged() -> None:
     assert decode("héllo\n".encode()) == "héllo\n"
 

@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kb.notes import OnDisk
-from kb.plan import Move, Read, Rules, Stored, decide, groups, new_hashes, pair, to_read, unchanged
+from kb.notes import OnDisk, Unlisted
+from kb.plan import (
+    Move,
+    Read,
+    Rules,
+    Stored,
+    decide,
+    groups,
+    kept,
+    new_hashes,
+    pair,
+    to_read,
+    unchanged,
+)
 
 BUILD = "structure/4/256"
 
@@ -86,6 +100,22 @@ def test_a_move_keeps_personal_notes_apart() -> None:
     assert plan.index == (new,) and plan.delete == ("old.md",)
 
 
+def test_personal_notes_are_judged_by_the_personal_build() -> None:
+    # An owner's new name changes how personal notes are built, and theirs only.
+    rules = Rules(build=BUILD, personal_build=f"{BUILD}/owner:new")
+    personal = Stored("J/a.md", "h", 10, 1, True, f"{BUILD}/owner:old")
+    assert not unchanged(personal, disk("J/a.md", personal=True), rules)
+    assert unchanged(row("a.md"), disk("a.md"), rules)
+    plan = decide(
+        {"J/a.md": personal}, [Read(disk("J/a.md", personal=True), "h")], {"J/a.md"}, rules
+    )
+    assert plan.index and not plan.touch
+    # A renamed note built another way is indexed at its new path, not moved there stale.
+    new = disk("J/b.md", personal=True)
+    plan = decide({"J/a.md": personal}, [Read(new, "h")], {new.path}, rules)
+    assert plan.index == (new,) and plan.delete == ("J/a.md",) and not plan.moves
+
+
 def test_two_copies_of_one_moved_note_take_one_source_each() -> None:
     stored = {"a.md": row("a.md", "h1"), "b.md": row("b.md", "h1")}
     x, y = disk("x.md"), disk("y.md")
@@ -146,6 +176,41 @@ def test_pair_gives_each_path_once_with_both_sides(rows: set[str], files: set[st
         assert (old is not None, new is not None) == (path in rows, path in files)
         paths.append(path)
     assert paths == sorted(rows | files)
+
+
+def test_pair_keeps_the_rows_under_a_folder_that_cannot_be_read() -> None:
+    """A row without its note under an unreadable folder is neither paired as deleted nor
+    lost: the scan reports the folder as it reaches it, before any later note."""
+    rows = [row("a.md"), row("b/c.md"), row("b/d/e.md"), row("bz.md"), row("c.md")]
+    unlisted: list[Unlisted] = []
+
+    def scan() -> Iterator[OnDisk]:
+        yield disk("a.md")
+        unlisted.append(Unlisted("b/", "Permission denied"))
+        yield disk("b0.md")
+
+    assert list(pair(rows, scan(), unlisted)) == [
+        (row("a.md"), disk("a.md")),
+        (None, disk("b0.md")),
+        (row("bz.md"), None),
+        (row("c.md"), None),
+    ]
+    # The vault's root: every row is kept.
+    assert list(pair(rows, [], [Unlisted("", "Input/output error")])) == []
+    assert kept("b/c.md", unlisted) and not kept("bz.md", unlisted)
+
+
+def test_a_row_kept_unread_is_neither_deleted_nor_a_move_source() -> None:
+    stored = {"b/c.md": row("b/c.md", "h1"), "gone.md": row("gone.md", "h2")}
+    copy = disk("copy.md")
+    plan = decide(
+        stored,
+        [Read(copy, "h1")],
+        {"copy.md"},
+        Rules(build=BUILD),
+        unlisted=[Unlisted("b/", "Permission denied")],
+    )
+    assert plan.delete == ("gone.md",) and plan.moves == () and plan.index == (copy,)
 
 
 def test_pair_refuses_paths_out_of_order() -> None:

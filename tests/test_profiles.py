@@ -15,7 +15,7 @@ from kb import tokens
 from kb.container import Container
 from kb.context import fit
 from kb.errors import KbError
-from kb.llm import embed_profile, embed_window
+from kb.llm import embed_name, embed_profile, embed_window, make_embedder
 from kb.llm.fake import FakeEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder, profile_for
 from kb.query import search
@@ -99,6 +99,14 @@ def test_documents_and_queries_are_sent_with_their_prefixes() -> None:
     assert ProfiledEmbedder(Recording(), profile_for("all-minilm")).name == "rec"
 
 
+@pytest.mark.parametrize("model", ["nomic-embed-text", "hash-256", "e5-small-v2"])
+def test_the_stored_name_is_known_from_the_config_alone(tmp_path: Path, model: str) -> None:
+    # What `kb verify` asks the index for: the name the embedder stores vectors under.
+    cfg = make_config(tmp_path, llm={"embed_model": model}).llm
+    assert embed_name(cfg) == make_embedder(cfg).name
+    assert (embed_name(cfg) == model) == (embed_profile(cfg).tag == "")
+
+
 def test_a_change_of_prefixes_re_embeds_without_a_model_call(kb: Kb, vault: Path) -> None:
     kb.sync()
     chunks = kb.store.state.status().chunks
@@ -110,7 +118,7 @@ def test_a_change_of_prefixes_re_embeds_without_a_model_call(kb: Kb, vault: Path
     assert not kb.chat.calls
     assert fake.texts >= chunks  # every chunk again, with its prefix
     assert kb.store.vectors.space() == (prefixed.name, 256)
-    assert search(kb.store, prefixed, "miso ramen", owner=None, top_k=3)
+    assert search(kb.store, prefixed, "miso ramen", owner=None, top_k=3).hits
     # A search with the old prefixes would compare vectors of two kinds: it is refused.
     with pytest.raises(KbError, match="re-embed"):
         search(kb.store, kb.embedder, "miso ramen", owner=None, top_k=3)

@@ -212,7 +212,7 @@ def test_related_texts_are_closer_than_unrelated(small: Indexed) -> None:
 
 def test_owner_activity_query_ranks_the_personal_note_first(small: Indexed) -> None:
     embedder = make_embedder(small.config.llm)
-    hits = search(small.store, embedder, "when did I climb a mountain", owner=OWNER, top_k=50)
+    hits = search(small.store, embedder, "when did I climb a mountain", owner=OWNER, top_k=50).hits
     paths = [h.path for h in hits]
     assert JOURNAL in paths
     assert CLIPPING not in paths or paths.index(JOURNAL) < paths.index(CLIPPING)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Kb
+from kb.errors import KbError
 from kb.query import search
 from kb.store import SearchFilter, SearchHit
 
@@ -19,7 +20,7 @@ TAKAO = "Alex/Journal/2024-04-12.md"
 def _search(kb: Kb, text: str, **kwargs: object) -> list[SearchHit]:
     kwargs.setdefault("owner", None)
     kwargs.setdefault("top_k", 10)
-    return search(kb.store, kb.embedder, text, **kwargs)  # type: ignore[arg-type]
+    return search(kb.store, kb.embedder, text, **kwargs).hits  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -62,8 +63,9 @@ def test_hybrid_fuses_both_lists(indexed: Kb) -> None:
 
 @pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
 def test_similarity_and_threshold_mean_the_same_in_every_mode(indexed: Kb, mode: str) -> None:
-    hits = _search(indexed, "postgres upgrade migration", mode=mode)
-    assert hits
+    # A threshold of -1 keeps every hit; it has text mode embed the query, as any threshold.
+    hits = _search(indexed, "postgres upgrade migration", mode=mode, threshold=-1.0)
+    assert hits and all(h.similarity is not None for h in hits)
     floor = sorted(h.similarity for h in hits)[len(hits) // 2]
     kept = _search(indexed, "postgres upgrade migration", mode=mode, threshold=floor)
     assert kept and all(h.similarity >= floor for h in kept)
@@ -179,3 +181,46 @@ def test_text_mode_weighs_a_rare_word_above_a_repeated_common_one(kb: Kb, vault:
     hits = _search(kb, "project zeppelin", mode="text", top_k=3)
     assert hits and hits[0].path == "Scratch/Airship.md"
     assert all(h.path.startswith("Scratch/Standup") for h in hits[1:])
+
+
+@pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
+def test_a_path_filter_names_whole_folders_however_written(
+    kb: Kb, vault: Path, mode: str
+) -> None:
+    for folder in ("Docs", "Docs2", "Docs/Sub"):
+        (vault / folder).mkdir(exist_ok=True)
+        (vault / folder / "pelican.md").write_text(f"# Pelican\n\nA pelican in {folder}.\n")
+    kb.sync()
+
+    def paths(prefix: str) -> set[str]:
+        only = SearchFilter(path_prefix=prefix)
+        return {h.path for h in _search(kb, "pelican", mode=mode, top_k=50, filters=only)}
+
+    docs = {"Docs/pelican.md", "Docs/Sub/pelican.md"}
+    for written in ("Docs", "Docs/", "./Docs/", "/Docs", "Docs//", "./Docs/."):
+        assert paths(written) == docs, written
+    assert paths("Docs/Sub") == {"Docs/Sub/pelican.md"}
+    assert paths("Docs2/pelican.md") == {"Docs2/pelican.md"}  # one note, by its path
+    assert paths("Doc") == set()
+    assert paths("/") == paths("./") == paths("") >= docs | {"Docs2/pelican.md"}  # the vault
+    with pytest.raises(KbError, match=r"'\.\.' cannot name a folder"):
+        paths("Docs/../Docs2")
+    listed = kb.store.search.list_notes(folder="./Docs")
+    assert {n.path for n in listed.notes} == docs and listed.total == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"top_k": 10**20}, "top_k is 100000000000000000000: it must be from 1 to 1000"),
+        ({"top_k": 0}, "top_k is 0"),
+        ({"threshold": 2.0}, "the threshold is 2.0: a cosine similarity, from -1 to 1"),
+        ({"threshold": float("nan")}, "the threshold is nan"),
+    ],
+)
+def test_out_of_range_numbers_are_one_line_errors(
+    indexed: Kb, options: dict[str, object], error: str
+) -> None:
+    with pytest.raises(KbError) as raised:
+        _search(indexed, "pelican", **options)
+    assert str(raised.value).startswith(error)

@@ -28,6 +28,21 @@ def test_verify_in_sync(cfg: Path, db_url: str) -> None:
     assert result.stdout == ""
 
 
+def test_verify_in_sync_with_an_embedder_whose_profile_adds_prefixes(
+    tmp_path: Path, vault: Path, db_url: str
+) -> None:
+    # The default embedder's profile adds task prefixes: its vectors are stored under a
+    # tagged name, and verify must ask for that name, not the configured one.
+    llm = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "nomic-embed-text"'
+    cfg = _config(tmp_path, vault, llm)
+    assert kb(cfg, db_url, "index").returncode == 0
+    status = json.loads(kb(cfg, db_url, "status", "--json").stdout)
+    assert status["embed_model"].startswith("nomic-embed-text#")
+    result = kb(cfg, db_url, "verify")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "15 notes on disk, 15 rows in the index: in sync" in result.stderr
+
+
 def test_verify_lists_every_kind_of_difference(cfg: Path, db_url: str, vault: Path) -> None:
     (vault / "bad.md").write_bytes(b"\xff\xfe\x00binary")
     assert kb(cfg, db_url, "index").returncode == 3

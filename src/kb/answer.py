@@ -82,6 +82,9 @@ class Answer:
     model: str | None  # None when no passage was found, so no model was asked
     not_in_notes: bool
     timings: Timings
+    # How the passages were found (see kb.query.SearchResult).
+    mode_used: SearchMode
+    warnings: tuple[str, ...]
     prompt_version: str = prompts.ANSWER_VERSION
 
 
@@ -250,7 +253,7 @@ def ask(
     citations that name no passage already removed.
     """
     started = time.perf_counter()
-    hits = search(
+    found = search(
         store,
         embedder,
         question,
@@ -261,13 +264,22 @@ def ask(
         fusion=options.fusion,
         filters=options.filters,
     )
+    hits = found.hits
     retrieved = time.perf_counter()
     if not hits:
         if on_text:
             on_text(NOTHING_FOUND)
         elapsed = retrieved - started
         return Answer(
-            question, NOTHING_FOUND, [], [], None, True, Timings(elapsed, None, 0.0, elapsed)
+            question,
+            NOTHING_FOUND,
+            [],
+            [],
+            None,
+            True,
+            Timings(elapsed, None, 0.0, elapsed),
+            found.mode_used,
+            found.warnings,
         )
     facts = store.search.note_info((h.vault, h.path) for h in hits)
     budget = prompts.answer_budget(
@@ -311,4 +323,6 @@ def ask(
         model=chat.name,
         not_in_notes=says_not_in_notes(text),
         timings=Timings(retrieved - started, first, done - retrieved, done - started),
+        mode_used=found.mode_used,
+        warnings=found.warnings,
     )

@@ -57,7 +57,7 @@ class _Piece:
 
 
 # Bump when the same note and settings are cut differently: stored notes are then cut again
-# (see Contextualizer.build_id). 2: a fence left open keeps its last line as code.
+# (see ContextBuild.id). 2: a fence left open keeps its last line as code.
 CHUNKER_VERSION = "2"
 
 

@@ -11,18 +11,18 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from kb.config import SEARCH_MODES, Config, load_config
+from kb.config import MAX_ENRICH_CONCURRENCY, MAX_TOP_K, SEARCH_MODES, Config, load_config
 from kb.errors import DatabaseError, KbError
 from kb.logfmt import LogfmtFormatter, event
 from kb.redact import redact
@@ -43,12 +43,26 @@ if TYPE_CHECKING:
 # Dates on the command line: a day, or a day and a time (local unless an offset is given).
 _DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]
 
+
+def _similarity(value: float | None) -> float | None:
+    # Written so that NaN fails too: it compares false with every bound.
+    if value is not None and not -1 <= value <= 1:
+        raise typer.BadParameter(f"{value} is not a cosine similarity (from -1 to 1)")
+    return value
+
+
 # The options `kb query` and `kb ask` share: the same search, filtered the same way.
 Threshold = Annotated[
-    float | None, typer.Option("--threshold", "-t", help="Minimum cosine similarity, -1 to 1.")
+    float | None,
+    typer.Option(
+        "--threshold", "-t", help="Minimum cosine similarity, -1 to 1.", callback=_similarity
+    ),
 ]
 PathPrefix = Annotated[
-    str | None, typer.Option("--path", "-p", help="Only notes under this path prefix.")
+    str | None,
+    typer.Option(
+        "--path", "-p", help="Only notes in this folder (with its subfolders), or this note."
+    ),
 ]
 Tags = Annotated[
     list[str] | None,
@@ -202,21 +216,26 @@ def _session(ctx: typer.Context) -> Iterator[Container]:
     import psycopg
 
     from kb.container import Container
-    from kb.db import first_line
+    from kb.db import disk_full, first_line
 
     options: _Options = ctx.obj
+    config: Config | None = None
     try:
         if options.served is not None:
             yield options.served
             return
         _setup_logging(options.verbose)
-        with Container.open(load_config(options.config)) as parts:
+        config = load_config(options.config)
+        with Container.open(config) as parts:
             yield parts
-    except KbError as exc:
-        raise _fail(str(exc)) from None
-    except psycopg.Error as exc:
+    except (DatabaseError, psycopg.Error) as exc:
+        full = disk_full(exc, config.database_url, config.data_dir) if config else None
+        if full or isinstance(exc, KbError):
+            raise _fail(str(full or exc)) from None
         # The database went away mid-command (or refused a statement): one line, no traceback.
         raise _fail(f"database error: {first_line(exc)}") from None
+    except KbError as exc:
+        raise _fail(str(exc)) from None
 
 
 def _progress() -> Progress:
@@ -257,7 +276,9 @@ def _run_sync(parts: Container, *, force: bool) -> SyncReport:
                 f"chunks {report.chunks} · LLM calls {report.llm_calls} · "
                 f"skipped {report.unchanged + report.moved} · failed {report.failed}"
             )
-            progress.update(task, advance=0 if event.action == "deleted" else 1, stats=stats)
+            # Deleted rows and unreadable folders are no file of the scan's count.
+            advance = 0 if event.action in ("deleted", "unlistable") else 1
+            progress.update(task, advance=advance, stats=stats)
 
         with parts.indexer(on_event=on_event, on_scan=on_scan) as indexer:
             return indexer.sync(force=force)
@@ -280,10 +301,16 @@ def _summarize(report: SyncReport) -> None:
         _err().print(
             f"  failed: {_shown(failure.vault)}/{_shown(failure.path)}: {_shown(failure.error)}"
         )
+    for folder in report.unlisted:
+        _err().print(
+            f"  cannot read {_shown(folder.vault)}/{_shown(folder.path)}: {_shown(folder.error)};"
+            " the notes indexed under it are kept as they were"
+        )
 
 
 def _exit_code(report: SyncReport, enriched: EnrichReport | None) -> None:
-    if report.failed or (enriched is not None and enriched.failed):
+    # A folder that could not be read is notes that could not be synced: the same status.
+    if report.failed or report.unlistable or (enriched is not None and enriched.failed):
         raise typer.Exit(EXIT_FILES_FAILED)
 
 
@@ -439,7 +466,8 @@ def query(
     ctx: typer.Context,
     text: Annotated[str, typer.Argument(help="What to look for.")],
     top_k: Annotated[
-        int | None, typer.Option("--top-k", "-k", min=1, help="How many chunks (default 5).")
+        int | None,
+        typer.Option("--top-k", "-k", min=1, max=MAX_TOP_K, help="How many chunks (default 5)."),
     ] = None,
     threshold: Threshold = None,
     path: PathPrefix = None,
@@ -480,7 +508,7 @@ def query(
         cfg = parts.config
         owner = None if no_owner or not cfg.query.owner_in_first_person else cfg.owner_name
         reranker = parts.reranker() if (cfg.query.rerank if rerank is None else rerank) else None
-        hits = search(
+        found = search(
             parts.store,
             parts.embedder,
             text,
@@ -492,8 +520,12 @@ def query(
             filters=_filters(path, tag, after, before),
             reranker=reranker,
         )
+    _warn(found.warnings)
+    hits = found.hits
     if as_json:
-        _out().file.write(json.dumps([asdict(h) for h in hits], ensure_ascii=False, indent=2))
+        # Each hit says which lists found it: "text" when a hybrid search had no embedder.
+        shown = [{**asdict(h), "mode_used": found.mode_used} for h in hits]
+        _out().file.write(json.dumps(shown, ensure_ascii=False, indent=2))
         _out().file.write("\n")
         return
     if not hits:
@@ -503,7 +535,7 @@ def query(
         headers = " > ".join(hit.header_path)
         _out().rule(
             f"[bold]{rank}. {_shown(hit.vault)}/{_shown(hit.path)}[/]"
-            f":{hit.start_line}-{hit.end_line}  similarity {hit.similarity:.3f}"
+            f":{hit.start_line}-{hit.end_line}  {_measure(hit)}"
             + (f"  relevance {hit.relevance}/10" if hit.relevance is not None else ""),
             align="left",
         )
@@ -514,6 +546,19 @@ def query(
         # The raw chunk, exactly, but for control characters (shown as escapes).
         _out().print(escape(printable(hit.content)))
         _out().print()
+
+
+def _warn(warnings: tuple[str, ...]) -> None:
+    for warning in warnings:
+        _err().print(f"[bold yellow]warning:[/] {_shown(warning)}")
+
+
+def _measure(hit: SearchHit) -> str:
+    """What a hit scored: its cosine similarity, or its BM25 score when the query was not
+    embedded."""
+    if hit.similarity is not None:
+        return f"similarity {hit.similarity:.3f}"
+    return f"BM25 {hit.score:.3f}"
 
 
 def _filters(
@@ -544,7 +589,9 @@ def ask_command(
     question: Annotated[str, typer.Argument(help="What to ask your notes.")],
     top_k: Annotated[
         int | None,
-        typer.Option("--top-k", "-k", min=1, help="How many passages to read (default 5)."),
+        typer.Option(
+            "--top-k", "-k", min=1, max=MAX_TOP_K, help="How many passages to read (default 5)."
+        ),
     ] = None,
     threshold: Threshold = None,
     path: PathPrefix = None,
@@ -583,6 +630,7 @@ def ask_command(
             options=options,
             on_text=None if as_json else show,
         )
+    _warn(answer.warnings)
     if as_json:
         _out().file.write(json.dumps(answer_json(answer), ensure_ascii=False, indent=2) + "\n")
         return
@@ -604,6 +652,8 @@ def answer_json(answer: Answer) -> dict[str, object]:
         "model": answer.model,
         "prompt_version": answer.prompt_version,
         "timings": asdict(answer.timings),
+        "mode_used": answer.mode_used,
+        "warnings": list(answer.warnings),
     }
 
 
@@ -644,16 +694,18 @@ def mcp_command(
     """
     from kb.mcp_server import build_server, serve
 
+    # Nothing to finish on a stop: no tool writes, and a stopped client wants no answer. (A
+    # stdio server could not end otherwise: its reader thread blocks on stdin until exit.)
+    # Over HTTP, uvicorn shuts down first, then hands the signal on.
+    _stop_on_signals(lambda _signum: _exit_now(0))
     with _session(ctx) as parts:
-        server = build_server(parts)
-        with suppress(KeyboardInterrupt):
-            serve(
-                server,
-                "http" if http else "stdio",
-                host=host,
-                port=port,
-                token=os.environ.get("KB_MCP_TOKEN") or None,
-            )
+        serve(
+            build_server(parts),
+            "http" if http else "stdio",
+            host=host,
+            port=port,
+            token=os.environ.get("KB_MCP_TOKEN") or None,
+        )
 
 
 @app.command()
@@ -810,8 +862,7 @@ def daemon(ctx: typer.Context) -> None:
         runner.run()
     if runner.abandoned:
         # A worker thread is still waiting on the LLM; Postgres rolls its transaction back.
-        logging.shutdown()
-        os._exit(0)
+        _exit_now(0)
     parts.close()
 
 
@@ -828,6 +879,7 @@ def worker_command(
             "--concurrency",
             "-n",
             min=1,
+            max=MAX_ENRICH_CONCURRENCY,
             help="Notes enriched at once (default enrich.concurrency).",
         ),
     ] = None,
@@ -896,15 +948,39 @@ def _service(ctx: typer.Context, name: str) -> tuple[logging.Logger, threading.E
     log = logging.getLogger(name)
     stop = threading.Event()
 
-    def on_signal(signum: int, _frame: object) -> None:
-        if stop.is_set():
-            os._exit(EXIT_ERROR)  # a second signal: the user does not want to wait
-        event(log, "stopping", signal=signal.Signals(signum).name)
+    def stopping(signum: signal.Signals) -> None:
+        event(log, "stopping", signal=signum.name)
         stop.set()
+
+    _stop_on_signals(stopping)
+    return log, stop
+
+
+def _stop_on_signals(stopping: Callable[[signal.Signals], None]) -> None:
+    """How every command that runs until stopped (mcp, daemon, worker) takes SIGTERM and
+    SIGINT: the first calls `stopping`, which ends the command as a normal exit would; a
+    second exits at once. Either way an embedded PostgreSQL this process was the last to
+    hold is stopped: an assistant or a service manager stops kb with SIGTERM."""
+    signalled = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if signalled.is_set():
+            _exit_now(EXIT_ERROR)  # a second signal: the user does not want to wait
+        signalled.set()
+        stopping(signal.Signals(signum))
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    return log, stop
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Exit without waiting for threads still at work (their transactions roll back). Exit
+    handlers are skipped, so the embedded PostgreSQL is let go of here."""
+    from kb.db import release_embedded
+
+    logging.shutdown()
+    release_embedded()
+    os._exit(code)
 
 
 def _service_config(ctx: typer.Context) -> Config:

@@ -7,8 +7,11 @@ The file is found via `--config`, then `KB_CONFIG`, then the XDG config path
 from __future__ import annotations
 
 import functools
+import itertools
 import os
+import re
 import tomllib
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -44,19 +47,39 @@ class VaultConfig:
     def is_personal(self, rel_path: str) -> bool:
         return bool(self.personal) and _spec(self.personal).match_file(rel_path)
 
-    def is_ignored(self, rel_path: str) -> bool:
+    def is_ignored(self, rel_path: str, *, case_sensitive: bool = True) -> bool:
+        """Whether a path is left out; `case_sensitive` False where the vault's file system
+        takes "private/x.md" for Private/x.md (macOS and Windows by default), so that no
+        spelling of an ignored path escapes its rule."""
         # Dot-folders and dot-files (.obsidian/, .trash/, .git/) are never notes.
         if any(part.startswith(".") for part in rel_path.split("/")):
             return True
-        if self.conflicts == "ignore" and _spec(CONFLICT_PATTERNS).match_file(rel_path):
+        if not case_sensitive:
+            # Composed, as such file systems compare names: "é" as one code point or as "e"
+            # and an accent are one name on APFS and NTFS.
+            rel_path = unicodedata.normalize("NFC", rel_path)
+        if self.conflicts == "ignore" and _spec(CONFLICT_PATTERNS, case_sensitive).match_file(
+            rel_path
+        ):
             return True
-        return bool(self.ignore) and _spec(self.ignore).match_file(rel_path)
+        return bool(self.ignore) and _spec(self.ignore, case_sensitive).match_file(rel_path)
 
 
 @functools.lru_cache(maxsize=64)
-def _spec(patterns: tuple[str, ...]) -> pathspec.GitIgnoreSpec:
+def _spec(patterns: tuple[str, ...], case_sensitive: bool = True) -> pathspec.GitIgnoreSpec:
     # Cached: the daemon's watcher asks about every event's path.
-    return pathspec.GitIgnoreSpec.from_lines(patterns)
+    spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+    if case_sensitive:
+        return spec
+    # The same expressions compiled to ignore case: folding the globs' text instead could
+    # turn a valid range ("[Z-a]") into an invalid one.
+    return pathspec.GitIgnoreSpec(
+        [
+            type(p)(re.compile(unicodedata.normalize("NFC", p.regex.pattern), re.I), p.include)
+            for p in spec.patterns
+            if isinstance(p, pathspec.RegexPattern) and p.regex is not None
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -105,6 +128,9 @@ class LLMConfig:
 # How `kb query` ranks: by embedding, by full-text match, or both fused by rank.
 SearchMode = Literal["vector", "text", "hybrid"]
 SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
+# The most chunks one search returns: far more than anyone reads, and each list reads that
+# deep, so a number past it only makes the database work (or overflow its integers).
+MAX_TOP_K = 1000
 
 
 @dataclass(frozen=True)
@@ -131,6 +157,11 @@ class DaemonConfig:
     heartbeat: float = 5.0
     shutdown_grace: float = 10.0
     polling: bool = False
+
+
+# The most notes one worker enriches at once: each is a thread, and their model calls share
+# llm.concurrency anyway, so more would only hold notes that other workers could take.
+MAX_ENRICH_CONCURRENCY = 64
 
 
 @dataclass(frozen=True)
@@ -192,7 +223,11 @@ def parse_config(
     owner = _env(env, "KB_OWNER_NAME", r.get("owner_name", str, ""))
     if not owner.strip():
         raise ConfigError("config key 'owner_name' is required (the vault owner's full name)")
-    data_dir = _env(env, "KB_DATA_DIR", r.get("data_dir", str, ""))
+    configured_dir = r.get("data_dir", str, None)
+    if configured_dir == "":
+        # Taken for "no data_dir", it would put the index in the default folder unannounced.
+        raise ConfigError("config key 'data_dir' is empty: name a folder, or leave the key out")
+    data_dir = _env(env, "KB_DATA_DIR", configured_dir or "")
     database_url = env.get("KB_DATABASE_URL", r.get("database.url", str, ""))
 
     vault_tables = r.get("vaults", list, [])
@@ -205,6 +240,7 @@ def parse_config(
     names = [v.name for v in vaults]
     if len(set(names)) != len(names):
         raise ConfigError("config key 'vaults.name' must be unique across vaults")
+    _refuse_overlaps(vaults)
 
     provider = _env(env, "KB_PROVIDER", r.get("llm.provider", str, LLMConfig.provider))
     if provider not in PROVIDERS:
@@ -295,6 +331,10 @@ def parse_config(
     )
     if enrich.lease < 5:
         raise ConfigError("config key 'enrich.lease' must be at least 5 seconds")
+    if enrich.concurrency > MAX_ENRICH_CONCURRENCY:
+        raise ConfigError(
+            f"config key 'enrich.concurrency' must be at most {MAX_ENRICH_CONCURRENCY}"
+        )
     # Only once every key has been read can the rest be called unknown.
     r.reject_unknown()
     return Config(
@@ -388,8 +428,75 @@ def _vault(r: _Reader, base_dir: Path) -> VaultConfig:
     for key, patterns in (("personal", personal), ("ignore", ignore)):
         if not all(isinstance(p, str) for p in patterns):
             raise ConfigError(f"config key '{r.prefix}{key}' must be a list of glob strings")
+        for pattern in patterns:
+            if problem := _glob_problem(pattern):
+                raise ConfigError(
+                    f"config key '{r.prefix}{key}' (vault '{name}') has an invalid glob "
+                    f"{pattern!r}: {problem}"
+                )
     r.reject_unknown()
     return VaultConfig(name=name, path=path, personal=personal, ignore=ignore, conflicts=conflicts)
+
+
+def _glob_problem(pattern: str) -> str | None:
+    """Why a glob cannot be compiled, or None: checked here, since globs are otherwise
+    compiled only when the first path is matched, deep inside a sync."""
+    try:
+        pathspec.GitIgnoreSpec.from_lines([pattern])
+    except re.error as exc:
+        return exc.msg  # without the position in the regular expression it became
+    except ValueError:
+        return "not a gitignore-style pattern"
+    return None
+
+
+def _refuse_overlaps(vaults: tuple[VaultConfig, ...]) -> None:
+    """Two vaults that read the same notes would index each twice, and every search would
+    return its passages twice. A vault inside another is allowed only where the outer one
+    skips its folder (an ignore glob, a dot-folder), as a scan would."""
+    real = [(v, Path(os.path.realpath(v.path))) for v in vaults]
+    for (a, real_a), (b, real_b) in itertools.combinations(real, 2):
+        for outer, real_outer, inner, real_inner in (
+            (a, real_a, b, real_b),
+            (b, real_b, a, real_a),
+        ):
+            rel = _within(real_outer, real_inner)
+            if rel is None:
+                continue
+            if not rel.parts:
+                raise ConfigError(
+                    f"vaults '{a.name}' and '{b.name}' are the same folder ({a.path}): "
+                    "configure it as one vault"
+                )
+            if not _skips(outer, rel):
+                raise ConfigError(
+                    f"vault '{inner.name}' ({inner.path}) is inside vault '{outer.name}' "
+                    f"({outer.path}), whose notes would be indexed twice: add "
+                    f"'{rel.as_posix()}/' to the ignore list of '{outer.name}'"
+                )
+
+
+def _within(outer: Path, inner: Path) -> Path | None:
+    """Where `inner` lies inside `outer` (no parts if it is `outer`), or None. Both are
+    resolved; an ancestor the file system takes for `outer` counts too (a differently
+    cased name on a case-insensitive disk)."""
+    for ancestor in (inner, *inner.parents):
+        if ancestor == outer or _same_folder(ancestor, outer):
+            return inner.relative_to(ancestor)
+    return None
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False  # one does not exist (yet): only equal paths are the same
+
+
+def _skips(vault: VaultConfig, rel: Path) -> bool:
+    """Whether a scan of `vault` leaves out the folder `rel` (or a folder above it)."""
+    parts = rel.parts
+    return any(vault.is_ignored("/".join(parts[: i + 1]) + "/") for i in range(len(parts)))
 
 
 class _Reader:

@@ -112,8 +112,52 @@ class _PartAnswer:
 
 
 # Bump when full_context's layout changes: every note's context is then rebuilt from cached
-# model answers (see Contextualizer.build_id).
+# model answers (see ContextBuild.id).
 LAYOUT_VERSION = "4"
+
+
+@dataclass(frozen=True)
+class ContextBuild:
+    """What a note's stored chunks and contexts are made from, besides the note itself."""
+
+    settings: ContextConfig
+    chunk_chars: int  # the chunks a context is built on: other chunks need other contexts
+    embed_window: int  # tokens of a document the embedder reads, after its document prefix
+    owner: str
+
+    @classmethod
+    def of(cls, config: Config) -> ContextBuild:
+        """The build a config asks for: the indexer's, enrichment's and `kb verify`'s."""
+        return cls(
+            config.context,
+            chunk_chars=config.chunking.max_chars,
+            embed_window=embed_window(config.llm),
+            owner=config.owner_name,
+        )
+
+    def id(self, personal: bool) -> str:
+        """Names every setting a note's stored context depends on, and no other: a note
+        stored under another id is cut again and rebuilt (from cache, so only the outputs
+        whose inputs changed cost a model call), and a change rebuilds exactly the notes it
+        shapes. The owner's name, and the rewrite, shape personal notes only."""
+        mode = self.settings.summaries
+        parts = [
+            f"{CHUNKER_VERSION}:{self.chunk_chars}",
+            mode,
+            LAYOUT_VERSION,
+            str(self.embed_window),
+        ]
+        if mode == "llm":
+            # The file summary is written from these chunks (see Contextualizer.excerpts).
+            first, last = self.settings.first_chunks, self.settings.last_chunks
+            parts.append(f"prompts{prompts.PROMPT_VERSION}:{first}+{last}")
+        if personal and mode != "none":
+            # Hashed: an id names the name's version, it need not spell it.
+            parts.append(f"owner:{cache_key(self.owner)[:12]}")
+            if mode == "llm":
+                rewrite = self.settings.rewrite_personal
+                parts.append(f"rewrite{prompts.REWRITE_VERSION}" if rewrite else "as-written")
+        return "/".join(parts)
 
 
 def full_context(file_summary: str, chunk_summary: str, header_path: str, content: str) -> str:
@@ -176,22 +220,26 @@ class Contextualizer:
     def for_config(cls, chat: ChatModel, config: Config, executor: Executor) -> Contextualizer:
         """The contextualizer a config asks for: the indexer's and enrichment's must be the
         same, or a note one stores would look built another way to the other."""
+        build = ContextBuild.of(config)
         return cls(
             chat,
-            config.context,
-            owner=config.owner_name,
+            build.settings,
+            owner=build.owner,
             context_window=config.llm.context_window,
-            embed_window=embed_window(config.llm),
-            chunk_chars=config.chunking.max_chars,
+            embed_window=build.embed_window,
+            chunk_chars=build.chunk_chars,
             executor=executor,
         )
 
-    @property
-    def build_id(self) -> str:
-        """How a note's chunks and contexts are made now: a note stored with another is cut
-        again and rebuilt (from cache, so only chunks that changed cost a model call)."""
-        chunks = f"{CHUNKER_VERSION}:{self.chunk_chars}"
-        return f"{chunks}/{self.settings.summaries}/{LAYOUT_VERSION}/{self.embed_window}"
+    def build_id(self, personal: bool) -> str:
+        """How a note's chunks and contexts are made now (see ContextBuild.id)."""
+        build = ContextBuild(
+            self.settings,
+            chunk_chars=self.chunk_chars,
+            embed_window=self.embed_window,
+            owner=self.owner,
+        )
+        return build.id(personal)
 
     def _owner_for(self, personal: bool) -> str | None:
         return self.owner if personal else None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import os
 import random
 import socket
@@ -57,6 +58,10 @@ LOCK_CHECK = 1.0
 # Back-off after an error the worker cannot fix itself (a dead LLM server, say), seconds.
 MIN_BACKOFF = 2.0
 MAX_BACKOFF = 300.0
+# A vault folder that cannot be read is reconciled again after this long (seconds), then
+# twice as long each time, up to the reconciliation interval: a privacy prompt is answered
+# within seconds, a folder made private may stay so for good.
+UNREADABLE_RETRY = 5.0
 
 
 class Daemon:
@@ -100,6 +105,12 @@ class Daemon:
         self._db_down = False
         self._turns = 0
         self._lock_checked = 0.0
+        # (vault, folder) → why it cannot be read; kept by the worker, which also plans the
+        # next look at them (the main thread asks for it when due).
+        self._unreadable: dict[tuple[str, str], str] = {}
+        self._seen_unreadable: set[tuple[str, str]] = set()
+        self._retry_in = UNREADABLE_RETRY
+        self._retry_at = math.inf
 
     # -- control -----------------------------------------------------------------------------------
 
@@ -248,6 +259,9 @@ class Daemon:
             if now >= next_reconcile:
                 self.request_reconcile("interval")
                 next_reconcile = now + self._interval()
+            if now >= self._retry_at:
+                self._retry_at = math.inf
+                self.request_reconcile("unreadable folder")
             if self._worker is not None and not self._worker.is_alive():
                 # The worker catches everything; this is the last line of defence.
                 event(log, "worker thread died: restarting it", logging.ERROR)
@@ -395,6 +409,8 @@ class Daemon:
             if files or folders:
                 self.activity = f"indexing {len(files) + len(folders)} changed paths"
                 self.indexer.sync_scope(vault, Scope(frozenset(files), frozenset(folders)))
+        if self._unreadable and self._retry_at == math.inf:
+            self._retry_unreadable()
 
     def _reconcile(self, reasons: list[str]) -> None:
         reason = ", ".join(reasons)
@@ -413,8 +429,10 @@ class Daemon:
         self.activity = "reconciling"
         event(log, "reconciliation started", reason=reason)
         started = time.monotonic()
+        self._seen_unreadable = set()
         report = self.indexer.sync(vaults=vaults)
         seconds = round(time.monotonic() - started, 3)
+        self._readable_again({v.name for v in vaults})
         event(log, "reconciliation done", reason=reason, seconds=seconds, **_counts(report))
         self.store.state.set(
             "last_reconcile",
@@ -426,8 +444,39 @@ class Daemon:
             },
         )
 
+    def _readable_again(self, reconciled: set[str]) -> None:
+        """Forget the folders a reconciliation of their vault could read, and plan the next
+        look at those it still cannot."""
+        for key in [k for k in self._unreadable if k[0] in reconciled]:
+            if key not in self._seen_unreadable:
+                del self._unreadable[key]
+                event(log, "folder readable again", vault=key[0], path=key[1])
+        if self._unreadable:
+            self._retry_unreadable()
+        else:
+            self._retry_in, self._retry_at = UNREADABLE_RETRY, math.inf
+
+    def _retry_unreadable(self) -> None:
+        self._retry_at = time.monotonic() + self._retry_in
+        self._retry_in = min(self._retry_in * 2, self.settings.reconcile_interval)
+
     def _file_event(self, file: FileEvent) -> None:
         if file.action == "unchanged":
+            return
+        if file.action == "unlistable":
+            key = (file.vault, file.path)
+            self._seen_unreadable.add(key)
+            if key not in self._unreadable:
+                # Once, not at every look: it is retried until it can be read.
+                event(
+                    log,
+                    "cannot read a folder: the notes indexed under it are kept",
+                    logging.WARNING,
+                    vault=file.vault,
+                    path=file.path,
+                    error=file.error,
+                )
+            self._unreadable[key] = file.error
             return
         fields: dict[str, Any] = {"vault": file.vault, "path": file.path}
         if file.action == "moved":
@@ -449,5 +498,6 @@ def _counts(report: SyncReport) -> dict[str, int]:
         "moved": report.moved,
         "deleted": report.deleted,
         "failed": report.failed,
+        "unreadable": report.unlistable,
         "llm_calls": report.llm_calls,
     }

@@ -13,7 +13,7 @@ import logging
 import os
 import re
 import stat
-import warnings
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
@@ -24,7 +24,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from kb.errors import DatabaseError
+from kb.errors import DatabaseError, DiskFull
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +66,42 @@ def embedded_url(data_dir: Path) -> str:
         )
     try:
         pgdata.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with _kept_private(pgdata), warnings.catch_warnings():
-            # platformdirs warns when XDG_RUNTIME_DIR is unset; pgserver falls back to /tmp.
-            warnings.simplefilter("ignore")
-            import pgserver
+        with _kept_private(pgdata):
+            from kb import embedded
 
-            server = pgserver.get_server(pgdata, cleanup_mode="stop")
+            return embedded.start(pgdata)
+    except DatabaseError:
+        raise
     except Exception as exc:
-        raise DatabaseError(f"cannot start the embedded PostgreSQL in {pgdata}: {exc}") from None
-    return server.get_uri()
+        from kb.embedded import full_disk
+
+        reason = full_disk(pgdata.parent) or first_line(exc)
+        raise DatabaseError(f"cannot start the embedded PostgreSQL in {pgdata}: {reason}") from None
+
+
+def disk_full(exc: BaseException, configured: str, data_dir: Path) -> DiskFull | None:
+    """`exc` told as a full disk when it comes from one: the database said so (SQLSTATE
+    53100), or the embedded server in `data_dir` failed with less free space than it needs
+    (a full disk stops it without a word to its clients: "server closed the connection")."""
+    if isinstance(exc, DiskFull):
+        return exc
+    said = isinstance(exc, psycopg.errors.DiskFull)
+    if configured:
+        return DiskFull(f"the database server's disk is full: {first_line(exc)}") if said else None
+    from kb.embedded import full_disk
+
+    message = full_disk(data_dir, said=said)
+    return DiskFull(message) if message else None
+
+
+def release_embedded() -> None:
+    """Let go of the embedded PostgreSQL before an exit that skips exit handlers (os._exit),
+    stopping it if no other live process holds it; nothing if this process never used it."""
+    # A process that started or joined the server has kb.embedded loaded. Not imported here:
+    # called from a signal handler, an import could wait on one the main thread was doing.
+    embedded = sys.modules.get("kb.embedded")
+    if embedded is not None:
+        embedded.release()
 
 
 @contextlib.contextmanager

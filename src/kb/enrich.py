@@ -90,12 +90,13 @@ class Enricher:
         note = self.store.queue.note(claim.document_id)
         if note is None:  # deleted since: its item went with it
             return Attempt(claim.document_id, "", "", "dropped")
-        if note.context_build != self.context.build_id:
+        build = self.context.build_id(note.personal)
+        if note.context_build != build:
             # Workers on other machines read their own config: one that builds contexts
             # another way than the indexer would store a mix.
             raise KbError(
                 f"the note was stored for context build {note.context_build}, this worker "
-                f"builds {self.context.build_id}: give workers the indexer's context and "
+                f"builds {build}: give workers the indexer's owner_name, context and "
                 "embedding settings"
             )
         chunks, personal = note.chunks, note.personal

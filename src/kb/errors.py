@@ -15,6 +15,10 @@ class DatabaseError(KbError):
     """The database cannot be reached or set up."""
 
 
+class DiskFull(DatabaseError):
+    """The disk under the database is full."""
+
+
 class LLMError(KbError):
     """An LLM server failed in a way that retrying will not fix soon."""
 

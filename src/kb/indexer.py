@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -28,7 +27,7 @@ from typing import Any, Literal
 
 import psycopg
 
-from kb import plan
+from kb import db, plan
 from kb.chunking import Chunk, chunk_body
 from kb.config import Config, VaultConfig
 from kb.context import Contextualizer
@@ -40,6 +39,8 @@ from kb.notes import (
     MISNAMED,
     OnDisk,
     Scope,
+    Unlisted,
+    gone,
     nameable,
     read_note,
     scan_scope,
@@ -63,7 +64,8 @@ BULK_LOAD_NOTES = 200
 WRITE_GROUP = 16
 
 
-Action = Literal["indexed", "unchanged", "moved", "deleted", "failed"]
+# "unlistable": a folder that could not be read; the notes stored under it are kept.
+Action = Literal["indexed", "unchanged", "moved", "deleted", "failed", "unlistable"]
 
 
 @dataclass(frozen=True)
@@ -95,10 +97,12 @@ class SyncReport:
     embedded: int = 0
     fallbacks: int = 0
     queued: int = 0
+    unlistable: int = 0
     failures: list[FileEvent] = field(default_factory=list)
+    unlisted: list[FileEvent] = field(default_factory=list)
 
     def add(self, event: FileEvent) -> None:
-        if event.action != "deleted":
+        if event.action not in ("deleted", "unlistable"):
             self.files += 1
         setattr(self, event.action, getattr(self, event.action) + 1)
         self.chunks += event.chunks
@@ -108,6 +112,8 @@ class SyncReport:
         self.queued += event.queued
         if event.action == "failed":
             self.failures.append(event)
+        elif event.action == "unlistable":
+            self.unlisted.append(event)
 
 
 @dataclass
@@ -212,21 +218,25 @@ class Indexer:
         rules = plan.Rules(
             force=force,
             trust_stat=scope is None,
-            build=self.context.build_id,
+            build=self.context.build_id(False),
+            personal_build=self.context.build_id(True),
             retry=frozenset(retry),
         )
         misnamed: list[str] = []
+        unlisted: list[Unlisted] = []
 
         def emit(event: FileEvent) -> None:
             report.add(event)
             self.on_event(event)
 
-        survey = self._survey(vault, scope, rules, misnamed, emit)
+        survey = self._survey(vault, scope, rules, misnamed, unlisted, emit)
         stored, on_disk = survey.stored, survey.on_disk
         self.on_scan(survey.notes + len(misnamed))
         for path in misnamed:
             # Listed like any note that failed, under a name that can be stored and shown.
             emit(self._failed(vault, shown_path(path), NoteError(MISNAMED)))
+        for folder in unlisted:
+            emit(self._unlistable(vault, folder))
 
         to_read, new = plan.to_read(stored, list(on_disk.values()), rules)
         # Only hashes are kept here: a file's bytes are read again by the worker that
@@ -243,7 +253,7 @@ class Indexer:
         elsewhere = {}
         if scope is not None and not force:
             elsewhere = self._vanished_elsewhere(vault, plan.new_hashes(stored, read), stored)
-        todo = plan.decide(stored, read, on_disk.keys(), rules, elsewhere, new)
+        todo = plan.decide(stored, read, on_disk.keys(), rules, elsewhere, new, unlisted)
 
         self.checkpoint()
         docs.touch(vault.name, todo.touch)
@@ -276,16 +286,23 @@ class Indexer:
 
         self.checkpoint()
         # Paths named by the scope but not on disk may have a failure recorded, and no row.
-        gone = set(todo.delete) | (
-            {shown_path(p) for p in scope.files if p not in on_disk and p not in misnamed}
+        deleted = set(todo.delete) | (
+            {
+                shown_path(p)
+                for p in scope.files
+                if p not in on_disk and p not in misnamed and not plan.kept(p, unlisted)
+            }
             if scope
             else set()
         )
-        docs.delete(vault.name, gone)
+        docs.delete(vault.name, deleted)
         if scope is None:
-            failed_names = set(map(shown_path, misnamed))
+            failed_names = {*map(shown_path, misnamed), *(shown_path(u.path) for u in unlisted)}
             docs.keep_failures(
-                vault.name, lambda p: p in failed_names or stat_note(vault, p) is not None
+                vault.name,
+                lambda p: (
+                    p in failed_names or plan.kept(p, unlisted) or stat_note(vault, p) is not None
+                ),
             )
         for path in todo.delete:
             emit(FileEvent(vault.name, path, "deleted"))
@@ -296,20 +313,25 @@ class Indexer:
         scope: Scope | None,
         rules: plan.Rules,
         misnamed: list[str],
+        unlisted: list[Unlisted],
         emit: Callable[[FileEvent], None],
     ) -> _Survey:
         """The rows and notes of a sync that are not unchanged on their stat (those are
-        reported as they go by: a full sync of a large vault holds a few at a time)."""
+        reported as they go by: a full sync of a large vault holds a few at a time), and in
+        `unlisted` the folders that could not be read."""
         docs = self.store.documents
         if scope is not None:
             stored = docs.states_in(
                 vault.name, map(shown_path, scope.files), map(shown_path, scope.folders)
             )
-            on_disk = {f.path: f for f in nameable(scan_scope(vault, scope).values(), misnamed)}
+            on_disk = {
+                f.path: f for f in nameable(scan_scope(vault, scope, unlisted).values(), misnamed)
+            }
             return _Survey(stored, on_disk, rows=len(stored), notes=len(on_disk))
         survey = _Survey({}, {})
         with docs.each_state(vault.name) as states:
-            for old, new in plan.pair(states, nameable(scan_vault(vault), misnamed)):
+            notes = nameable(scan_vault(vault, unlisted=unlisted), misnamed)
+            for old, new in plan.pair(states, notes, unlisted):
                 survey.rows += old is not None
                 survey.notes += new is not None
                 if old and new and plan.unchanged(old, new, rules):
@@ -346,7 +368,7 @@ class Indexer:
         return {
             d.path: d
             for d in self.store.documents.states_with_hashes(vault.name, hashes)
-            if d.path not in in_scope and not os.path.lexists(os.path.join(vault.path, d.path))
+            if d.path not in in_scope and gone(vault, d.path)
         }
 
     def _index_group(
@@ -368,7 +390,7 @@ class Indexer:
                     raise
                 except Interrupted:
                     pass  # a stop finishes the notes in hand
-                with _connection_needed():
+                with _connection_needed(self.config):
                     self.store.documents.save(ready)
         return [event for event, _ in outcomes]
 
@@ -378,7 +400,7 @@ class Indexer:
         try:
             self.checkpoint()
             data = read_note(vault, f.path)
-            with _connection_needed():
+            with _connection_needed(self.config):
                 return self.prepare(
                     vault, f.path, data, size=len(data), mtime_ns=f.mtime_ns, force=force
                 )
@@ -394,6 +416,15 @@ class Indexer:
             # A bug triggered by one note must not stop the others; it is recorded.
             log.debug("%s/%s failed", vault.name, f.path, exc_info=True)
             return self._failed(vault, f.path, NoteError(f"{type(exc).__name__}: {exc}")), None
+
+    def _unlistable(self, vault: VaultConfig, folder: Unlisted) -> FileEvent:
+        # Recorded with the failed notes, so that `kb status` lists it until it can be read.
+        self.store.documents.record_failure(
+            vault.name,
+            shown_path(folder.path),
+            f"cannot be read ({folder.reason}): the notes indexed under it are kept as they were",
+        )
+        return FileEvent(vault.name, shown_path(folder.path), "unlistable", error=folder.reason)
 
     def _failed(self, vault: VaultConfig, path: str, exc: Exception) -> FileEvent:
         message = str(exc)
@@ -456,7 +487,7 @@ class Indexer:
             personal=personal,
             summary=ctx.summary,
             summary_key=ctx.summary_key,
-            context_build=self.context.build_id,
+            context_build=self.context.build_id(personal),
             summary_fallback=self.chat.name if ctx.summary_fallback else None,
         )
         event = FileEvent(
@@ -511,13 +542,14 @@ class Indexer:
 
 
 @contextmanager
-def _connection_needed() -> Iterator[None]:
-    """A lost database connection stops the run as a DatabaseError: it is no note's fault,
-    and the next note would fail the same way."""
+def _connection_needed(config: Config) -> Iterator[None]:
+    """A lost database connection, or a full disk under it, stops the run as a DatabaseError:
+    it is no note's fault, and the next note would fail the same way."""
     try:
         yield
     except psycopg.OperationalError as exc:
-        raise DatabaseError(f"lost the database connection: {first_line(exc)}") from None
+        lost = DatabaseError(f"lost the database connection: {first_line(exc)}")
+        raise db.disk_full(exc, config.database_url, config.data_dir) or lost from None
 
 
 def _now_iso() -> str:

@@ -17,6 +17,7 @@ import hmac
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
@@ -28,12 +29,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kb import answer as answer_mod
 from kb import query as query_mod
-from kb.config import VaultConfig
+from kb.config import SearchMode, VaultConfig
 from kb.container import Container
 from kb.errors import KbError, NoteError
+from kb.mcp_arguments import ArgumentCheckedServer, Name, Offset, PathText, Text, path_text
 from kb.notes import inside_vault, is_note, read_note
 from kb.parsing import decode
-from kb.store import NoteInfo, SearchFilter, SearchHit
+from kb.store import NoteInfo, SearchFilter
 
 Transport = Literal["stdio", "http"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -51,6 +53,7 @@ _ASK = (
     "cites numbered sources ([1], [2]), or one sentence saying the notes don't say. Slower "
     "than `search` (seconds on a local model)."
 )
+_PATH_PREFIX = "Only notes in this folder (and its subfolders), e.g. 'Projects/', or this note."
 _INSTRUCTIONS = (
     "kb is a search index of the user's Markdown notes. Use `search` to find passages (each "
     "with its vault, path and line span), `get_note` to read a note or some of its lines, "
@@ -106,6 +109,9 @@ class AskResult:
     cited: list[int]
     not_in_notes: bool
     model: str | None
+    # "text" when the passages came from full-text search alone; warnings say why.
+    mode_used: SearchMode
+    warnings: list[str]
 
 
 class Vaults:
@@ -162,7 +168,9 @@ def build_server(parts: Container) -> MCPServer:
     config, store = parts.config, parts.store
     vaults = Vaults(config.vaults)
     owner = config.owner_name if config.query.owner_in_first_person else None
-    server = MCPServer("kb", instructions=_INSTRUCTIONS, log_level="WARNING")
+    server = ArgumentCheckedServer(
+        "kb", instructions=_INSTRUCTIONS, version=version("kb"), log_level="WARNING"
+    )
 
     def filters(
         path_prefix: str | None,
@@ -179,17 +187,16 @@ def build_server(parts: Container) -> MCPServer:
 
     @server.tool(annotations=_READ_ONLY, description=_SEARCH)
     def search(
-        query: Annotated[str, Field(description="What to look for, in plain words.")],
+        query: Annotated[Text, Field(description="What to look for, in plain words.")],
         mode: Annotated[
             Literal["hybrid", "vector", "text"],
             Field(description="hybrid (meaning and words), vector (meaning) or text (words)."),
         ] = "hybrid",
         top_k: Annotated[int, Field(ge=1, le=50, description="How many passages.")] = 5,
-        path_prefix: Annotated[
-            str | None, Field(description="Only notes whose path starts with this.")
-        ] = None,
+        path_prefix: Annotated[PathText | None, Field(description=_PATH_PREFIX)] = None,
         tags: Annotated[
-            list[str] | None, Field(description="Only notes with all these tags (or nested ones).")
+            list[Text] | None,
+            Field(description="Only notes with all these tags (or nested ones)."),
         ] = None,
         after: Annotated[
             dt.date | None, Field(description="Only notes modified on or after this day.")
@@ -197,7 +204,7 @@ def build_server(parts: Container) -> MCPServer:
         before: Annotated[
             dt.date | None, Field(description="Only notes modified before this day.")
         ] = None,
-    ) -> list[SearchHit]:
+    ) -> query_mod.SearchResult:
         with _as_tool_error():
             return query_mod.search(
                 store,
@@ -212,8 +219,8 @@ def build_server(parts: Container) -> MCPServer:
 
     @server.tool(annotations=_READ_ONLY)
     def get_note(
-        vault: Annotated[str, Field(description="The vault's name, as `search` returns it.")],
-        path: Annotated[str, Field(description="The note's path inside the vault.")],
+        vault: Annotated[Name, Field(description="The vault's name, as `search` returns it.")],
+        path: Annotated[PathText, Field(description="The note's path inside the vault.")],
         start_line: Annotated[
             int | None, Field(ge=1, description="First line to return (1-based).")
         ] = None,
@@ -227,20 +234,21 @@ def build_server(parts: Container) -> MCPServer:
 
     @server.tool(annotations=_READ_ONLY)
     def list_notes(
-        vault: Annotated[str | None, Field(description="Only this vault.")] = None,
+        vault: Annotated[Name | None, Field(description="Only this vault.")] = None,
         folder: Annotated[
-            str | None, Field(description="Only notes under this folder, e.g. 'Projects/'.")
+            PathText | None, Field(description="Only notes under this folder, e.g. 'Projects/'.")
         ] = None,
         tags: Annotated[
-            list[str] | None, Field(description="Only notes with all these tags.")
+            list[Text] | None, Field(description="Only notes with all these tags.")
         ] = None,
-        offset: Annotated[int, Field(ge=0, description="Skip this many notes.")] = 0,
+        offset: Annotated[Offset, Field(description="Skip this many notes.")] = 0,
         limit: Annotated[int, Field(ge=1, le=500, description="At most this many.")] = 50,
     ) -> NoteList:
         """List the indexed notes in path order, a page at a time."""
-        page = store.search.list_notes(
-            vault=vault, folder=folder, tags=tags or (), offset=offset, limit=limit
-        )
+        with _as_tool_error():
+            page = store.search.list_notes(
+                vault=vault, folder=folder, tags=tags or (), offset=offset, limit=limit
+            )
         end = offset + len(page.notes)
         return NoteList(
             [_entry(n) for n in page.notes], page.total, end if end < page.total else None
@@ -276,13 +284,11 @@ def build_server(parts: Container) -> MCPServer:
 
     @server.tool(annotations=_READ_ONLY, description=_ASK)
     def ask(
-        question: Annotated[str, Field(description="The question, in plain words.")],
+        question: Annotated[Text, Field(description="The question, in plain words.")],
         top_k: Annotated[int, Field(ge=1, le=20, description="How many passages to read.")] = 5,
-        path_prefix: Annotated[
-            str | None, Field(description="Only notes whose path starts with this.")
-        ] = None,
+        path_prefix: Annotated[PathText | None, Field(description=_PATH_PREFIX)] = None,
         tags: Annotated[
-            list[str] | None, Field(description="Only notes with all these tags.")
+            list[Text] | None, Field(description="Only notes with all these tags.")
         ] = None,
     ) -> AskResult:
         with _as_tool_error():
@@ -318,13 +324,17 @@ def build_server(parts: Container) -> MCPServer:
             result.cited,
             result.not_in_notes,
             result.model,
+            result.mode_used,
+            list(result.warnings),
         )
 
     @server.resource("kb://{vault}/{+path}", mime_type="text/markdown")
     def note(vault: str, path: str) -> str:
         """A note of the user's vault, as it is on disk now."""
         try:
-            return vaults.read(vault, path).text
+            return vaults.read(vault, path_text(path)).text
+        except ValueError as exc:
+            raise ResourceNotFoundError(f"{path[:80]!r}: {exc}") from None
         except KbError as exc:
             raise ResourceNotFoundError(str(exc)) from None
 
@@ -349,17 +359,20 @@ def _entry(info: NoteInfo) -> NoteEntry:
 
 
 class BearerAuth:
-    """Lets through only HTTP requests that carry `Authorization: Bearer <token>`."""
+    """Lets through only HTTP requests that carry `Authorization: Bearer <token>`, the scheme
+    in any case (RFC 7235)."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.expected = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             given = dict(scope["headers"]).get(b"authorization", b"")
+            scheme, _, credentials = given.partition(b" ")
             # Constant time: how much of a guess matched must not show in the response time.
-            if not hmac.compare_digest(given, self.expected):
+            matched = hmac.compare_digest(credentials.strip(b" "), self.expected)
+            if not (matched and scheme.lower() == b"bearer"):
                 response = JSONResponse(
                     {"error": "invalid_token", "error_description": "a bearer token is required"},
                     status_code=401,
@@ -377,6 +390,8 @@ def serve(
     if transport == "stdio":
         server.run("stdio")
         return
+    # An HTTP header cannot carry a token's surrounding blanks; a blank token is no token.
+    token = token.strip() if token else None
     if host not in LOOPBACK and not token:
         raise KbError(
             f"refusing to serve {host} without a bearer token: set KB_MCP_TOKEN, "
@@ -384,7 +399,10 @@ def serve(
         )
     import uvicorn
 
-    app: ASGIApp = server.streamable_http_app(host=host)
+    # Stateless: no tool keeps anything between calls, and a session that is never closed would
+    # otherwise hold its memory until it expires (with the SDK's defaults, 10,000 sessions of
+    # about 40 kB each for 30 minutes).
+    app: ASGIApp = server.streamable_http_app(host=host, stateless_http=True)
     if token:
         app = BearerAuth(app, token)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -7,6 +7,8 @@ through it, and nothing here knows about the index.
 
 from __future__ import annotations
 
+import errno
+import functools
 import hashlib
 import os
 import stat
@@ -42,7 +44,45 @@ MISNAMED = "its file name is not valid UTF-8: rename it to index it"
 
 def is_note(vault: VaultConfig, rel_path: str) -> bool:
     """Whether a vault-relative path names a note: Markdown, and not ignored."""
-    return rel_path.lower().endswith(NOTE_SUFFIXES) and not vault.is_ignored(rel_path)
+    return rel_path.lower().endswith(NOTE_SUFFIXES) and not _ignored(vault, rel_path)
+
+
+def _ignored(vault: VaultConfig, rel_path: str) -> bool:
+    # Where the disk folds case, "private/x.md" opens Private/x.md: a rule holds for every
+    # spelling of what it names.
+    return vault.is_ignored(rel_path, case_sensitive=not folds_case(os.fspath(vault.path)))
+
+
+@functools.lru_cache(maxsize=64)
+def folds_case(folder: str) -> bool:
+    """Whether the file system holding a folder takes names that differ only in case for one
+    (macOS and Windows by default), tried with one of the folder's own entries."""
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                swapped = entry.name.swapcase()
+                # A name whose case does not round-trip ("ß" becomes "SS") proves nothing.
+                if swapped != entry.name and swapped.swapcase() == entry.name:
+                    return _same_file(entry.path, os.path.join(folder, swapped))
+    except OSError:
+        pass
+    # No cased entry to try: the folder's own name in its parent, or an ancestor's (most
+    # often on the same disk).
+    path = os.path.realpath(folder)
+    while (parts := os.path.split(path))[1]:
+        head, name = parts
+        swapped = name.swapcase()
+        if swapped != name and swapped.swapcase() == name:
+            return _same_file(path, os.path.join(head, swapped))
+        path = head
+    return True  # nothing to tell by: the rules then hold for every spelling
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samestat(os.lstat(a), os.lstat(b))
+    except OSError:
+        return False
 
 
 def shown_path(rel_path: str) -> str:
@@ -62,14 +102,48 @@ def nameable(notes: Iterable[OnDisk], misnamed: list[str]) -> Iterator[OnDisk]:
 
 
 def stat_note(vault: VaultConfig, rel_path: str) -> OnDisk | None:
-    """The note at a path, or None if it is missing, ignored or not a regular file."""
-    if not is_note(vault, rel_path):
+    """The note at a path, or None if it is missing, ignored, not a regular file, or in a
+    linked folder (the scan does not enter those)."""
+    if not is_note(vault, rel_path) or _in_linked_folder(vault, rel_path):
         return None
     try:
         st = os.stat(os.path.join(vault.path, rel_path))
-    except OSError:
+    except OSError as exc:
+        if exc.errno in _UNOPENABLE:
+            return _unopenable(vault, rel_path)
         return None  # missing, or vanished between listing and stat
     return _on_disk(vault, rel_path, st)
+
+
+# A note that is listed but cannot be stat'ed, ever: a loop of links, or a path longer than
+# the system allows (PATH_MAX: 4,096 bytes on Linux, 1,024 on macOS).
+_UNOPENABLE = (errno.ELOOP, errno.ENAMETOOLONG)
+
+
+def _unopenable(vault: VaultConfig, rel_path: str) -> OnDisk:
+    # Listed with no size or mtime, so that reading it fails it with the reason, in
+    # `kb index` and `kb verify`, instead of it being passed over without a word.
+    return OnDisk(rel_path, -1, -1, vault.is_personal(rel_path))
+
+
+def _in_linked_folder(vault: VaultConfig, rel_path: str) -> bool:
+    """Whether a folder on a vault-relative path (the last one too, for "a/b/") is a link."""
+    folder = os.fspath(vault.path)
+    for part in rel_path.split("/")[:-1]:
+        folder = os.path.join(folder, part)
+        if os.path.islink(folder):
+            return True
+    return False
+
+
+def gone(vault: VaultConfig, rel_path: str) -> bool:
+    """Whether nothing is at a path: not merely out of reach (in a folder that cannot be
+    read, whose notes are kept)."""
+    try:
+        os.lstat(os.path.join(vault.path, rel_path))
+    except OSError as exc:
+        return exc.errno in _GONE
+    return False
 
 
 def _on_disk(vault: VaultConfig, rel_path: str, st: os.stat_result) -> OnDisk | None:
@@ -79,15 +153,42 @@ def _on_disk(vault: VaultConfig, rel_path: str, st: os.stat_result) -> OnDisk | 
     return OnDisk(rel_path, st.st_size, st.st_mtime_ns, vault.is_personal(rel_path))
 
 
-def scan_vault(vault: VaultConfig, folder: str = "") -> Iterator[OnDisk]:
+def scan_vault(
+    vault: VaultConfig, folder: str = "", *, unlisted: list[Unlisted] | None = None
+) -> Iterator[OnDisk]:
     """Every note of a vault, or of one of its folders ("a/b/"), skipping dot-folders,
-    ignored paths and non-Markdown files."""
-    if folder and (vault.is_ignored(folder) or not inside_vault(vault, folder)):
-        return
-    yield from _scan_folder(vault, os.path.join(vault.path, folder), folder)
+    ignored paths and non-Markdown files.
+
+    A folder that cannot be read goes to `unlisted`, as soon as the scan reaches it (before
+    any later path); without a list to report to, the scan raises its OSError. A folder that
+    is gone is only empty, but for the vault's root: its rows are kept (see `plan.kept`).
+    """
+    if folder and (
+        _ignored(vault, folder)
+        or not inside_vault(vault, folder)
+        or _in_linked_folder(vault, folder)
+    ):
+        return  # as a scan of the whole vault would not enter it
+    yield from _scan_folder(vault, os.path.join(vault.path, folder), folder, unlisted)
 
 
-def _scan_folder(vault: VaultConfig, top: str, rel_top: str) -> Iterator[OnDisk]:
+@dataclass(frozen=True, slots=True)
+class Unlisted:
+    """A folder the scan could not read ("a/b/"; "" is the vault's root), or a linked note
+    it could not stat: the notes stored under it may be there still."""
+
+    path: str
+    reason: str
+
+
+# What a path that does not exist gives: it is gone, not unreadable. Any other error
+# (permission, I/O, a privacy control, a stale network mount) says nothing of its notes.
+_GONE = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG)
+
+
+def _scan_folder(
+    vault: VaultConfig, top: str, rel_top: str, unlisted: list[Unlisted] | None
+) -> Iterator[OnDisk]:
     """A folder's notes in path order (code point order of the relative path, as the index
     lists its rows for `plan.pair`), without following links to folders, and with no limit
     on depth. Each note costs one stat and no Path object: on an unchanged vault, the scan
@@ -95,30 +196,46 @@ def _scan_folder(vault: VaultConfig, top: str, rel_top: str) -> Iterator[OnDisk]
     # One sorted listing per folder on the way down. A folder sorts by its name and a
     # slash, which is where its notes' paths fall among its siblings': "a.md" < "a/b.md"
     # < "a0.md".
-    listings = [_listing(top, rel_top)]
+    listings = [_listing(top, rel_top, unlisted, root=not rel_top)]
+    folders = [rel_top]
     while listings:
         entry = next(listings[-1], None)
         if entry is None:
             listings.pop()
+            folders.pop()
             continue
         rel_path, dir_entry, is_folder = entry
         if is_folder:
             if not dir_entry.is_symlink() and not vault.is_ignored(rel_path):
-                listings.append(_listing(dir_entry.path, rel_path))
+                listings.append(_listing(dir_entry.path, rel_path, unlisted))
+                folders.append(rel_path)
             continue
         if not is_note(vault, rel_path):
             continue
         try:
             note = _on_disk(vault, rel_path, dir_entry.stat())
-        except OSError:
-            continue  # vanished between listing and stat
+        except OSError as exc:
+            if exc.errno in _UNOPENABLE:
+                yield _unopenable(vault, rel_path)
+                continue
+            if exc.errno in _GONE:
+                continue  # vanished between listing and stat, or a broken link
+            if dir_entry.is_symlink():
+                _unreadable(unlisted, rel_path, exc)  # where it links to
+                continue
+            # A folder that can be listed but not searched: no note in it can be stat'ed.
+            _unreadable(unlisted, folders[-1], exc)
+            listings[-1] = iter(())
+            continue
         if note is not None:
             yield note
 
 
-def _listing(directory: str, rel_dir: str) -> Iterator[tuple[str, os.DirEntry[str], bool]]:
+def _listing(
+    directory: str, rel_dir: str, unlisted: list[Unlisted] | None, *, root: bool = False
+) -> Iterator[tuple[str, os.DirEntry[str], bool]]:
     """A folder's entries as (relative path, entry, is a folder), a folder's path ending in
-    a slash, in path order."""
+    a slash, in path order; none if it is gone, or cannot be read (then it is `unlisted`)."""
     try:
         with os.scandir(directory) as listing:
             entries = []
@@ -129,15 +246,50 @@ def _listing(directory: str, rel_dir: str) -> Iterator[tuple[str, os.DirEntry[st
                     is_folder = False
                 rel_path = rel_dir + entry.name + ("/" if is_folder else "")
                 entries.append((rel_path, entry, is_folder))
-    except OSError:
-        return iter(())  # gone, or unreadable, since it was listed
+        if entries:
+            # A folder that can be listed but not searched (mode r--) names its notes but
+            # gives none of them: it is as unreadable as one that cannot be listed.
+            os.stat(os.path.join(directory, "."))
+    except OSError as exc:
+        # A vault's root that is gone (an unmounted disk) keeps its notes, as one that
+        # cannot be read does; a folder in it that is gone was deleted or moved.
+        if root or exc.errno not in _GONE or exc.errno == errno.ENAMETOOLONG:
+            _unreadable(unlisted, rel_dir, exc)
+        return iter(())
     return iter(sorted(entries, key=lambda e: e[0]))
 
 
-def scan_scope(vault: VaultConfig, scope: Scope) -> dict[str, OnDisk]:
-    found = {f.path: f for folder in sorted(scope.folders) for f in scan_vault(vault, folder)}
+def _unreadable(unlisted: list[Unlisted] | None, path: str, exc: OSError) -> None:
+    """A folder (or linked note) at `path` reported unreadable, or `exc` raised where the
+    scan has nowhere to report it: never taken for an empty folder."""
+    if unlisted is None:
+        raise exc
+    unlisted.append(Unlisted(path, exc.strerror or str(exc)))
+
+
+def scan_scope(
+    vault: VaultConfig, scope: Scope, unlisted: list[Unlisted] | None = None
+) -> dict[str, OnDisk]:
+    """The notes of a Scope as they are now; what cannot be read goes to `unlisted`."""
+    found = {
+        f.path: f
+        for folder in sorted(scope.folders)
+        for f in scan_vault(vault, folder, unlisted=unlisted)
+    }
     for path in scope.files:
-        if path not in found and (note := stat_note(vault, path)) is not None:
+        if path in found or not is_note(vault, path) or _in_linked_folder(vault, path):
+            continue
+        try:
+            st = os.stat(os.path.join(vault.path, path))
+        except OSError as exc:
+            if exc.errno in _UNOPENABLE:
+                found[path] = _unopenable(vault, path)
+            elif exc.errno not in _GONE:
+                # A folder above it cannot be searched (a plain file's stat needs nothing
+                # else): its own folder is reported.
+                _unreadable(unlisted, path[: path.rfind("/") + 1], exc)
+            continue
+        if (note := _on_disk(vault, path, st)) is not None:
             found[path] = note
     return found
 
@@ -157,15 +309,28 @@ def _resolved_inside(vault: VaultConfig, rel_path: str) -> str | None:
     return real if os.path.commonpath([root, real]) == root else None
 
 
+def _real_note(vault: VaultConfig, rel_path: str) -> str:
+    """The file a vault-relative path opens, links resolved; NoteError if the path, or what
+    it leads to, is outside the vault, ignored or in a dot-folder."""
+    real = _resolved_inside(vault, rel_path)
+    if real is None:
+        raise NoteError("is a link to a file outside the vault; not read")
+    if _ignored(vault, rel_path):
+        raise NoteError("is ignored (an ignore rule or a dot-folder); not read")
+    # A link, or a linked folder, must not reach what its target's own path would not.
+    target = os.path.relpath(real, os.path.realpath(vault.path)).replace(os.sep, "/")
+    if target != rel_path and _ignored(vault, target):
+        raise NoteError("leads through a link to an ignored file or dot-folder; not read")
+    return real
+
+
 def read_note(vault: VaultConfig, rel_path: str) -> bytes:
     """A note's bytes; FileNotFoundError if it is gone, NoteError if it cannot be read.
 
     The one place kb reads a note: whatever a link or an event names, nothing outside the
-    vault is opened.
+    vault, ignored or in a dot-folder is opened.
     """
-    real = _resolved_inside(vault, rel_path)
-    if real is None:
-        raise NoteError("is a link to a file outside the vault; not read")
+    real = _real_note(vault, rel_path)
     try:
         # O_NOFOLLOW: a link put in the file's place since the check above is refused;
         # O_NONBLOCK: a FIFO put there does not hang the read.
@@ -173,6 +338,13 @@ def read_note(vault: VaultConfig, rel_path: str) -> bytes:
     except FileNotFoundError:
         raise
     except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NoteError("is a loop of links; not read") from None
+        if exc.errno == errno.ENAMETOOLONG:
+            size = len(os.fsencode(os.path.join(vault.path, rel_path)))
+            raise NoteError(
+                f"cannot be read: its path is too long ({size} bytes, more than the system allows)"
+            ) from None
         raise NoteError(f"cannot be read: {exc.strerror or exc}") from None
     with os.fdopen(fd, "rb") as file:
         st = os.fstat(file.fileno())

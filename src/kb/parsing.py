@@ -7,6 +7,7 @@ can be tested directly.
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
 import json
 import re
@@ -116,14 +117,32 @@ class Note:
     warnings: tuple[str, ...] = ()
 
 
+# Byte-order marks and the encoding each announces (Windows editors save "Unicode" as UTF-16
+# with one). UTF-32's come first: UTF-32 LE's begins with UTF-16 LE's.
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le", "UTF-32"),
+    (codecs.BOM_UTF32_BE, "utf-32-be", "UTF-32"),
+    (codecs.BOM_UTF8, "utf-8", "UTF-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16"),
+    (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16"),
+)
+
+
 def decode(data: bytes) -> str:
-    """Decode a note's bytes, refusing what is not a text note."""
-    if b"\x00" in data:
+    """Decode a note's bytes (UTF-8, or what a byte-order mark announces), refusing what is
+    not a text note."""
+    bom, encoding, name = next(
+        ((b, e, n) for b, e, n in _BOMS if data.startswith(b)), (b"", "utf-8", "UTF-8")
+    )
+    # Checked on the bytes where it can be: a binary file is named as one, not as bad UTF-8.
+    if encoding == "utf-8" and b"\x00" in data:
         raise NoteError("contains NUL bytes (not a text note)")
     try:
-        text = data.decode("utf-8-sig")
+        text = data[len(bom) :].decode(encoding)
     except UnicodeDecodeError as exc:
-        raise NoteError(f"is not valid UTF-8 (byte {exc.start})") from None
+        raise NoteError(f"is not valid {name} (byte {len(bom) + exc.start})") from None
+    if "\x00" in text:
+        raise NoteError("contains NUL bytes (not a text note)")
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 

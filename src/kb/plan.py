@@ -18,7 +18,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from kb.notes import OnDisk
+from kb.notes import OnDisk, Unlisted
 
 T = TypeVar("T")
 
@@ -42,13 +42,19 @@ class Rules:
     # A full scan trusts an unchanged size and mtime; a file a watcher named is hashed, since
     # a sync tool may replace a note and keep its old mtime.
     trust_stat: bool = True
-    # How contexts are built now: a note built another way is indexed again (from cache).
+    # How contexts are built now, of notes not personal and of personal ones (the owner's
+    # name shapes only theirs): a note built another way is indexed again (from cache).
     build: str = ""
+    personal_build: str = ""
     # Notes holding another model's rejected outputs: they deserve this model's try.
     retry: frozenset[str] = frozenset()
 
+    def built(self, personal: bool) -> str:
+        """How a note with this personal flag is built now."""
+        return self.personal_build if personal else self.build
+
     def stale(self, old: Stored) -> bool:
-        return self.force or old.context_build != self.build or old.path in self.retry
+        return self.force or old.context_build != self.built(old.personal) or old.path in self.retry
 
 
 @dataclass(frozen=True)
@@ -82,16 +88,22 @@ K = TypeVar("K", bound=_Keyed)
 
 
 def pair(
-    stored: Iterable[Stored], on_disk: Iterable[OnDisk]
+    stored: Iterable[Stored], on_disk: Iterable[OnDisk], unlisted: Sequence[Unlisted] = ()
 ) -> Iterator[tuple[Stored | None, OnDisk | None]]:
     """Each path of either side once, with its row and its note (None where one is
-    missing). Both must come in path order (code point order: `ORDER BY path COLLATE "C"`
-    and `scan_vault` give it), or a note would look deleted and new at once: ValueError."""
+    missing), but for the rows with no note that are `kept`. Both must come in path order
+    (code point order: `ORDER BY path COLLATE "C"` and `scan_vault` give it), or a note
+    would look deleted and new at once: ValueError.
+
+    `unlisted` may grow as `on_disk` is read: a scan reports a folder when it reaches it,
+    before any later path, so it is known before a row under it is found without a note.
+    """
     rows, files = iter(stored), iter(on_disk)
     row, file = _next(rows, None), _next(files, None)
     while row is not None and file is not None:
         if row.path < file.path:
-            yield row, None
+            if not kept(row.path, unlisted):
+                yield row, None
             row = _next(rows, row.path)
         elif file.path < row.path:
             yield None, file
@@ -100,7 +112,8 @@ def pair(
             yield row, file
             row, file = _next(rows, row.path), _next(files, file.path)
     while row is not None:
-        yield row, None
+        if not kept(row.path, unlisted):
+            yield row, None
         row = _next(rows, row.path)
     while file is not None:
         yield None, file
@@ -112,6 +125,13 @@ def _next(items: Iterator[K], after: str | None) -> K | None:
     if item is not None and after is not None and item.path <= after:
         raise ValueError(f"paths out of order: {item.path!r} came after {after!r}")
     return item
+
+
+def kept(path: str, unlisted: Iterable[Unlisted]) -> bool:
+    """Whether a row whose note was not found is kept as it is: it lies under a folder that
+    could not be read, where its note may be still. Neither deleted nor a move's source,
+    it syncs as usual once the folder can be read again."""
+    return any(path.startswith(u.path) for u in unlisted)
 
 
 def unchanged(old: Stored, new: OnDisk, rules: Rules) -> bool:
@@ -156,14 +176,16 @@ def decide(
     rules: Rules,
     elsewhere: Mapping[str, Stored] | None = None,
     new: Sequence[OnDisk] = (),
+    unlisted: Sequence[Unlisted] = (),
 ) -> Plan:
     """The plan for the notes read, given every path still on disk (`present`); the `new`
     notes `to_read` left unread are indexed.
 
     `elsewhere`: rows outside `stored` whose file is gone, with a hash in `new_hashes`; a
-    watcher may name a move's destination apart from its source.
+    watcher may name a move's destination apart from its source. Rows under `unlisted`
+    folders are `kept`.
     """
-    vanished = {p: d for p, d in stored.items() if p not in present}
+    vanished = {p: d for p, d in stored.items() if p not in present and not kept(p, unlisted)}
     others = dict(elsewhere or {})
     touch: list[OnDisk] = []
     moves: list[Move] = []
@@ -180,7 +202,7 @@ def decide(
             continue
         source = None
         if not rules.force and old is None:
-            source = _same_note(vanished, r) or _same_note(others, r)
+            source = _same_note(vanished, r, rules) or _same_note(others, r, rules)
         if source is None:
             index.append(f)
         else:
@@ -197,8 +219,14 @@ def groups(items: Sequence[T], most: int, workers: int) -> list[Sequence[T]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
-def _same_note(rows: Mapping[str, Stored], r: Read) -> Stored | None:
+def _same_note(rows: Mapping[str, Stored], r: Read, rules: Rules) -> Stored | None:
+    """A row of the same note, to move: one that would be indexed again where it is (built
+    another way) is indexed at its new path instead."""
     return next(
-        (d for d in rows.values() if d.content_hash == r.digest and d.personal == r.file.personal),
+        (
+            d
+            for d in rows.values()
+            if d.content_hash == r.digest and d.personal == r.file.personal and not rules.stale(d)
+        ),
         None,
     )

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kb.config import SearchMode
+from kb.config import MAX_TOP_K, SearchMode
 from kb.errors import KbError, LLMError
 from kb.fusion import DEFAULT_FUSION, Fused, Fusion, fuse, single
 from kb.llm.base import Embedder
@@ -15,8 +15,6 @@ from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
 if TYPE_CHECKING:
     # Re-ranking needs the chat model's prompts; a plain query loads none of them.
     from kb.rerank import Reranker
-
-log = logging.getLogger(__name__)
 
 # A question, or a pasted paragraph, is far shorter; PostgreSQL's full-text parser runs out
 # of stack on a query of some tens of kilobytes.
@@ -69,6 +67,17 @@ def _hit(found: Candidates, fused: Fused) -> SearchHit:
     )
 
 
+@dataclass(frozen=True)
+class SearchResult:
+    """What a search found, and how: every face (command line, MCP, web) shows the same."""
+
+    hits: list[SearchHit]
+    # The lists the hits came from: "text" when a hybrid search could not embed the query.
+    mode_used: SearchMode
+    # One line each, for the user: a list left out, a re-ranking skipped.
+    warnings: tuple[str, ...] = ()
+
+
 def search(
     store: Store,
     embedder: Embedder,
@@ -82,12 +91,16 @@ def search(
     filters: SearchFilter = NO_FILTER,
     reranker: Reranker | None = None,
     depth: int = CANDIDATES,
-) -> list[SearchHit]:
+) -> SearchResult:
     """Best chunks first; `owner` set means first-person queries are about the owner.
 
     `threshold` is a minimum cosine similarity in every mode, so it means the same thing
     whichever list a chunk came from. With a `reranker`, its candidates are fetched and
     judged by the chat model before the top `top_k` are kept.
+
+    Full-text search needs no model: text mode embeds the query only for a `threshold`, and
+    a hybrid search whose embedder fails answers from the text list, with a warning. Vector
+    mode, and a threshold, cannot do without the embedder: its error is raised.
     """
     if not text.strip():
         raise KbError("the query is empty")
@@ -95,6 +108,10 @@ def search(
         raise KbError(f"the query is {len(text)} characters long; at most {MAX_QUERY_CHARS}")
     if not text.isascii() and _SURROGATE.search(text):
         raise KbError("the query holds bytes that are not valid UTF-8")
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise KbError(f"top_k is {top_k}: it must be from 1 to {MAX_TOP_K}")
+    if threshold is not None and not -1 <= threshold <= 1:
+        raise KbError(f"the threshold is {threshold}: a cosine similarity, from -1 to 1")
     space = store.vectors.space()
     if space is None:
         raise KbError("the index is empty: run `kb index` first")
@@ -108,7 +125,21 @@ def search(
     # the owner's own notes, while an embedder pulls the question toward every note that
     # names the owner (first-person questions on personal-dev: vector recall@5 0.41 with
     # the name, 0.63 without, with e5; 0.24 and 0.38 with MiniLM).
-    vector = embedder.embed_query(text)
+    vector: list[float] | None = None
+    used: SearchMode = mode
+    warnings: list[str] = []
+    if mode != "text" or threshold is not None:
+        try:
+            vector = embedder.embed_query(text)
+        except LLMError as exc:
+            if threshold is not None:
+                raise type(exc)(f"a similarity threshold needs the embedder: {exc}") from None
+            if mode == "vector":
+                raise
+            # A model server that is off (a laptop after a restart) must not stop a search
+            # that full-text search alone can answer.
+            used = "text"
+            warnings.append(f"full-text search only (the query could not be embedded): {exc}")
     fetch = max(top_k, reranker.candidates) if reranker else top_k
     found = store.search.candidates(
         vector,
@@ -116,17 +147,17 @@ def search(
         model=model,
         dimensions=dimensions,
         depth=max(depth, fetch),
-        lists="both" if mode == "hybrid" else mode,
+        lists="both" if used == "hybrid" else used,
         filters=filters,
     )
-    hits = rank(found, mode, fusion)[:fetch]
+    hits = rank(found, used, fusion)[:fetch]
     if threshold is not None:
-        hits = [h for h in hits if h.similarity >= threshold]
+        hits = [h for h in hits if h.similarity is not None and h.similarity >= threshold]
     if reranker:
         try:
             # The model reads the user's own words; the owner's name is for full-text search.
             hits = reranker.rerank(text, hits)
         except LLMError as exc:
             # The search itself worked: its answer is still worth having.
-            log.warning("re-ranking skipped, results in search order: %s", exc)
-    return hits[:top_k]
+            warnings.append(f"re-ranking skipped, results in search order: {exc}")
+    return SearchResult(hits[:top_k], used, tuple(warnings))

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from kb import prompts
 from kb.context import cache_key
+from kb.errors import LLMError
 from kb.llm.base import ChatModel
 from kb.outputs import parse_relevance
 from kb.store import SearchHit, Store
@@ -60,7 +61,13 @@ class Reranker:
         todo = [i for i, k in enumerate(keys) if k not in scores]
         if todo:
             with ThreadPoolExecutor(self.concurrency, thread_name_prefix="kb-rerank") as pool:
-                fresh = list(pool.map(lambda i: self._judge(query, head[i]), todo))
+                try:
+                    fresh = list(pool.map(lambda i: self._judge(query, head[i]), todo))
+                except LLMError:
+                    # A server that failed one judgement fails the next: the waiting ones
+                    # would each sit out the same retries before the search could answer.
+                    pool.shutdown(cancel_futures=True)
+                    raise
             new = {keys[i]: score for i, score in zip(todo, fresh, strict=True)}
             self.store.caches.save_relevance(self.chat.name, new)
             scores.update(new)

@@ -11,18 +11,33 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from kb.config import Config, VaultConfig
+from kb.context import ContextBuild
 from kb.errors import NoteError
-from kb.notes import MISNAMED, OnDisk, nameable, read_note, scan_vault, sha256, shown_path
+from kb.llm import embed_name
+from kb.notes import (
+    MISNAMED,
+    OnDisk,
+    Unlisted,
+    nameable,
+    read_note,
+    scan_vault,
+    sha256,
+    shown_path,
+)
 from kb.plan import Stored, pair
 from kb.store import Store
 
 KINDS = {
     "missing": "a note on disk with no row",
-    "stale": "a row whose hash or personal flag differs from the file",
+    "stale": (
+        "a row whose hash or personal flag differs from the file, or whose context was built"
+        " with other settings (owner_name, context, chunking, prompts)"
+    ),
     "extra": "a row for a file that is gone, or for a vault no longer configured",
     "failed": "a note that could not be indexed (its error is recorded)",
     "unembedded": "a note with chunks lacking a vector from the configured model",
     "unreadable": "a note that cannot be read",
+    "unlistable": "a vault folder that cannot be read (the notes indexed under it are kept)",
     "no vault": "a configured vault folder that does not exist",
     "broken": "rows written twice or half (duplicate documents, orphan or missing chunks)",
 }
@@ -50,7 +65,8 @@ class VerifyReport:
 def verify(config: Config, store: Store) -> VerifyReport:
     report = VerifyReport()
     diffs = report.differences
-    unembedded = set(store.documents.without_vectors(config.llm.embed_model))
+    unembedded = set(store.documents.without_vectors(embed_name(config.llm)))
+    build = ContextBuild.of(config)
     counts = store.documents.row_counts()
     for vault in config.vaults:
         if not vault.path.is_dir():
@@ -59,15 +75,22 @@ def verify(config: Config, store: Store) -> VerifyReport:
             continue
         failures = store.documents.failures(vault.name)
         misnamed: list[str] = []
+        unlisted: list[Unlisted] = []
+        # Counted apart: `pair` leaves out the rows kept under a folder that cannot be read.
+        report.rows += counts.get(vault.name, 0)
         with store.documents.each_state(vault.name) as states:
-            for row, note in pair(states, nameable(scan_vault(vault), misnamed)):
-                report.rows += row is not None
-                read, found = _check(vault, row, note, failures, unembedded)
+            notes = nameable(scan_vault(vault, unlisted=unlisted), misnamed)
+            for row, note in pair(states, notes, unlisted):
+                read, found = _check(vault, row, note, failures, unembedded, build)
                 report.notes += read
                 diffs.extend(found)
         for name in map(shown_path, misnamed):
             kind = "failed" if name in failures else "unreadable"
             diffs.append(Difference(vault.name, name, kind, MISNAMED))
+        for folder in unlisted:
+            diffs.append(
+                Difference(vault.name, shown_path(folder.path), "unlistable", folder.reason)
+            )
     for problem, count in store.documents.row_problems().items():
         if count:
             diffs.append(Difference("", "", "broken", f"{count} {problem.replace('_', ' ')}"))
@@ -85,6 +108,7 @@ def _check(
     note: OnDisk | None,
     failures: Mapping[str, str],
     unembedded: Collection[tuple[str, str]],
+    build: ContextBuild,
 ) -> tuple[bool, list[Difference]]:
     """Whether the note at one path was read, and how its row and file differ."""
     extra = [Difference(vault.name, row.path, "extra")] if row else []
@@ -95,8 +119,9 @@ def _check(
     except FileNotFoundError:
         return False, extra  # deleted while being verified
     except NoteError as exc:
+        # Its row is kept (the file is there): not `extra`.
         kind = "failed" if note.path in failures else "unreadable"
-        return False, [Difference(vault.name, note.path, kind, str(exc)), *extra]
+        return False, [Difference(vault.name, note.path, kind, str(exc))]
     if row is None:
         if note.path in failures:
             return True, [Difference(vault.name, note.path, "failed", failures[note.path])]
@@ -106,6 +131,9 @@ def _check(
         return True, [Difference(vault.name, note.path, "stale", detail)]
     if row.personal != note.personal:
         return True, [Difference(vault.name, note.path, "stale", "personal flag")]
+    if row.context_build != build.id(row.personal):
+        detail = "context built with other settings"
+        return True, [Difference(vault.name, note.path, "stale", detail)]
     if (vault.name, note.path) in unembedded:
         return True, [Difference(vault.name, note.path, "unembedded")]
     return True, []

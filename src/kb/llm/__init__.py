@@ -7,7 +7,7 @@ from typing import Any
 from kb import tokens
 from kb.config import LLMConfig
 from kb.llm.base import ChatModel, Embedder, Prompt
-from kb.llm.profiles import EmbedderProfile, ProfiledEmbedder, profile_for
+from kb.llm.profiles import EmbedderProfile, ProfiledEmbedder, profile_for, stored_name
 
 
 def make_chat(cfg: LLMConfig) -> ChatModel:
@@ -28,6 +28,12 @@ def embed_profile(cfg: LLMConfig) -> EmbedderProfile:
         document_prefix=cfg.embed_document_prefix,
         window=cfg.embed_window,
     )
+
+
+def embed_name(cfg: LLMConfig) -> str:
+    """The name the configured embedder stores its vectors under (`make_embedder(cfg).name`),
+    known without making it."""
+    return stored_name(cfg.embed_model, embed_profile(cfg))
 
 
 def embed_window(cfg: LLMConfig) -> int:
@@ -64,6 +70,7 @@ __all__ = [
     "ChatModel",
     "Embedder",
     "Prompt",
+    "embed_name",
     "embed_profile",
     "embed_window",
     "make_chat",

@@ -73,6 +73,12 @@ KNOWN: tuple[tuple[str, EmbedderProfile], ...] = (
 UNKNOWN = EmbedderProfile("unknown")
 
 
+def stored_name(model: str, profile: EmbedderProfile) -> str:
+    """The name a model's vectors are stored under with this profile: the model's, with the
+    prefixes' tag where it has prefixes."""
+    return f"{model}#{profile.tag}" if profile.tag else model
+
+
 def profile_for(
     model: str,
     *,
@@ -102,7 +108,7 @@ class ProfiledEmbedder:
     def __init__(self, inner: TextEmbedder, profile: EmbedderProfile) -> None:
         self.inner = inner
         self.profile = profile
-        self.name = f"{inner.name}#{profile.tag}" if profile.tag else inner.name
+        self.name = stored_name(inner.name, profile)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return self.inner.embed([self.profile.document_prefix + t for t in texts])

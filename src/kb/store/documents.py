@@ -38,7 +38,7 @@ class DocumentRecord:
     personal: bool
     summary: str
     summary_key: str
-    context_build: str  # how the context was built, see Contextualizer.build_id
+    context_build: str  # how the context was built, see ContextBuild.id
     summary_fallback: str | None = None  # the chat model whose summary was rejected
 
 

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from psycopg import sql
 
+from kb.errors import KbError
 from kb.fusion import Ranked
 from kb.store.pool import Pool, Vector, epoch_ns, like_prefix, vector_param
 
@@ -23,7 +24,9 @@ class SearchHit:
     # What the mode ranks by: cosine similarity (vector), BM25 (text) or the fused score
     # (hybrid, see kb.fusion). Only comparable within one query.
     score: float
-    similarity: float  # cosine similarity of chunk and query, whatever the mode
+    # Cosine similarity of chunk and query, whatever the mode; None when the query was not
+    # embedded (text mode, or a hybrid search that could not reach the embedder).
+    similarity: float | None
     start_line: int
     end_line: int
     # The chat model's 0-10 judgement when the hit was re-ranked; None otherwise, or when
@@ -48,7 +51,7 @@ class Candidate:
     content: str
     start_line: int
     end_line: int
-    similarity: float
+    similarity: float | None  # None without a query vector
     vector_rank: int | None
     text_rank: int | None
     text_score: float | None
@@ -68,7 +71,7 @@ class Candidates:
         by_text = sorted((r for r in rows if r.text_rank), key=lambda r: r.text_rank or 0)
         return cls(
             rows={r.id: r for r in rows},
-            vector=[Ranked(r.id, r.vector_rank or 0, r.similarity) for r in by_vector],
+            vector=[Ranked(r.id, r.vector_rank or 0, r.similarity or 0.0) for r in by_vector],
             text=[Ranked(r.id, r.text_rank or 0, r.text_score or 0.0) for r in by_text],
         )
 
@@ -121,6 +124,20 @@ class SearchFilter:
 NO_FILTER = SearchFilter()
 
 
+def _under(prefix: str) -> tuple[str, str]:
+    """A path filter as the database reads it: the exact path of a note, and a LIKE pattern
+    for everything in the folder of that name.
+
+    A filter names whole folders ("Docs" is the folder Docs/, never Docs2/), written as the
+    user may: "./Docs/", "/Docs" and "Docs\\" are Docs too, and "/" is the whole vault.
+    A filter cannot leave its vault ("..")."""
+    parts = [p for p in prefix.replace("\\", "/").split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise KbError(f"path filter {prefix!r}: '..' cannot name a folder of the vault")
+    path = "/".join(parts)
+    return path, like_prefix(path + "/") if path else "%"
+
+
 # A note of `d` has every tag in %(tags)s (lower case), or a tag nested under it (a/b).
 _HAS_TAGS = """
     cardinality(%(tags)s::text[]) = (
@@ -164,7 +181,7 @@ class Search:
 
     def candidates(
         self,
-        vector: Vector,
+        vector: Vector | None,
         text: str,
         *,
         model: str,
@@ -177,12 +194,15 @@ class Search:
 
         vector: nearest by cosine. text: full-text match on full_context (any of the
         query's words, ranked by BM25: see TEXT_POSTINGS_PER_WORD). How the two lists become
-        one is `kb.fusion`'s job.
+        one is `kb.fusion`'s job. Without a `vector` only the text list can be asked for,
+        and no chunk has a similarity.
         """
+        if vector is None and lists != "text":
+            raise ValueError("the vector list needs the query's vector")
         # Only the parts of the filter in use: the others would still be evaluated per row.
         parts = [sql.SQL("TRUE")]
         if filters.path_prefix:
-            parts.append(sql.SQL("d.path LIKE %(like)s"))
+            parts.append(sql.SQL("(d.path = %(exact)s OR d.path LIKE %(like)s)"))
         if filters.paths:
             parts.append(sql.SQL("d.path = ANY(%(paths)s::text[])"))
         if filters.modified_after:
@@ -279,10 +299,12 @@ class Search:
             k1=sql.Literal(BM25_K1),
             b=sql.Literal(BM25_B),
         )
+        exact, like = _under(filters.path_prefix) if filters.path_prefix else (None, None)
         params: dict[str, Any] = {
-            "v": vector_param(vector),
+            "v": None if vector is None else vector_param(vector),
             "q": text,
-            "like": like_prefix(filters.path_prefix) if filters.path_prefix else None,
+            "exact": exact,
+            "like": like,
             "after": epoch_ns(filters.modified_after) if filters.modified_after else None,
             "before": epoch_ns(filters.modified_before) if filters.modified_before else None,
             "tags": [t.lower().lstrip("#") for t in filters.tags],
@@ -325,16 +347,18 @@ class Search:
         limit: int = 50,
     ) -> NotePage:
         """Indexed notes in path order, optionally of one vault, under a folder, with tags."""
+        exact, like = _under(folder) if folder else (None, None)
         params = {
             "vault": vault,
-            "like": like_prefix(folder) if folder else None,
+            "exact": exact,
+            "like": like,
             "tags": [t.lower().lstrip("#") for t in tags],
             "offset": offset,
             "limit": limit,
         }
         where = (
             """ WHERE (%(vault)s::text IS NULL OR d.vault = %(vault)s)
-                  AND (%(like)s::text IS NULL OR d.path LIKE %(like)s)
+                  AND (%(like)s::text IS NULL OR d.path = %(exact)s OR d.path LIKE %(like)s)
                   AND """
             + _HAS_TAGS
         )

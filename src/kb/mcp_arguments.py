@@ -1,0 +1,112 @@
+"""What an MCP tool argument may hold, checked once where it enters kb, and the one line that
+says what is wrong with it.
+
+A model or an attacker can send anything JSON holds: a NUL character (PostgreSQL text cannot
+hold one), a path longer than the system allows, an offset past PostgreSQL's bigint. The
+argument types here refuse those before a tool runs; `ArgumentCheckedServer` turns the SDK's
+many-line validation report into one line a model can act on.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult
+from pydantic import AfterValidator, Field, ValidationError
+from pydantic_core import ErrorDetails
+
+from kb.mcp_stdio import StdioServer
+
+# What this system takes: 4,096 and 255 bytes on Linux, 1,024 and 255 on macOS.
+PATH_BYTES = os.pathconf("/", "PC_PATH_MAX")
+NAME_BYTES = os.pathconf("/", "PC_NAME_MAX")
+# Past any vault's number of notes, and far inside PostgreSQL's bigint.
+MAX_OFFSET = 1_000_000_000
+
+
+def plain_text(text: str) -> str:
+    """`text`, if it holds no NUL character and is valid Unicode; else a ValueError saying so."""
+    if "\x00" in text:
+        raise ValueError("contains a NUL character")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # JSON can escape half of a UTF-16 pair ("\ud800"); no database or file name takes it.
+        raise ValueError("contains a lone surrogate, which is not valid Unicode") from None
+    return text
+
+
+def path_text(text: str) -> str:
+    """`text`, if it could name a file: no NUL, not longer than a path or a name may be."""
+    size = len(plain_text(text).encode("utf-8"))
+    if size > PATH_BYTES:
+        raise ValueError(f"is {size} bytes long; at most {PATH_BYTES}")
+    for name in text.replace("\\", "/").split("/"):
+        size = len(name.encode("utf-8"))
+        if size > NAME_BYTES:
+            raise ValueError(
+                f"the name {name[:20]!r}… is {size} bytes long; a name is at most "
+                f"{NAME_BYTES} bytes"
+            )
+    return text
+
+
+Text = Annotated[str, AfterValidator(plain_text)]
+# A vault's name, as the config gives it.
+Name = Annotated[Text, Field(max_length=NAME_BYTES)]
+PathText = Annotated[str, AfterValidator(path_text)]
+Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET)]
+
+
+class ArgumentCheckedServer(StdioServer):
+    """An MCP server that reports a tool's invalid arguments in one line."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or not isinstance(cause, ValidationError):
+                raise
+            problems = "; ".join(_problem(error) for error in cause.errors())
+            raise ToolError(f"invalid arguments to {name}: {problems}") from cause
+
+
+# pydantic's wording, "Input should be …", names no argument; these say what a value must be.
+_MUST = {
+    "missing": "required",
+    "string_type": "must be a string",
+    "list_type": "must be a list",
+    "int_type": "must be a whole number",
+    "int_parsing": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "bool_type": "must be true or false",
+    "date_type": "must be a date, YYYY-MM-DD",
+    "date_parsing": "must be a date, YYYY-MM-DD",
+    "date_from_datetime_parsing": "must be a date, YYYY-MM-DD",
+    "string_unicode": "must be valid Unicode (no lone surrogate)",
+}
+
+
+def _problem(error: ErrorDetails) -> str:
+    where = ".".join(str(part) for part in error["loc"]) or "arguments"
+    ctx = error.get("ctx", {})
+    kind = error["type"]
+    if kind == "value_error":
+        message = str(ctx["error"])
+    elif kind == "greater_than_equal":
+        message = f"must be at least {ctx['ge']}"
+    elif kind == "less_than_equal":
+        message = f"must be at most {ctx['le']}"
+    elif kind == "string_too_long":
+        message = f"must be at most {ctx['max_length']} characters"
+    elif kind == "literal_error":
+        message = f"must be {ctx['expected']}"
+    else:
+        message = _MUST.get(kind, error["msg"])
+    return f"{where}: {message}"

@@ -1,0 +1,301 @@
+"""kb's own embedded PostgreSQL as users run it: in a data folder whose name has spaces and
+accents (macOS's `~/Library/Application Support/kb`), failing to start or running out of disk
+in one line, and stopped by the last kb process to hold it, however that process ends."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import psycopg
+import pytest
+
+from conftest import EXAMPLE_VAULT
+
+FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
+
+
+def _config(tmp_path: Path, vault: Path, data_dir: Path) -> Path:
+    path = tmp_path / "kb.toml"
+    path.write_text(
+        f"owner_name = \"Alex Doe\"\ndata_dir = {json.dumps(str(data_dir))}\n\n"
+        f'[[vaults]]\nname = "example"\npath = {json.dumps(str(vault))}\n\n[llm]\n{FAKE}\n'
+    )
+    return path
+
+
+def _env() -> dict[str, str]:
+    hidden = ("KB_DATABASE_URL", "KB_DATA_DIR", "KB_CONFIG")
+    return {**{k: v for k, v in os.environ.items() if k not in hidden}, "COLUMNS": "200"}
+
+
+def _kb(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "kb", "--config", str(config), *args],
+        capture_output=True, text=True, env=_env(), timeout=300,
+    )  # fmt: skip
+
+
+def _holders(pgdata: Path) -> list[int]:
+    path = pgdata / ".handle_pids.json"
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def _postmaster(pgdata: Path) -> int:
+    return int((pgdata / "postmaster.pid").read_text().split()[0])
+
+
+def _gone(pid: int, within: float = 15.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A folder with a short path: the server's socket path must fit in 103 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="kb-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def data_dir(short_tmp: Path) -> Path:
+    """A data folder shaped like macOS's default, with a quote and brackets as well."""
+    return short_tmp / "Application Support" / "kb données (l'été)"
+
+
+@pytest.fixture
+def config(tmp_path: Path, data_dir: Path) -> Path:
+    return _config(tmp_path, EXAMPLE_VAULT, data_dir)
+
+
+def test_a_data_dir_with_spaces_and_accents_runs_the_embedded_server(
+    config: Path, data_dir: Path
+) -> None:
+    result = _kb(config, "index")
+    assert result.returncode == 0, result.stderr
+    assert "15 files: 15 indexed" in result.stderr
+    checked = _kb(config, "verify")
+    assert checked.returncode == 0 and "in sync" in checked.stderr, checked.stderr
+    pgdata = data_dir / "pgdata"
+    assert not (pgdata / "postmaster.pid").exists(), "the last kb process stopped it"
+    assert _holders(pgdata) == []
+
+
+def test_a_data_dir_postgresql_cannot_name_is_refused_in_one_line(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    data_dir = short_tmp / "kb, notes"
+    result = _kb(_config(tmp_path, EXAMPLE_VAULT, data_dir), "status")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: the embedded PostgreSQL cannot run in {data_dir / 'pgdata'}: PostgreSQL's "
+        "tools cannot pass ',' in a folder name; choose another data_dir"
+    ]
+    assert not (data_dir / "pgdata").exists()
+
+
+def test_a_server_that_will_not_start_is_one_line(config: Path, data_dir: Path) -> None:
+    assert _kb(config, "status").returncode == 0
+    pgdata = data_dir / "pgdata"
+    with (pgdata / "postgresql.conf").open("a") as conf:
+        conf.write("\nshared_buffers = plenty\n")
+    result = _kb(config, "status")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert f'configuration file "{pgdata / "postgresql.conf"}" contains errors' in lines[0]
+    assert f"(server log: {pgdata / 'log'})" in lines[0]
+    assert not (pgdata / "postmaster.pid").exists()
+
+
+@pytest.fixture
+def small_disk(short_tmp: Path) -> Iterator[Path]:
+    """A 128 MB file system of its own (a tmpfs: mounting one needs root)."""
+    mount = short_tmp / "disk"
+    mount.mkdir()
+    made = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=128m,mode=0755", "tmpfs", str(mount)],
+        capture_output=True,
+    )
+    if made.returncode != 0:
+        pytest.skip("cannot mount a small file system here (needs root)")
+    try:
+        yield mount
+    finally:
+        for proc in psutil.process_iter(["name", "cmdline"]):
+            if proc.info["name"] == "postgres" and str(mount) in " ".join(
+                proc.info["cmdline"] or []
+            ):
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+        time.sleep(0.5)
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def _fill(disk: Path) -> Path:
+    filler = disk / "filler"
+    with contextlib.suppress(OSError), filler.open("wb") as f:
+        while True:
+            f.write(b"\0" * 65536)
+            f.flush()
+    return filler
+
+
+def test_a_full_disk_is_one_line_and_loses_nothing(
+    tmp_path: Path, vault: Path, small_disk: Path
+) -> None:
+    data_dir = small_disk / "kb"
+    config = _config(tmp_path, vault, data_dir)
+    assert _kb(config, "index").returncode == 0
+    # Hold the server while the disk fills, so that the next run's writes fail mid-run.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, pathlib; from kb.db import embedded_url;"
+         "embedded_url(pathlib.Path(sys.argv[1])); print('up', flush=True); sys.stdin.read()",
+         str(data_dir)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env(),
+    )  # fmt: skip
+    assert holder.stdout is not None and holder.stdout.readline() == "up\n"
+    for i in range(20):
+        (vault / f"long {i}.md").write_text(("# Long\n\n" + "Lorem ipsum. " * 4000 + "\n\n") * 4)
+    filler = _fill(small_disk)
+    failed = _kb(config, "index")
+    holder.communicate("", timeout=60)
+    assert failed.returncode == 1
+    lines = failed.stderr.strip().splitlines()
+    full = f"the disk holding {data_dir} is full ("
+    assert len(lines) == 1 and lines[0].startswith(f"error: {full}"), lines
+    # Nothing holds the server now: starting it on the full disk fails in one line too.
+    again = _kb(config, "status")
+    assert again.returncode == 1
+    lines = again.stderr.strip().splitlines()
+    assert len(lines) == 1 and full in lines[0], lines
+    filler.unlink()
+    done = _kb(config, "index")
+    assert done.returncode == 0, done.stderr
+    checked = _kb(config, "verify")
+    assert checked.returncode == 0 and "35 notes on disk, 35 rows in the index: in sync" in (
+        checked.stderr
+    ), checked.stdout + checked.stderr
+
+
+def test_a_full_disk_under_a_database_server_is_one_line(
+    tmp_path: Path, vault: Path, db_url: str
+) -> None:
+    config = _config(tmp_path, vault, tmp_path / "data")
+    env = {**_env(), "KB_DATABASE_URL": db_url}
+    run = [sys.executable, "-m", "kb", "--config", str(config), "index"]
+    assert subprocess.run(run, env=env, capture_output=True).returncode == 0
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        # What PostgreSQL says when it cannot extend a table's file (SQLSTATE 53100).
+        conn.execute(
+            "CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE"
+            " EXCEPTION 'could not extend file: No space left on device' USING ERRCODE ="
+            " 'disk_full'; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER disk_full BEFORE INSERT ON chunks"
+            " FOR EACH ROW EXECUTE FUNCTION disk_full()"
+        )
+    (vault / "new.md").write_text("# New\n\nA new note.\n")
+    failed = subprocess.run(run, env=env, capture_output=True, text=True)
+    assert failed.returncode == 1
+    *progress, said = failed.stderr.strip().splitlines()
+    assert all(line.startswith("indexing ") for line in progress), progress
+    assert said == (
+        "error: the database server's disk is full: could not extend file: No space left on"
+        " device"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _held_by(proc: subprocess.Popen[str], pgdata: Path, port: int | None) -> None:
+    deadline = time.monotonic() + 60
+    while proc.pid not in _holders(pgdata):
+        assert proc.poll() is None and time.monotonic() < deadline, "never held the server"
+        time.sleep(0.1)
+    while port is not None:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+            break
+        assert time.monotonic() < deadline, "never listened"
+        time.sleep(0.1)
+    time.sleep(0.5)  # well into its run: serving, or waiting for work
+
+
+@pytest.mark.parametrize(
+    ("command", "stop"),
+    [
+        (["mcp"], signal.SIGTERM),
+        (["mcp"], signal.SIGINT),
+        (["mcp", "--http"], signal.SIGTERM),
+        (["worker"], signal.SIGTERM),
+    ],
+    ids=["mcp-stdio-term", "mcp-stdio-int", "mcp-http-term", "worker-term"],
+)
+def test_a_stopped_command_stops_the_embedded_server(
+    config: Path, data_dir: Path, command: list[str], stop: signal.Signals
+) -> None:
+    port = _free_port() if "--http" in command else None
+    args = [*command, "--port", str(port)] if port else command
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kb", "--config", str(config), *args],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=_env(),
+    )  # fmt: skip
+    pgdata = data_dir / "pgdata"
+    try:
+        _held_by(proc, pgdata, port)
+        postmaster = _postmaster(pgdata)
+        proc.send_signal(stop)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert _gone(postmaster), "the embedded PostgreSQL outlived the last kb process"
+    assert _holders(pgdata) == [] and not (pgdata / "postmaster.pid").exists()
+
+
+def test_a_killed_holder_does_not_keep_the_server_running(config: Path, data_dir: Path) -> None:
+    pgdata = data_dir / "pgdata"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kb", "--config", str(config), "mcp"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+    )  # fmt: skip
+    try:
+        _held_by(proc, pgdata, None)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=60)
+    postmaster = _postmaster(pgdata)
+    assert _holders(pgdata) == [proc.pid] and not _gone(postmaster, within=1)
+    # The next kb process forgets the dead one, and so is the last to hold the server.
+    assert _kb(config, "status").returncode == 0
+    assert _gone(postmaster)
+    assert _holders(pgdata) == []
