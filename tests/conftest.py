@@ -6,9 +6,11 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +120,18 @@ class Kb(Container):
         self.chat.calls.clear()
         self.embedder.calls = 0
         self.embedder.texts = 0
+
+
+def kb_command(config: Path, *args: str) -> list[str]:
+    """The command line of a whole `kb` process on a config file."""
+    return [sys.executable, "-m", "kb", "--config", str(config), *args]
+
+
+def run_kb(config: Path, env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """A whole `kb` process on a config file, run to its end, its output captured."""
+    return subprocess.run(
+        kb_command(config, *args), capture_output=True, text=True, env=dict(env), timeout=300
+    )
 
 
 def rows(store: Store, query: str, *params: object) -> list[dict]:

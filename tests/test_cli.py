@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import run_kb
 from kb.db import migrate, migrations
 
 
@@ -26,14 +26,7 @@ FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 
 
 def kb(config: Path, db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-m", "kb", "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    return run_kb(config, {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}, *args)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import psutil
 import psycopg
 import pytest
 
-from conftest import EXAMPLE_VAULT
+from conftest import EXAMPLE_VAULT, kb_command, run_kb
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 
@@ -41,15 +41,16 @@ def _env() -> dict[str, str]:
 
 
 def _kb(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kb", "--config", str(config), *args],
-        capture_output=True, text=True, env=_env(), timeout=300,
-    )  # fmt: skip
+    return run_kb(config, _env(), *args)
 
 
 def _holders(pgdata: Path) -> list[int]:
-    path = pgdata / ".handle_pids.json"
-    return json.loads(path.read_text()) if path.exists() else []
+    """The processes pgserver lists as holding the server. It rewrites the list in place
+    under its own lock, so a read without that lock may find it empty for a moment."""
+    try:
+        return json.loads((pgdata / ".handle_pids.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return []
 
 
 def _postmaster(pgdata: Path) -> int:
@@ -204,8 +205,7 @@ def test_a_full_disk_under_a_database_server_is_one_line(
 ) -> None:
     config = _config(tmp_path, vault, tmp_path / "data")
     env = {**_env(), "KB_DATABASE_URL": db_url}
-    run = [sys.executable, "-m", "kb", "--config", str(config), "index"]
-    assert subprocess.run(run, env=env, capture_output=True).returncode == 0
+    assert run_kb(config, env, "index").returncode == 0
     with psycopg.connect(db_url, autocommit=True) as conn:
         # What PostgreSQL says when it cannot extend a table's file (SQLSTATE 53100).
         conn.execute(
@@ -218,7 +218,7 @@ def test_a_full_disk_under_a_database_server_is_one_line(
             " FOR EACH ROW EXECUTE FUNCTION disk_full()"
         )
     (vault / "new.md").write_text("# New\n\nA new note.\n")
-    failed = subprocess.run(run, env=env, capture_output=True, text=True)
+    failed = run_kb(config, env, "index")
     assert failed.returncode == 1
     *progress, said = failed.stderr.strip().splitlines()
     assert all(line.startswith("indexing ") for line in progress), progress
@@ -263,7 +263,7 @@ def test_a_stopped_command_stops_the_embedded_server(
     port = _free_port() if "--http" in command else None
     args = [*command, "--port", str(port)] if port else command
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kb", "--config", str(config), *args],
+        kb_command(config, *args),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=_env(),
     )  # fmt: skip
@@ -285,7 +285,7 @@ def test_a_stopped_command_stops_the_embedded_server(
 def test_a_killed_holder_does_not_keep_the_server_running(config: Path, data_dir: Path) -> None:
     pgdata = data_dir / "pgdata"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kb", "--config", str(config), "mcp"],
+        kb_command(config, "mcp"),
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
     )  # fmt: skip
     try:

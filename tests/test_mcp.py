@@ -24,7 +24,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from conftest import Kb, make_config
+from conftest import Kb, kb_command, make_config
 from kb.mcp_server import Vaults, build_server
 
 TOOLS = {"search", "get_note", "list_notes", "status", "ask"}
@@ -220,7 +220,7 @@ def indexed(tmp_path: Path, vault: Path, db_url: str) -> Path:
     cfg = _config(tmp_path, vault)
     env = {**os.environ, "KB_DATABASE_URL": db_url}
     subprocess.run(
-        _kb(cfg, "index"),
+        kb_command(cfg, "index"),
         env=env,
         check=True,
         capture_output=True,
@@ -248,7 +248,7 @@ async def _exercise(client: Client) -> None:
 def test_kb_mcp_over_stdio(indexed: Path, db_url: str) -> None:
     params = StdioServerParameters(
         command=sys.executable,
-        args=_kb(indexed, "mcp")[1:],
+        args=kb_command(indexed, "mcp")[1:],
         env={"KB_DATABASE_URL": db_url},
     )
 
@@ -257,10 +257,6 @@ def test_kb_mcp_over_stdio(indexed: Path, db_url: str) -> None:
             await _exercise(client)
 
     anyio.run(main)
-
-
-def _kb(config: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "kb", "--config", str(config), *args]
 
 
 def _free_port() -> int:
@@ -394,7 +390,7 @@ class _Wire:
 
 
 def test_kb_mcp_over_stdio_answers_a_line_it_cannot_read(indexed: Path, db_url: str) -> None:
-    wire = _Wire(_kb(indexed, "mcp"), {**os.environ, "KB_DATABASE_URL": db_url})
+    wire = _Wire(kb_command(indexed, "mcp"), {**os.environ, "KB_DATABASE_URL": db_url})
     try:
         init = {
             "protocolVersion": "2025-06-18",

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +15,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import Kb
+from conftest import Kb, run_kb
 from kb import answer as answer_mod
 from kb import query as query_mod
 from kb.cli import _forwarded
@@ -71,22 +69,18 @@ def env(db_url: str) -> Iterator[dict[str, str]]:
         }
 
 
-def kb(config: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kb", "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+@pytest.fixture
+def indexed(tmp_path: Path, vault: Path, env: dict[str, str]) -> Path:
+    """The vault, indexed by the fake provider: no model server needed."""
+    done = run_kb(_config(tmp_path / "fake.toml", vault, FAKE), env, "index")
+    assert done.returncode == 0, done.stderr
+    return vault
 
 
 @pytest.fixture
-def offline(tmp_path: Path, vault: Path, env: dict[str, str], dead_url: str) -> Path:  # noqa: F811
+def offline(tmp_path: Path, indexed: Path, env: dict[str, str], dead_url: str) -> Path:  # noqa: F811
     """A config whose model server is gone, on an index the fake provider wrote."""
-    indexed = kb(_config(tmp_path / "fake.toml", vault, FAKE), env, "index")
-    assert indexed.returncode == 0, indexed.stderr
-    return _config(tmp_path / "kb.toml", vault, _ollama(dead_url, dead_url))
+    return _config(tmp_path / "kb.toml", indexed, _ollama(dead_url, dead_url))
 
 
 def _lines(stream: str, prefix: str) -> list[str]:
@@ -94,14 +88,14 @@ def _lines(stream: str, prefix: str) -> list[str]:
 
 
 def test_text_mode_never_asks_the_embedder(offline: Path, env: dict[str, str]) -> None:
-    result = kb(offline, env, "query", QUESTION, "--mode", "text", "--json")
+    result = run_kb(offline, env, "query", QUESTION, "--mode", "text", "--json")
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     hits = json.loads(result.stdout)
     assert hits and all(h["mode_used"] == "text" for h in hits)
     # No query vector: no cosine similarity to report.
     assert all(h["similarity"] is None and h["vector_rank"] is None for h in hits)
-    shown = kb(offline, env, "query", QUESTION, "--mode", "text")
+    shown = run_kb(offline, env, "query", QUESTION, "--mode", "text")
     assert shown.returncode == 0 and shown.stderr == ""
     assert "Postgres" in shown.stdout and "BM25" in shown.stdout
 
@@ -109,15 +103,15 @@ def test_text_mode_never_asks_the_embedder(offline: Path, env: dict[str, str]) -
 def test_hybrid_falls_back_to_full_text_with_one_warning(
     offline: Path, env: dict[str, str]
 ) -> None:
-    text = json.loads(kb(offline, env, "query", QUESTION, "--mode", "text", "--json").stdout)
-    result = kb(offline, env, "query", QUESTION, "--json")
+    text = json.loads(run_kb(offline, env, "query", QUESTION, "--mode", "text", "--json").stdout)
+    result = run_kb(offline, env, "query", QUESTION, "--json")
     assert result.returncode == 0, result.stderr
     [warning] = result.stderr.splitlines()
     assert warning.startswith("warning: ") and "full-text search only" in warning
     assert "cannot reach Ollama" in warning
     hits = json.loads(result.stdout)
     assert hits == text  # the text list alone, marked so
-    shown = kb(offline, env, "query", QUESTION)
+    shown = run_kb(offline, env, "query", QUESTION)
     assert shown.returncode == 0 and "Postgres" in shown.stdout
     assert len(_lines(shown.stderr, "warning: ")) == 1 and "Traceback" not in shown.stderr
 
@@ -126,7 +120,7 @@ def test_vector_mode_and_a_threshold_still_need_the_embedder(
     offline: Path, env: dict[str, str]
 ) -> None:
     for args in (("--mode", "vector"), ("--threshold", "0.2"), ("-m", "text", "-t", "0.2")):
-        result = kb(offline, env, "query", QUESTION, *args)
+        result = run_kb(offline, env, "query", QUESTION, *args)
         assert result.returncode == 1, args
         [error] = result.stderr.splitlines()
         assert error.startswith("error: ") and "cannot reach Ollama" in error, args
@@ -134,36 +128,34 @@ def test_vector_mode_and_a_threshold_still_need_the_embedder(
 
 def test_ask_reads_the_full_text_passages_and_says_so(
     tmp_path: Path,
-    vault: Path,
+    indexed: Path,
     env: dict[str, str],
     dead_url: str,  # noqa: F811
     stub: Stub,  # noqa: F811
 ) -> None:
-    assert kb(_config(tmp_path / "fake.toml", vault, FAKE), env, "index").returncode == 0
-    config = _config(tmp_path / "kb.toml", vault, _ollama(dead_url, stub.url))
+    config = _config(tmp_path / "kb.toml", indexed, _ollama(dead_url, stub.url))
     stub.reply(CHAT, ollama_chat_stream(["Run pg_upgrade [1]."]), times=2)
-    result = kb(config, env, "ask", QUESTION)
+    result = run_kb(config, env, "ask", QUESTION)
     assert result.returncode == 0, result.stderr
     assert "Run pg_upgrade [1]." in result.stdout
     [warning] = result.stderr.splitlines()
     assert "full-text search only" in warning
-    as_json = json.loads(kb(config, env, "ask", QUESTION, "--json").stdout)
+    as_json = json.loads(run_kb(config, env, "ask", QUESTION, "--json").stdout)
     assert as_json["mode_used"] == "text" and len(as_json["warnings"]) == 1
     assert as_json["sources"] and as_json["sources"][0]["similarity"] is None
 
 
 def test_a_dead_chat_server_leaves_the_results_in_search_order(
     tmp_path: Path,
-    vault: Path,
+    indexed: Path,
     env: dict[str, str],
     dead_url: str,  # noqa: F811
     stub: Stub,  # noqa: F811
 ) -> None:
-    assert kb(_config(tmp_path / "fake.toml", vault, FAKE), env, "index").returncode == 0
-    config = _config(tmp_path / "kb.toml", vault, _ollama(stub.url, dead_url))
+    config = _config(tmp_path / "kb.toml", indexed, _ollama(stub.url, dead_url))
     stub.reply(EMBED, ollama_embed_reply([[1.0] * 256]), times=4)
-    plain = kb(config, env, "query", "miso ramen", "--json")
-    result = kb(config, env, "query", "miso ramen", "--json", "--rerank")
+    plain = run_kb(config, env, "query", "miso ramen", "--json")
+    result = run_kb(config, env, "query", "miso ramen", "--json", "--rerank")
     assert result.returncode == 0, result.stderr
     [warning] = result.stderr.splitlines()
     assert warning.startswith("warning: re-ranking skipped") and "cannot reach Ollama" in warning
@@ -188,7 +180,7 @@ def test_a_daemon_answering_kb_query_passes_the_warning_and_the_exit_code_on(
         assert failed.out == "" and len(failed.err.splitlines()) == 1
         assert "cannot reach Ollama" in failed.err
     # As the command alone says it (the output's width is the launcher's terminal's).
-    alone = kb(offline, env, "query", QUESTION)
+    alone = run_kb(offline, env, "query", QUESTION)
     assert (served.exit, served.err) == (alone.returncode, alone.stderr)
 
 

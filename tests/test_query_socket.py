@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_kb
 from kb.cli import _forwarded
 from kb.config import load_config
 from kb.container import Container
@@ -112,16 +113,6 @@ def setup(tmp_path: Path, vault: Path, db_url: str, runtime: Path) -> tuple[Path
     return config, env
 
 
-def _kb(config: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "kb", "--config", str(config), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-
-
 def _cold(env: dict[str, str]) -> dict[str, str]:
     """The same configuration with no daemon's socket to find."""
     return {**env, "XDG_RUNTIME_DIR": tempfile.mkdtemp(prefix="kbn-")}
@@ -139,7 +130,7 @@ def test_a_running_daemon_answers_kb_query_as_the_command_would(
     setup: tuple[Path, dict[str, str]],
 ) -> None:
     config, env = setup
-    assert _kb(config, env, "index", "--wait").returncode == 0
+    assert run_kb(config, env, "index", "--wait").returncode == 0
     daemon = subprocess.Popen(
         [sys.executable, "-m", "kb", "--config", str(config), "-v", "daemon"],
         stdout=subprocess.DEVNULL,
@@ -154,14 +145,14 @@ def test_a_running_daemon_answers_kb_query_as_the_command_would(
             ("query", "when did I climb a mountain", "--explain", "--tag", "travel"),
             ("query", "zzzz nothing qqqq", "-m", "text"),
         ):
-            served, alone = _kb(config, env, *args), _kb(config, _cold(env), *args)
+            served, alone = run_kb(config, env, *args), run_kb(config, _cold(env), *args)
             assert (served.returncode, served.stdout, served.stderr) == (
                 alone.returncode,
                 alone.stdout,
                 alone.stderr,
             )
-        assert json.loads(_kb(config, env, "query", "ramen", "--json").stdout)
-        bad = _kb(config, env, "query", "ramen", "--mode", "bogus")
+        assert json.loads(run_kb(config, env, "query", "ramen", "--json").stdout)
+        bad = run_kb(config, env, "query", "ramen", "--mode", "bogus")
         assert bad.returncode == 2 and "must be one of" in bad.stderr
     finally:
         daemon.terminate()
@@ -173,7 +164,7 @@ def test_a_running_daemon_answers_kb_query_as_the_command_would(
 @pytest.fixture
 def parts(setup: tuple[Path, dict[str, str]]) -> Iterator[Container]:
     config, env = setup
-    assert _kb(config, env, "index", "--wait").returncode == 0
+    assert run_kb(config, env, "index", "--wait").returncode == 0
     with Container.open(load_config(config, env)) as opened:
         yield opened
 
