@@ -18,7 +18,9 @@ Each vault is indexed by kb itself, once per context level, each into its own da
 the embedded server in --data-dir: `none` (the chunk alone), `structure` (title, folder and
 header path, no LLM) and `llm` (the model's summaries and first-person rewrite); a level
 with `+paragraphs` (`structure+paragraphs`) also gives every chunk its paragraphs in their
-writer's voice as vectors of their own (`context.passages`, see kb.passages). Databases
+writer's voice as vectors of their own (`context.passages`, see kb.passages); its database
+starts as a copy of its base level's, when that is indexed in the same run, so only the
+passages are embedded (its cost is what passages add). Databases
 are kept, so a second run (or one that was interrupted) pays only for what is missing: kb's
 own content-hash caches. A quick run (--limit-docs) indexes its documents into the same
 databases and searches only them, so its work counts toward the full run.
@@ -527,7 +529,20 @@ def run_dataset(
         total_run, total_paid = Cost(), Cost()
         for vault in dataset.vaults:
             name = _database(dataset.name, vault.name, level)
-            store = stores[level][vault.name] = open_store(db.database_on(server, name))
+            base = level.removesuffix(PARAGRAPHS)
+            if base != level and base in stores:
+                # A copy of the base level's index (when there is none yet): its notes are
+                # rebuilt, their chunks' vectors found again, only the passages embedded.
+                stores[base][vault.name].close()
+                url = db.database_on(
+                    server, name, template=_database(dataset.name, vault.name, base)
+                )
+                stores[base][vault.name] = open_store(
+                    db.database_on(server, _database(dataset.name, vault.name, base))
+                )
+            else:
+                url = db.database_on(server, name)
+            store = stores[level][vault.name] = open_store(url)
             print(f"indexing with context level '{level}' into {name}", file=sys.stderr)
             config = make_config(vault, args.data_dir, level)
             ledger = args.data_dir / f"{name}.cost.json"
