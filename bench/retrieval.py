@@ -16,7 +16,11 @@ query's gold sections hit by the top k chunks; MRR@k is 1/rank of the first hit.
 
 Each vault is indexed by kb itself, once per context level, each into its own database on
 the embedded server in --data-dir: `none` (the chunk alone), `structure` (title, folder and
-header path, no LLM) and `llm` (the model's summaries and first-person rewrite). Databases
+header path, no LLM) and `llm` (the model's summaries and first-person rewrite); a level
+with `+paragraphs` (`structure+paragraphs`) also gives every chunk its paragraphs in their
+writer's voice as vectors of their own (`context.passages`, see kb.passages); its database
+starts as a copy of its base level's, when that is indexed in the same run, so only the
+passages are embedded (its cost is what passages add). Databases
 are kept, so a second run (or one that was interrupted) pays only for what is missing: kb's
 own content-hash caches. A quick run (--limit-docs) indexes its documents into the same
 databases and searches only them, so its work counts toward the full run.
@@ -68,6 +72,8 @@ DEFAULT_DATASETS = (
 )
 KS = (1, 3, 5, 10, 20)
 LEVELS = ("none", "structure", "llm")
+# A level's suffix for `context.passages = "paragraphs"`.
+PARAGRAPHS = "+paragraphs"
 # The fusions compared: every method of kb.fusion at equal weight and leaning toward the
 # text list (a small embedder's list is the weaker one on conversational notes).
 WEIGHTS = (0.5, 0.3, 0.2, 0.15, 0.1)
@@ -269,7 +275,10 @@ def make_config(vault: Vault, data_dir: Path, level: str) -> Config:
                 "personal": list(vault.personal),
             }
         ],
-        "context": {"summaries": level},
+        "context": {
+            "summaries": level.removesuffix(PARAGRAPHS),
+            "passages": "paragraphs" if level.endswith(PARAGRAPHS) else "none",
+        },
         # The LLM context written while indexing, so each note's cost is counted as it is
         # indexed (and a run cut short resumes from what it wrote).
         "enrich": {"enabled": False},
@@ -451,7 +460,7 @@ def latency(
 
 def _database(dataset: str, vault: str, level: str) -> str:
     parts = ["bench", dataset, vault, level] if vault else ["bench", dataset, level]
-    return "_".join(parts).replace("-", "_")
+    return "_".join(parts).replace("-", "_").replace("+", "_")
 
 
 @dataclass
@@ -460,7 +469,10 @@ class DatasetResult:
     matrix: Matrix = field(default_factory=Matrix)
     costs: dict[str, dict[str, Cost]] = field(default_factory=dict)
     rerank: Scores | None = None
-    latency_ms: tuple[float, float] | None = None
+    # Per level: hybrid top-10 in the database, p50 and p95 ms; the vectors the index holds
+    # (chunks, passages).
+    latency_ms: dict[str, tuple[float, float]] = field(default_factory=dict)
+    vectors: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def run_dataset(
@@ -517,7 +529,20 @@ def run_dataset(
         total_run, total_paid = Cost(), Cost()
         for vault in dataset.vaults:
             name = _database(dataset.name, vault.name, level)
-            store = stores[level][vault.name] = open_store(db.database_on(server, name))
+            base = level.removesuffix(PARAGRAPHS)
+            if base != level and base in stores:
+                # A copy of the base level's index (when there is none yet): its notes are
+                # rebuilt, their chunks' vectors found again, only the passages embedded.
+                stores[base][vault.name].close()
+                url = db.database_on(
+                    server, name, template=_database(dataset.name, vault.name, base)
+                )
+                stores[base][vault.name] = open_store(
+                    db.database_on(server, _database(dataset.name, vault.name, base))
+                )
+            else:
+                url = db.database_on(server, name)
+            store = stores[level][vault.name] = open_store(url)
             print(f"indexing with context level '{level}' into {name}", file=sys.stderr)
             config = make_config(vault, args.data_dir, level)
             ledger = args.data_dir / f"{name}.cost.json"
@@ -547,13 +572,17 @@ def run_dataset(
             concurrency=1,
         )
         result.rerank = rerank_row(stores[top], embedder, reranker, dataset, spans, filters)
-    if top:
-        biggest = max(dataset.vaults, key=lambda v: len(v.files))
-        result.latency_ms = latency(
-            stores[top][biggest.name],
+    biggest = max(dataset.vaults, key=lambda v: len(v.files))
+    for level, by_vault in stores.items():
+        result.latency_ms[level] = latency(
+            by_vault[biggest.name],
             embedder,
             [q for q in dataset.queries if q.vault == biggest.name],
             filters[biggest.name],
+        )
+        result.vectors[level] = (
+            sum(s.state.status().chunks for s in by_vault.values()),
+            sum(s.passages.count() for s in by_vault.values()),
         )
     _close(stores)
     return result
@@ -645,6 +674,7 @@ def _report(results: Sequence[DatasetResult], config: Config) -> dict:
                 "rerank": r.rerank.summary() if r.rerank else None,
                 "costs": {lv: {k: vars(c) for k, c in v.items()} for lv, v in r.costs.items()},
                 "hybrid_latency_ms": r.latency_ms,
+                "vectors": r.vectors,
             }
             for r in results
         },
@@ -679,9 +709,12 @@ def _print_dataset(result: DatasetResult) -> None:
         print(f"{name:<30}{_row(scores.summary())}")
     if result.rerank:
         print(f"{'+ re-ranking':<30}{_row(result.rerank.summary())}")
-    if result.latency_ms:
-        p50, p95 = result.latency_ms
-        print(f"hybrid top-10 in the database: p50 {p50:.1f} ms, p95 {p95:.1f} ms")
+    for level, (p50, p95) in result.latency_ms.items():
+        chunks, passages = result.vectors.get(level, (0, 0))
+        print(
+            f"{level}: hybrid top-10 in the database p50 {p50:.1f} ms, p95 {p95:.1f} ms; "
+            f"{chunks} chunks, {passages} passages"
+        )
 
 
 def _default_label() -> str:

@@ -91,6 +91,10 @@ class ChunkingConfig:
 # and header path only (no LLM at all), or nothing but the chunk.
 SummaryMode = Literal["llm", "structure", "none"]
 SUMMARY_MODES: tuple[SummaryMode, ...] = get_args(SummaryMode)
+# Extra texts of a chunk, each embedded as a vector of its own (see kb.passages): every
+# paragraph in its writer's voice, or none.
+PassageMode = Literal["paragraphs", "none"]
+PASSAGE_MODES: tuple[PassageMode, ...] = get_args(PassageMode)
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class ContextConfig:
     # Chunk summaries one call may write: a note of up to this many chunks is summarised,
     # whole and chunk by chunk, in one call. 1 asks for every summary alone.
     batch_chunks: int = 6
+    passages: PassageMode = "none"
 
 
 @dataclass(frozen=True)
@@ -285,10 +290,15 @@ def parse_config(
         rewrite_personal=r.get("context.rewrite_personal", bool, ContextConfig.rewrite_personal),
         summaries=r.get("context.summaries", str, ContextConfig.summaries),
         batch_chunks=r.positive("context.batch_chunks", ContextConfig.batch_chunks),
+        passages=r.get("context.passages", str, ContextConfig.passages),
     )
     if context.summaries not in SUMMARY_MODES:
         raise ConfigError(
             f"config key 'context.summaries' must be one of {', '.join(SUMMARY_MODES)}"
+        )
+    if context.passages not in PASSAGE_MODES:
+        raise ConfigError(
+            f"config key 'context.passages' must be one of {', '.join(PASSAGE_MODES)}"
         )
     if (
         context.first_chunks < 0

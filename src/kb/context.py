@@ -27,7 +27,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from kb import outputs, prompts, tokens
+from kb import outputs, passages, prompts, tokens
 from kb.chunking import CHUNKER_VERSION, Chunk
 from kb.config import Config, ContextConfig
 from kb.llm import embed_window
@@ -151,7 +151,9 @@ class ContextBuild:
             # The file summary is written from these chunks (see Contextualizer.excerpts).
             first, last = self.settings.first_chunks, self.settings.last_chunks
             parts.append(f"prompts{prompts.PROMPT_VERSION}:{first}+{last}")
-        if personal and mode != "none":
+        if self.settings.passages != "none":
+            parts.append(passages.build_id())
+        if personal and (mode != "none" or self.settings.passages != "none"):
             # Hashed: an id names the name's version, it need not spell it.
             parts.append(f"owner:{cache_key(self.owner)[:12]}")
             if mode == "llm":

@@ -134,16 +134,20 @@ def _kept_private(pgdata: Path) -> Iterator[None]:
                     folder.chmod(mode | (now & _TRAVERSE))
 
 
-def database_on(url: str, name: str) -> str:
-    """The URL of database `name` on the server at `url`, created if it does not exist.
+def database_on(url: str, name: str, *, template: str | None = None) -> str:
+    """The URL of database `name` on the server at `url`, created if it does not exist (a
+    copy of database `template`, when given: no one may be connected to it).
 
     For tools that keep several indexes on one server (the retrieval benchmark).
     """
+    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template is not None:
+        create += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
     try:
         with psycopg.connect(url, autocommit=True) as conn:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
             if exists.fetchone() is None:
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+                conn.execute(create)
     except psycopg.Error as exc:
         raise DatabaseError(f"cannot create database {name}: {first_line(exc)}") from None
     return make_conninfo(url, dbname=name)

@@ -1,5 +1,6 @@
 """A note's built context turned into chunk rows with vectors: the vectors of texts embedded
-before (by this model) are reused by context hash, the rest embedded, each checked.
+before (by this model) are reused by context hash, the rest embedded, each checked. So are
+the chunks' passages (kb.passages), by the hash of their text.
 
 Shared by the indexer (a note stored as it is saved) and the enricher (a note's LLM context
 written later), so both embed and check the same way.
@@ -14,7 +15,8 @@ from collections.abc import Sequence
 from kb.context import ContextChunk
 from kb.errors import LLMError
 from kb.llm.base import Embedder
-from kb.store import ChunkRecord, Store, Vector
+from kb.passages import Passage
+from kb.store import ChunkRecord, PassageRecord, Store, Vector
 
 
 class Embedding:
@@ -32,10 +34,17 @@ class Embedding:
         self.space: tuple[str, int] | None = None
 
     def records(
-        self, chunks: Sequence[ContextChunk], *, chat_model: str, reuse: bool
+        self,
+        chunks: Sequence[ContextChunk],
+        *,
+        chat_model: str,
+        reuse: bool,
+        passages: Sequence[Sequence[Passage]] = (),
     ) -> tuple[list[ChunkRecord], int]:
-        """The rows of a note's chunks, and how many texts had to be embedded for them."""
+        """The rows of a note's chunks (with each chunk's `passages`, when given), and how
+        many texts had to be embedded for them."""
         vectors, embedded = self.vectors(chunks, reuse=reuse)
+        passage_records, embedded_passages = self.passage_records(passages, reuse=reuse)
         records = [
             ChunkRecord(
                 position=c.chunk.position,
@@ -57,10 +66,38 @@ class Embedding:
                 embed_model=self.embedder.name,
                 summary_fallback=chat_model if c.summary_fallback else None,
                 rewrite_fallback=chat_model if c.rewrite_fallback else None,
+                passages=p,
             )
-            for c, v in zip(chunks, vectors, strict=True)
+            for c, v, p in zip(chunks, vectors, passage_records or [()] * len(chunks), strict=True)
         ]
-        return records, embedded
+        return records, embedded + embedded_passages
+
+    def passage_records(
+        self, passages: Sequence[Sequence[Passage]], *, reuse: bool
+    ) -> tuple[list[tuple[PassageRecord, ...]], int]:
+        """Each chunk's passages as rows with vectors, embedding only the texts this model
+        has not embedded before; and how many it embedded."""
+        hashes = [p.text_hash for chunk in passages for p in chunk]
+        model = self.embedder.name
+        vectors = self.store.passages.known_embeddings(hashes, model) if reuse else {}
+        missing = list(
+            {
+                p.text_hash: p.text
+                for chunk in passages
+                for p in chunk
+                if p.text_hash not in vectors
+            }.items()
+        )
+        fresh = self.embed([text for _, text in missing])
+        vectors.update(zip((h for h, _ in missing), fresh, strict=True))
+        records = [
+            tuple(
+                PassageRecord(p.position, p.kind, p.text, p.text_hash, vectors[p.text_hash], model)
+                for p in chunk
+            )
+            for chunk in passages
+        ]
+        return records, len(missing)
 
     def vectors(self, chunks: Sequence[ContextChunk], *, reuse: bool) -> tuple[list[Vector], int]:
         """A vector per chunk, embedding only texts not embedded before by this model."""

@@ -21,16 +21,16 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
 import psycopg
 
-from kb import db, plan
+from kb import db, passages, plan
 from kb.chunking import Chunk, chunk_body
 from kb.config import Config, VaultConfig
-from kb.context import Contextualizer
+from kb.context import Contextualizer, fit
 from kb.db import first_line
 from kb.embedding import Embedding
 from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
@@ -472,7 +472,10 @@ class Indexer:
         for problem in ctx.problems:
             log.info("%s/%s: %s; stored structural context instead", vault.name, path, problem)
         records, embedded = self.embedding.records(
-            ctx.chunks, chat_model=self.chat.name, reuse=not force
+            ctx.chunks,
+            chat_model=self.chat.name,
+            reuse=not force,
+            passages=self.passages_of(chunks, personal, title, note.metadata, path),
         )
         metadata = dict(note.metadata)
         if note.warnings:
@@ -502,6 +505,33 @@ class Indexer:
         )
         return event, NoteRows(doc, records, pending)
 
+    def passages_of(
+        self,
+        chunks: Sequence[Chunk],
+        personal: bool,
+        title: str,
+        metadata: Mapping[str, Any],
+        path: str,
+    ) -> list[list[passages.Passage]]:
+        """Each chunk's passages (`context.passages`), as the embedder reads them."""
+        if self.config.context.passages == "none":
+            return []
+        voice = passages.note_voice(
+            personal=personal,
+            owner=self.config.owner_name,
+            title=title,
+            metadata=metadata,
+            path=path,
+        )
+        window = self.context.embed_window
+        return [
+            [
+                replace(p, text=fit(p.text, window))
+                for p in passages.chunk_passages(c.content, voice)
+            ]
+            for c in chunks
+        ]
+
     # -- the embedding model -----------------------------------------------------------------------
 
     def ensure_embedding_space(self) -> int:
@@ -527,13 +557,15 @@ class Indexer:
         return self.embed_missing()
 
     def embed_missing(self) -> int:
+        """Embed the chunks, then the passages, that wait for a vector of the active model."""
         done = 0
-        while rows := self.store.vectors.missing(self.config.llm.embed_batch * 4):
-            vectors = self.embedding.embed([text for _, text in rows])
-            self.store.vectors.save(
-                self.embedder.name, [(i, v) for (i, _), v in zip(rows, vectors, strict=True)]
-            )
-            done += len(rows)
+        for table in (self.store.vectors, self.store.passages):
+            while rows := table.missing(self.config.llm.embed_batch * 4):
+                vectors = self.embedding.embed([text for _, text in rows])
+                table.save(
+                    self.embedder.name, [(i, v) for (i, _), v in zip(rows, vectors, strict=True)]
+                )
+                done += len(rows)
         return done
 
     def reembed_all(self) -> int:

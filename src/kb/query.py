@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 MAX_QUERY_CHARS = 10_000
 # Undecodable bytes on the command line arrive as lone surrogates (PEP 383).
 _SURROGATE = re.compile("[\ud800-\udfff]")
-_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.IGNORECASE)
+# The words by which a writer, or a question, speaks of themself: the owner's, in a
+# first-person query and in the owner's personal notes (see kb.passages).
+FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.IGNORECASE)
 
 
 def owner_query(text: str, owner: str) -> str:
@@ -29,7 +31,7 @@ def owner_query(text: str, owner: str) -> str:
 
     For full-text search only (see `search`). Measured against rewriting "I" and "my" into
     the name (README, "Retrieval quality"): the same for full-text search."""
-    if _FIRST_PERSON.search(text) and owner.lower() not in text.lower():
+    if FIRST_PERSON.search(text) and owner.lower() not in text.lower():
         return f"{owner}: {text}"
     return text
 

@@ -3,6 +3,7 @@
 - `documents`: notes and their chunks as rows, moves, deletes, failed notes;
 - `caches`: model outputs already paid for (summaries, rewrites, vectors, judgements);
 - `vectors`: the embedding space and chunks waiting for a vector;
+- `passages`: a chunk's extra texts with vectors of their own, and those waiting for one;
 - `search`: a query's candidates, and the notes a search may name;
 - `state`: small key/value state and `kb status`'s report;
 - `daemons`: who is running (the writer lock itself is `lock.WriterLock`);
@@ -17,6 +18,7 @@ from __future__ import annotations
 from kb.store.caches import Caches
 from kb.store.documents import ChunkRecord, DocumentRecord, Documents, NoteRows
 from kb.store.lock import DaemonBeat, Daemons, WriterLock
+from kb.store.passages import PassageRecord, Passages
 from kb.store.pool import Vector, open_pool
 from kb.store.queue import (
     Claim,
@@ -52,6 +54,7 @@ __all__ = [
     "NoteInfo",
     "NotePage",
     "NoteRows",
+    "PassageRecord",
     "Pending",
     "QueueStatus",
     "QueuedNote",
@@ -74,6 +77,7 @@ class Store:
         self.documents = Documents(self.pool)
         self.caches = Caches(self.pool)
         self.vectors = Vectors(self.pool)
+        self.passages = Passages(self.pool)
         self.search = Search(self.pool)
         self.state = State(self.pool)
         self.daemons = Daemons(self.pool)

@@ -13,6 +13,8 @@ from psycopg.types.json import Jsonb
 
 from kb.notes import OnDisk
 from kb.plan import Stored
+from kb.store import passages
+from kb.store.passages import PassageRecord
 from kb.store.pool import Pool, Vector, like_prefix, vector_param
 from kb.store.queue import Pending, queue_note
 
@@ -63,6 +65,8 @@ class ChunkRecord:
     embed_model: str
     summary_fallback: str | None = None  # the chat model whose output was rejected
     rewrite_fallback: str | None = None
+    # Its extra texts, each with a vector of its own (kb.passages); they hang off the chunk.
+    passages: tuple[PassageRecord, ...] = ()
 
     def context_params(self) -> tuple[object, ...]:
         """The values of the columns its context fills, in the order both writes name them
@@ -209,6 +213,15 @@ class Documents:
                                 *c.context_params(),
                             )
                         )
+            passages.write(
+                cur,
+                [
+                    (doc_id, c.position, p)
+                    for doc_id, note in zip(ids, notes, strict=True)
+                    for c in note.chunks
+                    for p in c.passages
+                ],
+            )
 
     def touch(self, vault: str, files: Sequence[OnDisk]) -> None:
         """Record new sizes and mtimes of notes whose content did not change, in one statement

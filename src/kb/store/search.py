@@ -100,6 +100,12 @@ TEXT_RESCORED = 400
 TEXT_POSTINGS_WALKED = 20 * TEXT_POSTINGS_PER_WORD
 
 
+# The vector list reads this many passages for each chunk it returns: a chunk may have
+# several among the nearest, and the list is the union of the chunks of the nearest passages
+# and the nearest chunks, each scored by its best vector.
+PASSAGE_DEPTH = 2
+
+
 @dataclass(frozen=True)
 class SearchFilter:
     """Which notes a search may return; every part is optional and they combine (AND)."""
@@ -192,7 +198,8 @@ class Search:
     ) -> Candidates:
         """The top `depth` chunks of each list for a query, in one round trip.
 
-        vector: nearest by cosine. text: full-text match on full_context (any of the
+        vector: nearest by cosine, a chunk scored by the best of its own vector and its
+        passages' (kb.passages). text: full-text match on full_context (any of the
         query's words, ranked by BM25: see TEXT_POSTINGS_PER_WORD). How the two lists become
         one is `kb.fusion`'s job. Without a `vector` only the text list can be asked for,
         and no chunk has a similarity.
@@ -218,6 +225,26 @@ class Search:
         distance = sql.SQL("c.embedding::vector({dim}) <=> %(v)s::vector({dim})").format(
             dim=sql.Literal(dimensions)
         )
+        passage_distance = sql.SQL("p.embedding::vector({dim}) <=> %(v)s::vector({dim})").format(
+            dim=sql.Literal(dimensions)
+        )
+        # The passages a search may read: of the model, in the notes the filter allows.
+        passages = (
+            sql.SQL(
+                "passages p JOIN chunks c ON c.id = p.chunk_id"
+                " JOIN documents d ON d.id = c.document_id"
+                " WHERE p.embed_model = {model} AND {documents}"
+            ).format(model=sql.Literal(model), documents=documents)
+            if filters.active
+            else sql.SQL("passages p WHERE p.embed_model = {model}").format(
+                model=sql.Literal(model)
+            )
+        )
+        # The best of a chunk `c`'s own vector and its passages' (least is NULL-blind).
+        best_distance = sql.SQL(
+            "least({distance}, (SELECT min({passage_distance}) FROM passages p"
+            " WHERE p.chunk_id = c.id AND p.embed_model = {model}))"
+        ).format(distance=distance, passage_distance=passage_distance, model=sql.Literal(model))
         # A word's best postings; with a filter, the best of those in the notes it allows.
         # The sub-select inside an expression stays a hash of the allowed notes, built once,
         # where a plain IN would become a join the planner may read in another order.
@@ -236,11 +263,23 @@ class Search:
         )
         query = sql.SQL(
             r"""
-            WITH v AS (
-                SELECT c.id, row_number() OVER (ORDER BY {distance}, c.id) AS rank
-                  FROM chunks c JOIN documents d ON d.id = c.document_id
+            WITH own AS (
+                SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
                  WHERE {where}
                  ORDER BY {distance} LIMIT %(nv)s
+            ), by_passage AS (
+                -- The chunks of the nearest passages (kb.passages), each a vector of its own.
+                SELECT p.chunk_id AS id FROM {passages}
+                 ORDER BY {passage_distance} LIMIT %(np)s
+            ), v AS (
+                -- A chunk's distance is the least of its own vector's and its passages'.
+                SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS rank
+                  FROM (
+                      SELECT c.id, {best} AS distance
+                        FROM (SELECT id FROM own UNION SELECT id FROM by_passage) AS ids
+                        JOIN chunks c ON c.id = ids.id
+                  ) AS scored
+                 ORDER BY distance, id LIMIT %(nv)s
             ), words AS MATERIALIZED (
                 -- The query's lexemes with their inverse document frequency, from the
                 -- statistics the triggers keep; nothing when only vectors are asked for.
@@ -286,13 +325,16 @@ class Search:
                   ) AS best
             )
             SELECT c.id, d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
-                   1 - ({distance}) AS similarity, v.rank AS vector_rank,
+                   1 - coalesce(v.distance, {best}) AS similarity, v.rank AS vector_rank,
                    t.rank AS text_rank, t.score::float8 AS text_score
               FROM v FULL OUTER JOIN t ON v.id = t.id
               JOIN chunks c ON c.id = coalesce(v.id, t.id) JOIN documents d ON d.id = c.document_id
             """
         ).format(
             distance=distance,
+            passage_distance=passage_distance,
+            passages=passages,
+            best=best_distance,
             where=where,
             postings=postings,
             model=sql.Literal(model),
@@ -310,6 +352,7 @@ class Search:
             "tags": [t.lower().lstrip("#") for t in filters.tags],
             "paths": list(filters.paths),
             "nv": 0 if lists == "text" else depth,
+            "np": 0 if lists == "text" else PASSAGE_DEPTH * depth,
             "nt": 0 if lists == "vector" else depth,
             # A list deeper than the defaults reads deeper too.
             "per_word": max(depth, TEXT_POSTINGS_PER_WORD),

@@ -1,5 +1,5 @@
-"""The embedding space: which model's vectors the index holds, its HNSW index, and the
-chunks still waiting for a vector.
+"""The embedding space: which model's vectors the index holds, its HNSW indexes (the
+chunks', and their passages': kb.store.passages), and the chunks still waiting for a vector.
 
 Vectors live in an untyped `vector` column. The active embedding model fixes
 the dimension: the HNSW index is built on `embedding::vector(<dim>)`, partial
@@ -17,6 +17,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import DictRow
 
+from kb.store import passages
 from kb.store.pool import Pool, Vector, vector_param
 from kb.store.state import read_state, write_state
 
@@ -41,12 +42,17 @@ class Vectors:
                 "    OR vector_dims(embedding) IS DISTINCT FROM %s",
                 (model, dimensions),
             )
+            passages.clear_other_models(conn, model, dimensions)
             _create_index(conn, model, dimensions)
             write_state(conn, "embedding_space", {"model": model, "dimensions": dimensions})
 
     def has_index(self) -> bool:
         with self.pool.connection() as conn:
-            row = conn.execute("SELECT to_regclass('chunks_embedding_hnsw') IS NOT NULL AS ok")
+            row = conn.execute(
+                "SELECT to_regclass('chunks_embedding_hnsw') IS NOT NULL"
+                "   AND to_regclass(%s) IS NOT NULL AS ok",
+                (passages.INDEX,),
+            )
             found = row.fetchone()
         return bool(found and found["ok"])
 
@@ -56,6 +62,7 @@ class Vectors:
         every vector: exact, only slower."""
         with self.pool.connection() as conn:
             conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+            passages.drop_index(conn)
 
     def build_index(self, model: str, dimensions: int) -> None:
         """(Re)build the vector index of the active model, if it is missing."""
@@ -78,8 +85,9 @@ class Vectors:
             )
 
     def clear(self) -> None:
-        with self.pool.connection() as conn:
+        with self.pool.connection() as conn, conn.transaction():
             conn.execute("UPDATE chunks SET embedding = NULL, embed_model = NULL")
+            passages.clear(conn)
 
 
 # What pgvector holds in memory per vector while it builds the graph, beyond the vector
@@ -110,3 +118,4 @@ def _create_index(conn: psycopg.Connection[DictRow], model: str, dimensions: int
                 " WHERE embed_model = {model}"
             ).format(dim=sql.Literal(dimensions), model=sql.Literal(model))
         )
+    passages.create_index(conn, model, dimensions, graph_bytes=_GRAPH_BYTES, cap=_BUILD_MEMORY_CAP)

@@ -1,0 +1,158 @@
+"""A chunk's passages: extra texts, each embedded as a vector of its own, by which the
+vector list can find the chunk (its score is the best of its own vector and theirs).
+
+A small embedder reads a long chunk of many voices poorly: it averages every token of its
+window into one vector. One paragraph at a time, said in its writer's voice, is what a
+question matches: "<voice>, <date>: <paragraph>". In the owner's personal notes the voice is
+the owner's name, and the paragraph's first-person words become that name (the same words a
+query in the first person is read by, see `kb.query.FIRST_PERSON`); in any other note it is
+the note's title, the paragraph as written. The date is the note's own (frontmatter `date`,
+or a date in its file name), left out when unknown.
+
+Pure functions: what a note's passages say depends on the chunks' contents, the voice and
+the date only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+from kb.query import FIRST_PERSON
+
+# What a passage is: today a paragraph of the chunk; statements and questions a model
+# writes may join them.
+PassageKind = Literal["paragraph"]
+
+# Bump when the same chunk, voice and date make other passages: stored notes are rebuilt.
+PASSAGES_VERSION = "1"
+
+# Consecutive short paragraphs are joined into one passage while it stays this short; a
+# longer paragraph is a passage alone.
+MERGE_CHARS = 0
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_HEADING = re.compile(r"^#{1,6}\s")
+_ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
+
+
+@dataclass(frozen=True)
+class Passage:
+    position: int  # its place among its chunk's passages
+    kind: PassageKind
+    text: str
+
+    @property
+    def text_hash(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Voice:
+    """Who speaks in a note, and when."""
+
+    name: str
+    owner: bool  # the owner's own note: first-person words are the owner's
+    date: str | None  # the note's date, as words ("21 January 2022")
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.name}, {self.date}: " if self.date else f"{self.name}: "
+
+    def say(self, paragraph: str) -> str:
+        """The paragraph in this voice."""
+        return self.prefix + (owner_voiced(paragraph, self.name) if self.owner else paragraph)
+
+
+def note_voice(
+    *, personal: bool, owner: str, title: str, metadata: Mapping[str, Any], path: str
+) -> Voice:
+    """The owner in the owner's personal notes, else the note's title; and the note's date."""
+    return Voice(owner if personal else title, personal, note_date(metadata, path))
+
+
+def note_date(metadata: Mapping[str, Any], path: str) -> str | None:
+    """The note's own date: its frontmatter `date` (a date or a time stamp), else a
+    YYYY-MM-DD in its file name; None when neither is a real date."""
+    written = metadata.get("date")
+    candidates = [written] if isinstance(written, str) else []
+    candidates.append(PurePosixPath(path).stem)
+    for text in candidates:
+        match = _ISO_DATE.search(text)
+        if match is None or (text is written and match.start() != 0):
+            continue
+        try:
+            day = dt.date(*map(int, match.groups()))
+        except ValueError:
+            continue
+        return f"{day.day} {day:%B %Y}"
+    return None
+
+
+def owner_voiced(text: str, owner: str) -> str:
+    """`text` with the writer's first-person words replaced by the owner's name ("my" and
+    "mine" by the possessive)."""
+
+    def name(match: re.Match[str]) -> str:
+        return f"{owner}'s" if match.group(0).lower() in ("my", "mine") else owner
+
+    return FIRST_PERSON.sub(name, text)
+
+
+def paragraphs(content: str) -> list[str]:
+    """The chunk's paragraphs: its blocks apart from blank lines, a code fence whole, a
+    heading joined to what follows it."""
+    blocks: list[list[str]] = [[]]
+    fenced = False
+    for line in content.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+        if not line.strip() and not fenced:
+            if blocks[-1]:
+                blocks.append([])
+            continue
+        blocks[-1].append(line)
+    out: list[str] = []
+    heading: list[str] = []
+    for block in blocks:
+        if not block:
+            continue
+        text = "\n".join(block).strip()
+        if all(_HEADING.match(line) for line in block):
+            heading.append(text)
+            continue
+        out.append("\n".join([*heading, text]))
+        heading = []
+    if heading and out:
+        out[-1] += "\n" + "\n".join(heading)
+    return out
+
+
+def merged(texts: Sequence[str], most: int) -> list[str]:
+    """Consecutive texts joined (by a blank line) while the result is at most `most` long."""
+    out: list[str] = []
+    for text in texts:
+        if out and len(out[-1]) + 2 + len(text) <= most:
+            out[-1] += "\n\n" + text
+        else:
+            out.append(text)
+    return out
+
+
+def chunk_passages(content: str, voice: Voice, *, merge_chars: int = MERGE_CHARS) -> list[Passage]:
+    """A chunk's paragraphs as passages in `voice`; none for a chunk of one paragraph, which
+    its own vector covers."""
+    texts = merged(paragraphs(content), merge_chars)
+    if len(texts) < 2:
+        return []
+    return [Passage(i, "paragraph", voice.say(t)) for i, t in enumerate(texts)]
+
+
+def build_id() -> str:
+    """What a note's stored passages depend on besides the note, for `ContextBuild.id`."""
+    return f"paragraphs{PASSAGES_VERSION}:{MERGE_CHARS}"

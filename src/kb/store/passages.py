@@ -1,0 +1,150 @@
+"""The passages table: a chunk's extra texts (kb.passages), each with a vector of its own.
+
+Written with their note's chunks (`write`, in `Documents.save`'s transaction), deleted with
+them (ON DELETE CASCADE), re-keyed with them on a move (they hang off the chunk). Their
+vectors follow the chunks' pattern (kb.store.vectors): an untyped `vector` column, an HNSW
+index on `embedding::vector(<dim>)` partial on the active model, vectors found again by
+the hash of the text embedded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import DictRow
+
+from kb.store.pool import Pool, Vector, vector_param
+
+if TYPE_CHECKING:
+    from kb.passages import PassageKind
+
+INDEX = "passages_embedding_hnsw"
+
+
+@dataclass(frozen=True)
+class PassageRecord:
+    position: int
+    kind: PassageKind
+    text: str  # what was embedded
+    text_hash: str
+    embedding: Vector
+    embed_model: str
+
+
+_COPY = """
+    COPY passages (chunk_id, position, kind, text, text_hash, embedding, embed_model)
+    FROM STDIN
+"""
+
+
+def write(cur: psycopg.Cursor[DictRow], rows: Sequence[tuple[int, int, PassageRecord]]) -> None:
+    """Store passages of chunks just written, each given as (its note's id, its chunk's
+    position, the passage)."""
+    if not rows:
+        return
+    cur.execute(
+        "SELECT id, document_id, position FROM chunks WHERE document_id = ANY(%s)",
+        (list({doc_id for doc_id, _, _ in rows}),),
+    )
+    chunk_ids = {(r["document_id"], r["position"]): r["id"] for r in cur.fetchall()}
+    with cur.copy(_COPY) as copy:
+        for doc_id, position, p in rows:
+            copy.write_row(
+                (
+                    chunk_ids[(doc_id, position)],
+                    p.position,
+                    p.kind,
+                    p.text,
+                    p.text_hash,
+                    vector_param(p.embedding),
+                    p.embed_model,
+                )
+            )
+
+
+class Passages:
+    def __init__(self, pool: Pool) -> None:
+        self.pool = pool
+
+    def known_embeddings(self, text_hashes: Sequence[str], model: str) -> dict[str, Vector]:
+        """Vectors of texts this model embedded before, by the hash of the text."""
+        if not text_hashes:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT ON (text_hash) text_hash, embedding FROM passages"
+                " WHERE text_hash = ANY(%s) AND embed_model = %s AND embedding IS NOT NULL",
+                (list(set(text_hashes)), model),
+            ).fetchall()
+        return {r["text_hash"]: r["embedding"].to_list() for r in rows}
+
+    def missing(self, limit: int) -> list[tuple[int, str]]:
+        """Passages waiting for a vector (after a model change): (id, text)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, text FROM passages WHERE embedding IS NULL ORDER BY id LIMIT %s",
+                (limit,),
+            ).fetchall()
+        return [(r["id"], r["text"]) for r in rows]
+
+    def save(self, model: str, vectors: Sequence[tuple[int, Vector]]) -> None:
+        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                "UPDATE passages SET embedding = %s, embed_model = %s WHERE id = %s",
+                [(vector_param(v), model, i) for i, v in vectors],
+            )
+
+    def count(self) -> int:
+        with self.pool.connection() as conn:
+            row = conn.execute("SELECT count(*) AS n FROM passages").fetchone()
+        return int(row["n"]) if row else 0
+
+
+def clear_other_models(conn: psycopg.Connection[DictRow], model: str, dimensions: int) -> None:
+    """Part of a switch to `model` (Vectors.switch, in its transaction): other vectors go."""
+    conn.execute("LOCK TABLE passages IN SHARE ROW EXCLUSIVE MODE")
+    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(INDEX)))
+    conn.execute(
+        "UPDATE passages SET embedding = NULL, embed_model = NULL"
+        " WHERE embed_model IS DISTINCT FROM %s"
+        "    OR vector_dims(embedding) IS DISTINCT FROM %s",
+        (model, dimensions),
+    )
+
+
+def clear(conn: psycopg.Connection[DictRow]) -> None:
+    conn.execute("UPDATE passages SET embedding = NULL, embed_model = NULL")
+
+
+def drop_index(conn: psycopg.Connection[DictRow]) -> None:
+    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(INDEX)))
+
+
+def create_index(
+    conn: psycopg.Connection[DictRow], model: str, dimensions: int, *, graph_bytes: int, cap: int
+) -> None:
+    """The HNSW index of the passages' vectors, built as the chunks' is (see
+    kb.store.vectors._create_index: room to build its graph in memory)."""
+    with conn.transaction():
+        conn.execute(
+            "SELECT set_config('maintenance_work_mem', greatest("
+            "   pg_size_bytes(current_setting('maintenance_work_mem')),"
+            "   least(count(*) * %s, %s)) / 1024 || 'kB', true)"
+            "  FROM passages WHERE embed_model = %s",
+            (dimensions * 4 + graph_bytes, cap, model),
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {index} ON passages USING hnsw"
+                " ((embedding::vector({dim})) vector_cosine_ops)"
+                " WHERE embed_model = {model}"
+            ).format(
+                index=sql.Identifier(INDEX),
+                dim=sql.Literal(dimensions),
+                model=sql.Literal(model),
+            )
+        )
