@@ -2,9 +2,8 @@
 
 Written with their note's chunks (`write`, in `Documents.save`'s transaction), deleted with
 them (ON DELETE CASCADE), re-keyed with them on a move (they hang off the chunk). Their
-vectors follow the chunks' pattern (kb.store.vectors): an untyped `vector` column, an HNSW
-index on `embedding::vector(<dim>)` partial on the active model, vectors found again by
-the hash of the text embedded.
+vectors live as the chunks' do, and kb.store.vectors keeps both tables' HNSW indexes and
+model switches; vectors are found again by the hash of the text embedded.
 """
 
 from __future__ import annotations
@@ -14,16 +13,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import DictRow
 
 from kb.store.pool import Pool, Vector, vector_param
 
 if TYPE_CHECKING:
     from kb.passages import PassageKind
-
-INDEX = "passages_embedding_hnsw"
-
 
 @dataclass(frozen=True)
 class PassageRecord:
@@ -102,49 +97,3 @@ class Passages:
         with self.pool.connection() as conn:
             row = conn.execute("SELECT count(*) AS n FROM passages").fetchone()
         return int(row["n"]) if row else 0
-
-
-def clear_other_models(conn: psycopg.Connection[DictRow], model: str, dimensions: int) -> None:
-    """Part of a switch to `model` (Vectors.switch, in its transaction): other vectors go."""
-    conn.execute("LOCK TABLE passages IN SHARE ROW EXCLUSIVE MODE")
-    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(INDEX)))
-    conn.execute(
-        "UPDATE passages SET embedding = NULL, embed_model = NULL"
-        " WHERE embed_model IS DISTINCT FROM %s"
-        "    OR vector_dims(embedding) IS DISTINCT FROM %s",
-        (model, dimensions),
-    )
-
-
-def clear(conn: psycopg.Connection[DictRow]) -> None:
-    conn.execute("UPDATE passages SET embedding = NULL, embed_model = NULL")
-
-
-def drop_index(conn: psycopg.Connection[DictRow]) -> None:
-    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(INDEX)))
-
-
-def create_index(
-    conn: psycopg.Connection[DictRow], model: str, dimensions: int, *, graph_bytes: int, cap: int
-) -> None:
-    """The HNSW index of the passages' vectors, built as the chunks' is (see
-    kb.store.vectors._create_index: room to build its graph in memory)."""
-    with conn.transaction():
-        conn.execute(
-            "SELECT set_config('maintenance_work_mem', greatest("
-            "   pg_size_bytes(current_setting('maintenance_work_mem')),"
-            "   least(count(*) * %s, %s)) / 1024 || 'kB', true)"
-            "  FROM passages WHERE embed_model = %s",
-            (dimensions * 4 + graph_bytes, cap, model),
-        )
-        conn.execute(
-            sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {index} ON passages USING hnsw"
-                " ((embedding::vector({dim})) vector_cosine_ops)"
-                " WHERE embed_model = {model}"
-            ).format(
-                index=sql.Identifier(INDEX),
-                dim=sql.Literal(dimensions),
-                model=sql.Literal(model),
-            )
-        )

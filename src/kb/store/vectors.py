@@ -17,7 +17,6 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import DictRow
 
-from kb.store import passages
 from kb.store.pool import Pool, Vector, vector_param
 from kb.store.state import read_state, write_state
 
@@ -34,24 +33,29 @@ class Vectors:
     def switch(self, model: str, dimensions: int) -> None:
         """Make `model` the active one: drop other vectors and rebuild the index for its size."""
         with self.pool.connection() as conn, conn.transaction():
-            conn.execute("LOCK TABLE chunks IN SHARE ROW EXCLUSIVE MODE")
-            conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
-            conn.execute(
-                "UPDATE chunks SET embedding = NULL, embed_model = NULL"
-                " WHERE embed_model IS DISTINCT FROM %s"
-                "    OR vector_dims(embedding) IS DISTINCT FROM %s",
-                (model, dimensions),
-            )
-            passages.clear_other_models(conn, model, dimensions)
-            _create_index(conn, model, dimensions)
+            for table, index in _EMBEDDED:
+                conn.execute(
+                    sql.SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(
+                        sql.Identifier(table)
+                    )
+                )
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
+                conn.execute(
+                    sql.SQL(
+                        "UPDATE {} SET embedding = NULL, embed_model = NULL"
+                        " WHERE embed_model IS DISTINCT FROM %s"
+                        "    OR vector_dims(embedding) IS DISTINCT FROM %s"
+                    ).format(sql.Identifier(table)),
+                    (model, dimensions),
+                )
+            _create_indexes(conn, model, dimensions)
             write_state(conn, "embedding_space", {"model": model, "dimensions": dimensions})
 
     def has_index(self) -> bool:
         with self.pool.connection() as conn:
             row = conn.execute(
-                "SELECT to_regclass('chunks_embedding_hnsw') IS NOT NULL"
-                "   AND to_regclass(%s) IS NOT NULL AS ok",
-                (passages.INDEX,),
+                "SELECT bool_and(to_regclass(i) IS NOT NULL) AS ok FROM unnest(%s::text[]) AS i",
+                ([index for _, index in _EMBEDDED],),
             )
             found = row.fetchone()
         return bool(found and found["ok"])
@@ -61,13 +65,13 @@ class Vectors:
         costs about a third of keeping it up to date row by row. Searches meanwhile scan
         every vector: exact, only slower."""
         with self.pool.connection() as conn:
-            conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
-            passages.drop_index(conn)
+            for _, index in _EMBEDDED:
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
 
     def build_index(self, model: str, dimensions: int) -> None:
         """(Re)build the vector index of the active model, if it is missing."""
         with self.pool.connection() as conn:
-            _create_index(conn, model, dimensions)
+            _create_indexes(conn, model, dimensions)
 
     def missing(self, limit: int) -> list[tuple[int, str]]:
         with self.pool.connection() as conn:
@@ -86,8 +90,12 @@ class Vectors:
 
     def clear(self) -> None:
         with self.pool.connection() as conn, conn.transaction():
-            conn.execute("UPDATE chunks SET embedding = NULL, embed_model = NULL")
-            passages.clear(conn)
+            for table, _ in _EMBEDDED:
+                conn.execute(
+                    sql.SQL("UPDATE {} SET embedding = NULL, embed_model = NULL").format(
+                        sql.Identifier(table)
+                    )
+                )
 
 
 # What pgvector holds in memory per vector while it builds the graph, beyond the vector
@@ -98,24 +106,36 @@ _GRAPH_BYTES = 1024
 _BUILD_MEMORY_CAP = 1 << 30
 
 
-def _create_index(conn: psycopg.Connection[DictRow], model: str, dimensions: int) -> None:
-    """Build the HNSW index with room to build its graph in memory: once the graph outgrows
-    maintenance_work_mem, pgvector goes on inserting on disk, three times slower (85k
-    vectors of 256 dimensions: 69 s at the default 64 MB, 23 s with 256 MB). The setting
-    is raised for this transaction only, and never lowered."""
-    with conn.transaction():
-        conn.execute(
-            "SELECT set_config('maintenance_work_mem', greatest("
-            "   pg_size_bytes(current_setting('maintenance_work_mem')),"
-            "   least(count(*) * %s, %s)) / 1024 || 'kB', true)"
-            "  FROM chunks WHERE embed_model = %s",
-            (dimensions * 4 + _GRAPH_BYTES, _BUILD_MEMORY_CAP, model),
-        )
-        conn.execute(
-            sql.SQL(
-                "CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw ON chunks USING hnsw"
-                " ((embedding::vector({dim})) vector_cosine_ops)"
-                " WHERE embed_model = {model}"
-            ).format(dim=sql.Literal(dimensions), model=sql.Literal(model))
-        )
-    passages.create_index(conn, model, dimensions, graph_bytes=_GRAPH_BYTES, cap=_BUILD_MEMORY_CAP)
+# Every table whose rows carry a vector of the active model, and its HNSW index: the chunks,
+# and their passages (kb.store.passages).
+_EMBEDDED = (("chunks", "chunks_embedding_hnsw"), ("passages", "passages_embedding_hnsw"))
+
+
+def _create_indexes(conn: psycopg.Connection[DictRow], model: str, dimensions: int) -> None:
+    """Build the HNSW index of each table of vectors with room to build its graph in memory:
+    once the graph outgrows maintenance_work_mem, pgvector goes on inserting on disk, three
+    times slower (85k vectors of 256 dimensions: 69 s at the default 64 MB, 23 s with 256
+    MB). The setting is raised for each build's transaction only, and never lowered."""
+    for table, index in _EMBEDDED:
+        with conn.transaction():
+            conn.execute(
+                sql.SQL(
+                    "SELECT set_config('maintenance_work_mem', greatest("
+                    "   pg_size_bytes(current_setting('maintenance_work_mem')),"
+                    "   least(count(*) * %s, %s)) / 1024 || 'kB', true)"
+                    "  FROM {} WHERE embed_model = %s"
+                ).format(sql.Identifier(table)),
+                (dimensions * 4 + _GRAPH_BYTES, _BUILD_MEMORY_CAP, model),
+            )
+            conn.execute(
+                sql.SQL(
+                    "CREATE INDEX IF NOT EXISTS {index} ON {table} USING hnsw"
+                    " ((embedding::vector({dim})) vector_cosine_ops)"
+                    " WHERE embed_model = {model}"
+                ).format(
+                    index=sql.Identifier(index),
+                    table=sql.Identifier(table),
+                    dim=sql.Literal(dimensions),
+                    model=sql.Literal(model),
+                )
+            )
