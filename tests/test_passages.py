@@ -13,7 +13,6 @@ from conftest import OWNER, Kb, make_config, rows
 from kb.passages import (
     Voice,
     chunk_passages,
-    merged,
     note_date,
     note_voice,
     owner_voiced,
@@ -53,11 +52,6 @@ def test_paragraphs_keep_fences_whole_and_headings_with_their_text() -> None:
         "Last.",
     ]
     assert paragraphs("Text.\n\n## Trailing") == ["Text.\n## Trailing"]
-
-
-def test_short_paragraphs_merge_up_to_the_limit() -> None:
-    assert merged(["aa", "bb", "cccc", "d"], 6) == ["aa\n\nbb", "cccc", "d"]
-    assert merged(["aa", "bb"], 0) == ["aa", "bb"]
 
 
 def test_passages_in_the_owner_voice_or_the_title() -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal
@@ -31,10 +31,6 @@ PassageKind = Literal["paragraph"]
 
 # Bump when the same chunk, voice and date make other passages: stored notes are rebuilt.
 PASSAGES_VERSION = "1"
-
-# Consecutive short paragraphs are joined into one passage while it stays this short; a
-# longer paragraph is a passage alone.
-MERGE_CHARS = 0
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^#{1,6}\s")
@@ -133,21 +129,10 @@ def paragraphs(content: str) -> list[str]:
     return out
 
 
-def merged(texts: Sequence[str], most: int) -> list[str]:
-    """Consecutive texts joined (by a blank line) while the result is at most `most` long."""
-    out: list[str] = []
-    for text in texts:
-        if out and len(out[-1]) + 2 + len(text) <= most:
-            out[-1] += "\n\n" + text
-        else:
-            out.append(text)
-    return out
-
-
-def chunk_passages(content: str, voice: Voice, *, merge_chars: int = MERGE_CHARS) -> list[Passage]:
+def chunk_passages(content: str, voice: Voice) -> list[Passage]:
     """A chunk's paragraphs as passages in `voice`; none for a chunk of one paragraph, which
     its own vector covers."""
-    texts = merged(paragraphs(content), merge_chars)
+    texts = paragraphs(content)
     if len(texts) < 2:
         return []
     return [Passage(i, "paragraph", voice.say(t)) for i, t in enumerate(texts)]
@@ -155,4 +140,4 @@ def chunk_passages(content: str, voice: Voice, *, merge_chars: int = MERGE_CHARS
 
 def build_id() -> str:
     """What a note's stored passages depend on besides the note, for `ContextBuild.id`."""
-    return f"paragraphs{PASSAGES_VERSION}:{MERGE_CHARS}"
+    return f"paragraphs{PASSAGES_VERSION}"
