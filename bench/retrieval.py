@@ -43,6 +43,7 @@ sets them for the local llama.cpp stack.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import os
 import statistics
@@ -63,6 +64,8 @@ from kb.notes import Scope
 from kb.query import CANDIDATES, owner_query, rank
 from kb.rerank import Reranker
 from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
+from kb.voices import voiced
+from kb.when import question_period
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASETS = (
@@ -72,6 +75,9 @@ DEFAULT_DATASETS = (
 )
 KS = (1, 3, 5, 10, 20)
 LEVELS = ("none", "structure", "llm")
+# The "llm" level with the model writing only each note's voice (context.writes), no summary:
+# with "+paragraphs", the passages of notes outside the owner's folders speak in it.
+VOICES = "voices"
 # A level's suffix for `context.passages = "paragraphs"`.
 PARAGRAPHS = "+paragraphs"
 # The fusions compared: every method of kb.fusion at equal weight and leaning toward the
@@ -265,6 +271,7 @@ def _lines(path: Path) -> list[str]:
 
 
 def make_config(vault: Vault, data_dir: Path, level: str) -> Config:
+    base = level.removesuffix(PARAGRAPHS)
     raw = {
         "owner_name": vault.owner,
         "data_dir": str(data_dir),
@@ -276,7 +283,8 @@ def make_config(vault: Vault, data_dir: Path, level: str) -> Config:
             }
         ],
         "context": {
-            "summaries": level.removesuffix(PARAGRAPHS),
+            "summaries": "llm" if base == VOICES else base,
+            "writes": ["voices"] if base == VOICES else ["summaries"],
             "passages": "paragraphs" if level.endswith(PARAGRAPHS) else "none",
         },
         # The LLM context written while indexing, so each note's cost is counted as it is
@@ -370,6 +378,9 @@ def score_level(
     spans: dict[str, Callable[[SearchHit], tuple[str, int, int]]],
     filters: dict[str, SearchFilter],
     matrix: Matrix,
+    *,
+    voiced_queries: bool = False,
+    dated_queries: bool = False,
 ) -> None:
     """Search every question once (twice if in the first person) and score every row."""
     rows = configurations(level)
@@ -387,6 +398,11 @@ def score_level(
         started = time.perf_counter()
         vector = embedder.embed_query(q.text)
         embedded = time.perf_counter() - started
+        # With --voiced-queries the owner's variant embeds the question in the owner's
+        # voice too ("I" -> the owner's name), as the passages of their notes speak.
+        owner_vector = (
+            embedder.embed_query(voiced(q.text, owners[q.vault])) if voiced_queries else vector
+        )
         found_by: dict[str, tuple[Candidates, float]] = {}
         for variant, text in texts.items():
             if variant == "owner" and text == texts["plain"]:
@@ -395,7 +411,7 @@ def score_level(
             started = time.perf_counter()
             found_by[variant] = (
                 store.search.candidates(
-                    vector,
+                    owner_vector if variant == "owner" else vector,
                     text,
                     model=space[0],
                     dimensions=space[1],
@@ -404,10 +420,11 @@ def score_level(
                 ),
                 embedded + time.perf_counter() - started,
             )
+        period = question_period(q.text, dt.date.today()) if dated_queries else None
         for variant, table in (("owner", matrix.owner), ("plain", matrix.plain)):
             found, seconds = found_by[variant]
             for name, mode, fusion in rows:
-                hits = rank(found, mode, fusion)[: max(KS)]
+                hits = rank(found, mode, fusion, period)[: max(KS)]
                 table[name].add(q, [spans[q.vault](h) for h in hits], seconds)
 
 
@@ -559,7 +576,17 @@ def run_dataset(
     filters = {v.name: SearchFilter(paths=v.files) if subset else NO_FILTER for v in dataset.vaults}
     for level, by_vault in stores.items():
         print(f"querying: {level}", file=sys.stderr)
-        score_level(level, by_vault, embedder, dataset, spans, filters, result.matrix)
+        score_level(
+            level,
+            by_vault,
+            embedder,
+            dataset,
+            spans,
+            filters,
+            result.matrix,
+            voiced_queries=args.voiced_queries,
+            dated_queries=args.dated_queries,
+        )
     top = next((lv for lv in ("llm", "structure", "none") if lv in stores), None)
     if args.rerank and top:
         print("querying: re-ranking", file=sys.stderr)
@@ -629,6 +656,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "finished: they are synced again (no model calls) and searched alone",
     )
     parser.add_argument("--index-only", action="store_true", help="index, then stop")
+    parser.add_argument(
+        "--voiced-queries",
+        action="store_true",
+        help="embed first-person questions with the owner's name for I, as the owner rows' "
+        "full-text query names the owner",
+    )
+    parser.add_argument(
+        "--dated-queries",
+        action="store_true",
+        help="put the chunks of notes from the time a question names first (kb.when)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     if not args.datasets:

@@ -95,6 +95,11 @@ SUMMARY_MODES: tuple[SummaryMode, ...] = get_args(SummaryMode)
 # paragraph in its writer's voice, or none.
 PassageMode = Literal["paragraphs", "none"]
 PASSAGE_MODES: tuple[PassageMode, ...] = get_args(PassageMode)
+# What the chat model writes at the "llm" level: file and chunk summaries (embedded with each
+# chunk), the voice of each note outside the owner's folders (whose "I" its paragraph
+# passages speak in; kb.voices), and each chunk's statements (kb.statements).
+ModelWrite = Literal["summaries", "voices", "statements"]
+MODEL_WRITES: tuple[ModelWrite, ...] = get_args(ModelWrite)
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,18 @@ class ContextConfig:
     # whole and chunk by chunk, in one call. 1 asks for every summary alone.
     batch_chunks: int = 6
     passages: PassageMode = "none"
+    writes: tuple[ModelWrite, ...] = ("summaries",)
+
+    def asks(self, output: ModelWrite) -> bool:
+        """Whether the chat model is asked for this output: only at the "llm" level."""
+        return self.summaries == "llm" and output in self.writes
+
+    def names_writers(self) -> bool:
+        """Whether the model names the writer of each note outside the owner's folders: for
+        the paragraphs that speak in the writer's voice, and for the statements, which name
+        the writer."""
+        voiced = self.passages != "none" and self.asks("voices")
+        return voiced or self.asks("statements")
 
 
 @dataclass(frozen=True)
@@ -291,6 +308,7 @@ def parse_config(
         summaries=r.get("context.summaries", str, ContextConfig.summaries),
         batch_chunks=r.positive("context.batch_chunks", ContextConfig.batch_chunks),
         passages=r.get("context.passages", str, ContextConfig.passages),
+        writes=tuple(r.get("context.writes", list, list(ContextConfig.writes))),
     )
     if context.summaries not in SUMMARY_MODES:
         raise ConfigError(
@@ -299,6 +317,12 @@ def parse_config(
     if context.passages not in PASSAGE_MODES:
         raise ConfigError(
             f"config key 'context.passages' must be one of {', '.join(PASSAGE_MODES)}"
+        )
+    if any(w not in MODEL_WRITES for w in context.writes) or len(set(context.writes)) < len(
+        context.writes
+    ):
+        raise ConfigError(
+            f"config key 'context.writes' must list some of {', '.join(MODEL_WRITES)}, once each"
         )
     if (
         context.first_chunks < 0

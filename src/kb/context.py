@@ -22,19 +22,22 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kb import outputs, passages, prompts, tokens
+from kb import outputs, passages, prompts, statements, tokens, voices
 from kb.chunking import CHUNKER_VERSION, Chunk
 from kb.config import Config, ContextConfig
 from kb.llm import embed_window
 from kb.llm.base import ChatModel, Prompt
 from kb.outputs import Output
+from kb.store.documents import VoiceRecord
 
 _SUMMARY_CHARS_PER_TOKEN = 6
+# A dozen statements of twenty-odd tokens: room to finish, and a runaway stops soon.
+_STATEMENT_TOKENS = 320
 
 
 def cache_key(*parts: str) -> str:
@@ -64,6 +67,10 @@ class ContextChunk:
     # weigh them less than the chunk's own words (see summaries_start); None: it weighs all.
     summaries_at: int | None
     embed_text: str  # what the embedder reads: full_context fitted to its window
+    # The model's statements of the chunk, one a line (kb.statements), when asked for and
+    # known; each is a passage of its own.
+    statements: Output | None = None
+    statements_key: str | None = None
 
     @property
     def context_hash(self) -> str:
@@ -79,6 +86,19 @@ class FileContext:
     llm_calls: int
     # Outputs rejected in this build, e.g. "chunk 3 summary: echo of the note".
     problems: list[str]
+    # Each chunk's passages (`context.passages`), as the embedder reads them.
+    passages: list[list[passages.Passage]] = field(default_factory=list)
+    # The writer the model named (kb.voices), when it was asked and its answer is known.
+    voice: Output | None = None
+    voice_key: str | None = None
+
+    def voice_row(self, chat_model: str) -> VoiceRecord | None:
+        """The voice as stored with the note, when the model was asked for one."""
+        if self.voice is None or self.voice_key is None:
+            return None
+        return VoiceRecord(
+            self.voice.text, self.voice_key, chat_model if self.voice.fallback else None
+        )
 
 
 # The problem of a part a several-part answer has no line for.
@@ -113,7 +133,8 @@ class _PartAnswer:
 
 # Bump when full_context's layout changes: every note's context is then rebuilt from cached
 # model answers (see ContextBuild.id).
-LAYOUT_VERSION = "4"
+# 5: notes are stored with their own dates (kb.passages.note_day).
+LAYOUT_VERSION = "5"
 
 
 @dataclass(frozen=True)
@@ -147,16 +168,20 @@ class ContextBuild:
             LAYOUT_VERSION,
             str(self.embed_window),
         ]
-        if mode == "llm":
+        if self.settings.asks("summaries"):
             # The file summary is written from these chunks (see Contextualizer.excerpts).
             first, last = self.settings.first_chunks, self.settings.last_chunks
             parts.append(f"prompts{prompts.PROMPT_VERSION}:{first}+{last}")
         if self.settings.passages != "none":
             parts.append(passages.build_id())
+        if self.settings.asks("statements"):
+            parts.append(f"statements{prompts.STATEMENTS_VERSION}")
+        if not personal and self.settings.names_writers():
+            parts.append(f"voice{prompts.VOICE_VERSION}")
         if personal and (mode != "none" or self.settings.passages != "none"):
             # Hashed: an id names the name's version, it need not spell it.
             parts.append(f"owner:{cache_key(self.owner)[:12]}")
-            if mode == "llm":
+            if self.settings.asks("summaries"):
                 rewrite = self.settings.rewrite_personal
                 parts.append(f"rewrite{prompts.REWRITE_VERSION}" if rewrite else "as-written")
         return "/".join(parts)
@@ -247,7 +272,35 @@ class Contextualizer:
         return self.owner if personal else None
 
     def _rewrites(self, personal: bool) -> bool:
-        return personal and self.settings.rewrite_personal
+        return personal and self.settings.rewrite_personal and self.settings.asks("summaries")
+
+    def _asks_voice(self, personal: bool) -> bool:
+        """Whether the model names this note's writer (see ContextConfig.names_writers)."""
+        return not personal and self.settings.names_writers()
+
+    def voice_key(self, head: voices.NoteHead) -> str:
+        return cache_key("voice", prompts.VOICE_VERSION, head.path, head.properties, head.excerpt)
+
+    def statements_key(self, chunk: Chunk, writer: str | None, date: str | None) -> str:
+        """A chunk's statements depend on its text, its header path, who "I" is and the
+        note's date: a rename, or an edit elsewhere in the note, keeps them."""
+        return cache_key(
+            "statements",
+            prompts.STATEMENTS_VERSION,
+            writer or "",
+            date or "",
+            header_line(chunk.header_path),
+            chunk.content,
+        )
+
+    def _writer(self, personal: bool, voice: Output | None) -> str | None:
+        """Who the note's "I" is: the owner in the owner's folders, else the writer the
+        model named (None when it named no one, or its answer was rejected)."""
+        if personal:
+            return self.owner
+        if voice is None or voice.fallback or not voice.text:
+            return None
+        return voice.text
 
     def excerpts(self, chunks: list[Chunk]) -> list[str]:
         """The chunks the file summary is written from: the first N and the last N."""
@@ -276,16 +329,62 @@ class Contextualizer:
             chunk.content,
         )
 
-    def keys(self, chunks: list[Chunk], personal: bool) -> list[str]:
-        """Every cache key a note needs, so the caller can fetch known outputs in one go."""
-        if not chunks or self.settings.summaries != "llm":
-            return []
-        keys = [self.file_summary_key(chunks, personal)]
-        for chunk in chunks:
-            keys.append(self.chunk_summary_key(chunk, personal))
-            if self._rewrites(personal):
-                keys.append(self.rewrite_key(chunk))
+    def keys(
+        self,
+        chunks: list[Chunk],
+        personal: bool,
+        *,
+        path: str = "",
+        metadata: Mapping[str, Any] | None = None,
+        known: Mapping[str, Output] | None = None,
+    ) -> list[str]:
+        """The cache keys a note needs, so the caller can fetch known outputs in one go.
+
+        The statements' keys name the note's writer, which the model may yet have to name:
+        they are listed only once the voice is in `known` (see `gather`)."""
+        keys: list[str] = []
+        if not chunks:
+            return keys
+        if self.settings.asks("summaries"):
+            keys.append(self.file_summary_key(chunks, personal))
+            for chunk in chunks:
+                keys.append(self.chunk_summary_key(chunk, personal))
+                if self._rewrites(personal):
+                    keys.append(self.rewrite_key(chunk))
+        voice: Output | None = None
+        if self._asks_voice(personal):
+            key = self.voice_key(_head(path, metadata, chunks))
+            keys.append(key)
+            voice = (known or {}).get(key)
+            if voice is None:
+                return keys
+        if self.settings.asks("statements"):
+            writer = self._writer(personal, voice)
+            date = passages.note_date(metadata or {}, path)
+            keys += [self.statements_key(c, writer, date) for c in chunks]
         return keys
+
+    def gather(
+        self,
+        chunks: list[Chunk],
+        personal: bool,
+        lookup: Callable[[list[str]], dict[str, Output]],
+        *,
+        path: str = "",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> tuple[dict[str, Output], bool]:
+        """The outputs already paid for that a note needs, read through `lookup` (the
+        cache), and whether they are all there. The statements' keys follow from the
+        voice, so a second read looks for them once the first found it."""
+        keys = self.keys(chunks, personal, path=path, metadata=metadata)
+        known = lookup(keys) if keys else {}
+        needed = self.keys(chunks, personal, path=path, metadata=metadata, known=known)
+        more = sorted(set(needed) - set(keys))
+        if more:
+            known |= lookup(more)
+        return known, known.keys() >= set(needed) and needed == self.keys(
+            chunks, personal, path=path, metadata=metadata, known=known
+        )
 
     def build(
         self,
@@ -295,8 +394,32 @@ class Contextualizer:
         *,
         title: str,
         folder: str = "",
+        path: str = "",
+        metadata: Mapping[str, Any] | None = None,
     ) -> FileContext:
-        """Context for every chunk.
+        """Context for every chunk, and its passages, asking the model for what `known`
+        (outputs already paid for, by cache key) lacks: the summaries (see `_summarized`),
+        the voice of a note outside the owner's folders and each chunk's statements."""
+        if not chunks:
+            return FileContext("", "", False, [], 0, [])
+        if self.settings.asks("summaries"):
+            base = self._summarized(chunks, personal, known, title=title, folder=folder)
+        else:
+            base = self._without_llm(chunks, personal, title=title, folder=folder)
+        return self._with_note_outputs(
+            base, chunks, personal, known, ask=True, title=title, path=path, metadata=metadata
+        )
+
+    def _summarized(
+        self,
+        chunks: list[Chunk],
+        personal: bool,
+        known: Mapping[str, Output],
+        *,
+        title: str,
+        folder: str,
+    ) -> FileContext:
+        """Every chunk's context with the model's summaries.
 
         `known` maps cache keys to outputs already paid for. The caller leaves out
         fallbacks made by another model, so those are asked again; `title` and `folder`
@@ -309,10 +432,6 @@ class Contextualizer:
         asked again alone, as one chunk prompt; only what fails alone falls back to
         structural context.
         """
-        if not chunks:
-            return FileContext("", "", False, [], 0, [])
-        if self.settings.summaries != "llm":
-            return self._without_llm(chunks, personal, title=title, folder=folder)
         owner = self._owner_for(personal)
         problems: list[str] = []
         calls = 0
@@ -538,8 +657,9 @@ class Contextualizer:
     def _without_llm(
         self, chunks: list[Chunk], personal: bool, *, title: str, folder: str
     ) -> FileContext:
-        """Context for `summaries = "structure"` (title and header path) or `"none"`."""
-        mode = self.settings.summaries
+        """Context for `summaries = "structure"` (title and header path) or `"none"`; the
+        structure level's too at the "llm" level when the model writes no summaries."""
+        mode = "structure" if self.settings.summaries == "llm" else self.settings.summaries
         structure = mode == "structure"
         file_summary = (
             outputs.structural_file_summary(
@@ -584,6 +704,8 @@ class Contextualizer:
         *,
         title: str,
         folder: str = "",
+        path: str = "",
+        metadata: Mapping[str, Any] | None = None,
     ) -> FileContext:
         """Context for every chunk without asking the model: the outputs in `known` where
         they are, structural context (what `summaries = "structure"` writes) in place of the
@@ -595,6 +717,11 @@ class Contextualizer:
         """
         if not chunks:
             return FileContext("", "", False, [], 0, [])
+        if not self.settings.asks("summaries"):
+            base = self._without_llm(chunks, personal, title=title, folder=folder)
+            return self._with_note_outputs(
+                base, chunks, personal, known, ask=False, title=title, path=path, metadata=metadata
+            )
         owner = self._owner_for(personal)
         file_key = self.file_summary_key(chunks, personal)
         file_summary = known.get(file_key)
@@ -612,7 +739,10 @@ class Contextualizer:
                 )
                 summary, summary_key = Output(stand_in), cache_key("structure", stand_in)
             built.append(self._with_outputs(chunk, file_summary, summary, summary_key, rewritten))
-        return FileContext(file_summary.text, file_key, file_summary.fallback, built, 0, [])
+        base = FileContext(file_summary.text, file_key, file_summary.fallback, built, 0, [])
+        return self._with_note_outputs(
+            base, chunks, personal, known, ask=False, title=title, path=path, metadata=metadata
+        )
 
     def _known_rewrite(self, chunk: Chunk, known: Mapping[str, Output]) -> Output | None:
         """A personal chunk's rewrite if it is known (None if it must be asked for); the
@@ -673,12 +803,129 @@ class Contextualizer:
         text = outputs.clean_summary(self.chat.complete(prompt), max_chars=max_chars)
         return text, outputs.summary_problem(text, prompt)
 
+    def _voice(self, head: voices.NoteHead) -> tuple[str, str | None]:
+        prompt = prompts.voice_prompt(
+            head.path, head.properties, head.excerpt, context_window=self.context_window
+        )
+        return voices.read_voice(self.chat.complete(prompt), head)
+
+    def _with_note_outputs(
+        self,
+        base: FileContext,
+        chunks: list[Chunk],
+        personal: bool,
+        known: Mapping[str, Output],
+        *,
+        ask: bool,
+        title: str,
+        path: str,
+        metadata: Mapping[str, Any] | None,
+    ) -> FileContext:
+        """`base` with what the passages are made of: the voice of a note outside the
+        owner's folders, then each chunk's statements, which name that voice; asked of the
+        model when `ask` and not in `known`, else left out until they are."""
+        calls = 0
+        problems = list(base.problems)
+        voice, voice_key = None, None
+        if self._asks_voice(personal):
+            head = _head(path, metadata, chunks)
+            voice_key = self.voice_key(head)
+            voice = known.get(voice_key)
+            if voice is None and ask:
+                # Through the pool, so every LLM call counts against the concurrency limit.
+                name, problem = self.executor.submit(self._voice, head).result()
+                voice, calls = Output(name, fallback=problem is not None), 1
+                if problem:
+                    problems.append(f"voice: {problem}")
+        date = passages.note_date(metadata or {}, path)
+        said: list[Output | None] = [None] * len(chunks)
+        keys: list[str | None] = [None] * len(chunks)
+        if self.settings.asks("statements") and (
+            voice is not None or not self._asks_voice(personal)
+        ):
+            writer = self._writer(personal, voice)
+            keys = [self.statements_key(c, writer, date) for c in chunks]
+            said = [known.get(k) if k else None for k in keys]
+            todo = [i for i, out in enumerate(said) if out is None] if ask else []
+            written = self.executor.map(
+                functools.partial(self._statements, writer=writer, date=date),
+                [chunks[i] for i in todo],
+            )
+            for i, result in zip(todo, written, strict=True):
+                calls += 1
+                said[i] = Output(result.text, fallback=not result.kept)
+                if not result.kept:
+                    why = ", ".join(sorted(set(result.dropped))) or "none written"
+                    problems.append(f"chunk {i + 1} statements: {why}")
+        return replace(
+            base,
+            chunks=[
+                replace(c, statements=out, statements_key=key if out is not None else None)
+                for c, out, key in zip(base.chunks, said, keys, strict=True)
+            ],
+            llm_calls=base.llm_calls + calls,
+            problems=problems,
+            passages=self._passages(chunks, personal, voice, said, title=title, date=date),
+            voice=voice,
+            voice_key=voice_key,
+        )
+
+    def _passages(
+        self,
+        chunks: Sequence[Chunk],
+        personal: bool,
+        voice: Output | None,
+        statements: Sequence[Output | None],
+        *,
+        title: str,
+        date: str | None,
+    ) -> list[list[passages.Passage]]:
+        """Each chunk's passages, fitted to the embedder's window: its paragraphs
+        (`context.passages`) in the owner's voice in personal notes, else in the writer's
+        the model named, else under the note's title, as written; then its statements."""
+        writer = self._writer(personal, voice)
+        speaker = (
+            passages.Voice(writer, True, date) if writer else passages.Voice(title, False, date)
+        )
+        out = []
+        for chunk, said in zip(chunks, statements, strict=True):
+            found = (
+                passages.chunk_passages(chunk.content, speaker)
+                if self.settings.passages != "none"
+                else []
+            )
+            if said is not None and not said.fallback:
+                found += passages.statement_passages(said.text, start=len(found))
+            out.append([replace(p, text=fit(p.text, self.embed_window)) for p in found])
+        return out if any(out) else []
+
+    def _statements(
+        self, chunk: Chunk, *, writer: str | None, date: str | None
+    ) -> statements.Written:
+        prompt = prompts.statements_prompt(
+            header_line(chunk.header_path),
+            chunk.content,
+            writer=writer,
+            date=date,
+            max_tokens=_STATEMENT_TOKENS,
+            context_window=self.context_window,
+        )
+        return statements.read_statements(
+            self.chat.complete(prompt), source=chunk.content, writer=writer, date=date
+        )
+
     def _rewrite(self, content: str) -> tuple[str, str | None]:
         prompt = prompts.rewrite_prompt(
             content, owner=self.owner, context_window=self.context_window
         )
         text = outputs.clean_rewrite(self.chat.complete(prompt))
         return text, outputs.rewrite_problem(text, content, self.owner)
+
+
+def _head(
+    path: str, metadata: Mapping[str, Any] | None, chunks: Sequence[Chunk]
+) -> voices.NoteHead:
+    return voices.note_head(path, metadata or {}, [c.content for c in chunks[:3]])
 
 
 def _plain(header: str) -> str:

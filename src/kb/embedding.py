@@ -66,6 +66,11 @@ class Embedding:
                 embed_model=self.embedder.name,
                 summary_fallback=chat_model if c.summary_fallback else None,
                 rewrite_fallback=chat_model if c.rewrite_fallback else None,
+                statements=c.statements.text if c.statements else None,
+                statements_key=c.statements_key,
+                statements_fallback=(
+                    chat_model if c.statements is not None and c.statements.fallback else None
+                ),
                 passages=p,
             )
             for c, v, p in zip(chunks, vectors, passage_records or [()] * len(chunks), strict=True)

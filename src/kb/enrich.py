@@ -100,8 +100,15 @@ class Enricher:
                 "embedding settings"
             )
         chunks, personal = note.chunks, note.personal
-        keys = self.context.keys(chunks, personal)
-        known = {} if claim.fresh else self.store.caches.known_outputs(keys, self.chat.name)
+        known, _ = self.context.gather(
+            chunks,
+            personal,
+            lambda keys: (
+                {} if claim.fresh else self.store.caches.known_outputs(keys, self.chat.name)
+            ),
+            path=note.path,
+            metadata=note.metadata,
+        )
         folder = PurePosixPath(note.path).parent.as_posix()
         ctx = self.context.build(
             chunks,
@@ -109,9 +116,11 @@ class Enricher:
             known,
             title=note_title(note.metadata, chunks, note.path),
             folder="" if folder == "." else folder,
+            path=note.path,
+            metadata=note.metadata,
         )
         records, embedded = self.embedding.records(
-            ctx.chunks, chat_model=self.chat.name, reuse=not claim.fresh
+            ctx.chunks, chat_model=self.chat.name, reuse=not claim.fresh, passages=ctx.passages
         )
         written = self.store.queue.finish(
             claim,
@@ -122,6 +131,7 @@ class Enricher:
                 summary_fallback=self.chat.name if ctx.summary_fallback else None,
                 chunks=records,
                 llm_calls=ctx.llm_calls,
+                voice=ctx.voice_row(self.chat.name),
             ),
         )
         return Attempt(

@@ -21,16 +21,16 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
 import psycopg
 
-from kb import db, passages, plan
+from kb import db, plan
 from kb.chunking import Chunk, chunk_body
 from kb.config import Config, VaultConfig
-from kb.context import Contextualizer, fit
+from kb.context import Contextualizer
 from kb.db import first_line
 from kb.embedding import Embedding
 from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
@@ -50,6 +50,7 @@ from kb.notes import (
     stat_note,
 )
 from kb.parsing import decode, parse_note
+from kb.passages import note_day
 from kb.store import DocumentRecord, NoteRows, Pending, Store
 
 log = logging.getLogger(__name__)
@@ -458,24 +459,45 @@ class Indexer:
             note.body, max_chars=self.config.chunking.max_chars, first_line=note.body_start_line
         )
         personal = vault.is_personal(path)
-        keys = self.context.keys(chunks, personal)
-        known = {} if force else self.store.caches.known_outputs(keys, self.chat.name)
+        known, complete = self.context.gather(
+            chunks,
+            personal,
+            lambda keys: {} if force else self.store.caches.known_outputs(keys, self.chat.name),
+            path=path,
+            metadata=note.metadata,
+        )
         title = note_title(note.metadata, chunks, path)
         folder = PurePosixPath(path).parent.as_posix()
         folder = "" if folder == "." else folder
         pending = None
-        if self.enrich and not known.keys() >= set(keys):
-            ctx = self.context.provisional(chunks, personal, known, title=title, folder=folder)
+        if self.enrich and not complete:
+            ctx = self.context.provisional(
+                chunks,
+                personal,
+                known,
+                title=title,
+                folder=folder,
+                path=path,
+                metadata=note.metadata,
+            )
             pending = Pending(priority=mtime_ns, fresh=force)
         else:
-            ctx = self.context.build(chunks, personal, known, title=title, folder=folder)
+            ctx = self.context.build(
+                chunks,
+                personal,
+                known,
+                title=title,
+                folder=folder,
+                path=path,
+                metadata=note.metadata,
+            )
         for problem in ctx.problems:
             log.info("%s/%s: %s; stored structural context instead", vault.name, path, problem)
         records, embedded = self.embedding.records(
             ctx.chunks,
             chat_model=self.chat.name,
             reuse=not force,
-            passages=self.passages_of(chunks, personal, title, note.metadata, path),
+            passages=ctx.passages,
         )
         metadata = dict(note.metadata)
         if note.warnings:
@@ -492,6 +514,8 @@ class Indexer:
             summary_key=ctx.summary_key,
             context_build=self.context.build_id(personal),
             summary_fallback=self.chat.name if ctx.summary_fallback else None,
+            voice=ctx.voice_row(self.chat.name),
+            note_date=note_day(note.metadata, path),
         )
         event = FileEvent(
             vault.name,
@@ -504,33 +528,6 @@ class Indexer:
             queued=pending is not None,
         )
         return event, NoteRows(doc, records, pending)
-
-    def passages_of(
-        self,
-        chunks: Sequence[Chunk],
-        personal: bool,
-        title: str,
-        metadata: Mapping[str, Any],
-        path: str,
-    ) -> list[list[passages.Passage]]:
-        """Each chunk's passages (`context.passages`), as the embedder reads them."""
-        if self.config.context.passages == "none":
-            return []
-        voice = passages.note_voice(
-            personal=personal,
-            owner=self.config.owner_name,
-            title=title,
-            metadata=metadata,
-            path=path,
-        )
-        window = self.context.embed_window
-        return [
-            [
-                replace(p, text=fit(p.text, window))
-                for p in passages.chunk_passages(c.content, voice)
-            ]
-            for c in chunks
-        ]
 
     # -- the embedding model -----------------------------------------------------------------------
 

@@ -3,11 +3,12 @@ vector list can find the chunk (its score is the best of its own vector and thei
 
 A small embedder reads a long chunk of many voices poorly: it averages every token of its
 window into one vector. One paragraph at a time, said in its writer's voice, is what a
-question matches: "<voice>, <date>: <paragraph>". In the owner's personal notes the voice is
-the owner's name, and the paragraph's first-person words become that name (the same words a
-query in the first person is read by, see `kb.query.FIRST_PERSON`); in any other note it is
-the note's title, the paragraph as written. The date is the note's own (frontmatter `date`,
-or a date in its file name), left out when unknown.
+question matches: "<voice>, <date>: <paragraph>". The voice is a writer's name, whose the
+paragraph's first-person words become (the same words a query in the first person is read
+by, see `kb.voices.FIRST_PERSON`): the owner's in the owner's personal notes, elsewhere the
+writer the chat model named (kb.voices); else the note's title, the paragraph as written.
+The date is the note's own (frontmatter `date`, or a date in its file name), left out when
+unknown.
 
 Pure functions: what a note's passages say depends on the chunks' contents, the voice and
 the date only.
@@ -23,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from kb.query import FIRST_PERSON
+from kb.voices import voiced
 
 # What a passage is: today a paragraph of the chunk; statements and questions a model
 # writes may join them.
-PassageKind = Literal["paragraph"]
+PassageKind = Literal["paragraph", "statement"]
 
 # Bump when the same chunk, voice and date make other passages: stored notes are rebuilt.
 PASSAGES_VERSION = "1"
@@ -53,7 +54,7 @@ class Voice:
     """Who speaks in a note, and when."""
 
     name: str
-    owner: bool  # the owner's own note: first-person words are the owner's
+    writer: bool  # a writer's name: the paragraph's first-person words are theirs
     date: str | None  # the note's date, as words ("21 January 2022")
 
     @property
@@ -62,17 +63,16 @@ class Voice:
 
     def say(self, paragraph: str) -> str:
         """The paragraph in this voice."""
-        return self.prefix + (owner_voiced(paragraph, self.name) if self.owner else paragraph)
-
-
-def note_voice(
-    *, personal: bool, owner: str, title: str, metadata: Mapping[str, Any], path: str
-) -> Voice:
-    """The owner in the owner's personal notes, else the note's title; and the note's date."""
-    return Voice(owner if personal else title, personal, note_date(metadata, path))
+        return self.prefix + (voiced(paragraph, self.name) if self.writer else paragraph)
 
 
 def note_date(metadata: Mapping[str, Any], path: str) -> str | None:
+    """The note's own date in words ("21 January 2022"), as a passage says it."""
+    day = note_day(metadata, path)
+    return f"{day.day} {day:%B %Y}" if day else None
+
+
+def note_day(metadata: Mapping[str, Any], path: str) -> dt.date | None:
     """The note's own date: its frontmatter `date` (a date or a time stamp), else a
     YYYY-MM-DD in its file name; None when neither is a real date."""
     written = metadata.get("date")
@@ -83,21 +83,10 @@ def note_date(metadata: Mapping[str, Any], path: str) -> str | None:
         if match is None or (text is written and match.start() != 0):
             continue
         try:
-            day = dt.date(*map(int, match.groups()))
+            return dt.date(*map(int, match.groups()))
         except ValueError:
             continue
-        return f"{day.day} {day:%B %Y}"
     return None
-
-
-def owner_voiced(text: str, owner: str) -> str:
-    """`text` with the writer's first-person words replaced by the owner's name ("my" and
-    "mine" by the possessive)."""
-
-    def name(match: re.Match[str]) -> str:
-        return f"{owner}'s" if match.group(0).lower() in ("my", "mine") else owner
-
-    return FIRST_PERSON.sub(name, text)
 
 
 def paragraphs(content: str) -> list[str]:
@@ -136,6 +125,13 @@ def chunk_passages(content: str, voice: Voice) -> list[Passage]:
     if len(texts) < 2:
         return []
     return [Passage(i, "paragraph", voice.say(t)) for i, t in enumerate(texts)]
+
+
+def statement_passages(text: str, *, start: int) -> list[Passage]:
+    """A chunk's statements (kb.statements, one a line) as passages, numbered from
+    `start`: each names who and when, so it is embedded as written."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return [Passage(start + i, "statement", line) for i, line in enumerate(lines)]
 
 
 def build_id() -> str:

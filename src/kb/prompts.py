@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from kb.llm.base import Prompt
+from kb.llm.base import Prompt, PromptTask
 
 PROMPT_VERSION = "5"
 # The rewrite has a version of its own: a change to the summary prompts must not redo every
@@ -26,13 +26,19 @@ PROMPT_VERSION = "5"
 REWRITE_VERSION = "4"
 # Re-ranking has a version of its own: changing its prompt must not redo the index.
 RERANK_VERSION = "2"
+# The voice prompt has a version of its own: one short call per note, asked again only when
+# its wording changes.
+VOICE_VERSION = "1"
+# Statements have a version of their own: their wording must not redo summaries, nor theirs.
+STATEMENTS_VERSION = "1"
 # Answers are never cached, so their version only names the wording in use (`kb ask --json`).
 ANSWER_VERSION = "1"
 
 # The tags that delimit each input in a prompt. Text from a note (or from the user) that
 # spells one of them is quoted, so it can never close its block and speak as the prompt.
 _DELIMITER = re.compile(
-    r"<(\s*/?\s*(?:note|chunk|chunk_headers|file_summary|text|query|passage|part)\b[^<>]*)>",
+    r"<(\s*/?\s*(?:note|chunk|chunk_headers|file_summary|text|query|passage|part|path|"
+    r"properties|note_facts)\b[^<>]*)>",
     re.IGNORECASE,
 )
 
@@ -157,6 +163,54 @@ _REWRITE_EXAMPLE = (
     "{owner} is back at the gym. {owner}'s knee is fine, and Sam lent {owner} his gloves. "
     "{owner} and Sam lifted for an hour.",
 )
+_VOICE_SYSTEM = (
+    "You read the start of a note and say who wrote it: the person its 'I', 'me' and 'my' "
+    "stand for. Look at the note's path and properties, its greeting and signature, a byline "
+    "or an author line. Answer with that person's name only, spelled as the note spells it. "
+    "If the note does not show who wrote it (documentation, a recipe, a list), answer: unknown"
+)
+# One named and one unknown writer, from other kinds of notes than a vault's usual ones.
+_VOICE_EXAMPLES = (
+    (
+        "<path>\nClippings/Walking the Kumano Kodo.md\n</path>\n\n<properties>\nsource: "
+        "https://example.org/kumano\nauthor: Priya Raman\n</properties>\n\n<note>\n# Walking "
+        "the Kumano Kodo\n\nI set off from Takijiri at dawn with a borrowed map.\n</note>\n\n"
+        "Who wrote this note?",
+        "Priya Raman",
+    ),
+    (
+        "<path>\nReference/Git/Rebasing.md\n</path>\n\n<note>\n# Rebasing\n\nUse `git rebase "
+        "-i HEAD~3` to squash the last three commits.\n</note>\n\nWho wrote this note?",
+        "unknown",
+    ),
+)
+
+
+_STATEMENTS_SYSTEM = (
+    "You turn one part of a note into short statements for a search index. Write each fact "
+    "of the part as one plain sentence on its own line, in the third person, that names who "
+    "it is about. {writer} Name other people as the note names them. Give times as dates: "
+    "{date} No numbering, no speaker labels, no quotes, nothing the part does not say."
+)
+_STATEMENTS_WRITER = "{writer} wrote the note: 'I', 'me' and 'my' are {writer}."
+_STATEMENTS_NO_WRITER = "The note does not say who wrote it: say 'the writer' for 'I'."
+_STATEMENTS_DATE = (
+    "the note is from {date}, so 'yesterday', 'last week' or 'last year' become a date, a "
+    "week or a year counted from {date}."
+)
+_STATEMENTS_NO_DATE = "keep the note's own words for times it does not date."
+# From another kind of note than a vault's usual ones: small models imitate an example.
+_STATEMENTS_EXAMPLE = (
+    "<note_facts>\nMaria wrote the note on 3 June 2021.\n</note_facts>\n\n<chunk_headers>\n"
+    "# Renovation > ## Kitchen\n</chunk_headers>\n\n<chunk>\nYesterday I finally painted the "
+    "kitchen green. Tom helped me move the fridge, and my sister Ana chose the tiles. Next "
+    "month we start on the bathroom.\n</chunk>\n\nStatements:",
+    "Maria painted the kitchen green on 2 June 2021.\nTom helped Maria move the fridge.\n"
+    "Ana, Maria's sister, chose the kitchen tiles.\nMaria plans to start on the bathroom in "
+    "July 2021.",
+)
+
+
 _RERANK_SYSTEM = (
     "You rate how well a passage from a note answers a search query. Reply with one whole "
     "number from 0 to 10: 10 when the passage answers the query directly, 6 when it is about "
@@ -418,6 +472,72 @@ def rewrite_prompt(content: str, *, owner: str, context_window: int) -> Prompt:
     )
 
 
+def voice_prompt(path: str, properties: str, excerpt: str, *, context_window: int) -> Prompt:
+    """Who the note's "I" is, from its path, its frontmatter and its first lines."""
+    max_tokens = 12  # a name
+    budget = _input_budget(_VOICE_SYSTEM + _joined(_VOICE_EXAMPLES), max_tokens, context_window)
+    excerpt = _fit(excerpt, max(200, budget - len(path) - len(properties)))
+    head = f"<path>\n{quote(path)}\n</path>\n\n"
+    if properties:
+        head += f"<properties>\n{quote(properties)}\n</properties>\n\n"
+    user = f"{head}<note>\n{quote(excerpt)}\n</note>\n\nWho wrote this note?"
+    return _prompt(
+        "voice",
+        _VOICE_SYSTEM,
+        user,
+        max_tokens,
+        context_window,
+        {"path": path, "properties": properties, "excerpt": excerpt},
+        _VOICE_EXAMPLES,
+    )
+
+
+def statements_prompt(
+    header_path: str,
+    content: str,
+    *,
+    writer: str | None,
+    date: str | None,
+    max_tokens: int,
+    context_window: int,
+) -> Prompt:
+    """The facts of one chunk as statements, told who the note's "I" is and its date."""
+    system = _STATEMENTS_SYSTEM.format(
+        writer=_STATEMENTS_WRITER.format(writer=writer) if writer else _STATEMENTS_NO_WRITER,
+        date=_STATEMENTS_DATE.format(date=date) if date else _STATEMENTS_NO_DATE,
+    )
+    facts = {
+        (True, True): f"{writer} wrote the note on {date}.",
+        (True, False): f"{writer} wrote the note.",
+        (False, True): f"The note is from {date}.",
+        (False, False): "",
+    }[(bool(writer), bool(date))]
+    examples = (_STATEMENTS_EXAMPLE,)
+    budget = _input_budget(
+        system + _joined(examples) + facts + header_path, max_tokens, context_window
+    )
+    content = _fit(content, budget)
+    head = f"<note_facts>\n{quote(facts)}\n</note_facts>\n\n" if facts else ""
+    user = (
+        f"{head}<chunk_headers>\n{quote(header_path)}\n</chunk_headers>\n\n"
+        f"<chunk>\n{quote(content)}\n</chunk>\n\nStatements:"
+    )
+    return _prompt(
+        "statements",
+        system,
+        user,
+        max_tokens,
+        context_window,
+        {
+            "writer": writer or "",
+            "date": date or "",
+            "header_path": header_path,
+            "content": content,
+        },
+        examples,
+    )
+
+
 def rerank_prompt(query: str, header_path: str, passage: str, *, context_window: int) -> Prompt:
     """Judge one candidate; the query comes first so all candidates share the prefix."""
     head = f"{header_path}\n\n" if header_path else ""
@@ -437,7 +557,7 @@ def rerank_prompt(query: str, header_path: str, passage: str, *, context_window:
 
 
 def _prompt(
-    task: str,
+    task: PromptTask,
     system: str,
     user: str,
     max_tokens: int,

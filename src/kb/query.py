@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -11,6 +12,8 @@ from kb.errors import KbError, LLMError
 from kb.fusion import DEFAULT_FUSION, Fused, Fusion, fuse, single
 from kb.llm.base import Embedder
 from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
+from kb.voices import FIRST_PERSON, voiced
+from kb.when import Period, question_period
 
 if TYPE_CHECKING:
     # Re-ranking needs the chat model's prompts; a plain query loads none of them.
@@ -21,9 +24,6 @@ if TYPE_CHECKING:
 MAX_QUERY_CHARS = 10_000
 # Undecodable bytes on the command line arrive as lone surrogates (PEP 383).
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# The words by which a writer, or a question, speaks of themself: the owner's, in a
-# first-person query and in the owner's personal notes (see kb.passages).
-FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.IGNORECASE)
 
 
 def owner_query(text: str, owner: str) -> str:
@@ -40,14 +40,19 @@ def owner_query(text: str, owner: str) -> str:
 CANDIDATES = 40
 
 
-def rank(found: Candidates, mode: SearchMode, fusion: Fusion) -> list[SearchHit]:
-    """The candidates in the mode's order: one list alone, or both fused."""
+def rank(
+    found: Candidates, mode: SearchMode, fusion: Fusion, period: Period | None = None
+) -> list[SearchHit]:
+    """The candidates in the mode's order: one list alone, or both fused; those of notes
+    from the `period` a question names first, each group in that order."""
     if mode == "vector":
         order = single(found.vector, vector=True)
     elif mode == "text":
         order = single(found.text, vector=False)
     else:
         order = fuse(found.vector, found.text, fusion)
+    if period is not None:
+        order.sort(key=lambda f: not period.holds(found.rows[f.id].note_date))
     return [_hit(found, f) for f in order]
 
 
@@ -93,6 +98,8 @@ def search(
     filters: SearchFilter = NO_FILTER,
     reranker: Reranker | None = None,
     depth: int = CANDIDATES,
+    voiced_index: bool = False,
+    today: dt.date | None = None,
 ) -> SearchResult:
     """Best chunks first; `owner` set means first-person queries are about the owner.
 
@@ -103,6 +110,13 @@ def search(
     Full-text search needs no model: text mode embeds the query only for a `threshold`, and
     a hybrid search whose embedder fails answers from the text list, with a warning. Vector
     mode, and a threshold, cannot do without the embedder: its error is raised.
+
+    `voiced_index`: the index's passages speak in their writers' voices (context.passages),
+    so the owner's notes say the owner's name where they said "I"; a first-person query is
+    then embedded in the owner's voice too.
+
+    A question that names a time ("in March 2023", "yesterday", read from `today`) puts the
+    chunks of notes from that time first (kb.when).
     """
     if not text.strip():
         raise KbError("the query is empty")
@@ -123,16 +137,16 @@ def search(
             f"the index holds vectors of '{model}' but the config says '{embedder.name}': "
             "run `kb index` to re-embed"
         )
-    # The owner's name is a word to match, not a meaning to embed: BM25 uses it to prefer
-    # the owner's own notes, while an embedder pulls the question toward every note that
-    # names the owner (first-person questions on personal-dev: vector recall@5 0.41 with
-    # the name, 0.63 without, with e5; 0.24 and 0.38 with MiniLM).
+    # Without voiced passages the owner's name is a word to match, not a meaning to embed:
+    # BM25 uses it to prefer the owner's own notes, while an embedder pulls the question
+    # toward every note that names the owner (first-person questions on personal-dev: vector
+    # recall@5 0.41 with the name, 0.63 without, with e5; 0.24 and 0.38 with MiniLM).
     vector: list[float] | None = None
     used: SearchMode = mode
     warnings: list[str] = []
     if mode != "text" or threshold is not None:
         try:
-            vector = embedder.embed_query(text)
+            vector = embedder.embed_query(voiced(text, owner) if owner and voiced_index else text)
         except LLMError as exc:
             if threshold is not None:
                 raise type(exc)(f"a similarity threshold needs the embedder: {exc}") from None
@@ -152,7 +166,8 @@ def search(
         lists="both" if used == "hybrid" else used,
         filters=filters,
     )
-    hits = rank(found, used, fusion)[:fetch]
+    period = question_period(text, today or dt.date.today())
+    hits = rank(found, used, fusion, period)[:fetch]
     if threshold is not None:
         hits = [h for h in hits if h.similarity is not None and h.similarity >= threshold]
     if reranker:

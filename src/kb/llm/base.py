@@ -5,19 +5,32 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 T = TypeVar("T")
 
 
+# What a prompt asks for; the fake provider answers each in its way.
+PromptTask = Literal[
+    "file_summary",
+    "note_summary",
+    "chunk_summary",
+    "chunk_summaries",
+    "rewrite",
+    "voice",
+    "statements",
+    "rerank",
+    "answer",
+]
+
+
 @dataclass(frozen=True)
 class Prompt:
     """One chat request: the text sent, and the structured inputs it was made from."""
 
-    task: str  # "file_summary", "note_summary", "chunk_summary", "chunk_summaries", "rewrite",
-    # "rerank" or "answer"
+    task: PromptTask
     system: str
     user: str
     max_tokens: int

@@ -2,8 +2,9 @@
 
 It lets kb run end to end with no model server (tests, demos on a laptop in a
 train): summaries are keyword digests (several-part prompts get one numbered line per
-part), the first-person rewrite is a pronoun substitution, and embeddings are a hashed
-bag of words, so texts that share words are close in cosine.
+part), the first-person rewrite is a pronoun substitution, a note's writer is its `author`
+property, statements are its sentences said of the writer, and embeddings are a hashed bag
+of words, so texts that share words are close in cosine.
 """
 
 from __future__ import annotations
@@ -93,6 +94,12 @@ class FakeChat:
             return str(round(10 * len(wanted & found) / max(1, len(wanted))))
         if prompt.task == "answer":
             return _grounded_answer(inputs)
+        if prompt.task == "statements":
+            return _statements(inputs)
+        if prompt.task == "voice":
+            # The author a note's properties name, as a model reads a byline.
+            author = re.search(r"^author: (.+)$", inputs["properties"], re.MULTILINE)
+            return author.group(1) if author else "unknown"
         about = f" about {inputs['owner']}" if inputs.get("owner") else ""
         if prompt.task == "file_summary":
             return _note_digest(inputs["excerpt"], about)
@@ -108,6 +115,19 @@ class FakeChat:
                 lines.insert(0, f"Note: {_note_digest(' '.join(contents), about)}")
             return "\n".join(lines)
         return _part_digest(inputs["content"], about)
+
+
+def _statements(inputs: Mapping[str, str]) -> str:
+    """Each sentence of four words or more, said of the writer, with the note's date."""
+    writer = inputs["writer"] or "The writer"
+    when = f" on {inputs['date']}" if inputs["date"] else ""
+    sentences = _SENTENCE.split(" ".join(inputs["content"].split()))
+    said = [
+        _FIRST_PERSON.sub(writer, s.strip().rstrip(".!?"))
+        for s in sentences
+        if len(s.split()) >= 4 and not s.startswith("#")
+    ]
+    return "\n".join(f"{writer} says{when} that {s}." for s in said)
 
 
 def _note_digest(text: str, about: str) -> str:

@@ -34,6 +34,12 @@ class Caches:
                 UNION ALL
                 SELECT rewrite_key, rewrite, rewrite_fallback FROM chunks
                  WHERE rewrite_key = ANY(%(k)s) AND rewrite IS NOT NULL
+                UNION ALL
+                SELECT statements_key, statements, statements_fallback FROM chunks
+                 WHERE statements_key = ANY(%(k)s) AND statements IS NOT NULL
+                UNION ALL
+                SELECT voice_key, voice, voice_fallback FROM documents
+                 WHERE voice_key = ANY(%(k)s) AND voice IS NOT NULL
                 """,
                 {"k": keys},
             ).fetchall()
@@ -52,11 +58,12 @@ class Caches:
                 """
                 SELECT d.path FROM documents d
                  WHERE d.vault = %(v)s
-                   AND (d.summary_fallback <> %(m)s
+                   AND (d.summary_fallback <> %(m)s OR d.voice_fallback <> %(m)s
                         OR EXISTS (SELECT 1 FROM chunks c
                                     WHERE c.document_id = d.id
                                       AND (c.summary_fallback <> %(m)s
-                                           OR c.rewrite_fallback <> %(m)s)))
+                                           OR c.rewrite_fallback <> %(m)s
+                                           OR c.statements_fallback <> %(m)s)))
                 """,
                 {"v": vault, "m": chat_model},
             ).fetchall()

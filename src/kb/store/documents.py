@@ -3,6 +3,7 @@ that failed to index."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,8 +26,22 @@ _COPY_CHUNKS = """
     COPY chunks (document_id, position, header_path, content, content_hash, start_line,
                  end_line, summary, summary_key, rewrite, rewrite_key, full_context,
                  embed_text, context_hash, chat_model, embedding, embed_model,
-                 summary_fallback, rewrite_fallback, summaries_at) FROM STDIN
+                 summary_fallback, rewrite_fallback, summaries_at, statements,
+                 statements_key, statements_fallback) FROM STDIN
 """
+
+
+@dataclass(frozen=True)
+class VoiceRecord:
+    """Whose "I" a note speaks in, as the chat model named it ("" for no one), kept under
+    its cache key like every model output."""
+
+    text: str
+    key: str
+    fallback: str | None = None  # the chat model whose answer was rejected
+
+    def params(self) -> tuple[str, str, str | None]:
+        return (self.text, self.key, self.fallback)
 
 
 @dataclass(frozen=True)
@@ -42,6 +57,8 @@ class DocumentRecord:
     summary_key: str
     context_build: str  # how the context was built, see ContextBuild.id
     summary_fallback: str | None = None  # the chat model whose summary was rejected
+    voice: VoiceRecord | None = None  # the writer the chat model named (kb.voices)
+    note_date: dt.date | None = None  # the note's own date (kb.passages.note_day)
 
 
 @dataclass(frozen=True)
@@ -65,6 +82,10 @@ class ChunkRecord:
     embed_model: str
     summary_fallback: str | None = None  # the chat model whose output was rejected
     rewrite_fallback: str | None = None
+    # The model's statements of it, one a line (kb.statements); None when not asked for.
+    statements: str | None = None
+    statements_key: str | None = None
+    statements_fallback: str | None = None
     # Its extra texts, each with a vector of its own (kb.passages); they hang off the chunk.
     passages: tuple[PassageRecord, ...] = ()
 
@@ -85,6 +106,9 @@ class ChunkRecord:
             self.summary_fallback,
             self.rewrite_fallback,
             self.summaries_at,
+            self.statements,
+            self.statements_key,
+            self.statements_fallback,
         )
 
 
@@ -99,14 +123,17 @@ class NoteRows:
 
 _UPSERT_DOCUMENT = """
     INSERT INTO documents (vault, path, content_hash, size, mtime_ns, metadata, personal,
-                           summary, summary_key, summary_fallback, context_build, indexed_at)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                           summary, summary_key, summary_fallback, context_build,
+                           voice, voice_key, voice_fallback, note_date, indexed_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
     ON CONFLICT (vault, path) DO UPDATE SET
         content_hash = EXCLUDED.content_hash, size = EXCLUDED.size,
         mtime_ns = EXCLUDED.mtime_ns, metadata = EXCLUDED.metadata,
         personal = EXCLUDED.personal, summary = EXCLUDED.summary,
         summary_key = EXCLUDED.summary_key, summary_fallback = EXCLUDED.summary_fallback,
-        context_build = EXCLUDED.context_build, indexed_at = now()
+        context_build = EXCLUDED.context_build, voice = EXCLUDED.voice,
+        voice_key = EXCLUDED.voice_key, voice_fallback = EXCLUDED.voice_fallback,
+        note_date = EXCLUDED.note_date, indexed_at = now()
     RETURNING id
 """
 
@@ -124,6 +151,8 @@ def _document_params(doc: DocumentRecord) -> tuple[object, ...]:
         doc.summary_key,
         doc.summary_fallback,
         doc.context_build,
+        *(doc.voice.params() if doc.voice else (None, None, None)),
+        doc.note_date,
     )
 
 

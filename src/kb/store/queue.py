@@ -21,10 +21,11 @@ import psycopg
 from psycopg.rows import DictRow
 
 from kb.chunking import Chunk
+from kb.store import passages
 from kb.store.pool import Pool, iso
 
 if TYPE_CHECKING:
-    from kb.store.documents import ChunkRecord
+    from kb.store.documents import ChunkRecord, VoiceRecord
 
 # Finished items kept for the rate and the ETA, and the window the rate is measured over.
 _DONE_KEPT = "1 day"
@@ -76,6 +77,7 @@ class Enriched:
     summary_fallback: str | None
     chunks: Sequence[ChunkRecord]
     llm_calls: int
+    voice: VoiceRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -211,12 +213,14 @@ class Queue:
             if doc is None or held is None:
                 return False
             conn.execute(
-                "UPDATE documents SET summary = %s, summary_key = %s, summary_fallback = %s"
+                "UPDATE documents SET summary = %s, summary_key = %s, summary_fallback = %s,"
+                "   voice = %s, voice_key = %s, voice_fallback = %s"
                 " WHERE id = %s",
                 (
                     enriched.summary,
                     enriched.summary_key,
                     enriched.summary_fallback,
+                    *(enriched.voice.params() if enriched.voice else (None, None, None)),
                     claim.document_id,
                 ),
             )
@@ -226,7 +230,8 @@ class Queue:
                     UPDATE chunks SET summary = %s, summary_key = %s, rewrite = %s,
                         rewrite_key = %s, full_context = %s, embed_text = %s,
                         context_hash = %s, chat_model = %s, embedding = %s, embed_model = %s,
-                        summary_fallback = %s, rewrite_fallback = %s, summaries_at = %s
+                        summary_fallback = %s, rewrite_fallback = %s, summaries_at = %s,
+                        statements = %s, statements_key = %s, statements_fallback = %s
                      WHERE document_id = %s AND position = %s AND content_hash = %s
                     """,
                     [
@@ -237,6 +242,20 @@ class Queue:
                             c.content_hash,
                         )
                         for c in enriched.chunks
+                    ],
+                )
+                # Passages speak in the note's voice, which only now may be the model's.
+                cur.execute(
+                    "DELETE FROM passages p USING chunks c"
+                    " WHERE p.chunk_id = c.id AND c.document_id = %s",
+                    (claim.document_id,),
+                )
+                passages.write(
+                    cur,
+                    [
+                        (claim.document_id, c.position, p)
+                        for c in enriched.chunks
+                        for p in c.passages
                     ],
                 )
             conn.execute(

@@ -55,6 +55,7 @@ class Candidate:
     vector_rank: int | None
     text_rank: int | None
     text_score: float | None
+    note_date: dt.date | None = None  # its note's own date (migration 016)
 
 
 @dataclass(frozen=True)
@@ -326,7 +327,7 @@ class Search:
             )
             SELECT c.id, d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
                    1 - coalesce(v.distance, {best}) AS similarity, v.rank AS vector_rank,
-                   t.rank AS text_rank, t.score::float8 AS text_score
+                   t.rank AS text_rank, t.score::float8 AS text_score, d.note_date
               FROM v FULL OUTER JOIN t ON v.id = t.id
               JOIN chunks c ON c.id = coalesce(v.id, t.id) JOIN documents d ON d.id = c.document_id
             """
