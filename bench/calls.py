@@ -97,12 +97,18 @@ def make_config(
     batch: int,
     timeout: float,
     env: dict[str, str],
+    writes: Sequence[str] = ("summaries",),
 ) -> Config:
     raw: dict[str, Any] = {
         "owner_name": OWNER,
         "data_dir": str(data_dir),
         "vaults": [{"name": "v", "path": str(vault), "personal": list(personal)}],
-        "context": {"batch_chunks": batch},
+        "context": {
+            "batch_chunks": batch,
+            "writes": list(writes),
+            # The model's voices are for the paragraphs that speak in them.
+            "passages": "paragraphs" if "voices" in writes else "none",
+        },
         "llm": {"timeout": timeout},
     }
     return parse_config(raw, base_dir=Path.cwd(), env=env)
@@ -215,6 +221,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-personal", action="store_true", help="only the vault as it is, no personal run"
     )
     parser.add_argument(
+        "--personal-only", action="store_true", help="only the run with personal folders"
+    )
+    parser.add_argument(
+        "--writes",
+        nargs="+",
+        default=["summaries"],
+        help="what the model writes in each configuration (context.writes), comma-separated: "
+        "e.g. summaries voices,statements (default summaries)",
+    )
+    parser.add_argument(
         "--timeout", type=float, default=120.0, help="llm.timeout of every run (120 s)"
     )
     parser.add_argument(
@@ -230,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.real:
         env |= {"KB_PROVIDER": "fake", "KB_CHAT_MODEL": "fake-chat", "KB_EMBED_MODEL": "hash-256"}
     files = chosen_notes(args.vault, args.path, args.notes)
-    setups = [("no personal folder", ())]
+    setups = [] if args.personal_only else [("no personal folder", ())]
     if not args.no_personal:
         personal = tuple(args.personal or ["**"])
         setups.append((f"personal {', '.join(personal)}", personal))
@@ -242,10 +258,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     with open_store(db.database_on(db.embedded_url(args.data_dir), "bench_calls")) as store:
         for name, personal in setups:
-            for batch in args.batch:
-                config = make_config(args.vault, args.data_dir, personal, batch, args.timeout, env)
-                label = f"{name}, batch_chunks {batch}"
-                rows.append(measure(label, config, store, chat, embedder, files))
+            for writes in args.writes:
+                for batch in args.batch:
+                    config = make_config(
+                        args.vault,
+                        args.data_dir,
+                        personal,
+                        batch,
+                        args.timeout,
+                        env,
+                        writes.split(","),
+                    )
+                    label = f"{name}, batch_chunks {batch}"
+                    if args.writes != ["summaries"]:
+                        label += f", writes {writes}"
+                    rows.append(measure(label, config, store, chat, embedder, files))
     print(f"\n{args.vault}" + (f" ({len(files)} notes)" if files is not None else ""))
     print_table(rows, args.real)
     return 0

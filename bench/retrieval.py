@@ -78,6 +78,10 @@ LEVELS = ("none", "structure", "llm")
 # The "llm" level with the model writing only each note's voice (context.writes), no summary:
 # with "+paragraphs", the passages of notes outside the owner's folders speak in it.
 VOICES = "voices"
+# The "llm" level with the model writing each note's voice and each chunk's statements.
+STATEMENTS = "statements"
+# What the model writes at each level named for it (context.writes).
+MODEL_LEVELS = {VOICES: ["voices"], STATEMENTS: ["voices", "statements"]}
 # A level's suffix for `context.passages = "paragraphs"`.
 PARAGRAPHS = "+paragraphs"
 # The fusions compared: every method of kb.fusion at equal weight and leaning toward the
@@ -283,8 +287,8 @@ def make_config(vault: Vault, data_dir: Path, level: str) -> Config:
             }
         ],
         "context": {
-            "summaries": "llm" if base == VOICES else base,
-            "writes": ["voices"] if base == VOICES else ["summaries"],
+            "summaries": "llm" if base in MODEL_LEVELS else base,
+            "writes": MODEL_LEVELS.get(base, ["summaries"]),
             "passages": "paragraphs" if level.endswith(PARAGRAPHS) else "none",
         },
         # The LLM context written while indexing, so each note's cost is counted as it is
@@ -475,6 +479,15 @@ def latency(
     return statistics.median(times), times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
 
 
+def _templates(level: str) -> list[str]:
+    """The levels whose index a new index of `level` may start as a copy of, best first:
+    a statements level holds what the voices level paid for, a "+paragraphs" level what its
+    base level did."""
+    base = level.removesuffix(PARAGRAPHS)
+    found = [f"{VOICES}{PARAGRAPHS}", VOICES] if base == STATEMENTS else []
+    return [*found, base] if base != level else found
+
+
 def _database(dataset: str, vault: str, level: str) -> str:
     parts = ["bench", dataset, vault, level] if vault else ["bench", dataset, level]
     return "_".join(parts).replace("-", "_").replace("+", "_")
@@ -546,16 +559,17 @@ def run_dataset(
         total_run, total_paid = Cost(), Cost()
         for vault in dataset.vaults:
             name = _database(dataset.name, vault.name, level)
-            base = level.removesuffix(PARAGRAPHS)
-            if base != level and base in stores:
-                # A copy of the base level's index (when there is none yet): its notes are
-                # rebuilt, their chunks' vectors found again, only the passages embedded.
-                stores[base][vault.name].close()
+            template = next((t for t in _templates(level) if t in stores), None)
+            if template is not None:
+                # A copy of an index this run holds (when there is none yet): its notes are
+                # rebuilt, their chunks' vectors and model outputs found again, only what
+                # is new asked for and embedded.
+                stores[template][vault.name].close()
                 url = db.database_on(
-                    server, name, template=_database(dataset.name, vault.name, base)
+                    server, name, template=_database(dataset.name, vault.name, template)
                 )
-                stores[base][vault.name] = open_store(
-                    db.database_on(server, _database(dataset.name, vault.name, base))
+                stores[template][vault.name] = open_store(
+                    db.database_on(server, _database(dataset.name, vault.name, template))
                 )
             else:
                 url = db.database_on(server, name)

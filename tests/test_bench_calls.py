@@ -53,3 +53,27 @@ def test_chosen_notes_by_path_prefix_and_count() -> None:
         "Alex/Journal/2024-05-03.md",
     }
     assert calls.chosen_notes(vault, ["Alex/"], 1) == {"Alex/Goals 2024.md"}
+
+
+def test_what_the_model_writes_is_compared(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    vault = ROOT / "examples/vault"
+    args = [str(vault), "--personal", "Alex/**", "--personal-only", "--batch", "6"]
+    writes = ["--writes", "summaries", "voices", "voices,statements"]
+    assert calls.main([*args, *writes, "--data-dir", str(tmp_path / "data")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    header = next(line for line in out if line.startswith("configuration"))
+    tasks = header.split()[6:-1]
+    rows = {
+        line.split(", writes ")[1].split()[0]: dict(
+            zip(tasks, line.split()[-len(tasks) - 1 : -1], strict=True)
+        )
+        for line in out
+        if line.startswith("personal Alex/**")
+    }
+    assert set(rows) == {"summaries", "voices", "voices,statements"}
+    # The voice of each note outside Alex/ (one is empty), no summary; then a call per chunk.
+    assert rows["voices"]["voice"] == rows["voices,statements"]["voice"] != "0"
+    assert rows["voices"]["file_summary"] == rows["voices"]["chunk_summaries"] == "0"
+    assert rows["voices,statements"]["statements"] == "115"

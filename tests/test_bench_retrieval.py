@@ -246,6 +246,28 @@ def test_a_dataset_of_several_vaults_each_with_its_owner(
     assert first["first_owner_r5"] == 1.0 and first["other_r5"] == 1.0
 
 
+def test_levels_where_the_model_names_writers_and_writes_statements(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {
+        "KB_PROVIDER": "fake",
+        "KB_CHAT_MODEL": "fake-chat",
+        "KB_EMBED_MODEL": "hash-256",
+    }.items():
+        monkeypatch.setenv(name, value)
+    _person_dataset(tmp_path / "people")
+    out = tmp_path / "result.json"
+    args = [str(tmp_path / "people"), "--data-dir", str(tmp_path / "data"), "--json", str(out)]
+    levels = "voices+paragraphs,statements+paragraphs"
+    assert retrieval.main([*args, "--levels", levels, "--voiced-queries", "--dated-queries"]) == 0
+    costs = json.loads(out.read_text())["datasets"]["people"]["costs"]
+    # The letter's writer, once; the statements level starts as a copy of the voices level's
+    # index and asks only for each chunk's statements (the letter's "Monday" chunk, the two
+    # journals' are said in the owner's voice).
+    assert costs["voices+paragraphs"]["this run"]["llm_calls"] == 1
+    assert costs["statements+paragraphs"]["this run"]["llm_calls"] == 3
+
+
 def test_evaluating_an_existing_index_with_the_example_questions(
     tmp_path: Path, vault: Path, db_url: str
 ) -> None:

@@ -22,13 +22,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any, Literal
+from typing import Any
 
+from kb.store.passages import PassageKind
 from kb.voices import voiced
-
-# What a passage is: today a paragraph of the chunk; statements and questions a model
-# writes may join them.
-PassageKind = Literal["paragraph", "statement"]
 
 # Bump when the same chunk, voice and date make other passages: stored notes are rebuilt.
 PASSAGES_VERSION = "1"

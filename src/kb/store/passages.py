@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import psycopg
 from psycopg.rows import DictRow
 
 from kb.store.pool import Pool, Vector, vector_param
 
-if TYPE_CHECKING:
-    from kb.passages import PassageKind
+# What a passage is (kb.passages): a paragraph of its chunk in its writer's voice, or a
+# statement the chat model wrote of it (kb.statements).
+PassageKind = Literal["paragraph", "statement"]
 
 @dataclass(frozen=True)
 class PassageRecord:
