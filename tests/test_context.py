@@ -11,7 +11,7 @@ import pytest
 from kb import prompts
 from kb.chunking import Chunk, chunk_body
 from kb.config import ContextConfig
-from kb.context import Contextualizer, FileContext
+from kb.context import Contextualizer, FileContext, NoteFacts
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.outputs import Output
@@ -71,7 +71,9 @@ def contextualizer(chat: FakeChat, **settings: object) -> Contextualizer:
 
 def known_after(ctx: Contextualizer, chunks: list[Chunk], built: FileContext) -> dict[str, Output]:
     """What the store would hand back after `built` was saved."""
-    known = {ctx.file_summary_key(chunks, False): Output(built.summary, built.summary_fallback)}
+    known = {
+        ctx.needs.file_summary_key(chunks, False): Output(built.summary, built.summary_fallback)
+    }
     for c in built.chunks:
         known[c.summary_key] = Output(c.summary, c.summary_fallback)
     return known
@@ -84,7 +86,7 @@ def known_after(ctx: Contextualizer, chunks: list[Chunk], built: FileContext) ->
 def test_a_short_note_costs_one_call(sections: int) -> None:
     chat = FakeChat()
     chunks = note(sections)
-    built = contextualizer(chat).build(chunks, False, {}, title="Note")
+    built = contextualizer(chat).build(chunks, False, {}, NoteFacts("Note"))
     assert dict(chat.calls) == {"note_summary": 1} and built.llm_calls == 1
     assert built.summary.startswith("A note covering")
     assert [c.summary for c in built.chunks] == [
@@ -103,7 +105,7 @@ def test_a_long_note_costs_a_file_summary_and_even_batches(
     sections: int, batches: list[int]
 ) -> None:
     chat = FakeChat()
-    built = contextualizer(chat).build(note(sections), False, {}, title="Note")
+    built = contextualizer(chat).build(note(sections), False, {}, NoteFacts("Note"))
     assert dict(chat.calls) == {"file_summary": 1, "chunk_summaries": len(batches)}
     asked = [len(p.inputs["asked"].split()) for p in chat.prompts if p.task == "chunk_summaries"]
     assert asked == batches
@@ -116,7 +118,7 @@ def test_a_long_note_costs_a_file_summary_and_even_batches(
 
 def test_batch_chunks_1_asks_every_summary_alone() -> None:
     chat = FakeChat()
-    contextualizer(chat, batch_chunks=1).build(note(5), False, {}, title="Note")
+    contextualizer(chat, batch_chunks=1).build(note(5), False, {}, NoteFacts("Note"))
     assert dict(chat.calls) == {"file_summary": 1, "chunk_summary": 5}
 
 
@@ -131,7 +133,7 @@ def test_a_note_too_long_for_the_window_is_not_summarised_in_one_call() -> None:
         chunk_chars=1600,
         executor=ThreadPoolExecutor(1),
     )
-    built = ctx.build(note(6), False, {}, title="Note")
+    built = ctx.build(note(6), False, {}, NoteFacts("Note"))
     assert chat.calls["note_summary"] == 0 and chat.calls["file_summary"] == 1
     assert sum(chat.calls.values()) == built.llm_calls > 2
     assert not built.problems
@@ -145,9 +147,9 @@ def test_a_second_build_asks_nothing(sections: int) -> None:
     chat = FakeChat()
     ctx = contextualizer(chat)
     chunks = note(sections)
-    first = ctx.build(chunks, False, {}, title="Note")
+    first = ctx.build(chunks, False, {}, NoteFacts("Note"))
     chat.calls.clear()
-    again = ctx.build(chunks, False, known_after(ctx, chunks, first), title="Note")
+    again = ctx.build(chunks, False, known_after(ctx, chunks, first), NoteFacts("Note"))
     assert chat.total_calls == 0 and again.llm_calls == 0
     assert again == FileContext(first.summary, first.summary_key, False, first.chunks, 0, [])
 
@@ -156,10 +158,10 @@ def test_a_middle_edit_of_a_short_note_asks_for_its_chunk_alone() -> None:
     chat = FakeChat()
     ctx = contextualizer(chat)
     chunks = note(5)
-    known = known_after(ctx, chunks, ctx.build(chunks, False, {}, title="Note"))
+    known = known_after(ctx, chunks, ctx.build(chunks, False, {}, NoteFacts("Note")))
     edited = note(5, edit=("postgres", "mysql"))
     chat.calls.clear()
-    ctx.build(edited, False, known, title="Note")
+    ctx.build(edited, False, known, NoteFacts("Note"))
     assert dict(chat.calls) == {"chunk_summary": 1}
 
 
@@ -167,11 +169,11 @@ def test_an_edge_edit_of_a_short_note_asks_for_the_note_and_that_part_only() -> 
     chat = FakeChat()
     ctx = contextualizer(chat)
     chunks = note(5)
-    known = known_after(ctx, chunks, ctx.build(chunks, False, {}, title="Note"))
+    known = known_after(ctx, chunks, ctx.build(chunks, False, {}, NoteFacts("Note")))
     edited = note(5, edit=("restic", "borg"))
     chat.prompts.clear()
     chat.calls.clear()
-    built = ctx.build(edited, False, known, title="Note")
+    built = ctx.build(edited, False, known, NoteFacts("Note"))
     assert dict(chat.calls) == {"note_summary": 1}
     [prompt] = chat.prompts
     assert prompt.inputs["asked"] == "1" and prompt.user.endswith("\nNote:\nPart 1:")
@@ -181,10 +183,10 @@ def test_an_edge_edit_of_a_short_note_asks_for_the_note_and_that_part_only() -> 
 def test_a_new_summary_prompt_version_keeps_the_rewrites(monkeypatch: pytest.MonkeyPatch) -> None:
     ctx = contextualizer(FakeChat())
     [chunk] = chunk_body("I climbed Mount Takao with Kenji.", max_chars=1600, first_line=1)
-    before = (ctx.rewrite_key(chunk), ctx.chunk_summary_key(chunk, True))
+    before = (ctx.needs.rewrite_key(chunk), ctx.needs.chunk_summary_key(chunk, True))
     monkeypatch.setattr(prompts, "PROMPT_VERSION", "next")
-    assert ctx.rewrite_key(chunk) == before[0]
-    assert ctx.chunk_summary_key(chunk, True) != before[1]
+    assert ctx.needs.rewrite_key(chunk) == before[0]
+    assert ctx.needs.chunk_summary_key(chunk, True) != before[1]
 
 
 # --- parts the model gets wrong -----------------------------------------------------------------
@@ -203,7 +205,7 @@ def _without_part(number: int) -> Callable[[Prompt, str], str]:
 
 def test_a_part_left_out_is_asked_for_alone() -> None:
     chat = Model(_without_part(2))
-    built = contextualizer(chat).build(note(4), False, {}, title="Note")
+    built = contextualizer(chat).build(note(4), False, {}, NoteFacts("Note"))
     assert dict(chat.calls) == {"note_summary": 1, "chunk_summary": 1}
     [alone] = [p for p in chat.prompts if p.task == "chunk_summary"]
     assert "sourdough" in alone.inputs["content"]
@@ -219,7 +221,7 @@ def test_parts_a_note_call_leaves_out_are_asked_for_together() -> None:
         return good.splitlines()[0] + " Part 1 covers backups, part 2 sourdough."
 
     chat = Model(folded)
-    built = contextualizer(chat).build(note(5), False, {}, title="Note")
+    built = contextualizer(chat).build(note(5), False, {}, NoteFacts("Note"))
     assert dict(chat.calls) == {"note_summary": 1, "chunk_summaries": 1}
     [batch] = [p for p in chat.prompts if p.task == "chunk_summaries"]
     assert batch.inputs["asked"] == "1 2 3 4 5"
@@ -240,7 +242,7 @@ def test_a_part_that_fails_alone_too_falls_back_to_structure() -> None:
         return good
 
     chat = Model(echo_sourdough)
-    built = contextualizer(chat).build(note(4), False, {}, title="Note")
+    built = contextualizer(chat).build(note(4), False, {}, NoteFacts("Note"))
     assert dict(chat.calls) == {"note_summary": 1, "chunk_summary": 1}
     [problem] = built.problems
     assert problem.startswith("chunk 2 summary: ")
@@ -258,7 +260,7 @@ def test_a_part_repeated_for_another_is_asked_again() -> None:
         return "\n".join([*lines[:2], "Part 2:" + lines[1].split(":", 1)[1], *lines[3:]])
 
     chat = Model(same_twice)
-    built = contextualizer(chat).build(note(3), False, {}, title="Note")
+    built = contextualizer(chat).build(note(3), False, {}, NoteFacts("Note"))
     # Both parts that read the same are asked alone; both then answer well.
     assert dict(chat.calls) == {"note_summary": 1, "chunk_summary": 2}
     assert not built.problems
@@ -271,7 +273,7 @@ def test_a_note_line_missing_asks_the_file_summary_prompt() -> None:
         return "\n".join(line for line in good.splitlines() if not line.startswith("Note:"))
 
     chat = Model(no_note)
-    built = contextualizer(chat).build(note(3), False, {}, title="Note")
+    built = contextualizer(chat).build(note(3), False, {}, NoteFacts("Note"))
     assert dict(chat.calls) == {"note_summary": 1, "file_summary": 1}
     assert built.summary.startswith("A note covering") and not built.problems
     assert not any(c.summary_fallback for c in built.chunks)
@@ -279,7 +281,7 @@ def test_a_note_line_missing_asks_the_file_summary_prompt() -> None:
 
 def test_garbage_falls_back_part_by_part_and_counts_every_call() -> None:
     chat = Model(lambda prompt, good: "Sure!" if prompt.task != "rewrite" else good)
-    built = contextualizer(chat).build(note(3), False, {}, title="Note")
+    built = contextualizer(chat).build(note(3), False, {}, NoteFacts("Note"))
     # The note's call, its file summary alone, its parts together, then each part alone.
     assert dict(chat.calls) == {
         "note_summary": 1,
@@ -299,7 +301,7 @@ def test_personal_notes_are_rewritten_then_summarised_from_the_rewrite() -> None
     chat = FakeChat()
     body = "# Trip\n\n## Day 1\n\nI climbed Mount Takao.\n\n## Day 2\n\nWe recommend the ramen."
     chunks = chunk_body(body, max_chars=1600, first_line=1)
-    built = contextualizer(chat).build(chunks, True, {}, title="Trip")
+    built = contextualizer(chat).build(chunks, True, {}, NoteFacts("Trip"))
     assert dict(chat.calls) == {"rewrite": 1, "note_summary": 1}
     [prompt] = [p for p in chat.prompts if p.task == "note_summary"]
     assert "Alex Doe climbed Mount Takao" in prompt.inputs["content_1"]

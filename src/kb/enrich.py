@@ -14,14 +14,13 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from typing import Literal
 
+from kb.building import NoteBuilder, note_facts
 from kb.config import Config
 from kb.context import Contextualizer
 from kb.embedding import Embedding
 from kb.errors import KbError
-from kb.indexer import note_title
 from kb.llm.base import ChatModel, Embedder
 from kb.store import Claim, Enriched, Store
 
@@ -77,8 +76,12 @@ class Enricher:
             max(1, config.llm.concurrency), thread_name_prefix="kb-enrich-llm"
         )
         self.context = Contextualizer.for_config(chat, config, self._llm_pool)
-        self.embedding = Embedding(
-            store, embedder, batch=config.llm.embed_batch, in_flight=config.llm.concurrency
+        self.builder = NoteBuilder(
+            self.context,
+            Embedding(
+                store, embedder, batch=config.llm.embed_batch, in_flight=config.llm.concurrency
+            ),
+            store.caches,
         )
 
     def close(self) -> None:
@@ -99,29 +102,14 @@ class Enricher:
                 f"builds {build}: give workers the indexer's owner_name, context and "
                 "embedding settings"
             )
-        chunks, personal = note.chunks, note.personal
-        known, _ = self.context.gather(
-            chunks,
-            personal,
-            lambda keys: (
-                {} if claim.fresh else self.store.caches.known_outputs(keys, self.chat.name)
-            ),
-            path=note.path,
-            metadata=note.metadata,
+        built = self.builder.build(
+            note.chunks,
+            note.personal,
+            note_facts(note.path, note.metadata, note.chunks),
+            fresh=claim.fresh,
+            ask=True,
         )
-        folder = PurePosixPath(note.path).parent.as_posix()
-        ctx = self.context.build(
-            chunks,
-            personal,
-            known,
-            title=note_title(note.metadata, chunks, note.path),
-            folder="" if folder == "." else folder,
-            path=note.path,
-            metadata=note.metadata,
-        )
-        records, embedded = self.embedding.records(
-            ctx.chunks, chat_model=self.chat.name, reuse=not claim.fresh, passages=ctx.passages
-        )
+        ctx = built.context
         written = self.store.queue.finish(
             claim,
             owner,
@@ -129,7 +117,7 @@ class Enricher:
                 summary=ctx.summary,
                 summary_key=ctx.summary_key,
                 summary_fallback=self.chat.name if ctx.summary_fallback else None,
-                chunks=records,
+                chunks=built.records,
                 llm_calls=ctx.llm_calls,
                 voice=ctx.voice_row(self.chat.name),
             ),
@@ -141,6 +129,6 @@ class Enricher:
             "done" if written else "dropped",
             llm_calls=ctx.llm_calls,
             fallbacks=len(ctx.problems),
-            embedded=embedded,
+            embedded=built.embedded,
             seconds=time.monotonic() - started,
         )

@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
-from typing import Any, Literal
+from typing import Literal
 
 import psycopg
 
 from kb import db, plan
-from kb.chunking import Chunk, chunk_body
+from kb.building import NoteBuilder, note_facts
+from kb.chunking import chunk_body
 from kb.config import Config, VaultConfig
 from kb.context import Contextualizer
 from kb.db import first_line
@@ -161,6 +161,7 @@ class Indexer:
         self._write_group = WRITE_GROUP if model_free else 1
         self.context = Contextualizer.for_config(chat, config, self._llm_pool)
         self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch, in_flight=workers)
+        self.builder = NoteBuilder(self.context, self.embedding, store.caches)
 
     def close(self) -> None:
         self._file_pool.shutdown(wait=True, cancel_futures=True)
@@ -459,46 +460,17 @@ class Indexer:
             note.body, max_chars=self.config.chunking.max_chars, first_line=note.body_start_line
         )
         personal = vault.is_personal(path)
-        known, complete = self.context.gather(
+        built = self.builder.build(
             chunks,
             personal,
-            lambda keys: {} if force else self.store.caches.known_outputs(keys, self.chat.name),
-            path=path,
-            metadata=note.metadata,
+            note_facts(path, note.metadata, chunks),
+            fresh=force,
+            ask=not self.enrich,
         )
-        title = note_title(note.metadata, chunks, path)
-        folder = PurePosixPath(path).parent.as_posix()
-        folder = "" if folder == "." else folder
-        pending = None
-        if self.enrich and not complete:
-            ctx = self.context.provisional(
-                chunks,
-                personal,
-                known,
-                title=title,
-                folder=folder,
-                path=path,
-                metadata=note.metadata,
-            )
-            pending = Pending(priority=mtime_ns, fresh=force)
-        else:
-            ctx = self.context.build(
-                chunks,
-                personal,
-                known,
-                title=title,
-                folder=folder,
-                path=path,
-                metadata=note.metadata,
-            )
+        ctx, records = built.context, built.records
+        pending = None if built.complete else Pending(priority=mtime_ns, fresh=force)
         for problem in ctx.problems:
             log.info("%s/%s: %s; stored structural context instead", vault.name, path, problem)
-        records, embedded = self.embedding.records(
-            ctx.chunks,
-            chat_model=self.chat.name,
-            reuse=not force,
-            passages=ctx.passages,
-        )
         metadata = dict(note.metadata)
         if note.warnings:
             metadata["warnings"] = list(note.warnings)
@@ -523,7 +495,7 @@ class Indexer:
             "indexed",
             chunks=len(records),
             llm_calls=ctx.llm_calls,
-            embedded=embedded,
+            embedded=built.embedded,
             fallbacks=len(ctx.problems),
             queued=pending is not None,
         )
@@ -583,13 +555,3 @@ def _connection_needed(config: Config) -> Iterator[None]:
 
 def _now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def note_title(metadata: dict[str, Any], chunks: Sequence[Chunk], path: str) -> str:
-    """The frontmatter title, else the first top-level heading, else the file name."""
-    if isinstance(title := metadata.get("title"), str) and title.strip():
-        return title.strip()
-    for chunk in chunks:
-        if chunk.header_path and chunk.header_path[0].startswith("# "):
-            return chunk.header_path[0][2:].strip()
-    return PurePosixPath(path).stem

@@ -1,0 +1,68 @@
+"""One note's chunk rows, built the same way by the indexer and by enrichment.
+
+The model outputs a note needs are read from the cache first (kb.context asks only for what
+is missing); what is left to ask is asked now, or, when `ask` is off and some are missing,
+left for enrichment: the note is then built with what is known and structural stand-ins.
+Then the chunks and their passages are embedded, each text once per model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from kb.chunking import Chunk
+from kb.context import Contextualizer, FileContext, NoteFacts
+from kb.embedding import Embedding
+from kb.notes import note_title
+from kb.store import ChunkRecord
+from kb.store.caches import Caches
+
+
+@dataclass(frozen=True)
+class Built:
+    context: FileContext
+    records: list[ChunkRecord]
+    embedded: int  # texts the embedder was sent for it
+    complete: bool  # every model output the note needs is in it (else: left for enrichment)
+
+
+def note_facts(path: str, metadata: Mapping[str, Any], chunks: list[Chunk]) -> NoteFacts:
+    """What a note's context is built from besides its chunks."""
+    folder = PurePosixPath(path).parent.as_posix()
+    return NoteFacts(
+        title=note_title(dict(metadata), chunks, path),
+        folder="" if folder == "." else folder,
+        path=path,
+        metadata=metadata,
+    )
+
+
+class NoteBuilder:
+    def __init__(self, context: Contextualizer, embedding: Embedding, caches: Caches) -> None:
+        self.context = context
+        self.embedding = embedding
+        self.caches = caches
+
+    def build(
+        self, chunks: list[Chunk], personal: bool, note: NoteFacts, *, fresh: bool, ask: bool
+    ) -> Built:
+        """The note's rows. `fresh`: no cached output or vector is taken (a forced
+        rebuild); `ask`: the model is asked for what is missing now."""
+        chat = self.context.chat.name
+        known, complete = self.context.gather(
+            chunks,
+            personal,
+            note,
+            lambda keys: {} if fresh else self.caches.known_outputs(keys, chat),
+        )
+        if ask or complete:
+            ctx = self.context.build(chunks, personal, known, note)
+        else:
+            ctx = self.context.provisional(chunks, personal, known, note)
+        records, embedded = self.embedding.records(
+            ctx.chunks, chat_model=chat, reuse=not fresh, passages=ctx.passages
+        )
+        return Built(ctx, records, embedded, complete or ask)

@@ -1,0 +1,129 @@
+"""The contextualizer: a note's chunks turned into their contexts and passages, asking the
+chat model only for what the cache does not hold.
+
+It joins the cores (kb.context.summaries, kb.context.writers) to the model through the
+driver, and is built the same way for the indexer and enrichment (`for_config`): a note one
+stores must look built the same way to the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
+from dataclasses import replace
+
+from kb.chunking import Chunk
+from kb.config import Config, ContextConfig
+from kb.context.driver import drive, without_model
+from kb.context.needs import ContextBuild, Needs
+from kb.context.records import EMPTY, FileContext, NoteFacts
+from kb.context.summaries import Window, provisional, structural, summarize
+from kb.context.writers import with_note_outputs
+from kb.llm.base import ChatModel
+from kb.outputs import Output
+
+
+class Contextualizer:
+    """Turns a note's chunks into ContextChunks, asking the chat model only for what is
+    missing; its calls run on `executor` (the LLM pool)."""
+
+    def __init__(
+        self,
+        chat: ChatModel,
+        settings: ContextConfig,
+        *,
+        owner: str,
+        context_window: int,
+        embed_window: int,
+        chunk_chars: int,
+        executor: Executor,
+    ) -> None:
+        self.chat = chat
+        self.executor = executor
+        self.built = ContextBuild(
+            settings, chunk_chars=chunk_chars, embed_window=embed_window, owner=owner
+        )
+        self.needs = Needs(settings, owner)
+        self.window = Window(context=context_window, embed=embed_window)
+
+    @classmethod
+    def for_config(cls, chat: ChatModel, config: Config, executor: Executor) -> Contextualizer:
+        """The contextualizer a config asks for: the indexer's and enrichment's must be the
+        same, or a note one stores would look built another way to the other."""
+        build = ContextBuild.of(config)
+        return cls(
+            chat,
+            build.settings,
+            owner=build.owner,
+            context_window=config.llm.context_window,
+            embed_window=build.embed_window,
+            chunk_chars=build.chunk_chars,
+            executor=executor,
+        )
+
+    @property
+    def embed_window(self) -> int:
+        return self.window.embed
+
+    def build_id(self, personal: bool) -> str:
+        """How a note's chunks and contexts are made now (see ContextBuild.id)."""
+        return self.built.id(personal)
+
+    def gather(
+        self,
+        chunks: list[Chunk],
+        personal: bool,
+        note: NoteFacts,
+        lookup: Callable[[list[str]], dict[str, Output]],
+    ) -> tuple[dict[str, Output], bool]:
+        """The outputs already paid for that a note needs, read through `lookup` (the
+        cache), and whether they are all there. The statements' keys follow from the
+        voice, so a second read looks for them once the first found it."""
+        keys = self.needs.keys(chunks, personal, note)
+        known = lookup(keys) if keys else {}
+        needed = self.needs.keys(chunks, personal, note, known)
+        more = sorted(set(needed) - set(keys))
+        if more:
+            known |= lookup(more)
+            needed = self.needs.keys(chunks, personal, note, known)
+        return known, known.keys() >= set(needed)
+
+    def build(
+        self, chunks: list[Chunk], personal: bool, known: Mapping[str, Output], note: NoteFacts
+    ) -> FileContext:
+        """Context for every chunk, and its passages, asking the model for what `known`
+        (outputs already paid for, by cache key) lacks: the summaries, the voice of a note
+        outside the owner's folders and each chunk's statements. The caller leaves out
+        fallbacks made by another model, so those are asked again."""
+        if not chunks:
+            return EMPTY
+        calls = 0
+        if self.needs.settings.asks("summaries"):
+            core = summarize(chunks, personal, known, note, self.needs, self.window)
+            base, calls = drive(core, self.chat, self.executor)
+        else:
+            base = structural(chunks, personal, note, self.needs, self.window)
+        writers = with_note_outputs(
+            base, chunks, personal, known, note, self.needs, self.window, ask=True
+        )
+        built, more = drive(writers, self.chat, self.executor)
+        return replace(built, llm_calls=calls + more)
+
+    def provisional(
+        self, chunks: list[Chunk], personal: bool, known: Mapping[str, Output], note: NoteFacts
+    ) -> FileContext:
+        """Context for every chunk without asking the model: the outputs in `known` where
+        they are, structural context (what `summaries = "structure"` writes) in place of
+        the others, and the chunk as written where its rewrite is not known. What a note is
+        searchable by until `build` adds the missing outputs."""
+        if not chunks:
+            return EMPTY
+        if self.needs.settings.asks("summaries"):
+            base = provisional(chunks, personal, known, note, self.needs, self.window)
+        else:
+            base = structural(chunks, personal, note, self.needs, self.window)
+        return without_model(
+            with_note_outputs(
+                base, chunks, personal, known, note, self.needs, self.window, ask=False
+            )
+        )

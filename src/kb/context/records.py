@@ -1,0 +1,100 @@
+"""What context building makes of a note: each chunk's context, and the note's."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kb import passages
+from kb.chunking import Chunk
+from kb.context.layout import Texts
+from kb.outputs import Output
+from kb.store.documents import VoiceRecord
+
+
+@dataclass(frozen=True)
+class NoteFacts:
+    """What context is built from besides the note's chunks."""
+
+    title: str
+    folder: str = ""  # the note's folder in its vault, "" at the top
+    path: str = ""  # the note's path in its vault
+    metadata: Mapping[str, Any] = field(default_factory=dict)  # its frontmatter
+
+
+@dataclass(frozen=True)
+class ContextChunk:
+    chunk: Chunk
+    summary: str
+    summary_key: str
+    summary_fallback: bool
+    rewrite: str | None
+    rewrite_key: str | None
+    rewrite_fallback: bool
+    full_context: str  # everything: what full-text search reads
+    # Where the summaries begin in full_context, in characters, when full-text search is to
+    # weigh them less than the chunk's own words (see layout.summaries_start); None: it
+    # weighs all.
+    summaries_at: int | None
+    embed_text: str  # what the embedder reads: full_context fitted to its window
+    # The model's statements of the chunk, one a line (kb.statements), when asked for and
+    # known; each is a passage of its own.
+    statements: Output | None = None
+    statements_key: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        chunk: Chunk,
+        texts: Texts,
+        *,
+        summary: Output,
+        summary_key: str,
+        rewritten: Output | None = None,
+        rewrite_key: str | None = None,
+    ) -> ContextChunk:
+        return cls(
+            chunk=chunk,
+            summary=summary.text,
+            summary_key=summary_key,
+            summary_fallback=summary.fallback,
+            rewrite=rewritten.text if rewritten else None,
+            rewrite_key=rewrite_key if rewritten else None,
+            rewrite_fallback=rewritten.fallback if rewritten else False,
+            full_context=texts.full_context,
+            summaries_at=texts.summaries_at,
+            embed_text=texts.embed_text,
+        )
+
+    @property
+    def context_hash(self) -> str:
+        return hashlib.sha256(self.embed_text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class FileContext:
+    summary: str
+    summary_key: str
+    summary_fallback: bool
+    chunks: list[ContextChunk]
+    llm_calls: int
+    # Outputs rejected in this build, e.g. "chunk 3 summary: echo of the note".
+    problems: list[str]
+    # Each chunk's passages (`context.passages`, statements), as the embedder reads them.
+    passages: list[list[passages.Passage]] = field(default_factory=list)
+    # The writer the model named (kb.voices), when it was asked and its answer is known.
+    voice: Output | None = None
+    voice_key: str | None = None
+
+    def voice_row(self, chat_model: str) -> VoiceRecord | None:
+        """The voice as stored with the note, when the model was asked for one."""
+        if self.voice is None or self.voice_key is None:
+            return None
+        return VoiceRecord(
+            self.voice.text, self.voice_key, chat_model if self.voice.fallback else None
+        )
+
+
+EMPTY = FileContext("", "", False, [], 0, [])
