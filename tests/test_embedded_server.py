@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import psycopg
@@ -234,7 +235,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _held_by(proc: subprocess.Popen[str], pgdata: Path, port: int | None) -> None:
+def _held_by(proc: subprocess.Popen[Any], pgdata: Path, port: int | None) -> None:
     deadline = time.monotonic() + 60
     while proc.pid not in _holders(pgdata):
         assert proc.poll() is None and time.monotonic() < deadline, "never held the server"

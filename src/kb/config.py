@@ -21,6 +21,7 @@ import pathspec
 from kb.errors import ConfigError
 from kb.fusion import FUSION_METHODS, Fusion
 from kb.locations import default_data_dir, find_config_file
+from kb.results import SEARCH_MODES, SearchMode
 
 DEFAULT_OLLAMA_HOST = "http://localhost:11434"
 Provider = Literal["ollama", "openai", "fake"]
@@ -130,9 +131,6 @@ class LLMConfig:
     embed_window: int | None = None
 
 
-# How `kb query` ranks: by embedding, by full-text match, or both fused by rank.
-SearchMode = Literal["vector", "text", "hybrid"]
-SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
 # The most chunks one search returns: far more than anyone reads, and each list reads that
 # deep, so a number past it only makes the database work (or overflow its integers).
 MAX_TOP_K = 1000

@@ -21,8 +21,8 @@ from kb.config import Config
 from kb.context import Contextualizer
 from kb.embedding import Embedding
 from kb.errors import KbError
-from kb.indexer import note_title
 from kb.llm.base import ChatModel, Embedder
+from kb.notes import note_title
 from kb.store import Claim, Enriched, Store
 
 # done: written; dropped: the note was edited, deleted or taken by another worker meanwhile

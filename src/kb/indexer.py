@@ -42,6 +42,7 @@ from kb.notes import (
     Unlisted,
     gone,
     nameable,
+    note_title,
     read_note,
     scan_scope,
     scan_vault,
@@ -586,13 +587,3 @@ def _connection_needed(config: Config) -> Iterator[None]:
 
 def _now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def note_title(metadata: dict[str, Any], chunks: Sequence[Chunk], path: str) -> str:
-    """The frontmatter title, else the first top-level heading, else the file name."""
-    if isinstance(title := metadata.get("title"), str) and title.strip():
-        return title.strip()
-    for chunk in chunks:
-        if chunk.header_path and chunk.header_path[0].startswith("# "):
-            return chunk.header_path[0][2:].strip()
-    return PurePosixPath(path).stem

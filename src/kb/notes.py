@@ -1,5 +1,5 @@
 """Notes on disk: which files are notes, listing them, their size and mtime, reading and
-hashing them.
+hashing them, and the title a note goes by.
 
 A leaf module: the indexer, the watcher, `kb verify` and the MCP server all see a vault
 through it, and nothing here knows about the index.
@@ -12,9 +12,12 @@ import functools
 import hashlib
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
 
+from kb.chunking import Chunk
 from kb.config import VaultConfig
 from kb.errors import NoteError
 
@@ -363,3 +366,13 @@ def read_note(vault: VaultConfig, rel_path: str) -> bytes:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def note_title(metadata: dict[str, Any], chunks: Sequence[Chunk], path: str) -> str:
+    """The frontmatter title, else the first top-level heading, else the file name."""
+    if isinstance(title := metadata.get("title"), str) and title.strip():
+        return title.strip()
+    for chunk in chunks:
+        if chunk.header_path and chunk.header_path[0].startswith("# "):
+            return chunk.header_path[0][2:].strip()
+    return PurePosixPath(path).stem
