@@ -53,23 +53,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from retrieval import Gold, Spans, Vault, _hit, make_config
-
 from kb import db
 from kb.answer import Answer, AskOptions, ask
-from kb.config import Config
+from kb.config import Config, SearchMode, SummaryMode
 from kb.container import Container, open_store
 from kb.errors import KbError
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
 from kb.store import Store
+from retrieval import Gold, Spans, Vault, _hit, make_config
 
 
 @dataclass(frozen=True)
 class Setup:
     name: str
-    level: str  # the index's context.summaries
-    mode: str
+    level: SummaryMode  # the index's context.summaries
+    mode: SearchMode
     owner: bool
 
 

@@ -44,7 +44,7 @@ from kb.container import Container, open_store
 from kb.enrich import Attempt
 from kb.indexer import FileEvent, Scope
 from kb.llm import make_chat, make_embedder
-from kb.llm.base import ChatModel, Embedder, Prompt, TokenUsage
+from kb.llm.base import ChatModel, Embedder, Prompt
 from kb.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,10 +59,8 @@ class CountingChat:
         self.inner = inner
         self.name = inner.name
         self.calls: Counter[str] = Counter()
-
-    @property
-    def usage(self) -> TokenUsage:
-        return self.inner.usage
+        # The inner model's own tally, which it adds to as it answers.
+        self.usage = inner.usage
 
     def complete(self, prompt: Prompt) -> str:
         self.calls[prompt.task] += 1

@@ -471,10 +471,12 @@ def main() -> int:
         )
     total = Row(
         "all",
-        *(sum(getattr(r, f) for r in rows) for f in ("rounds", "faults", "restarts")),
-        sum(r.notes for r in rows),
-        sum(r.rows for r in rows),
-        sum(r.lost for r in rows),
+        rounds=sum(r.rounds for r in rows),
+        faults=sum(r.faults for r in rows),
+        restarts=sum(r.restarts for r in rows),
+        notes=sum(r.notes for r in rows),
+        rows=sum(r.rows for r in rows),
+        lost=sum(r.lost for r in rows),
     )
     print(
         f"| **all** | {total.rounds} | {total.faults} | {total.restarts} | {total.notes} "

@@ -26,7 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import modelstack  # noqa: E402
-
 from kb import prompts  # noqa: E402
 from kb.chunking import chunk_body  # noqa: E402
 from kb.context import header_line  # noqa: E402

@@ -49,12 +49,12 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb import db
-from kb.config import Config, load_config, parse_config
+from kb.config import Config, SearchMode, load_config, parse_config
 from kb.container import Container, open_store
 from kb.fusion import DEFAULT_FUSION, FUSION_METHODS, Fusion
 from kb.indexer import FileEvent
@@ -355,9 +355,9 @@ def index(
     return run, paid.plus(run)
 
 
-def configurations(level: str) -> list[tuple[str, str, Fusion]]:
+def configurations(level: str) -> list[tuple[str, SearchMode, Fusion]]:
     """(row name, mode, fusion) of every row a level's index is scored in."""
-    rows = [
+    rows: list[tuple[str, SearchMode, Fusion]] = [
         (f"{level} vector", "vector", DEFAULT_FUSION),
         (f"{level} text", "text", DEFAULT_FUSION),
     ]
@@ -379,7 +379,7 @@ def score_level(
     stores: dict[str, Store],
     embedder: Embedder,
     dataset: Dataset,
-    spans: dict[str, Callable[[SearchHit], tuple[str, int, int]]],
+    spans: Mapping[str, Callable[[SearchHit], tuple[str, int, int]]],
     filters: dict[str, SearchFilter],
     matrix: Matrix,
     *,
@@ -437,7 +437,7 @@ def rerank_row(
     embedder: Embedder,
     reranker: Reranker,
     dataset: Dataset,
-    spans: dict[str, Callable[[SearchHit], tuple[str, int, int]]],
+    spans: Mapping[str, Callable[[SearchHit], tuple[str, int, int]]],
     filters: dict[str, SearchFilter],
 ) -> Scores:
     from kb.query import search

@@ -40,14 +40,13 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import vaultgen
-
 from kb import db
-from kb.config import Config, parse_config
+from kb.config import Config, SearchMode, parse_config
 from kb.container import Container, open_store
 from kb.fusion import DEFAULT_FUSION
 from kb.indexer import FileEvent
@@ -56,7 +55,7 @@ from kb.query import CANDIDATES, rank
 from kb.store import Store
 from kb.store import search as store_module
 
-MODES = ("vector", "text", "hybrid")
+MODES: tuple[SearchMode, ...] = ("vector", "text", "hybrid")
 EMBED_MODEL = "hash-384"
 TOP_K = 10
 
@@ -163,16 +162,16 @@ def in_database(
     store: Store,
     config: Config,
     queries: Sequence[str],
-    modes: Sequence[str] = MODES,
+    modes: Sequence[SearchMode] = MODES,
     repeat: int = 1,
-) -> dict[str, tuple[Latency, list[list[tuple[str, int]]]]]:
+) -> dict[SearchMode, tuple[Latency, list[list[tuple[str, int]]]]]:
     """Each mode's latency (each query's fastest of `repeat` runs) and each query's top 10
     (path, first line)."""
     embedder = make_embedder(config.llm)
     space = store.vectors.space()
     assert space is not None, "the index has an embedding space"
     vectors = [embedder.embed_query(q) for q in queries]
-    results = {}
+    results: dict[SearchMode, tuple[Latency, list[list[tuple[str, int]]]]] = {}
     for mode in modes:
         millis, tops = [], []
         for text, vector in zip(queries, vectors, strict=True):
@@ -185,7 +184,7 @@ def in_database(
                     model=space[0],
                     dimensions=space[1],
                     depth=CANDIDATES,
-                    lists="both" if mode == "hybrid" else mode,  # type: ignore[arg-type]
+                    lists="both" if mode == "hybrid" else mode,
                 )
                 hits = rank(found, mode, DEFAULT_FUSION)[:TOP_K]
                 fastest = min(fastest, (time.perf_counter() - started) * 1000)
@@ -196,8 +195,11 @@ def in_database(
 
 
 def exactness(
-    store: Store, config: Config, queries: Sequence[str], tops: dict[str, list[list[tuple]]]
-) -> dict[str, float]:
+    store: Store,
+    config: Config,
+    queries: Sequence[str],
+    tops: Mapping[SearchMode, list[list[tuple[str, int]]]],
+) -> dict[SearchMode, float]:
     """Share of each mode's exact top 10 (every posting read, every chunk scored) that the
     measured search found, over `queries`."""
     saved = store_module.TEXT_POSTINGS_PER_WORD, store_module.TEXT_RESCORED
@@ -206,7 +208,7 @@ def exactness(
         exact = in_database(store, config, queries, modes=("text", "hybrid"))
     finally:
         store_module.TEXT_POSTINGS_PER_WORD, store_module.TEXT_RESCORED = saved
-    shares = {}
+    shares: dict[SearchMode, float] = {}
     for mode, (_, exact_tops) in exact.items():
         found = [
             len(set(mine) & set(best)) / len(best)
@@ -217,8 +219,8 @@ def exactness(
     return shares
 
 
-def end_to_end(config_file: Path, queries: Sequence[str]) -> dict[str, Latency]:
-    results = {}
+def end_to_end(config_file: Path, queries: Sequence[str]) -> dict[SearchMode, Latency]:
+    results: dict[SearchMode, Latency] = {}
     for mode in MODES:
         millis = []
         for text in queries:

@@ -35,10 +35,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import modelstack  # noqa: E402
 import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 
+import modelstack  # noqa: E402
 from kb import db  # noqa: E402
 from kb.config import Config, parse_config  # noqa: E402
 from kb.container import Container, open_store  # noqa: E402

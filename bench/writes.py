@@ -41,7 +41,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import vaultgen  # noqa: E402
-
 from kb import db  # noqa: E402
 from kb.locations import config_identity  # noqa: E402
 from kb.query_socket import socket_path  # noqa: E402

@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from mcp.types import CallToolResult, TextContent
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
@@ -23,7 +24,7 @@ from kb.config import Config, parse_config
 from kb.container import Container, open_store
 from kb.indexer import SyncReport
 from kb.llm.fake import FakeChat, FakeEmbedder
-from kb.store import Store
+from kb.store import SearchHit, Store
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_VAULT = ROOT / "examples" / "vault"
@@ -79,7 +80,7 @@ def vault(tmp_path: Path) -> Path:
     return target
 
 
-def make_config(vault_path: Path, **sections: dict[str, Any]) -> Config:
+def make_config(vault_path: Path, **sections: Any) -> Config:
     raw: dict[str, Any] = {
         "owner_name": OWNER,
         "vaults": [{"name": "v", "path": str(vault_path), "personal": ["Alex/**"]}],
@@ -97,6 +98,12 @@ def make_config(vault_path: Path, **sections: dict[str, Any]) -> Config:
 
 class Kb(Container):
     """kb's parts on a test database, with the counting fake provider."""
+
+    # Tests read the fakes' counters and swap in fakes that fail on cue, all FakeChat and
+    # FakeEmbedder kinds: declared so, the counters type-check where tests read them. A test
+    # that puts a real client in their place does it through a plain Container.
+    chat: FakeChat
+    embedder: FakeEmbedder
 
     def __init__(self, store: Store, config: Config) -> None:
         super().__init__(
@@ -134,13 +141,13 @@ def run_kb(config: Path, env: Mapping[str, str], *args: str) -> subprocess.Compl
     )
 
 
-def rows(store: Store, query: str, *params: object) -> list[dict]:
+def rows(store: Store, query: str, *params: object) -> list[dict[str, Any]]:
     """Rows of a test's own SQL (statements written as literals, as kb's are)."""
     with store.pool.connection() as conn:
         return conn.execute(query, params).fetchall()
 
 
-def stored_chunks(store: Store, path: str) -> list[dict]:
+def stored_chunks(store: Store, path: str) -> list[dict[str, Any]]:
     """A note's chunk rows, in order."""
     return rows(
         store,
@@ -148,6 +155,19 @@ def stored_chunks(store: Store, path: str) -> list[dict]:
         " WHERE d.path = %s ORDER BY position",
         path,
     )
+
+
+def tool_text(result: CallToolResult) -> str:
+    """The text of a tool's answer: kb's tools answer in text."""
+    content = result.content[0]
+    assert isinstance(content, TextContent)
+    return content.text
+
+
+def similarity(hit: SearchHit) -> float:
+    """A hit's cosine similarity, which every search that embedded the query gives."""
+    assert hit.similarity is not None
+    return hit.similarity
 
 
 def file_summaries(chat: FakeChat) -> int:

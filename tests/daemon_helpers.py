@@ -11,7 +11,7 @@ from typing import Any
 
 from conftest import Kb, make_config
 from kb.daemon import Daemon
-from kb.store import Store
+from kb.store import Reconciliation, Store
 from kb.verify import VerifyReport, verify
 
 # Short enough for quick tests, long enough for a loaded machine to finish a save.
@@ -93,15 +93,17 @@ def settle(daemon: Daemon, kb: Kb, timeout: float = TIMEOUT) -> VerifyReport:
     return last[0]
 
 
-def reconcile_now(daemon: Daemon, kb: Kb) -> dict[str, Any]:
+def reconcile_now(daemon: Daemon, kb: Kb) -> Reconciliation:
     """Ask for a reconciliation and wait for it to finish; returns its record."""
-    before = kb.store.state.get("last_reconcile")
+    before = kb.store.state.last_reconcile()
     daemon.request_reconcile("test")
     wait_for(
-        lambda: kb.store.state.get("last_reconcile") != before and daemon.idle,
+        lambda: kb.store.state.last_reconcile() != before and daemon.idle,
         "a reconciliation",
     )
-    return kb.store.state.get("last_reconcile")
+    record = kb.store.state.last_reconcile()
+    assert record is not None
+    return record
 
 
 def no_calls(kb: Kb) -> bool:

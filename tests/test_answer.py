@@ -20,6 +20,7 @@ from kb.answer import (
     note_date,
     says_not_in_notes,
 )
+from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.fusion import Fusion
 from kb.llm.base import Prompt, TokenUsage
@@ -286,7 +287,7 @@ def test_passages_are_retrieved_with_the_configured_fusion(kb: Kb) -> None:
         )
         return [(s.hit.path, s.hit.start_line) for s in answer.sources]
 
-    def listed(mode: str) -> list[tuple[str, int]]:
+    def listed(mode: SearchMode) -> list[tuple[str, int]]:
         hits = search(kb.store, kb.embedder, question, owner=None, top_k=6, mode=mode).hits
         return [(h.path, h.start_line) for h in hits]
 

@@ -373,7 +373,10 @@ def test_the_same_folder_as_two_vaults_is_refused(first: str, second: str) -> No
 def test_a_vault_inside_another_is_refused_unless_the_outer_ignores_it(tmp_path: Path) -> None:
     outer, inner = tmp_path / "notes", tmp_path / "notes" / "Work" / "Team"
     inner.mkdir(parents=True)
-    vaults = [{"path": str(inner), "name": "team"}, {"path": str(outer), "name": "all"}]
+    vaults: list[dict[str, Any]] = [
+        {"path": str(inner), "name": "team"},
+        {"path": str(outer), "name": "all"},
+    ]
     message = error({**minimal(), "vaults": vaults})
     assert "'team'" in message and "inside" in message and "'all'" in message
     # Through a link to the outer folder: the same files.
@@ -567,4 +570,3 @@ def test_bad_conflicts_mode() -> None:
 def test_an_empty_data_dir_is_an_error_not_the_default() -> None:
     assert error(minimal(data_dir="")).startswith("config key 'data_dir' is empty: name a folder")
     assert parse(minimal(data_dir="kb")).data_dir == BASE / "kb"
-

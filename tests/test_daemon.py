@@ -132,7 +132,7 @@ def test_touch_costs_nothing(store: Store, vault: Path) -> None:
         os.utime(vault / LONG_NOTE, None)
         record = reconcile_now(daemon, kb)
         settle(daemon, kb)
-    assert record["indexed"] == 0
+    assert record.indexed == 0
     assert no_calls(kb)
 
 
@@ -266,7 +266,7 @@ def fast_store(pg_admin_url: str, db_url: str) -> Iterator[Store]:
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(
             sql.SQL("ALTER DATABASE {} SET synchronous_commit = off").format(
-                sql.Identifier(conninfo_to_dict(db_url)["dbname"])
+                sql.Identifier(str(conninfo_to_dict(db_url)["dbname"]))
             )
         )
     with open_store(db_url) as s:
@@ -327,10 +327,10 @@ def test_20000_creates_with_the_watcher_stalled_overflow_and_reconcile(
             _notes(vault, 20_000, folders=20)
             reading.set()
             settle(daemon, kb, timeout=600)
-            record = kb.store.state.get("last_reconcile")
+            record = kb.store.state.last_reconcile()
     finally:
         reading.set()
-    assert "watcher overflow" in record["reason"]
+    assert record is not None and "watcher overflow" in record.reason
     assert len(kb.store.documents.states("v")) == 20_000
     assert kb.store.queue.status().items == 20_000 and kb.chat.total_calls == 0
 
@@ -409,7 +409,7 @@ def test_lock_connection_killed_stops_writing_until_retaken(
 
 def test_database_outage(store: Store, vault: Path, pg_admin_url: str) -> None:
     kb = daemon_kb(store, vault)
-    dbname = conninfo_to_dict(kb.store.url)["dbname"]
+    dbname = str(conninfo_to_dict(kb.store.url)["dbname"])
     with running(kb) as daemon:
         try:
             _allow_connections(pg_admin_url, dbname, allow=False)
@@ -425,15 +425,17 @@ def test_database_outage(store: Store, vault: Path, pg_admin_url: str) -> None:
 def test_observer_death_is_repaired(store: Store, vault: Path) -> None:
     kb = daemon_kb(store, vault)
     with running(kb) as daemon:
-        assert daemon.watcher is not None and daemon.watcher.observer is not None
-        dead = daemon.watcher.observer
+        watcher = daemon.watcher
+        assert watcher is not None and watcher.observer is not None
+        dead = watcher.observer
         dead.stop()
         _edit_middle(vault / LONG_NOTE)  # while nothing watches: the reconciliation finds it
-        wait_for(lambda: daemon.watcher.observer is not dead, "a new observer")
+        wait_for(lambda: watcher.observer is not dead, "a new observer")
         settle(daemon, kb)
         (vault / "Inbox/After.md").write_text("# After\n\nthe new observer sees this\n")
         settle(daemon, kb)
-    assert "observer thread died" in kb.store.state.get("last_reconcile")["reason"]
+    record = kb.store.state.last_reconcile()
+    assert record is not None and "observer thread died" in record.reason
 
 
 def test_vault_folder_replaced(store: Store, vault: Path, tmp_path: Path) -> None:
@@ -444,7 +446,8 @@ def test_vault_folder_replaced(store: Store, vault: Path, tmp_path: Path) -> Non
         shutil.rmtree(vault / "Reference")
         _edit_middle(tmp_path / "old vault" / LONG_NOTE)  # phantom events: not the vault now
         settle(daemon, kb)
-    assert "folder replaced" in kb.store.state.get("last_reconcile")["reason"]
+    record = kb.store.state.last_reconcile()
+    assert record is not None and "folder replaced" in record.reason
 
 
 def _terminate_backends(admin_url: str, url: str) -> None:

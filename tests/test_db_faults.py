@@ -87,7 +87,8 @@ class OwnServer:
         self.url = self.server.get_uri()
 
     def _pg_ctl(self, *args: str) -> None:
-        from pgserver._commands import pg_ctl
+        # Made when pgserver is imported, one function per PostgreSQL program: no stub has it.
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
 
         pg_ctl(list(args), pgdata=self.pgdata, user=self.server.system_user, timeout=60)
 

@@ -1,6 +1,6 @@
 """The files that run `kb daemon` for real: compose.yml, the systemd unit, the launchd plist.
 
-None of them can be started here; these checks hold them to what the README promises.
+None of them can be started here; these checks hold them to what the docs promise.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import psycopg
@@ -29,7 +30,7 @@ FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 def _config(tmp_path: Path, vault: Path, data_dir: Path) -> Path:
     path = tmp_path / "kb.toml"
     path.write_text(
-        f"owner_name = \"Alex Doe\"\ndata_dir = {json.dumps(str(data_dir))}\n\n"
+        f'owner_name = "Alex Doe"\ndata_dir = {json.dumps(str(data_dir))}\n\n'
         f'[[vaults]]\nname = "example"\npath = {json.dumps(str(vault))}\n\n[llm]\n{FAKE}\n'
     )
     return path
@@ -223,8 +224,7 @@ def test_a_full_disk_under_a_database_server_is_one_line(
     *progress, said = failed.stderr.strip().splitlines()
     assert all(line.startswith("indexing ") for line in progress), progress
     assert said == (
-        "error: the database server's disk is full: could not extend file: No space left on"
-        " device"
+        "error: the database server's disk is full: could not extend file: No space left on device"
     )
 
 
@@ -234,7 +234,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _held_by(proc: subprocess.Popen[str], pgdata: Path, port: int | None) -> None:
+def _held_by(proc: subprocess.Popen[Any], pgdata: Path, port: int | None) -> None:
     deadline = time.monotonic() + 60
     while proc.pid not in _holders(pgdata):
         assert proc.poll() is None and time.monotonic() < deadline, "never held the server"

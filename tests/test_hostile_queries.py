@@ -13,6 +13,7 @@ import pytest
 
 from conftest import Kb
 from kb import query as query_mod
+from kb.config import SearchMode
 from kb.errors import KbError
 from kb.store import SearchFilter
 from test_cli import FAKE, _config
@@ -38,7 +39,7 @@ METACHARACTERS = [
 
 
 @pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
-def test_metacharacters_are_only_text(kb: Kb, mode: str) -> None:
+def test_metacharacters_are_only_text(kb: Kb, mode: SearchMode) -> None:
     kb.sync()
     for text in METACHARACTERS:
         hits = query_mod.search(kb.store, kb.embedder, text, owner=None, top_k=3, mode=mode).hits

@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 from watchdog.events import FileModifiedEvent
 
-from conftest import Kb, make_config
+from conftest import Kb, make_config, tool_text
 from kb.config import Config, VaultConfig
 from kb.errors import NoteError
 from kb.mcp_server import Vaults, build_server
@@ -101,10 +101,10 @@ def test_get_note_refuses_a_path_that_leads_to_an_ignored_note(store: Store, lin
         for path in paths:
             result = await client.call_tool("get_note", {"vault": "v", "path": path})
             assert result.is_error, path
-            assert "ignored" in result.content[0].text
-            assert SECRET not in result.content[0].text
+            assert "ignored" in tool_text(result)
+            assert SECRET not in tool_text(result)
         ok = await client.call_tool("get_note", {"vault": "v", "path": "Pub/ok.md"})
-        assert not ok.is_error and "lighthouses" in ok.content[0].text
+        assert not ok.is_error and "lighthouses" in tool_text(ok)
 
     server = build_server(kb)
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
-from conftest import OWNER, Kb, file_summaries, make_config, stored_chunks
+from conftest import OWNER, Kb, file_summaries, make_config, rows, similarity, stored_chunks
 from kb import indexer
 from kb.config import SearchMode
 from kb.context import LAYOUT_VERSION, full_context, header_line
@@ -23,9 +25,13 @@ from kb.store import SearchFilter, Store
 LONG_NOTE = "Projects/Home Server.md"
 
 
-def _doc(store: Store, path: str) -> dict | None:
-    with store.pool.connection() as conn:
-        return conn.execute("SELECT * FROM documents WHERE path = %s", (path,)).fetchone()
+def _doc(store: Store, path: str) -> dict[str, Any]:
+    [doc] = rows(store, "SELECT * FROM documents WHERE path = %s", path)
+    return doc
+
+
+def _stored(store: Store, path: str) -> bool:
+    return bool(rows(store, "SELECT 1 FROM documents WHERE path = %s", path))
 
 
 def _laid_out(chunk: dict, file_summary: str) -> str:
@@ -60,7 +66,7 @@ class DyingEmbedder(FakeEmbedder):
         super().__init__(name)
         self.answers = answers
 
-    def embed(self, texts):
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if self.calls >= self.answers:
             raise LLMError("embedding server gone")
         return super().embed(texts)
@@ -115,10 +121,10 @@ def test_index_example_vault(kb: Kb) -> None:
     paths = set(kb.store.documents.states("v"))
     assert ".trash/Deleted idea.md" not in paths
     assert "Projects/Board.canvas" not in paths
-    empty = _doc(kb.store, "Inbox/Untitled.md")
-    assert empty is not None and stored_chunks(kb.store, "Inbox/Untitled.md") == []
+    assert _stored(kb.store, "Inbox/Untitled.md")
+    assert stored_chunks(kb.store, "Inbox/Untitled.md") == []
     doc = _doc(kb.store, LONG_NOTE)
-    assert doc is not None and doc["summary"]
+    assert doc["summary"]
     for chunk in stored_chunks(kb.store, LONG_NOTE):
         assert chunk["embedding"] is not None and chunk["embed_model"] == "hash-256"
         assert chunk["summary"] and chunk["full_context"] == _laid_out(chunk, doc["summary"])
@@ -212,7 +218,7 @@ def test_rename_and_move_make_no_calls(kb: Kb, vault: Path) -> None:
     assert kb.chat.total_calls == 0 and kb.embedder.calls == 0
     assert report.moved == 4 and report.deleted == 0
     assert [c["id"] for c in stored_chunks(kb.store, "Archive/Homelab.md")] == ids
-    assert _doc(kb.store, LONG_NOTE) is None
+    assert not _stored(kb.store, LONG_NOTE)
     hits = search(kb.store, kb.embedder, "restic offsite backups", owner=None, top_k=20).hits
     assert not any(h.path == LONG_NOTE for h in hits)
 
@@ -232,12 +238,12 @@ def test_delete_removes_rows_and_results(kb: Kb, vault: Path) -> None:
     shutil.rmtree(vault / "Reference")
     report = kb.sync()
     assert report.deleted == 4
-    assert _doc(kb.store, LONG_NOTE) is None
-    with kb.store.pool.connection() as conn:
-        orphans = conn.execute(
-            "SELECT count(*) AS n FROM chunks c LEFT JOIN documents d ON d.id = c.document_id"
-            " WHERE d.id IS NULL"
-        ).fetchone()
+    assert not _stored(kb.store, LONG_NOTE)
+    [orphans] = rows(
+        kb.store,
+        "SELECT count(*) AS n FROM chunks c LEFT JOIN documents d ON d.id = c.document_id"
+        " WHERE d.id IS NULL",
+    )
     assert orphans["n"] == 0
     hits = search(kb.store, kb.embedder, "home server restic backups", owner=None, top_k=50).hits
     assert not {h.path for h in hits} & {LONG_NOTE, "Reference/Postgres Cheatsheet.md"}
@@ -347,7 +353,7 @@ def test_bad_notes_are_skipped_and_recorded(kb: Kb, vault: Path) -> None:
     (vault / "broken yaml.md").write_text("---\ntags: [a, b\ntitle: x\n---\n# Kept\n\nBody kept.\n")
     report = kb.sync()
     assert report.failed == 2 and report.indexed == 16
-    failures = {f["path"]: f["error"] for f in kb.store.state.status().failures}
+    failures = {f.path: f.error for f in kb.store.state.status().failures}
     assert "not valid UTF-8" in failures["latin1.md"]
     assert "NUL" in failures["binary.md"]
     kept = stored_chunks(kb.store, "broken yaml.md")
@@ -355,7 +361,7 @@ def test_bad_notes_are_skipped_and_recorded(kb: Kb, vault: Path) -> None:
     assert "not valid YAML" in _doc(kb.store, "broken yaml.md")["metadata"]["warnings"][0]
     (vault / "latin1.md").write_text("café au lait")
     kb.sync()
-    assert "latin1.md" not in {f["path"] for f in kb.store.state.status().failures}
+    assert "latin1.md" not in {f.path for f in kb.store.state.status().failures}
 
 
 def test_failed_save_leaves_the_old_version_whole(kb: Kb, vault: Path) -> None:
@@ -394,7 +400,7 @@ def test_query_filters_and_threshold(kb: Kb) -> None:
     ).hits
     assert hits and all(h.path.startswith("Alex/") for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-    best = max(h.similarity for h in hits)
+    best = max(similarity(h) for h in hits)
     strict = search(
         kb.store,
         kb.embedder,
@@ -404,7 +410,7 @@ def test_query_filters_and_threshold(kb: Kb) -> None:
         threshold=best,
         mode="vector",
     ).hits
-    assert len(strict) >= 1 and all(h.similarity >= best for h in strict)
+    assert len(strict) >= 1 and all(similarity(h) >= best for h in strict)
     assert (
         search(
             kb.store,
@@ -459,7 +465,7 @@ def test_structure_and_none_levels_ask_no_model(store: Store, vault: Path) -> No
     assert report.indexed == 15 and structure.chat.total_calls == 0
     chunks = stored_chunks(store, LONG_NOTE)
     title = _doc(store, LONG_NOTE)
-    assert title is not None and title["summary"].startswith('Note "Home Server" in Projects.')
+    assert title["summary"].startswith('Note "Home Server" in Projects.')
     for chunk in chunks:
         headers = " > ".join(h.lstrip("#").strip() for h in chunk["header_path"])
         assert chunk["summary"] == f'Part of the note "Home Server", section "{headers}".'
@@ -476,7 +482,7 @@ def test_structure_and_none_levels_ask_no_model(store: Store, vault: Path) -> No
     llm = Kb(store, make_config(vault))
     llm.sync()
     assert llm.chat.calls["file_summary"] + llm.chat.calls["note_summary"] == 14
-    summary = _doc(store, LONG_NOTE)["summary"]  # type: ignore[index]
+    summary = _doc(store, LONG_NOTE)["summary"]
     assert all(c["full_context"] == _laid_out(c, summary) for c in stored_chunks(store, LONG_NOTE))
 
 

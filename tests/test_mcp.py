@@ -23,8 +23,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.types import TextResourceContents
 
-from conftest import Kb, kb_command, make_config
+from conftest import Kb, kb_command, make_config, tool_text
 from kb.mcp_server import Vaults, build_server
 
 TOOLS = {"search", "get_note", "list_notes", "status", "ask"}
@@ -49,8 +50,11 @@ def test_every_tool_is_listed_read_only_with_a_typed_schema(kb: Kb) -> None:
             assert tool.description and tool.annotations and tool.annotations.read_only_hint
         search = tools["search"].input_schema
         assert search["required"] == ["query"]
-        assert search["properties"]["top_k"]["maximum"] == 50
-        assert set(search["properties"]["mode"]["enum"]) == {"hybrid", "vector", "text"}
+        # Left out, the mode and the number of hits are the configured ones.
+        top_k, no_top_k = search["properties"]["top_k"]["anyOf"]
+        assert top_k["maximum"] == 50 and no_top_k == {"type": "null"}
+        mode, no_mode = search["properties"]["mode"]["anyOf"]
+        assert set(mode["enum"]) == {"hybrid", "vector", "text"} and no_mode == {"type": "null"}
         assert tools["get_note"].input_schema["required"] == ["vault", "path"]
 
     run(kb, check)
@@ -119,24 +123,25 @@ def test_get_note_refuses_what_is_not_a_note_inside_the_vault(
     async def check(client: Client) -> None:
         result = await client.call_tool("get_note", {"vault": vault_name, "path": path})
         assert result.is_error
-        assert error in result.content[0].text
-        assert "neighbour" not in result.content[0].text
+        assert error in tool_text(result)
+        assert "neighbour" not in tool_text(result)
 
     run(kb, check)
 
 
 def test_bad_arguments_are_tool_errors_the_model_can_read(kb: Kb) -> None:
     async def check(client: Client) -> None:
-        for args, error in [
+        cases: list[tuple[dict[str, Any], str]] = [
             ({"query": "x", "top_k": 0}, "top_k: must be at least 1"),
             ({"query": "x", "mode": "fuzzy"}, "mode: must be 'hybrid', 'vector' or 'text'"),
             ({}, "query: required"),
-        ]:
+        ]
+        for args, error in cases:
             result = await client.call_tool("search", args)
             assert result.is_error
-            assert result.content[0].text == f"invalid arguments to search: {error}"
+            assert tool_text(result) == f"invalid arguments to search: {error}"
         empty = await client.call_tool("search", {"query": "anything"})
-        assert empty.is_error and "run `kb index` first" in empty.content[0].text
+        assert empty.is_error and "run `kb index` first" in tool_text(empty)
 
     run(kb, check)
 
@@ -185,8 +190,9 @@ def test_notes_are_resources(kb: Kb, vault: Path) -> None:
     async def check(client: Client) -> None:
         [template] = (await client.list_resource_templates()).resource_templates
         assert template.uri_template == "kb://{vault}/{+path}"
-        read = await client.read_resource("kb://v/Alex/Goals%202024.md")
-        assert read.contents[0].text == (vault / "Alex/Goals 2024.md").read_text()
+        note = (await client.read_resource("kb://v/Alex/Goals%202024.md")).contents[0]
+        assert isinstance(note, TextResourceContents)
+        assert note.text == (vault / "Alex/Goals 2024.md").read_text()
         with pytest.raises(MCPError):
             await client.read_resource("kb://v/Alex/missing.md")
 
@@ -242,7 +248,7 @@ async def _exercise(client: Client) -> None:
     answer = await client.call_tool("ask", {"question": "which miso goes into the ramen"})
     assert answer.structured_content["cited"]
     outside = await client.call_tool("get_note", {"vault": "example", "path": "../kb.toml"})
-    assert outside.is_error and "not a path inside the vault" in outside.content[0].text
+    assert outside.is_error and "not a path inside the vault" in tool_text(outside)
 
 
 def test_kb_mcp_over_stdio(indexed: Path, db_url: str) -> None:
@@ -435,7 +441,7 @@ def test_a_search_path_prefix_names_a_folder_of_the_vault(kb: Kb) -> None:
             assert hits and all(h["path"].startswith("Alex/") for h in hits), written
         for tool, args in (("search", {"query": "goals"}), ("ask", {"question": "goals"})):
             outside = await client.call_tool(tool, {**args, "path_prefix": "../Alex"})
-            assert outside.is_error and "'..' cannot name a folder" in outside.content[0].text
+            assert outside.is_error and "'..' cannot name a folder" in tool_text(outside)
 
     run(kb, check)
 

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from conftest import Kb
+from conftest import Kb, tool_text
 from kb.mcp_arguments import NAME_BYTES, PATH_BYTES
 from kb.mcp_server import build_server
 from kb.mcp_stdio import rejection
@@ -79,7 +79,7 @@ def test_every_tool_answers_every_hostile_argument_in_one_line(
                     result = await client.call_tool(tool, args)
                 if not result.is_error:
                     continue
-                text = result.content[0].text
+                text = tool_text(result)
                 # The SDK's whole message for a tool that crashed: it hides what went wrong.
                 crashed = text == f"Error executing tool {tool}"
                 if crashed or "\n" in text or len(text) > 300:
@@ -124,8 +124,8 @@ def test_what_is_wrong_is_named(kb: Kb, tool: str, args: dict[str, Any], error: 
         async with Client(build_server(kb)) as client:
             result = await client.call_tool(tool, args)
             assert result.is_error
-            assert error in result.content[0].text
-            assert "\n" not in result.content[0].text
+            assert error in tool_text(result)
+            assert "\n" not in tool_text(result)
 
     anyio.run(main)
 

@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import Kb, run_kb
+from conftest import Kb, run_kb, tool_text
 from kb import answer as answer_mod
 from kb import query as query_mod
 from kb.cli import _forwarded
@@ -26,7 +26,7 @@ from kb.llm.ollama import OllamaEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.locations import config_identity
 from kb.mcp_server import build_server
-from kb.query_socket import ask_daemon, serving
+from kb.query_socket import Failed, Served, ask_daemon, serving
 from test_providers import (  # noqa: F401 (fixtures)
     CHAT,
     EMBED,
@@ -166,28 +166,32 @@ def test_a_daemon_answering_kb_query_passes_the_warning_and_the_exit_code_on(
     offline: Path, env: dict[str, str]
 ) -> None:
     identity = config_identity(offline, env)
+    cold = {**env, "XDG_RUNTIME_DIR": tempfile.mkdtemp(prefix="kbn-")}
     with (
         Container.open(load_config(offline, env)) as parts,
         serving(identity, env, _forwarded(parts)) as path,
     ):
         assert path is not None
         served = ask_daemon(["--config", str(offline), "query", QUESTION], env)
-        assert served is not None and served.exit == 0 and "Postgres" in served.out
-        [warning] = served.err.splitlines()
-        assert warning.startswith("warning: ") and "full-text search only" in warning
+        assert isinstance(served, Served) and "Postgres" in served.found.hits[0].path
+        [warning] = served.found.warnings
+        assert "full-text search only" in warning
         failed = ask_daemon(["--config", str(offline), "query", QUESTION, "-m", "vector"], env)
-        assert failed is not None and failed.exit == 1
-        assert failed.out == "" and len(failed.err.splitlines()) == 1
-        assert "cannot reach Ollama" in failed.err
-    # As the command alone says it (the output's width is the launcher's terminal's).
-    alone = run_kb(offline, env, "query", QUESTION)
-    assert (served.exit, served.err) == (alone.returncode, alone.stderr)
+        assert isinstance(failed, Failed) and "cannot reach Ollama" in failed.error
+        # The launcher shows both as the command alone does: output, warning, error, exit.
+        for args in ((), ("-m", "vector")):
+            shown = run_kb(offline, env, "query", QUESTION, *args)
+            alone = run_kb(offline, cold, "query", QUESTION, *args)
+            assert (shown.returncode, shown.stdout, shown.stderr) == (
+                alone.returncode,
+                alone.stdout,
+                alone.stderr,
+            )
+    assert shown.returncode == 1 and len(shown.stderr.splitlines()) == 1
 
 
-def _dead(kb: Kb, url: str) -> None:
-    kb.embedder = ProfiledEmbedder(
-        OllamaEmbedder(url, "hash-256", timeout=5, retries=0), UNKNOWN
-    )
+def _dead(kb: Container, url: str) -> None:
+    kb.embedder = ProfiledEmbedder(OllamaEmbedder(url, "hash-256", timeout=5, retries=0), UNKNOWN)
 
 
 def test_mcp_search_and_ask_answer_from_full_text_and_say_so(
@@ -204,11 +208,11 @@ def test_mcp_search_and_ask_answer_from_full_text_and_say_so(
         assert found["mode_used"] == "text" and found["hits"]
         [warning] = found["warnings"]
         assert "full-text search only" in warning and "cannot reach Ollama" in warning
-        text = (await client.call_tool("search", {"query": QUESTION, "mode": "text"}))
+        text = await client.call_tool("search", {"query": QUESTION, "mode": "text"})
         assert text.structured_content["warnings"] == []
         assert text.structured_content["hits"] == found["hits"]
         vector = await client.call_tool("search", {"query": QUESTION, "mode": "vector"})
-        assert vector.is_error and "cannot reach Ollama" in vector.content[0].text
+        assert vector.is_error and "cannot reach Ollama" in tool_text(vector)
         answer = await client.call_tool("ask", {"question": QUESTION})
         assert not answer.is_error
         assert answer.structured_content["mode_used"] == "text"
@@ -236,4 +240,3 @@ def test_the_one_search_says_which_lists_it_used(kb: Kb, dead_url: str) -> None:
         kb.store, kb.embedder, kb.chat, QUESTION, owner=None, options=answer_mod.AskOptions()
     )
     assert answer.mode_used == "text" and answer.warnings == fallen.warnings
-

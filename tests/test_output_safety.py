@@ -119,7 +119,7 @@ def test_daemon_log_lines_are_redacted_and_printable() -> None:
     logger = logging.getLogger("kb.test-logfmt")
     captured: list[logging.LogRecord] = []
     handler = logging.Handler()
-    handler.emit = captured.append  # type: ignore[method-assign]
+    handler.emit = captured.append  # type: ignore[method-assign,assignment]
     logger.addHandler(handler)
     try:
         event(

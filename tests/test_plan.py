@@ -26,7 +26,9 @@ from kb.plan import (
 BUILD = "structure/4/256"
 
 
-def row(path: str, digest: str = "h", *, size: int = 10, mtime: int = 1, personal: bool = False):
+def row(
+    path: str, digest: str = "h", *, size: int = 10, mtime: int = 1, personal: bool = False
+) -> Stored:
     return Stored(path, digest, size, mtime, personal, BUILD)
 
 

@@ -16,7 +16,7 @@ from kb.parsing import parse_note
 PROFILE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 words = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"),
+    alphabet=st.characters(exclude_categories=["Cs"], exclude_characters="\n\r"),
     min_size=0,
     max_size=60,
 )

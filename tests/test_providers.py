@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -26,9 +26,17 @@ from kb.verify import verify
 PROMPT = Prompt(
     task="rewrite", system="You rewrite.", user="Rewrite this.", max_tokens=64, num_ctx=2048
 )
+
+
+class Patience(TypedDict):
+    timeout: float
+    retries: int
+    backoff: float
+
+
 # No waiting between retries, and a timeout short enough for a slow reply to trip it.
-FAST = {"timeout": 0.3, "retries": 2, "backoff": 0.0}
-SLOW = {**FAST, "retries": 1}  # each attempt waits out the whole timeout
+FAST = Patience(timeout=0.3, retries=2, backoff=0.0)
+SLOW: Patience = {**FAST, "retries": 1}  # each attempt waits out the whole timeout
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""`kb query` answered by a running daemon: the same output as the command alone, only
-for the same configuration, only for its owner, and never anything but a query."""
+"""`kb query` answered by a running daemon: the search run by the daemon, the results shown
+by the launcher as the command alone shows them, only for the same configuration, only for
+its owner, and never anything but a query."""
 
 from __future__ import annotations
 
@@ -21,11 +22,13 @@ from kb.config import load_config
 from kb.container import Container
 from kb.locations import config_identity
 from kb.query_socket import (
+    Failed,
     Reply,
-    Request,
+    Served,
     ask_daemon,
+    decode_reply,
     parse_request,
-    query_config,
+    query_line,
     serving,
     socket_path,
 )
@@ -34,28 +37,36 @@ FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 
 
 @pytest.mark.parametrize(
-    ("argv", "forwarded", "config"),
+    ("argv", "config", "args"),
     [
-        (["query", "ramen"], True, None),
-        (["-c", "a.toml", "query", "ramen", "--json"], True, "a.toml"),
-        (["--config=b.toml", "query", "x"], True, "b.toml"),
-        (["-v", "query", "x"], False, None),  # its log lines are printed where it runs
-        (["--config", "query", "index"], False, None),  # `query` is the config file here
-        (["index"], False, None),
-        (["ask", "query"], False, None),
-        (["query", "--help"], False, None),
-        (["--unknown", "query", "x"], False, None),
-        (["-c"], False, None),
-        ([], False, None),
+        (["query", "ramen"], None, ["ramen"]),
+        (["-c", "a.toml", "query", "ramen", "--json"], "a.toml", ["ramen", "--json"]),
+        (["--config=b.toml", "query", "x"], "b.toml", ["x"]),
+        (["-c", "query", "query", "x"], "query", ["x"]),
     ],
 )
-def test_only_a_query_goes_to_the_daemon(
-    argv: list[str], forwarded: bool, config: str | None
-) -> None:
-    ok, path = query_config(argv)
-    assert ok is forwarded
-    if forwarded:
-        assert path == (Path(config) if config else None)
+def test_a_query_goes_to_the_daemon(argv: list[str], config: str | None, args: list[str]) -> None:
+    line = query_line(argv)
+    assert line is not None
+    assert line.config == (Path(config) if config else None)
+    assert line.args == tuple(args)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["-v", "query", "x"],  # its log lines are printed where it runs
+        ["--config", "query", "index"],  # `query` is the config file here
+        ["index"],
+        ["ask", "query"],
+        ["query", "--help"],
+        ["--unknown", "query", "x"],
+        ["-c"],
+        [],
+    ],
+)
+def test_nothing_else_goes_to_the_daemon(argv: list[str]) -> None:
+    assert query_line(argv) is None
 
 
 def test_the_identity_follows_the_config_file_and_kbs_environment(tmp_path: Path) -> None:
@@ -75,18 +86,63 @@ def test_the_identity_follows_the_config_file_and_kbs_environment(tmp_path: Path
     "raw",
     [
         b"not json",
-        b'{"argv": "query x", "identity": "i", "columns": 80, "out_color": null, '
-        b'"err_color": null}',
-        b'{"argv": ["query"], "identity": "i", "columns": 10000000, "out_color": null, '
-        b'"err_color": null}',
-        b'{"argv": ["query"], "identity": "i", "columns": 80, "out_color": "\\u001b[31m", '
-        b'"err_color": null}',
+        b'{"argv": "query x", "identity": "i"}',
+        b'{"argv": ["query", 1], "identity": "i"}',
+        b'{"argv": ["query"], "identity": 7}',
         b'{"argv": ["query"]}',
     ],
 )
 def test_a_malformed_request_is_an_error(raw: bytes) -> None:
     with pytest.raises((ValueError, KeyError)):
         parse_request(raw)
+
+
+HIT = {
+    "vault": "v",
+    "path": "a.md",
+    "header_path": ["# A"],
+    "content": "text",
+    "score": 0.5,
+    "similarity": None,
+    "start_line": 1,
+    "end_line": 2,
+    "relevance": 7,
+    "vector_rank": None,
+    "vector_score": None,
+    "text_rank": 1,
+    "text_score": 0.5,
+}
+RESULT = {"hits": [HIT], "mode_used": "text", "warnings": [], "json": False, "explain": True}
+
+
+def test_a_reply_is_rebuilt_as_the_daemon_found_it() -> None:
+    reply = decode_reply(RESULT)
+    assert isinstance(reply, Served) and reply.explain and not reply.as_json
+    assert reply.found.mode_used == "text" and reply.found.hits[0].relevance == 7
+    assert decode_reply({"error": "the index is empty"}) == Failed("the index is empty")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        [],
+        {"refused": "not a query"},
+        {"exit": 0, "out": "", "err": ""},  # what a daemon of an older kb answers
+        {**RESULT, "mode_used": "fuzzy"},
+        {**RESULT, "json": "yes"},
+        {**RESULT, "warnings": [1]},
+        {**RESULT, "hits": [{**HIT, "extra": 1}]},
+        {**RESULT, "hits": [{**HIT, "start_line": "1"}]},
+        {**RESULT, "hits": [{**HIT, "score": True}]},
+        {**RESULT, "hits": [{**HIT, "header_path": "# A"}]},
+        {"error": None},
+    ],
+)
+def test_a_reply_the_launcher_cannot_show_as_the_command_would_is_run_again(
+    answer: object,
+) -> None:
+    with pytest.raises((ValueError, KeyError)):
+        decode_reply(answer)
 
 
 @pytest.fixture
@@ -182,13 +238,7 @@ def _send(path: Path, request: dict[str, object]) -> dict[str, object]:
 
 
 def _request(identity: str, *argv: str) -> dict[str, object]:
-    return {
-        "argv": list(argv),
-        "identity": identity,
-        "columns": 100,
-        "out_color": None,
-        "err_color": None,
-    }
+    return {"argv": list(argv), "identity": identity}
 
 
 def test_the_daemon_runs_nothing_but_a_query_of_its_own_configuration(
@@ -196,12 +246,12 @@ def test_the_daemon_runs_nothing_but_a_query_of_its_own_configuration(
 ) -> None:
     config, env = setup
     identity = config_identity(config, env)
-    calls: list[Request] = []
+    calls: list[tuple[str, ...]] = []
     run = _forwarded(parts)
 
-    def counted(request: Request) -> Reply | None:
-        calls.append(request)
-        return run(request)
+    def counted(args: tuple[str, ...]) -> Reply | None:
+        calls.append(args)
+        return run(args)
 
     with serving(identity, env, counted) as path:
         assert path is not None
@@ -211,12 +261,16 @@ def test_the_daemon_runs_nothing_but_a_query_of_its_own_configuration(
         assert "refused" in _send(path, {"argv": ["query"]})
         assert calls == []
 
-        answer = _send(path, _request(identity, "query", "miso ramen", "--json"))
-        assert answer["exit"] == 0
-        assert json.loads(str(answer["out"]))[0]["path"].endswith("Miso Ramen.md")
+        answer = decode_reply(_send(path, _request(identity, "query", "miso ramen", "--json")))
+        assert isinstance(answer, Served) and answer.as_json
+        assert answer.found.mode_used == "hybrid"
+        assert answer.found.hits[0].path.endswith("Miso Ramen.md")
         reply = ask_daemon(["--config", str(config), "query", "miso ramen"], env)
-        assert reply is not None and reply.exit == 0 and "Miso Ramen" in reply.out
-        assert len(calls) == 2
+        assert isinstance(reply, Served) and not reply.as_json
+        assert reply.found.hits[0].path.endswith("Miso Ramen.md")
+        # A usage error: the launcher runs it, to say so as the command line does.
+        assert "refused" in _send(path, _request(identity, "query", "x", "--mode", "fuzzy"))
+        assert calls == [("miso ramen", "--json"), ("miso ramen",), ("x", "--mode", "fuzzy")]
         # Another override is another configuration: the launcher runs the command itself.
         other = {**env, "KB_LLM_CONCURRENCY": "3"}
         assert ask_daemon(["-c", str(config), "query", "x"], other) is None

@@ -185,9 +185,9 @@ def test_served_embeddings_match_the_original_model(
     reference = json.loads(stack.reference.read_text())
     embedder = make_embedder(small.config.llm)
     texts = list(reference)
-    for text, got in zip(texts, embedder.embed(texts), strict=True):
+    for text, vector in zip(texts, embedder.embed(texts), strict=True):
         want = np.asarray(reference[text])
-        got = np.asarray(got)
+        got = np.asarray(vector)
         cosine = float(got @ want / np.linalg.norm(got) / np.linalg.norm(want))
         assert cosine >= 0.99, (text, cosine)
 

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from conftest import Kb
+from kb.config import SearchMode
 from kb.errors import LLMUnavailable
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
@@ -100,7 +101,7 @@ def test_parse_relevance(answer: str, score: int | None) -> None:
 
 
 @pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
-def test_search_with_reranker_returns_top_k_of_the_judged(indexed: Kb, mode: str) -> None:
+def test_search_with_reranker_returns_top_k_of_the_judged(indexed: Kb, mode: SearchMode) -> None:
     plain = search(
         indexed.store, indexed.embedder, "miso ramen", owner=None, top_k=3, mode=mode
     ).hits

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kb
+from conftest import Kb, similarity
 from kb.errors import KbError
 from kb.query import search
 from kb.store import SearchFilter, SearchHit
@@ -65,12 +65,12 @@ def test_hybrid_fuses_both_lists(indexed: Kb) -> None:
 def test_similarity_and_threshold_mean_the_same_in_every_mode(indexed: Kb, mode: str) -> None:
     # A threshold of -1 keeps every hit; it has text mode embed the query, as any threshold.
     hits = _search(indexed, "postgres upgrade migration", mode=mode, threshold=-1.0)
-    assert hits and all(h.similarity is not None for h in hits)
-    floor = sorted(h.similarity for h in hits)[len(hits) // 2]
+    assert hits
+    floor = sorted(similarity(h) for h in hits)[len(hits) // 2]
     kept = _search(indexed, "postgres upgrade migration", mode=mode, threshold=floor)
-    assert kept and all(h.similarity >= floor for h in kept)
+    assert kept and all(similarity(h) >= floor for h in kept)
     assert {(h.path, h.start_line) for h in kept} == {
-        (h.path, h.start_line) for h in hits if h.similarity >= floor
+        (h.path, h.start_line) for h in hits if similarity(h) >= floor
     }
     if mode == "vector":
         assert all(h.score == pytest.approx(h.similarity) for h in hits)
@@ -184,9 +184,7 @@ def test_text_mode_weighs_a_rare_word_above_a_repeated_common_one(kb: Kb, vault:
 
 
 @pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
-def test_a_path_filter_names_whole_folders_however_written(
-    kb: Kb, vault: Path, mode: str
-) -> None:
+def test_a_path_filter_names_whole_folders_however_written(kb: Kb, vault: Path, mode: str) -> None:
     for folder in ("Docs", "Docs2", "Docs/Sub"):
         (vault / folder).mkdir(exist_ok=True)
         (vault / folder / "pelican.md").write_text(f"# Pelican\n\nA pelican in {folder}.\n")

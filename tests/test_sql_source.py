@@ -113,9 +113,15 @@ def violations(source: str) -> list[str]:
         if not _is_static(node.args[0], names):
             found.append(f"line {node.lineno}: {ast.unparse(node.args[0])[:80]}")
     for node in ast.walk(tree):
+        if not isinstance(node, ast.expr):
+            continue
         text = None
         if isinstance(node, ast.JoinedStr):
-            text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
+            text = "".join(
+                v.value
+                for v in node.values
+                if isinstance(v, ast.Constant) and isinstance(v.value, str)
+            )
         elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             if isinstance(node.left, ast.Constant) and isinstance(node.left.value, str):
                 text = node.left.value

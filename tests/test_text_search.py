@@ -41,9 +41,10 @@ def _exact_bm25(
     space = store.vectors.space()
     assert space is not None
     with store.pool.connection() as conn:
-        words = conn.execute(
+        [parsed] = conn.execute(
             "SELECT tsvector_to_array(to_tsvector('english', %s)) AS w", (text,)
-        ).fetchone()["w"]
+        ).fetchall()
+        words = parsed["w"]
         rows = conn.execute(
             "SELECT c.id, d.path, d.metadata, length(v) AS length, w.lexeme, w.weights"
             "  FROM chunks c JOIN documents d ON d.id = c.document_id,"
@@ -296,8 +297,7 @@ def test_statistics_and_postings_follow_every_write(kb: Kb, vault: Path) -> None
     # A vault that is no longer configured takes its chunks, and their postings, along.
     kb.store.documents.delete_vaults_except([])
     _assert_statistics_exact(kb.store)
-    with kb.store.pool.connection() as conn:
-        left = conn.execute("SELECT count(*) AS n FROM text_postings").fetchone()
+    [left] = rows(kb.store, "SELECT count(*) AS n FROM text_postings")
     assert left["n"] == 0
 
 

@@ -12,6 +12,7 @@ from kb.config import ConfigError, parse_config
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.prompts import voice_prompt
+from kb.services.search import SearchRequest
 from kb.statements import MAX_STATEMENTS, read_statements
 from kb.store import Store
 from kb.voices import NoteHead, note_head, read_voice
@@ -264,3 +265,22 @@ def test_statements_and_paragraphs_together(store: Store, letters: Path) -> None
         LETTER,
     )
     assert [(r["kind"], r["n"]) for r in kinds] == [("paragraph", 2), ("statement", 2)]
+
+
+def test_a_first_person_question_is_embedded_in_the_owner_voice_when_passages_speak_in_it(
+    store: Store, letters: Path
+) -> None:
+    kb = Kb(store, make_config(letters, context={"summaries": "none", "passages": "paragraphs"}))
+    kb.sync()
+    service = kb.search_service()
+    assert service.voiced_index
+    question = SearchRequest("where did I walk", mode="vector", top_k=1)
+    voiced = service.search(question).hits[0]
+    service.voiced_index = False
+    plain = service.search(question).hits[0]
+    # The owner's passage says "Alex Doe walked": the question in the owner's voice is nearer.
+    assert voiced.path == plain.path == JOURNAL
+    assert voiced.similarity is not None and plain.similarity is not None
+    assert voiced.similarity > plain.similarity
+    off = Kb(store, make_config(letters, context={"summaries": "none"}))
+    assert not off.search_service().voiced_index

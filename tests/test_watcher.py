@@ -22,14 +22,14 @@ from watchdog.events import (
     FileSystemEvent,
 )
 
-from kb.config import VaultConfig
+from kb.config import ConflictMode, VaultConfig
 from kb.logfmt import LogfmtFormatter
 from kb.watcher import OVERFLOW_LOGGER, Debouncer, Due, OverflowAlarm, Recorder
 
 ROOT = Path("/vault")
 
 
-def _recorded(*events: FileSystemEvent, conflicts: str = "ignore") -> list[str]:
+def _recorded(*events: FileSystemEvent, conflicts: ConflictMode = "ignore") -> list[str]:
     seen: list[str] = []
     vault = VaultConfig("v", ROOT, ignore=("Templates/**",), conflicts=conflicts)
     recorder = Recorder(vault, lambda name, *keys: seen.extend(keys))

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import Kb, make_config, rows
 from kb.query import search
+from kb.results import SearchMode
 from kb.store import Store
 from kb.when import Period, period_of, question_period
 
@@ -60,10 +61,11 @@ def test_a_dated_question_puts_the_notes_of_its_time_first(store: Store, tmp_pat
         ("Journal/2023-04-02.md", dt.date(2023, 4, 2)),
         ("Swimming.md", dt.date(2023, 3, 20)),
     ]
-    for mode in ("hybrid", "text", "vector"):
+    modes: tuple[SearchMode, ...] = ("hybrid", "text", "vector")
+    for mode in modes:
         hits = search(
             store, kb.embedder, "Swam laps in March 2023", owner=None, top_k=4, mode=mode
-        ).hits  # type: ignore[arg-type]
+        ).hits
         assert {h.path for h in hits[:2]} == {"Journal/2023-03-14.md", "Swimming.md"}, mode
     undated = search(store, kb.embedder, "Swam laps in the lake", owner=None, top_k=4).hits
     assert undated[0].path.startswith("Journal/")

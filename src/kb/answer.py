@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from kb import prompts
 from kb.config import SearchMode
@@ -21,6 +22,9 @@ from kb.fusion import DEFAULT_FUSION, Fusion
 from kb.llm.base import ChatModel, Embedder
 from kb.query import search
 from kb.store import NO_FILTER, NoteInfo, SearchFilter, SearchHit, Store
+
+if TYPE_CHECKING:
+    from kb.rerank import Reranker
 
 # Room for a few cited sentences; a small model that rambles past it is cut off.
 ANSWER_MAX_TOKENS = 320
@@ -234,6 +238,7 @@ class AskOptions:
     fusion: Fusion = DEFAULT_FUSION
     filters: SearchFilter = NO_FILTER
     context_window: int = 8192
+    voiced_index: bool = False  # see kb.query.search
 
 
 def ask(
@@ -244,13 +249,15 @@ def ask(
     *,
     owner: str | None,
     options: AskOptions,
+    reranker: Reranker | None = None,
     on_text: Callable[[str], None] | None = None,
 ) -> Answer:
     """Retrieve passages for `question` and have the chat model answer from them alone.
 
     `owner` set: a first-person question is the owner's (retrieval adds the name, and the
-    model is told which notes are theirs). `on_text` receives the answer as it streams,
-    citations that name no passage already removed.
+    model is told which notes are theirs). With a `reranker`, the passages are the ones the
+    chat model judged best, as `kb query --rerank` lists them. `on_text` receives the answer
+    as it streams, citations that name no passage already removed.
     """
     started = time.perf_counter()
     found = search(
@@ -263,6 +270,8 @@ def ask(
         mode=options.mode,
         fusion=options.fusion,
         filters=options.filters,
+        reranker=reranker,
+        voiced_index=options.voiced_index,
     )
     hits = found.hits
     retrieved = time.perf_counter()

@@ -3,29 +3,28 @@
 from __future__ import annotations
 
 import datetime as dt
-import io
 import json
 import logging
 import os
 import signal
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from kb.config import MAX_ENRICH_CONCURRENCY, MAX_TOP_K, SEARCH_MODES, Config, load_config
-from kb.errors import DatabaseError, KbError
+from kb.errors import EXIT_ERROR, DatabaseError, KbError
 from kb.logfmt import LogfmtFormatter, event
 from kb.redact import redact
+from kb.render import consoles, print_error, print_results, print_warnings
+from kb.render import shown as _shown
 from kb.terminal import printable
 
 # Each command imports what only it needs: `kb --help` and `kb query` load no Markdown
@@ -37,8 +36,10 @@ if TYPE_CHECKING:
     from kb.container import Container
     from kb.enrich import EnrichReport
     from kb.indexer import SyncReport
-    from kb.query_socket import ColorSystem, Reply, Request, Runner
-    from kb.store import QueueStatus, SearchFilter, SearchHit
+    from kb.query_socket import Reply, Runner
+    from kb.services.search import SearchRequest
+    from kb.services.status import StatusReport
+    from kb.store import QueueStatus, SearchFilter
 
 # Dates on the command line: a day, or a day and a time (local unless an offset is given).
 _DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]
@@ -94,51 +95,17 @@ app = typer.Typer(
 )
 
 
-@dataclass(frozen=True)
-class _Terminal:
-    """Where a command prints: this process's stdout and stderr, or the buffers of a query
-    a daemon runs for a `kb` launcher (see kb.query_socket)."""
-
-    out: Console
-    err: Console
-
-    @classmethod
-    def of(
-        cls,
-        out: TextIO | None = None,
-        err: TextIO | None = None,
-        *,
-        width: int | None = None,
-        out_color: ColorSystem | None = None,
-        err_color: ColorSystem | None = None,
-    ) -> _Terminal:
-        # Note text is shown as written: no `:emoji:` codes, no highlighting of numbers or
-        # URLs. Buffers get the launcher's terminal width and colours; streams find theirs.
-        common: dict[str, Any] = {"emoji": False, "highlight": False, "width": width}
-        if out is None or err is None:
-            return cls(Console(**common), Console(stderr=True, soft_wrap=True, **common))
-        return cls(
-            Console(file=out, force_terminal=out_color is not None, color_system=out_color,
-                    **common),
-            Console(file=err, force_terminal=err_color is not None, color_system=err_color,
-                    soft_wrap=True, **common),
-        )  # fmt: skip
-
-
-_STDIO = _Terminal.of()
-# Set only in a thread that runs a forwarded query; every other thread prints to _STDIO.
-_terminal: ContextVar[_Terminal | None] = ContextVar("kb_terminal", default=None)
+_OUT, _ERR = consoles()
 
 
 def _out() -> Console:
-    return (_terminal.get() or _STDIO).out
+    return _OUT
 
 
 def _err() -> Console:
-    return (_terminal.get() or _STDIO).err
+    return _ERR
 
 
-EXIT_ERROR = 1
 EXIT_FILES_FAILED = 3
 EXIT_OUT_OF_SYNC = 4
 
@@ -149,8 +116,6 @@ class _Options:
 
     config: Path | None = None
     verbose: bool = False
-    # The daemon's parts, when it runs a query for a `kb` launcher.
-    served: Container | None = None
 
 
 @app.callback()
@@ -168,13 +133,7 @@ def main(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log more.")] = False,
 ) -> None:
-    served = ctx.obj.served if isinstance(ctx.obj, _Options) else None
-    ctx.obj = _Options(config, verbose, served)
-
-
-def _shown(text: str) -> str:
-    """Text from a note, a path or an error, safe to print in Rich markup on a terminal."""
-    return escape(printable(redact(text)))
+    ctx.obj = _Options(config, verbose)
 
 
 class _SafeLog(logging.Filter):
@@ -205,7 +164,7 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _fail(message: str) -> typer.Exit:
-    _err().print(f"[bold red]error:[/] {_shown(message)}")
+    print_error(_err(), message)
     return typer.Exit(EXIT_ERROR)
 
 
@@ -221,9 +180,6 @@ def _session(ctx: typer.Context) -> Iterator[Container]:
     options: _Options = ctx.obj
     config: Config | None = None
     try:
-        if options.served is not None:
-            yield options.served
-            return
         _setup_logging(options.verbose)
         config = load_config(options.config)
         with Container.open(config) as parts:
@@ -317,21 +273,32 @@ def _exit_code(report: SyncReport, enriched: EnrichReport | None) -> None:
 def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
     """Say what is queued for enrichment and when it should be done; with `wait`, see it
     done (here, or by the running workers) and report what failed."""
+    from kb.services import indexing
+
     queue = parts.store.queue
-    status = queue.status()
-    if not status.items:
+    backlog = indexing.backlog(queue)
+    if backlog is None:
         return None
-    workers = [w for w in queue.workers() if w["alive"]]
-    _err().print(_queue_line(status, len(workers)))
+    _err().print(_queue_line(backlog.queue, backlog.workers))
     if not wait:
-        if not workers:
+        if not backlog.workers:
             _err().print(
                 "  they are searchable now; `kb index --wait`, `kb worker` or `kb daemon` "
                 "writes their LLM context"
             )
         return None
-    report = _wait_for_enrichment(parts, status.items)
-    left = queue.status()
+    with _progress() as progress:
+        task = progress.add_task("enriching", total=backlog.queue.items, stats="")
+
+        def show(report: EnrichReport, left: QueueStatus) -> None:
+            # Notes queued meanwhile (a daemon indexing edits) join the total.
+            total = max(progress.tasks[task].total or 0, report.done + left.items)
+            eta = f" · ETA {_duration(left.eta_seconds)}" if left.eta_seconds else ""
+            stats = f"LLM calls {report.llm_calls} · failing {left.failing}{eta}"
+            progress.update(task, total=total, completed=total - left.items, stats=stats)
+
+        enriched = indexing.finish(queue, parts.drain, show)
+    report, left = enriched.report, enriched.left
     if report.done:
         _err().print(
             f"enriched {report.done} notes here: {report.llm_calls} LLM calls, "
@@ -348,46 +315,7 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
             f"  failing: {_shown(f.vault)}/{_shown(f.path)}: {_shown(f.error)}"
             f" ({f.attempts} attempts)"
         )
-    report.failed = left.failing
     return report
-
-
-def _wait_for_enrichment(parts: Container, queued: int) -> EnrichReport:
-    """Enrich here while no worker runs; watch the workers while some do. Returns once the
-    queue is empty, or holds only notes that cannot be enriched now (failing ones waiting
-    for their retry, ones leased by a worker that died)."""
-    from kb.enrich import Attempt, EnrichReport
-
-    report = EnrichReport()
-    adding = threading.Lock()  # the drain's slots report from their own threads
-    queue = parts.store.queue
-    with _progress() as progress:
-        task = progress.add_task("enriching", total=queued, stats="")
-
-        def show() -> QueueStatus:
-            left = queue.status()
-            # Notes queued meanwhile (a daemon indexing edits) join the total.
-            total = max(progress.tasks[task].total or 0, report.done + left.items)
-            eta = f" · ETA {_duration(left.eta_seconds)}" if left.eta_seconds else ""
-            stats = f"LLM calls {report.llm_calls} · failing {left.failing}{eta}"
-            progress.update(task, total=total, completed=total - left.items, stats=stats)
-            return left
-
-        def on_attempt(attempt: Attempt) -> None:
-            with adding:
-                report.add(attempt)
-            show()
-
-        while True:
-            if any(w["alive"] for w in queue.workers()):
-                left = show()
-                if not left.items or (left.items == left.failing and not left.in_progress):
-                    return report
-                time.sleep(1.0)
-                continue
-            parts.drain(on_attempt=on_attempt)
-            if not show().items or not queue.waiting():
-                return report
 
 
 def _queue_line(status: QueueStatus, workers: int) -> str:
@@ -500,86 +428,77 @@ def query(
     no_owner: NoOwner = False,
 ) -> None:
     """Search the index; prints the raw chunks, best first."""
-    from kb.query import search
+    call = _query_call(
+        text=text,
+        top_k=top_k,
+        threshold=threshold,
+        path=path,
+        tag=tag,
+        after=after,
+        before=before,
+        mode=mode,
+        rerank=rerank,
+        as_json=as_json,
+        explain=explain,
+        no_owner=no_owner,
+    )
+    with _session(ctx) as parts:
+        found = parts.search_service().search(call.request)
+    print_results(_out(), _err(), found, as_json=call.as_json, explain=call.explain)
+
+
+@dataclass(frozen=True)
+class _QueryCall:
+    """A `kb query` command line, read: the search it asks for, and how to show what it finds."""
+
+    request: SearchRequest
+    as_json: bool
+    explain: bool
+
+
+def _query_call(
+    *,
+    text: str,
+    top_k: int | None,
+    threshold: float | None,
+    path: str | None,
+    tag: Sequence[str] | None,
+    after: dt.datetime | None,
+    before: dt.datetime | None,
+    mode: str | None,
+    rerank: bool | None,
+    as_json: bool,
+    explain: bool,
+    no_owner: bool,
+) -> _QueryCall:
+    """`kb query`'s options as a request (they are read here, wherever the search runs: in
+    this process, or in a daemon answering a launcher)."""
+    from kb.services.search import SearchRequest
 
     if mode is not None and mode not in SEARCH_MODES:
         raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
-    with _session(ctx) as parts:
-        cfg = parts.config
-        owner = None if no_owner or not cfg.query.owner_in_first_person else cfg.owner_name
-        reranker = parts.reranker() if (cfg.query.rerank if rerank is None else rerank) else None
-        found = search(
-            parts.store,
-            parts.embedder,
-            text,
-            owner=owner,
-            top_k=top_k or cfg.query.top_k,
-            threshold=threshold,
-            mode=mode or cfg.query.mode,
-            fusion=cfg.query.fusion,
-            filters=_filters(path, tag, after, before),
-            reranker=reranker,
-        )
-    _warn(found.warnings)
-    hits = found.hits
-    if as_json:
-        # Each hit says which lists found it: "text" when a hybrid search had no embedder.
-        shown = [{**asdict(h), "mode_used": found.mode_used} for h in hits]
-        _out().file.write(json.dumps(shown, ensure_ascii=False, indent=2))
-        _out().file.write("\n")
-        return
-    if not hits:
-        _err().print("no matching chunks")
-        return
-    for rank, hit in enumerate(hits, 1):
-        headers = " > ".join(hit.header_path)
-        _out().rule(
-            f"[bold]{rank}. {_shown(hit.vault)}/{_shown(hit.path)}[/]"
-            f":{hit.start_line}-{hit.end_line}  {_measure(hit)}"
-            + (f"  relevance {hit.relevance}/10" if hit.relevance is not None else ""),
-            align="left",
-        )
-        if headers:
-            _out().print(f"[dim]{_shown(headers)}[/]")
-        if explain:
-            _out().print(f"[dim]{_explanation(hit)}[/]")
-        # The raw chunk, exactly, but for control characters (shown as escapes).
-        _out().print(escape(printable(hit.content)))
-        _out().print()
-
-
-def _warn(warnings: tuple[str, ...]) -> None:
-    for warning in warnings:
-        _err().print(f"[bold yellow]warning:[/] {_shown(warning)}")
-
-
-def _measure(hit: SearchHit) -> str:
-    """What a hit scored: its cosine similarity, or its BM25 score when the query was not
-    embedded."""
-    if hit.similarity is not None:
-        return f"similarity {hit.similarity:.3f}"
-    return f"BM25 {hit.score:.3f}"
+    request = SearchRequest(
+        text,
+        top_k=top_k,
+        mode=mode,
+        threshold=threshold,
+        filters=_filters(path, tag, after, before),
+        rerank=rerank,
+        owner=not no_owner,
+    )
+    return _QueryCall(request, as_json=as_json, explain=explain)
 
 
 def _filters(
-    path: str | None, tag: list[str] | None, after: dt.datetime | None, before: dt.datetime | None
+    path: str | None,
+    tag: Sequence[str] | None,
+    after: dt.datetime | None,
+    before: dt.datetime | None,
 ) -> SearchFilter:
     from kb.store import SearchFilter
 
     return SearchFilter(
         path_prefix=path, tags=tuple(tag or ()), modified_after=after, modified_before=before
-    )
-
-
-def _explanation(hit: SearchHit) -> str:
-    """Why a hit is where it is: its place and score in each list, and the fused score."""
-
-    def place(rank: int | None, score: float | None, what: str) -> str:
-        return f"{what} #{rank} ({score:.3f})" if rank is not None else f"{what} -"
-
-    return (
-        f"{place(hit.vector_rank, hit.vector_score, 'vector')}  "
-        f"{place(hit.text_rank, hit.text_score, 'text BM25')}  score {hit.score:.4f}"
     )
 
 
@@ -604,33 +523,22 @@ def ask_command(
     no_owner: NoOwner = False,
 ) -> None:
     """Answer a question from your notes, citing the passages it used."""
-    from kb.answer import AskOptions, ask
+    from kb.services.search import SearchRequest
+
+    request = SearchRequest(
+        question,
+        top_k=top_k,
+        threshold=threshold,
+        filters=_filters(path, tag, after, before),
+        owner=not no_owner,
+    )
+
+    def show(text: str) -> None:
+        _out().print(printable(text), end="", markup=False, highlight=False, soft_wrap=True)
 
     with _session(ctx) as parts:
-        cfg = parts.config
-        owner = None if no_owner or not cfg.query.owner_in_first_person else cfg.owner_name
-        options = AskOptions(
-            top_k=top_k or cfg.query.top_k,
-            threshold=threshold,
-            mode=cfg.query.mode,
-            fusion=cfg.query.fusion,
-            filters=_filters(path, tag, after, before),
-            context_window=cfg.llm.context_window,
-        )
-
-        def show(text: str) -> None:
-            _out().print(printable(text), end="", markup=False, highlight=False, soft_wrap=True)
-
-        answer = ask(
-            parts.store,
-            parts.embedder,
-            parts.chat,
-            question,
-            owner=owner,
-            options=options,
-            on_text=None if as_json else show,
-        )
-    _warn(answer.warnings)
+        answer = parts.search_service().ask(request, on_text=None if as_json else show)
+    print_warnings(_err(), answer.warnings)
     if as_json:
         _out().file.write(json.dumps(answer_json(answer), ensure_ascii=False, indent=2) + "\n")
         return
@@ -714,61 +622,41 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """What the index holds, which models made it, and what failed."""
-    from kb.llm import embed_profile
+    from kb.services.status import status_report
 
     with _session(ctx) as parts:
-        cfg, store = parts.config, parts.store
-        report = store.state.status()
-        location = (cfg.database_url and redact(cfg.database_url)) or (
-            f"embedded PostgreSQL in {cfg.data_dir / 'pgdata'}"
-        )
-        daemons = store.daemons.list()
-        last_reconcile = store.state.get("last_reconcile")
-        queue = store.queue.status()
-        workers = store.queue.workers()
-    data = {
-        "database": location,
-        **asdict(report),
-        "daemons": daemons,
-        "last_reconcile": last_reconcile,
-        "enrichment": {**asdict(queue), "workers": workers},
-        "configured": {
-            "chat_model": cfg.llm.chat_model,
-            "embed_model": cfg.llm.embed_model,
-            "embed_profile": asdict(embed_profile(cfg.llm)),
-            "provider": cfg.llm.provider,
-        },
-    }
+        status = status_report(parts.config, parts.store)
     if as_json:
-        text = json.dumps(_redacted(data), ensure_ascii=False, indent=2, default=str)
+        text = json.dumps(status.as_json(), ensure_ascii=False, indent=2, default=str)
         _out().file.write(text + "\n")
         return
-    _out().print(f"database     {_shown(location)}")
+    report = status.index
+    _out().print(f"database     {_shown(status.database)}")
     _out().print(f"documents    {report.documents}")
     _out().print(f"chunks       {report.chunks} ({report.embedded} embedded)")
     _out().print(
         f"embeddings   {report.embed_model or '-'} ({report.dimensions or '-'} dimensions)"
     )
-    profile = embed_profile(cfg.llm)
     share = report.cut / report.chunks if report.chunks else 0.0
     _out().print(
-        f"embedder     reads {profile.window} tokens; {report.cut} chunks ({share:.0%}) have a "
-        "full context longer than that, embedded cut"
+        f"embedder     reads {status.configured.embed_profile.window} tokens; {report.cut} "
+        f"chunks ({share:.0%}) have a full context longer than that, embedded cut"
     )
     models = ", ".join(f"{m} ({n} chunks)" for m, n in report.chat_models.items()) or "-"
     _out().print(f"chat models  {_shown(models)}")
     fallbacks = ", ".join(f"{n} {task.replace('_', ' ')}" for task, n in report.fallbacks.items())
     _out().print(f"fallbacks    {fallbacks or 'none'}")
     last = report.last_sync
-    _out().print(f"last sync    {last['at'] if last else 'never'}")
+    _out().print(f"last sync    {last.at if last else 'never'}")
     _out().print(f"failed files {len(report.failures)}")
     for f in report.failures:
-        _out().print(f"  {_shown(f['vault'])}/{_shown(f['path'])}: {_shown(f['error'])}")
-    _print_daemons(daemons, last_reconcile)
-    _print_enrichment(queue, workers)
+        _out().print(f"  {_shown(f.vault)}/{_shown(f.path)}: {_shown(f.error)}")
+    _print_daemons(status)
+    _print_enrichment(status)
 
 
-def _print_enrichment(queue: QueueStatus, workers: list[dict]) -> None:
+def _print_enrichment(status: StatusReport) -> None:
+    queue = status.queue
     rate = f"{queue.rate * 60:.1f} notes/min" if queue.rate else "no recent rate"
     _out().print(
         f"enrichment   {queue.items} notes queued, {queue.in_progress} in progress, "
@@ -780,60 +668,47 @@ def _print_enrichment(queue: QueueStatus, workers: list[dict]) -> None:
             f"  failing: {_shown(f.vault)}/{_shown(f.path)}: {_shown(f.error)}"
             f" ({f.attempts} attempts)"
         )
-    alive = [w for w in workers if w["alive"]]
+    alive = status.running_workers
     _out().print(f"workers      {len(alive) or 'none'} running")
     for w in alive:
         _out().print(
-            f"  {_shown(w['host'])} (pid {w['pid']}): {w['in_hand']} of {w['concurrency']} "
-            f"notes in hand, heartbeat {w['heartbeat_age']:.0f}s ago"
+            f"  {_shown(w.host)} (pid {w.pid}): {w.in_hand} of {w.concurrency} "
+            f"notes in hand, heartbeat {w.heartbeat_age:.0f}s ago"
         )
-        if w["last_error"]:
-            _out().print(f"  last error: {_shown(w['last_error'])}")
-
-
-def _redacted(value: object) -> object:
-    """Every string in a JSON-able structure redacted (errors may quote a URL)."""
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, dict):
-        return {k: _redacted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_redacted(v) for v in value]
-    return value
+        if w.last_error:
+            _out().print(f"  last error: {_shown(w.last_error)}")
 
 
 # -- the daemon ----------------------------------------------------------------------------------
 
 
-def _print_daemons(daemons: list[dict], last_reconcile: dict | None) -> None:
-    alive = [d for d in daemons if d["alive"]]
-    writer = next((d for d in alive if d["role"] == "writer"), None)
+def _print_daemons(status: StatusReport) -> None:
+    writer = status.writer
     if writer:
         _out().print(
-            f"daemon       running on {_shown(writer['host'])} (pid {writer['pid']}), "
-            f"{_shown(writer['activity'])}, {writer['queue_length']} paths queued, "
-            f"heartbeat {writer['heartbeat_age']:.0f}s ago"
+            f"daemon       running on {_shown(writer.host)} (pid {writer.pid}), "
+            f"{_shown(writer.activity)}, {writer.queue_length} paths queued, "
+            f"heartbeat {writer.heartbeat_age:.0f}s ago"
         )
     else:
         _out().print("daemon       not running")
-    for d in daemons:
+    for d in status.daemons:
         if d is writer:
             continue
-        state = "standby" if d["alive"] and d["role"] == "standby" else "dead"
-        if d["alive"] and d["role"] != "standby":
-            state = _shown(d["activity"])
+        state = "standby" if d.alive and d.role == "standby" else "dead"
+        if d.alive and d.role != "standby":
+            state = _shown(d.activity)
         _out().print(
-            f"  {state}: {_shown(d['host'])} (pid {d['pid']}), "
-            f"heartbeat {d['heartbeat_age']:.0f}s ago"
+            f"  {state}: {_shown(d.host)} (pid {d.pid}), heartbeat {d.heartbeat_age:.0f}s ago"
         )
-    for d in daemons:
-        if d["alive"] and d["last_error"]:
-            _out().print(f"  last error: {_shown(d['last_error'])}")
-    if last_reconcile:
+    for d in status.daemons:
+        if d.alive and d.last_error:
+            _out().print(f"  last error: {_shown(d.last_error)}")
+    last = status.last_reconcile
+    if last:
         _out().print(
-            f"reconciled   {last_reconcile['at']} ({_shown(last_reconcile['reason'])}): "
-            f"{last_reconcile['files']} files, {last_reconcile['indexed']} indexed, "
-            f"{last_reconcile['deleted']} deleted, {last_reconcile['failed']} failed"
+            f"reconciled   {last.at} ({_shown(last.reason)}): {last.files} files, "
+            f"{last.indexed} indexed, {last.deleted} deleted, {last.failed} failed"
         )
     else:
         _out().print("reconciled   never")
@@ -902,32 +777,30 @@ def worker_command(
 
 
 def _forwarded(parts: Container) -> Runner:
-    """How the daemon runs a launcher's `kb query`: the same command, with the daemon's
-    parts, printing into buffers as the launcher's terminal would show it."""
-    from kb.query_socket import Reply
+    """How the daemon answers a launcher's `kb query`: the query's arguments read with the
+    command's own options, the search run by the search service; the launcher shows what it
+    finds (kb.render) as the command would."""
+    import psycopg
 
-    command = typer.main.get_command(app)
+    from kb.query_socket import Failed, Served
 
-    def run(request: Request) -> Reply | None:
-        out, err = io.StringIO(), io.StringIO()
-        shown = _Terminal.of(
-            out, err, width=request.columns, out_color=request.out_color,
-            err_color=request.err_color,
-        )  # fmt: skip
-        token = _terminal.set(shown)
+    query_command = typer.main.get_group(app).commands["query"]
+    searches = parts.search_service()
+
+    def run(args: tuple[str, ...]) -> Reply | None:
         try:
-            code = command.main(
-                args=list(request.argv),
-                prog_name="kb",
-                standalone_mode=False,
-                obj=_Options(served=parts),
-            )
-        except (typer.TyperException, typer.Abort):
+            with query_command.make_context("kb query", list(args)) as read:
+                call = _query_call(**read.params)
+        except (typer.TyperException, typer.Exit, typer.Abort):
             return None  # the launcher shows usage errors as the command line does
-        finally:
-            _terminal.reset(token)
-        code = code if isinstance(code, int) else 0
-        return Reply(exit=code, out=out.getvalue(), err=err.getvalue())
+        try:
+            found = searches.search(call.request)
+        except (DatabaseError, psycopg.Error):
+            # The launcher runs it, and says what failed as the command says it alone.
+            return None
+        except KbError as exc:
+            return Failed(str(exc))
+        return Served(found, as_json=call.as_json, explain=call.explain)
 
     return run
 

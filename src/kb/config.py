@@ -21,6 +21,7 @@ import pathspec
 from kb.errors import ConfigError
 from kb.fusion import FUSION_METHODS, Fusion
 from kb.locations import default_data_dir, find_config_file
+from kb.results import SEARCH_MODES, SearchMode
 
 DEFAULT_OLLAMA_HOST = "http://localhost:11434"
 Provider = Literal["ollama", "openai", "fake"]
@@ -119,6 +120,11 @@ class ContextConfig:
         """Whether the chat model is asked for this output: only at the "llm" level."""
         return self.summaries == "llm" and output in self.writes
 
+    def voiced_passages(self) -> bool:
+        """Whether the index's passages say a writer's name where a note said "I": the
+        paragraphs in their writer's voice, and the statements."""
+        return self.passages != "none" or self.asks("statements")
+
     def names_writers(self) -> bool:
         """Whether the model names the writer of each note outside the owner's folders: for
         the paragraphs that speak in the writer's voice, and for the statements, which name
@@ -147,9 +153,6 @@ class LLMConfig:
     embed_window: int | None = None
 
 
-# How `kb query` ranks: by embedding, by full-text match, or both fused by rank.
-SearchMode = Literal["vector", "text", "hybrid"]
-SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
 # The most chunks one search returns: far more than anyone reads, and each list reads that
 # deep, so a number past it only makes the database work (or overflow its integers).
 MAX_TOP_K = 1000

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from kb.enrich import Attempt, Enricher, EnrichReport
     from kb.indexer import FileEvent, Indexer, SyncReport
     from kb.rerank import Reranker
+    from kb.services.search import SearchService
     from kb.worker import Worker
 
 
@@ -163,10 +164,36 @@ class Container:
             concurrency=self.config.llm.concurrency,
         )
 
-    def daemon(self, *, stop: threading.Event | None = None, **options: Any) -> Daemon:
+    def search_service(self) -> SearchService:
+        """Searches and questions with this config's `[query]` settings, for every face."""
+        from kb.services.search import SearchService
+
+        return SearchService(
+            self.store,
+            self.embedder,
+            self.config.query,
+            owner_name=self.config.owner_name,
+            context_window=self.config.llm.context_window,
+            chat=lambda: self.chat,
+            reranker=self.reranker,
+            voiced_index=self.config.context.voiced_passages(),
+        )
+
+    def daemon(
+        self, *, stop: threading.Event | None = None, daemon_id: str | None = None
+    ) -> Daemon:
+        """A daemon over this config's store, given the builders of its indexer and its
+        enrichment worker (not the container: the daemon sits below it)."""
         from kb.daemon import Daemon
 
-        return Daemon(self, stop=stop, **options)
+        return Daemon(
+            self.config,
+            self.store,
+            indexer=self.indexer,
+            worker=self.worker,
+            stop=stop,
+            daemon_id=daemon_id,
+        )
 
     def close(self) -> None:
         self.store.close()

@@ -30,21 +30,21 @@ import socket
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import psycopg
 
+from kb.config import Config
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, LockLost
-from kb.indexer import FileEvent, SyncReport
+from kb.indexer import FileEvent, Indexer, SyncReport
 from kb.logfmt import event
 from kb.notes import Scope
+from kb.store import Reconciliation, Store
 from kb.store.lock import DaemonBeat, Role, WriterLock
 from kb.watcher import Debouncer, Due, OverflowAlarm, Watcher
-
-if TYPE_CHECKING:
-    from kb.container import Container
+from kb.worker import Worker
 
 log = logging.getLogger(__name__)
 
@@ -64,17 +64,35 @@ MAX_BACKOFF = 300.0
 UNREADABLE_RETRY = 5.0
 
 
+class IndexerFactory(Protocol):
+    """Builds the indexer the daemon writes with, its hooks bound to the daemon (which
+    exists only once the indexer is asked for)."""
+
+    def __call__(
+        self, *, on_event: Callable[[FileEvent], None], checkpoint: Callable[[], None]
+    ) -> Indexer: ...
+
+
+class WorkerFactory(Protocol):
+    """Builds the background enrichment worker, stopped with the daemon."""
+
+    def __call__(self, *, stop: threading.Event) -> Worker: ...
+
+
 class Daemon:
     def __init__(
         self,
-        parts: Container,
+        config: Config,
+        store: Store,
         *,
+        indexer: IndexerFactory,
+        worker: WorkerFactory,
         stop: threading.Event | None = None,
         daemon_id: str | None = None,
     ) -> None:
-        self.config = parts.config
-        self.settings = parts.config.daemon
-        self.store = parts.store
+        self.config = config
+        self.settings = config.daemon
+        self.store = store
         self.stop_event = stop or threading.Event()
         self.host = socket.gethostname()
         self.id = daemon_id or f"{self.host}:{os.getpid()}"
@@ -87,15 +105,15 @@ class Daemon:
             max_pending=self.settings.max_pending,
             on_overflow=lambda: self.request_reconcile("too many pending changes"),
         )
-        self.indexer = parts.indexer(on_event=self._file_event, checkpoint=self._checkpoint)
-        enrich = parts.config.enrich
+        self.indexer = indexer(on_event=self._file_event, checkpoint=self._checkpoint)
+        enrich = config.enrich
         self.enrichment = (
-            parts.worker(stop=self.stop_event)
+            worker(stop=self.stop_event)
             if enrich.enabled and enrich.in_daemon and self.indexer.enrich
             else None
         )
         self._enriching: threading.Thread | None = None
-        self.lock = WriterLock(parts.store.url)
+        self.lock = WriterLock(store.url)
         self._writable = threading.Event()
         self._reasons: set[str] = set()
         self._reasons_lock = threading.Lock()
@@ -434,14 +452,13 @@ class Daemon:
         seconds = round(time.monotonic() - started, 3)
         self._readable_again({v.name for v in vaults})
         event(log, "reconciliation done", reason=reason, seconds=seconds, **_counts(report))
-        self.store.state.set(
-            "last_reconcile",
-            {
-                "at": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
-                "reason": reason,
-                "seconds": seconds,
+        self.store.state.reconciled(
+            Reconciliation(
+                at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+                reason=reason,
+                seconds=seconds,
                 **_counts(report),
-            },
+            )
         )
 
     def _readable_again(self, reconciled: set[str]) -> None:

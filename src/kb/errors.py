@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# The exit status of a command stopped by a KbError, wherever the command ran (a `kb query` a
+# daemon answered exits with it in the launcher).
+EXIT_ERROR = 1
+
 
 class KbError(Exception):
     """An error whose message is fit to print as the whole story."""

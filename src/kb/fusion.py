@@ -61,9 +61,10 @@ class Fusion:
 
     The default is the best mean recall@5 over docs-rag, personal-dev and the example vault,
     with two embedders (MiniLM and e5) at two context levels, among the fusions whose worst
-    loss against the better single list stays within 0.015 on the larger sets (README,
-    "Retrieval quality"). Equal-weight RRF lost up to 0.25 there: a small embedder's list is
-    weak on conversational notes, and by rank alone its guesses count as much as BM25's.
+    loss against the better single list stays within 0.015 on the larger sets
+    (docs/retrieval.md, "Choosing the fusion"). Equal-weight RRF lost up to 0.25 there: a
+    small embedder's list is weak on conversational notes, and by rank alone its guesses
+    count as much as BM25's.
     """
 
     method: FusionMethod = "dbsf"

@@ -1,12 +1,15 @@
-"""The `kb` command: a `kb query` that a running daemon can answer goes to it (see
-kb.query_socket); everything else, and any query it cannot answer, runs here."""
+"""The `kb` command: a `kb query` that a running daemon can answer goes to it, and its
+results are shown here as the command shows them (see kb.query_socket); everything else,
+and any query the daemon does not answer, runs here."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from kb.query_socket import ask_daemon
+from kb.errors import EXIT_ERROR
+from kb.query_socket import Failed, Reply, Served, ask_daemon
+from kb.results import hits_json
 
 
 def main() -> None:
@@ -17,10 +20,25 @@ def main() -> None:
         app(prog_name="kb")
         return
     try:
-        sys.stdout.write(reply.out)
+        _show(reply)
         sys.stdout.flush()
     except BrokenPipeError:
         # `kb query … | head`: the reader has all it wanted.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    sys.stderr.write(reply.err)
-    sys.exit(reply.exit)
+    if isinstance(reply, Failed):
+        sys.exit(EXIT_ERROR)
+
+
+def _show(reply: Reply) -> None:
+    if isinstance(reply, Served) and reply.as_json and not reply.found.warnings:
+        # What a script reads, written without loading the terminal library (the most
+        # of what is left of a query's time).
+        sys.stdout.write(hits_json(reply.found))
+        return
+    from kb.render import consoles, print_error, print_results
+
+    out, err = consoles()
+    if isinstance(reply, Failed):
+        print_error(err, reply.error)
+    else:
+        print_results(out, err, reply.found, as_json=reply.as_json, explain=reply.explain)

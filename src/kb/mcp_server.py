@@ -27,15 +27,17 @@ from pydantic import Field
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kb import answer as answer_mod
-from kb import query as query_mod
-from kb.config import SearchMode, VaultConfig
+from kb.answer import Answer, note_date
+from kb.config import Config, SearchMode, VaultConfig
 from kb.container import Container
 from kb.errors import KbError, NoteError
 from kb.mcp_arguments import ArgumentCheckedServer, Name, Offset, PathText, Text, path_text
 from kb.notes import inside_vault, is_note, read_note
 from kb.parsing import decode
-from kb.store import NoteInfo, SearchFilter
+from kb.results import SearchResult
+from kb.services.search import SearchRequest, SearchService
+from kb.services.status import status_report
+from kb.store import NoteInfo, SearchFilter, Store
 
 Transport = Literal["stdio", "http"]
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -164,35 +166,36 @@ def _as_tool_error() -> Iterator[None]:
 
 
 def build_server(parts: Container) -> MCPServer:
-    """An MCP server over kb's parts; every tool only reads."""
-    config, store = parts.config, parts.store
-    vaults = Vaults(config.vaults)
-    owner = config.owner_name if config.query.owner_in_first_person else None
+    """An MCP server over kb's parts; every tool only reads, and each is a thin call into
+    the part that does the work."""
     server = ArgumentCheckedServer(
         "kb", instructions=_INSTRUCTIONS, version=version("kb"), log_level="WARNING"
     )
+    searches = parts.search_service()
+    vaults = Vaults(parts.config.vaults)
+    _add_search(server, searches)
+    _add_get_note(server, vaults)
+    _add_list_notes(server, parts.store)
+    _add_status(server, parts.config, parts.store)
+    _add_ask(server, searches)
+    _add_notes_as_resources(server, vaults)
+    return server
 
-    def filters(
-        path_prefix: str | None,
-        tags: list[str] | None,
-        after: dt.date | None,
-        before: dt.date | None,
-    ) -> SearchFilter:
-        return SearchFilter(
-            path_prefix=path_prefix or None,
-            tags=tuple(tags or ()),
-            modified_after=_midnight(after),
-            modified_before=_midnight(before),
-        )
 
+def _add_search(server: MCPServer, searches: SearchService) -> None:
     @server.tool(annotations=_READ_ONLY, description=_SEARCH)
     def search(
         query: Annotated[Text, Field(description="What to look for, in plain words.")],
         mode: Annotated[
-            Literal["hybrid", "vector", "text"],
-            Field(description="hybrid (meaning and words), vector (meaning) or text (words)."),
-        ] = "hybrid",
-        top_k: Annotated[int, Field(ge=1, le=50, description="How many passages.")] = 5,
+            Literal["hybrid", "vector", "text"] | None,
+            Field(
+                description="hybrid (meaning and words), vector (meaning) or text (words); "
+                "by default the one kb is configured with."
+            ),
+        ] = None,
+        top_k: Annotated[
+            int | None, Field(ge=1, le=50, description="How many passages (default 5).")
+        ] = None,
         path_prefix: Annotated[PathText | None, Field(description=_PATH_PREFIX)] = None,
         tags: Annotated[
             list[Text] | None,
@@ -204,19 +207,71 @@ def build_server(parts: Container) -> MCPServer:
         before: Annotated[
             dt.date | None, Field(description="Only notes modified before this day.")
         ] = None,
-    ) -> query_mod.SearchResult:
+    ) -> SearchResult:
+        request = SearchRequest(
+            query, top_k=top_k, mode=mode, filters=_filters(path_prefix, tags, after, before)
+        )
         with _as_tool_error():
-            return query_mod.search(
-                store,
-                parts.embedder,
-                query,
-                owner=owner,
-                top_k=top_k,
-                mode=mode,
-                fusion=config.query.fusion,
-                filters=filters(path_prefix, tags, after, before),
-            )
+            return searches.search(request)
 
+
+def _add_ask(server: MCPServer, searches: SearchService) -> None:
+    @server.tool(annotations=_READ_ONLY, description=_ASK)
+    def ask(
+        question: Annotated[Text, Field(description="The question, in plain words.")],
+        top_k: Annotated[
+            int | None, Field(ge=1, le=20, description="How many passages to read (default 5).")
+        ] = None,
+        path_prefix: Annotated[PathText | None, Field(description=_PATH_PREFIX)] = None,
+        tags: Annotated[
+            list[Text] | None, Field(description="Only notes with all these tags.")
+        ] = None,
+    ) -> AskResult:
+        request = SearchRequest(question, top_k=top_k, filters=_filters(path_prefix, tags))
+        with _as_tool_error():
+            return _ask_result(searches.ask(request))
+
+
+def _ask_result(answer: Answer) -> AskResult:
+    sources = [
+        AnswerSource(
+            s.number,
+            s.hit.vault,
+            s.hit.path,
+            s.hit.header_path,
+            s.hit.start_line,
+            s.hit.end_line,
+            s.date,
+            s.hit.content,
+        )
+        for s in answer.sources
+    ]
+    return AskResult(
+        answer.text,
+        sources,
+        answer.cited,
+        answer.not_in_notes,
+        answer.model,
+        answer.mode_used,
+        list(answer.warnings),
+    )
+
+
+def _filters(
+    path_prefix: str | None,
+    tags: list[str] | None,
+    after: dt.date | None = None,
+    before: dt.date | None = None,
+) -> SearchFilter:
+    return SearchFilter(
+        path_prefix=path_prefix or None,
+        tags=tuple(tags or ()),
+        modified_after=_midnight(after),
+        modified_before=_midnight(before),
+    )
+
+
+def _add_get_note(server: MCPServer, vaults: Vaults) -> None:
     @server.tool(annotations=_READ_ONLY)
     def get_note(
         vault: Annotated[Name, Field(description="The vault's name, as `search` returns it.")],
@@ -232,6 +287,8 @@ def build_server(parts: Container) -> MCPServer:
         with _as_tool_error():
             return vaults.read(vault, path, start_line, end_line)
 
+
+def _add_list_notes(server: MCPServer, store: Store) -> None:
     @server.tool(annotations=_READ_ONLY)
     def list_notes(
         vault: Annotated[Name | None, Field(description="Only this vault.")] = None,
@@ -254,80 +311,16 @@ def build_server(parts: Container) -> MCPServer:
             [_entry(n) for n in page.notes], page.total, end if end < page.total else None
         )
 
+
+def _add_status(server: MCPServer, config: Config, store: Store) -> None:
     @server.tool(annotations=_READ_ONLY)
     def status() -> dict[str, Any]:
         """What the index holds: notes, chunks, models, last sync, failed files, daemon, and
         the notes still waiting for their LLM context."""
-        report = store.state.status()
-        alive = [d for d in store.daemons.list() if d["alive"]]
-        queue = store.queue.status()
-        return {
-            "vaults": [v.name for v in config.vaults],
-            "documents": report.documents,
-            "chunks": report.chunks,
-            "embedded": report.embedded,
-            "embed_model": report.embed_model,
-            "chat_models": report.chat_models,
-            "last_sync": report.last_sync,
-            "failed_files": [f"{f['vault']}/{f['path']}" for f in report.failures],
-            "daemon": "running" if any(d["role"] == "writer" for d in alive) else "not running",
-            # Notes searchable already, whose LLM context workers have yet to write.
-            "enrichment": {
-                "queued": queue.items,
-                "in_progress": queue.in_progress,
-                "failing": queue.failing,
-                "done_last_hour": queue.done_last_hour,
-                "notes_per_minute": round(queue.rate * 60, 2) if queue.rate else None,
-                "eta_seconds": round(queue.eta_seconds) if queue.eta_seconds else None,
-            },
-        }
+        return status_report(config, store).summary()
 
-    @server.tool(annotations=_READ_ONLY, description=_ASK)
-    def ask(
-        question: Annotated[Text, Field(description="The question, in plain words.")],
-        top_k: Annotated[int, Field(ge=1, le=20, description="How many passages to read.")] = 5,
-        path_prefix: Annotated[PathText | None, Field(description=_PATH_PREFIX)] = None,
-        tags: Annotated[
-            list[Text] | None, Field(description="Only notes with all these tags.")
-        ] = None,
-    ) -> AskResult:
-        with _as_tool_error():
-            result = answer_mod.ask(
-                store,
-                parts.embedder,
-                parts.chat,
-                question,
-                owner=owner,
-                options=answer_mod.AskOptions(
-                    top_k=top_k,
-                    mode=config.query.mode,
-                    fusion=config.query.fusion,
-                    filters=filters(path_prefix, tags, None, None),
-                    context_window=config.llm.context_window,
-                ),
-            )
-        return AskResult(
-            result.text,
-            [
-                AnswerSource(
-                    s.number,
-                    s.hit.vault,
-                    s.hit.path,
-                    s.hit.header_path,
-                    s.hit.start_line,
-                    s.hit.end_line,
-                    s.date,
-                    s.hit.content,
-                )
-                for s in result.sources
-            ],
-            result.cited,
-            result.not_in_notes,
-            result.model,
-            result.mode_used,
-            list(result.warnings),
-        )
 
+def _add_notes_as_resources(server: MCPServer, vaults: Vaults) -> None:
     @server.resource("kb://{vault}/{+path}", mime_type="text/markdown")
     def note(vault: str, path: str) -> str:
         """A note of the user's vault, as it is on disk now."""
@@ -337,8 +330,6 @@ def build_server(parts: Container) -> MCPServer:
             raise ResourceNotFoundError(f"{path[:80]!r}: {exc}") from None
         except KbError as exc:
             raise ResourceNotFoundError(str(exc)) from None
-
-    return server
 
 
 def _midnight(day: dt.date | None) -> dt.datetime | None:
@@ -350,7 +341,7 @@ def _entry(info: NoteInfo) -> NoteEntry:
     return NoteEntry(
         info.vault,
         info.path,
-        answer_mod.note_date(info),
+        note_date(info),
         modified.isoformat(timespec="seconds"),
         info.tags,
         info.chunks,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kb.config import MAX_TOP_K, SearchMode
 from kb.errors import KbError, LLMError
 from kb.fusion import DEFAULT_FUSION, Fused, Fusion, fuse, single
 from kb.llm.base import Embedder
-from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
+from kb.results import SearchHit, SearchResult
+from kb.store import NO_FILTER, Candidates, SearchFilter, Store
 from kb.voices import FIRST_PERSON, voiced
 from kb.when import Period, question_period
 
@@ -30,7 +30,7 @@ def owner_query(text: str, owner: str) -> str:
     """Prepend the owner's name to a first-person query, as personal notes name the owner.
 
     For full-text search only (see `search`). Measured against rewriting "I" and "my" into
-    the name (README, "Retrieval quality"): the same for full-text search."""
+    the name (docs/retrieval.md): the same for full-text search."""
     if FIRST_PERSON.search(text) and owner.lower() not in text.lower():
         return f"{owner}: {text}"
     return text
@@ -72,17 +72,6 @@ def _hit(found: Candidates, fused: Fused) -> SearchHit:
         text_rank=fused.text_rank,
         text_score=fused.text_score,
     )
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """What a search found, and how: every face (command line, MCP, web) shows the same."""
-
-    hits: list[SearchHit]
-    # The lists the hits came from: "text" when a hybrid search could not embed the query.
-    mode_used: SearchMode
-    # One line each, for the user: a list left out, a re-ranking skipped.
-    warnings: tuple[str, ...] = ()
 
 
 def search(

@@ -3,17 +3,18 @@
 A `kb query` on its own spends most of its second loading Python libraries (the command
 line's, the database driver's, NumPy) before it sends one statement. A daemon has them
 loaded, and its pool connected: the `kb` launcher hands it the command line, the daemon
-runs it through the same command-line code with its own parts, and the launcher prints
-what came back. Whenever that cannot be done exactly as the command would do it alone (no
-daemon for this configuration, another configuration, a usage error, a dead daemon), the
-launcher runs the command itself; forwarding only ever saves time.
+reads it with the command's own options and runs the search service, and the launcher
+shows the results it gets back as the command would (kb.render). Whenever that cannot be
+done exactly as the command would do it alone (no daemon for this configuration, another
+configuration, a usage error, the database failing, a dead daemon), the launcher runs the
+command itself; forwarding only ever saves time.
 
-The protocol is one JSON line each way. Request: `argv`, `identity` (see
-`locations.config_identity`), the launcher's `columns`, and the colours its stdout and stderr
-show (`out_color`, `err_color`).
-Reply: `exit`, `out`, `err`, or `refused` (the reason) when the launcher should run the
-command itself. Only the user who runs the daemon can connect: the socket is in a folder
-only they can enter, and the daemon checks the peer's uid.
+The protocol is one JSON object each way. Request: `argv` and `identity` (see
+`locations.config_identity`). Reply: the results (`hits`, `mode_used`, `warnings`, and how
+to show them: `json`, `explain`); or `error`, the one line the command stops with; or
+`refused` (the reason) when the launcher should run the command itself. Only the user who
+runs the daemon can connect: the socket is in a folder only they can enter, and the daemon
+checks the peer's uid.
 """
 
 from __future__ import annotations
@@ -21,24 +22,21 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import socket
 import socketserver
 import struct
-import sys
 import threading
+import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, get_args, get_origin, get_type_hints
 
 from kb.locations import config_identity, private_dir, socket_dir
+from kb.results import SEARCH_MODES, SearchHit, SearchMode, SearchResult
 
 log = logging.getLogger(__name__)
-
-ColorSystem = Literal["standard", "256", "truecolor"]
-COLOR_SYSTEMS: tuple[ColorSystem | None, ...] = (None, *get_args(ColorSystem))
 
 # The global option that may come before a forwarded `query`. `--verbose` may not: its log
 # lines are this process's to print.
@@ -54,91 +52,161 @@ REPLY_TIMEOUT = 600.0
 class Request:
     argv: tuple[str, ...]
     identity: str
-    columns: int
-    out_color: ColorSystem | None  # None: not a terminal, or one without colours
-    err_color: ColorSystem | None
 
 
 @dataclass(frozen=True)
-class Reply:
-    exit: int
-    out: str
-    err: str
+class QueryLine:
+    """A `kb query` command line a daemon may answer: the config file it names, and the
+    query's own arguments (what follows `query`)."""
+
+    config: Path | None
+    args: tuple[str, ...]
 
 
-# What the daemon does with a request: run the command line, or refuse (None).
-Runner = Callable[[Request], Reply | None]
+@dataclass(frozen=True)
+class Served:
+    """A query the daemon ran: what it found, and how the command line asked to see it."""
+
+    found: SearchResult
+    as_json: bool
+    explain: bool
 
 
-def query_config(argv: Sequence[str]) -> tuple[bool, Path | None]:
-    """Whether `argv` is a `kb query` the daemon may run, and the `--config` it names.
+@dataclass(frozen=True)
+class Failed:
+    """A query stopped by an error: the one line the command prints before it exits 1."""
+
+    error: str
+
+
+Reply = Served | Failed
+# What the daemon does with a query's own arguments: run it, or refuse (None) when the
+# launcher must run it itself.
+Runner = Callable[[tuple[str, ...]], Reply | None]
+
+
+def query_line(argv: Sequence[str]) -> QueryLine | None:
+    """`argv` as a `kb query` the daemon may run, or None.
 
     Only `--config` may come before `query`, and help is always printed by the launcher
     itself.
     """
     config: Path | None = None
-    args = iter(argv)
-    for arg in args:
+    args = iter(enumerate(argv))
+    for i, arg in args:
         if arg in _CONFIG:
             value = next(args, None)
             if value is None:
-                return False, None
-            config = Path(value)
+                return None
+            config = Path(value[1])
         elif arg.startswith("--config="):
             config = Path(arg.removeprefix("--config="))
+        elif arg == "query" and "--help" not in argv:
+            return QueryLine(config, tuple(argv[i + 1 :]))
         else:
-            forwardable = arg == "query" and "--help" not in argv
-            return forwardable, config
-    return False, None
+            return None
+    return None
 
 
 def socket_path(identity: str, env: Mapping[str, str]) -> Path:
     return socket_dir(env) / f"{identity[:24]}.sock"
 
 
-def _color(env: Mapping[str, str], terminal: bool) -> ColorSystem | None:
-    """The colours a stream of the launcher shows, by the conventions Rich itself follows."""
-    if env.get("NO_COLOR") or not (terminal or env.get("FORCE_COLOR")):
-        return None
-    term = env.get("TERM", "")
-    if term in ("dumb", "unknown"):
-        return None
-    if env.get("COLORTERM", "").lower() in ("truecolor", "24bit"):
-        return "truecolor"
-    return "standard" if term in ("", "linux") else "256"
-
-
 def ask_daemon(argv: Sequence[str], env: Mapping[str, str]) -> Reply | None:
-    """The daemon's run of this command line, or None when the launcher must run it."""
-    forwardable, config = query_config(argv)
-    if not forwardable:
+    """The daemon's answer to this command line, or None when the launcher must run it."""
+    line = query_line(argv)
+    if line is None:
         return None
-    identity = config_identity(config, env)
+    identity = config_identity(line.config, env)
     path = socket_path(identity, env)
     if not path.exists() or not private_dir(path.parent, create=False):
         return None
-    request = Request(
-        argv=tuple(argv),
-        identity=identity,
-        columns=shutil.get_terminal_size().columns,
-        out_color=_color(env, sys.stdout.isatty()),
-        err_color=_color(env, sys.stderr.isatty()),
-    )
+    request = Request(argv=tuple(argv), identity=identity)
     try:
-        payload = json.dumps(request.__dict__, ensure_ascii=False).encode()
+        payload = json.dumps(asdict(request), ensure_ascii=False).encode()
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(CONNECT_TIMEOUT)
             conn.connect(os.fsencode(path))
             conn.settimeout(REPLY_TIMEOUT)
             conn.sendall(payload + b"\n")
             conn.shutdown(socket.SHUT_WR)
-            answer = json.loads(_read_all(conn))
-        if "refused" in answer:
-            return None
-        return Reply(exit=int(answer["exit"]), out=str(answer["out"]), err=str(answer["err"]))
+            return decode_reply(json.loads(_read_all(conn)))
     except (OSError, UnicodeError, ValueError, KeyError, TypeError):
-        # No daemon after all, or one that died or garbled its answer: run it here.
+        # No daemon after all, or one that died, refused, or garbled its answer (one of
+        # another version of kb, say): run it here.
         return None
+
+
+def encode_reply(reply: Reply) -> dict[str, object]:
+    if isinstance(reply, Failed):
+        return {"error": reply.error}
+    return {
+        "hits": [asdict(hit) for hit in reply.found.hits],
+        "mode_used": reply.found.mode_used,
+        "warnings": list(reply.found.warnings),
+        "json": reply.as_json,
+        "explain": reply.explain,
+    }
+
+
+def decode_reply(answer: object) -> Reply:
+    """A daemon's answer as the launcher checks it: anything but a reply, every field of the
+    type it must have, is a ValueError (a refusal too: the launcher runs the command)."""
+    if not isinstance(answer, dict) or "refused" in answer:
+        raise ValueError("no reply")
+    if "error" in answer:
+        return Failed(_typed(answer["error"], str))
+    hits = _typed(answer["hits"], list[dict[str, Any]])
+    return Served(
+        SearchResult(
+            [_hit(hit) for hit in hits],
+            _mode(answer["mode_used"]),
+            tuple(_typed(answer["warnings"], list[str])),
+        ),
+        as_json=_typed(answer["json"], bool),
+        explain=_typed(answer["explain"], bool),
+    )
+
+
+_HIT_TYPES = get_type_hints(SearchHit)
+
+
+def _mode(value: object) -> SearchMode:
+    for mode in SEARCH_MODES:
+        if value == mode:
+            return mode
+    raise ValueError(f"{value!r:.40} is not a search mode")
+
+
+def _hit(raw: dict[str, Any]) -> SearchHit:
+    if set(raw) != {f.name for f in fields(SearchHit)}:
+        raise ValueError("not a search hit")
+    for name, value in raw.items():
+        _typed(value, _HIT_TYPES[name])
+    return SearchHit(**raw)
+
+
+def _typed(value: Any, hint: Any) -> Any:
+    """`value`, if it is of the JSON-able type `hint` (str, int, float, bool, None, unions
+    and lists of them, dicts with str keys); else a ValueError."""
+    if not _fits(value, hint):
+        raise ValueError(f"{value!r:.40} is not a {hint}")
+    return value
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    origin, args = get_origin(hint), get_args(hint)
+    if isinstance(hint, types.UnionType):
+        return any(_fits(value, h) for h in args)
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(isinstance(k, str) for k in value)
+    if hint is type(None):
+        return value is None
+    if hint in (int, float) and isinstance(value, bool):
+        return False
+    return isinstance(value, (int, float) if hint is float else hint)
 
 
 def _read_all(conn: socket.socket) -> bytes:
@@ -151,21 +219,12 @@ def _read_all(conn: socket.socket) -> bytes:
 def parse_request(data: bytes) -> Request:
     """A request as the daemon checks it: any field of the wrong type is a ValueError."""
     raw = json.loads(data)
-    argv, columns = raw["argv"], raw["columns"]
-    colors = raw["out_color"], raw["err_color"]
+    argv, identity = raw["argv"], raw["identity"]
     if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
         raise ValueError("argv must be a list of strings")
-    if not (isinstance(columns, int) and 10 <= columns <= 10_000):
-        raise ValueError("columns out of range")
-    if any(c not in COLOR_SYSTEMS for c in colors):
-        raise ValueError("unknown color system")
-    return Request(
-        argv=tuple(argv),
-        identity=str(raw["identity"]),
-        columns=columns,
-        out_color=colors[0],
-        err_color=colors[1],
-    )
+    if not isinstance(identity, str):
+        raise ValueError("identity must be a string")
+    return Request(argv=tuple(argv), identity=identity)
 
 
 def _peer_uid(conn: socket.socket) -> int | None:
@@ -203,13 +262,15 @@ class _Handler(socketserver.BaseRequestHandler):
     def _answer(self, request: Request) -> dict[str, object]:
         if request.identity != self.server.identity:
             return {"refused": "another configuration"}
-        if not query_config(request.argv)[0]:
+        line = query_line(request.argv)
+        if line is None:
             return {"refused": "not a query"}
-        reply = self.server.runner(request)
+        reply = self.server.runner(line.args)
         if reply is None:
             return {"refused": "the launcher runs this one itself"}
-        log.debug("answered a query for a launcher (exit %d)", reply.exit)
-        return reply.__dict__
+        what = "an error" if isinstance(reply, Failed) else f"{len(reply.found.hits)} hits"
+        log.debug("answered a query for a launcher (%s)", what)
+        return encode_reply(reply)
 
 
 def _read_limited(conn: socket.socket) -> bytes:

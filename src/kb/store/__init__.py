@@ -1,6 +1,7 @@
 """kb's PostgreSQL store: one repository per group of tables, over one connection pool.
 
-- `documents`: notes and their chunks as rows, moves, deletes, failed notes;
+- `documents`: notes and their chunks as rows (a chunk's row is `chunks.ChunkRecord`),
+  moves, deletes, failed notes;
 - `caches`: model outputs already paid for (summaries, rewrites, vectors, judgements);
 - `vectors`: the embedding space and chunks waiting for a vector;
 - `passages`: a chunk's extra texts with vectors of their own, and those waiting for one;
@@ -15,9 +16,11 @@ root), never here.
 
 from __future__ import annotations
 
+from kb.results import SearchHit
 from kb.store.caches import Caches
-from kb.store.documents import ChunkRecord, DocumentRecord, Documents, NoteRows
-from kb.store.lock import DaemonBeat, Daemons, WriterLock
+from kb.store.chunks import ChunkRecord
+from kb.store.documents import DocumentRecord, Documents, NoteRows
+from kb.store.lock import DaemonBeat, DaemonRow, Daemons, Role, WriterLock
 from kb.store.passages import PassageRecord, Passages
 from kb.store.pool import Vector, open_pool
 from kb.store.queue import (
@@ -28,6 +31,7 @@ from kb.store.queue import (
     QueuedNote,
     QueueStatus,
     WorkerBeat,
+    WorkerRow,
 )
 from kb.store.search import (
     NO_FILTER,
@@ -37,9 +41,8 @@ from kb.store.search import (
     NotePage,
     Search,
     SearchFilter,
-    SearchHit,
 )
-from kb.store.state import State, Status
+from kb.store.state import FailedFile, LastSync, Reconciliation, State, Status
 from kb.store.vectors import Vectors
 
 __all__ = [
@@ -49,8 +52,11 @@ __all__ = [
     "ChunkRecord",
     "Claim",
     "DaemonBeat",
+    "DaemonRow",
     "DocumentRecord",
     "Enriched",
+    "FailedFile",
+    "LastSync",
     "NoteInfo",
     "NotePage",
     "NoteRows",
@@ -58,12 +64,15 @@ __all__ = [
     "Pending",
     "QueueStatus",
     "QueuedNote",
+    "Reconciliation",
+    "Role",
     "SearchFilter",
     "SearchHit",
     "Status",
     "Store",
     "Vector",
     "WorkerBeat",
+    "WorkerRow",
     "WriterLock",
 ]
 

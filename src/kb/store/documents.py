@@ -15,8 +15,8 @@ from psycopg.types.json import Jsonb
 from kb.notes import OnDisk
 from kb.plan import Stored
 from kb.store import passages
-from kb.store.passages import PassageRecord
-from kb.store.pool import Pool, Vector, like_prefix, vector_param
+from kb.store.chunks import ChunkRecord, VoiceRecord
+from kb.store.pool import Pool, like_prefix
 from kb.store.queue import Pending, queue_note
 
 # The columns of a Stored note, for every query that returns one.
@@ -29,19 +29,6 @@ _COPY_CHUNKS = """
                  summary_fallback, rewrite_fallback, summaries_at, statements,
                  statements_key, statements_fallback) FROM STDIN
 """
-
-
-@dataclass(frozen=True)
-class VoiceRecord:
-    """Whose "I" a note speaks in, as the chat model named it ("" for no one), kept under
-    its cache key like every model output."""
-
-    text: str
-    key: str
-    fallback: str | None = None  # the chat model whose answer was rejected
-
-    def params(self) -> tuple[str, str, str | None]:
-        return (self.text, self.key, self.fallback)
 
 
 @dataclass(frozen=True)
@@ -59,57 +46,6 @@ class DocumentRecord:
     summary_fallback: str | None = None  # the chat model whose summary was rejected
     voice: VoiceRecord | None = None  # the writer the chat model named (kb.voices)
     note_date: dt.date | None = None  # the note's own date (kb.passages.note_day)
-
-
-@dataclass(frozen=True)
-class ChunkRecord:
-    position: int
-    header_path: tuple[str, ...]
-    content: str
-    content_hash: str
-    start_line: int
-    end_line: int
-    summary: str
-    summary_key: str
-    rewrite: str | None
-    rewrite_key: str | None
-    full_context: str
-    summaries_at: int | None  # where full_context's summaries begin (see kb.context)
-    embed_text: str  # full_context fitted to the embedder's window
-    context_hash: str
-    chat_model: str
-    embedding: Vector
-    embed_model: str
-    summary_fallback: str | None = None  # the chat model whose output was rejected
-    rewrite_fallback: str | None = None
-    # The model's statements of it, one a line (kb.statements); None when not asked for.
-    statements: str | None = None
-    statements_key: str | None = None
-    statements_fallback: str | None = None
-    # Its extra texts, each with a vector of its own (kb.passages); they hang off the chunk.
-    passages: tuple[PassageRecord, ...] = ()
-
-    def context_params(self) -> tuple[object, ...]:
-        """The values of the columns its context fills, in the order both writes name them
-        (a note's chunks stored, and enrichment's update of them)."""
-        return (
-            self.summary,
-            self.summary_key,
-            self.rewrite,
-            self.rewrite_key,
-            self.full_context,
-            self.embed_text,
-            self.context_hash,
-            self.chat_model,
-            vector_param(self.embedding),
-            self.embed_model,
-            self.summary_fallback,
-            self.rewrite_fallback,
-            self.summaries_at,
-            self.statements,
-            self.statements_key,
-            self.statements_fallback,
-        )
 
 
 @dataclass(frozen=True)

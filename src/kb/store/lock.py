@@ -31,6 +31,25 @@ class DaemonBeat:
     last_error: str | None = None
 
 
+@dataclass(frozen=True)
+class DaemonRow:
+    """A daemon as `kb status` lists it: its last heartbeat, how long ago that was, and
+    whether it looks alive."""
+
+    id: str
+    host: str
+    pid: int
+    role: Role
+    activity: str
+    queue_length: int
+    heartbeat_interval: float
+    last_error: str | None
+    started_at: str
+    heartbeat_at: str
+    heartbeat_age: float  # seconds
+    alive: bool
+
+
 # A daemon that missed this many heartbeats is taken for dead.
 _STALE_BEATS = 3
 
@@ -42,7 +61,7 @@ class Daemons:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self) -> list[DaemonRow]:
         """Every daemon that has a row, with its heartbeat's age and whether it looks alive."""
         with self.pool.connection() as conn:
             rows = conn.execute(
@@ -54,15 +73,23 @@ class Daemons:
                 "  FROM daemons ORDER BY role DESC, started_at"
             ).fetchall()
         return [
-            {
-                **{k: v for k, v in r.items() if k != "connected"},
+            DaemonRow(
+                id=r["id"],
+                host=r["host"],
+                pid=r["pid"],
+                role=r["role"],
+                activity=r["activity"],
+                queue_length=r["queue_length"],
+                heartbeat_interval=r["heartbeat_interval"],
+                last_error=r["last_error"],
+                started_at=iso(r["started_at"]),
+                heartbeat_at=iso(r["heartbeat_at"]),
+                heartbeat_age=r["heartbeat_age"],
                 # A daemon that died dropped its connection at once: no waiting for its
                 # heartbeat to go stale.
-                "alive": r["connected"]
+                alive=r["connected"]
                 and r["heartbeat_age"] < _STALE_BEATS * r["heartbeat_interval"],
-                "started_at": iso(r["started_at"]),
-                "heartbeat_at": iso(r["heartbeat_at"]),
-            }
+            )
             for r in rows
         ]
 

@@ -21,6 +21,7 @@ from kb.store.pool import Pool, Vector, vector_param
 # statement the chat model wrote of it (kb.statements).
 PassageKind = Literal["paragraph", "statement"]
 
+
 @dataclass(frozen=True)
 class PassageRecord:
     position: int

@@ -15,17 +15,15 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg.rows import DictRow
 
 from kb.chunking import Chunk
 from kb.store import passages
+from kb.store.chunks import ChunkRecord, VoiceRecord
 from kb.store.pool import Pool, iso
-
-if TYPE_CHECKING:
-    from kb.store.documents import ChunkRecord, VoiceRecord
 
 # Finished items kept for the rate and the ETA, and the window the rate is measured over.
 _DONE_KEPT = "1 day"
@@ -114,6 +112,24 @@ class WorkerBeat:
     in_hand: int
     heartbeat_interval: float
     last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    """A worker as `kb status` lists it: its last heartbeat, how long ago that was, and
+    whether it looks alive."""
+
+    id: str
+    host: str
+    pid: int
+    concurrency: int
+    in_hand: int
+    heartbeat_interval: float
+    last_error: str | None
+    started_at: str
+    heartbeat_at: str
+    heartbeat_age: float  # seconds
+    alive: bool
 
 
 def queue_note(
@@ -370,7 +386,7 @@ class Queue:
         with self.pool.connection() as conn:
             conn.execute("DELETE FROM workers WHERE id = %s", (worker_id,))
 
-    def workers(self) -> list[dict[str, Any]]:
+    def workers(self) -> list[WorkerRow]:
         """Every worker with a row, with its heartbeat's age and whether it looks alive."""
         with self.pool.connection() as conn:
             rows = conn.execute(
@@ -380,11 +396,18 @@ class Queue:
                 "  FROM workers ORDER BY started_at"
             ).fetchall()
         return [
-            {
-                **r,
-                "alive": r["heartbeat_age"] < _STALE_BEATS * r["heartbeat_interval"],
-                "started_at": iso(r["started_at"]),
-                "heartbeat_at": iso(r["heartbeat_at"]),
-            }
+            WorkerRow(
+                id=r["id"],
+                host=r["host"],
+                pid=r["pid"],
+                concurrency=r["concurrency"],
+                in_hand=r["in_hand"],
+                heartbeat_interval=r["heartbeat_interval"],
+                last_error=r["last_error"],
+                started_at=iso(r["started_at"]),
+                heartbeat_at=iso(r["heartbeat_at"]),
+                heartbeat_age=r["heartbeat_age"],
+                alive=r["heartbeat_age"] < _STALE_BEATS * r["heartbeat_interval"],
+            )
             for r in rows
         ]

@@ -16,31 +16,6 @@ from kb.store.pool import Pool, Vector, epoch_ns, like_prefix, vector_param
 
 
 @dataclass(frozen=True)
-class SearchHit:
-    vault: str
-    path: str
-    header_path: list[str]
-    content: str
-    # What the mode ranks by: cosine similarity (vector), BM25 (text) or the fused score
-    # (hybrid, see kb.fusion). Only comparable within one query.
-    score: float
-    # Cosine similarity of chunk and query, whatever the mode; None when the query was not
-    # embedded (text mode, or a hybrid search that could not reach the embedder).
-    similarity: float | None
-    start_line: int
-    end_line: int
-    # The chat model's 0-10 judgement when the hit was re-ranked; None otherwise, or when
-    # its answer was unusable.
-    relevance: int | None = None
-    # Where each list put the chunk (1-based) and what it scored there; None when the
-    # chunk was not among that list's candidates: why a note came first.
-    vector_rank: int | None = None
-    vector_score: float | None = None
-    text_rank: int | None = None
-    text_score: float | None = None
-
-
-@dataclass(frozen=True)
 class Candidate:
     """A chunk one of the search lists found, with its place in each."""
 

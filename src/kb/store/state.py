@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import psycopg
@@ -10,6 +10,48 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
 from kb.store.pool import Pool, iso
+
+
+@dataclass(frozen=True)
+class LastSync:
+    """The last whole sync of the vaults."""
+
+    at: str
+    files: int
+    indexed: int
+    failed: int
+    llm_calls: int
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """The daemon's last reconciliation: why it ran, how long it took, what it did."""
+
+    at: str
+    reason: str
+    seconds: float
+    files: int
+    indexed: int
+    moved: int
+    deleted: int
+    failed: int
+    # Folders that could not be read; records written before these were counted have none.
+    unreadable: int
+    llm_calls: int
+
+    @classmethod
+    def from_state(cls, value: dict[str, Any]) -> Reconciliation:
+        return cls(**{"unreadable": 0, **value})
+
+
+@dataclass(frozen=True)
+class FailedFile:
+    """A note that could not be indexed, and why."""
+
+    vault: str
+    path: str
+    error: str
+    failed_at: str
 
 
 @dataclass(frozen=True)
@@ -22,8 +64,8 @@ class Status:
     chat_models: dict[str, int]
     embed_model: str | None
     dimensions: int | None
-    last_sync: dict[str, Any] | None
-    failures: list[dict[str, Any]] = field(default_factory=list)
+    last_sync: LastSync | None
+    failures: list[FailedFile] = field(default_factory=list)
     # Outputs stored as structural context because the model's answer was rejected.
     fallbacks: dict[str, int] = field(default_factory=dict)
 
@@ -52,6 +94,13 @@ class State:
     def set(self, key: str, value: Any) -> None:
         with self.pool.connection() as conn:
             write_state(conn, key, value)
+
+    def last_reconcile(self) -> Reconciliation | None:
+        value = self.get("last_reconcile")
+        return Reconciliation.from_state(value) if value else None
+
+    def reconciled(self, record: Reconciliation) -> None:
+        self.set("last_reconcile", asdict(record))
 
     def status(self) -> Status:
         """One pass over each table: the counts a large index would pay for many times."""
@@ -92,7 +141,7 @@ class State:
             chat_models={r["chat_model"]: r["chunks"] for r in by_model},
             embed_model=space["model"] if space else None,
             dimensions=int(space["dimensions"]) if space else None,
-            last_sync=last_sync,
-            failures=[{**f, "failed_at": iso(f["failed_at"])} for f in failures],
+            last_sync=LastSync(**last_sync) if last_sync else None,
+            failures=[FailedFile(**{**f, "failed_at": iso(f["failed_at"])}) for f in failures],
             fallbacks={task: n for task, n in fallbacks.items() if n},
         )

@@ -1,0 +1,58 @@
+"""What a search finds, as plain records.
+
+No database, model or command-line code behind them: the `kb` launcher rebuilds them from a
+daemon's answer and shows them (see kb.query_socket) having loaded little more than this.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Literal, get_args
+
+# How a search ranks: by embedding, by full-text match, or both fused (see kb.fusion).
+SearchMode = Literal["vector", "text", "hybrid"]
+SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    vault: str
+    path: str
+    header_path: list[str]
+    content: str
+    # What the mode ranks by: cosine similarity (vector), BM25 (text) or the fused score
+    # (hybrid, see kb.fusion). Only comparable within one query.
+    score: float
+    # Cosine similarity of chunk and query, whatever the mode; None when the query was not
+    # embedded (text mode, or a hybrid search that could not reach the embedder).
+    similarity: float | None
+    start_line: int
+    end_line: int
+    # The chat model's 0-10 judgement when the hit was re-ranked; None otherwise, or when
+    # its answer was unusable.
+    relevance: int | None = None
+    # Where each list put the chunk (1-based) and what it scored there; None when the
+    # chunk was not among that list's candidates: why a note came first.
+    vector_rank: int | None = None
+    vector_score: float | None = None
+    text_rank: int | None = None
+    text_score: float | None = None
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What a search found, and how: every face (command line, MCP, web) shows the same."""
+
+    hits: list[SearchHit]
+    # The lists the hits came from: "text" when a hybrid search could not embed the query.
+    mode_used: SearchMode
+    # One line each, for the user: a list left out, a re-ranking skipped.
+    warnings: tuple[str, ...] = ()
+
+
+def hits_json(found: SearchResult) -> str:
+    """`kb query --json`: the hits, each saying which lists found it ("text" when a hybrid
+    search had no embedder)."""
+    hits = [{**asdict(h), "mode_used": found.mode_used} for h in found.hits]
+    return json.dumps(hits, ensure_ascii=False, indent=2) + "\n"

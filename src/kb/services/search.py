@@ -1,0 +1,128 @@
+"""Searching and asking, for every face: `kb query`, `kb ask`, the MCP tools `search` and
+`ask`, and the daemon answering a launcher's `kb query`.
+
+A face hands over what its user asked for as a `SearchRequest`; what the user left out is
+taken from the `[query]` settings here, once (the mode, how many, re-ranking, the fusion,
+the owner rule), so that no face can run a search the configuration does not describe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kb.config import QueryConfig, SearchMode
+from kb.llm.base import ChatModel, Embedder
+from kb.query import search
+from kb.results import SearchResult
+from kb.store import NO_FILTER, SearchFilter, Store
+
+if TYPE_CHECKING:
+    # A search that is not re-ranked loads no prompts, and one that is not a question no
+    # answering code.
+    from kb.answer import Answer
+    from kb.rerank import Reranker
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """A search, or the retrieval of a question's passages, as a face received it. None
+    leaves the choice to the configuration."""
+
+    text: str
+    top_k: int | None = None
+    mode: SearchMode | None = None
+    threshold: float | None = None  # a minimum cosine similarity, in every mode
+    filters: SearchFilter = NO_FILTER
+    rerank: bool | None = None
+    # False: a first-person query is not read as the owner's (`--no-owner`), whatever
+    # `query.owner_in_first_person` says.
+    owner: bool = True
+
+
+class SearchService:
+    """Runs requests on one store and embedder with one configuration's `[query]` settings.
+
+    The chat model is asked for only when a request needs it (re-ranking, an answer): a
+    plain search never builds it.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        settings: QueryConfig,
+        *,
+        owner_name: str,
+        context_window: int,
+        chat: Callable[[], ChatModel],
+        reranker: Callable[[], Reranker],
+        voiced_index: bool = False,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.settings = settings
+        self.owner_name = owner_name
+        self.context_window = context_window
+        self._chat = chat
+        self._reranker = reranker
+        # The index's passages say writers' names for "I" (ContextConfig.voiced_passages).
+        self.voiced_index = voiced_index
+
+    def search(self, request: SearchRequest) -> SearchResult:
+        """The best chunks for the request, best first (see kb.query.search)."""
+        return search(
+            self.store,
+            self.embedder,
+            request.text,
+            owner=self._owner(request),
+            top_k=self._top_k(request),
+            threshold=request.threshold,
+            mode=self._mode(request),
+            fusion=self.settings.fusion,
+            filters=request.filters,
+            reranker=self._reranker_for(request),
+            voiced_index=self.voiced_index,
+        )
+
+    def ask(
+        self, request: SearchRequest, *, on_text: Callable[[str], None] | None = None
+    ) -> Answer:
+        """The chat model's answer to the request's question from the passages the same
+        search finds (see kb.answer.ask); `on_text` receives it as it streams."""
+        from kb.answer import AskOptions, ask
+
+        options = AskOptions(
+            top_k=self._top_k(request),
+            threshold=request.threshold,
+            mode=self._mode(request),
+            fusion=self.settings.fusion,
+            filters=request.filters,
+            context_window=self.context_window,
+            voiced_index=self.voiced_index,
+        )
+        return ask(
+            self.store,
+            self.embedder,
+            self._chat(),
+            request.text,
+            owner=self._owner(request),
+            options=options,
+            reranker=self._reranker_for(request),
+            on_text=on_text,
+        )
+
+    def _owner(self, request: SearchRequest) -> str | None:
+        wanted = request.owner and self.settings.owner_in_first_person
+        return self.owner_name if wanted else None
+
+    def _top_k(self, request: SearchRequest) -> int:
+        return request.top_k or self.settings.top_k
+
+    def _mode(self, request: SearchRequest) -> SearchMode:
+        return request.mode or self.settings.mode
+
+    def _reranker_for(self, request: SearchRequest) -> Reranker | None:
+        wanted = self.settings.rerank if request.rerank is None else request.rerank
+        return self._reranker() if wanted else None

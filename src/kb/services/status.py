@@ -1,0 +1,125 @@
+"""What the index holds and who is working on it: one report, read once, for every face.
+
+`kb status` renders it, `kb status --json` prints `as_json()`, and MCP's `status` tool
+answers with `summary()`, the shorter form an assistant needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from kb.config import Config, Provider
+from kb.llm import embed_profile
+from kb.llm.profiles import EmbedderProfile
+from kb.redact import redact
+from kb.store import DaemonRow, QueueStatus, Reconciliation, Status, Store, WorkerRow
+
+
+@dataclass(frozen=True)
+class Configured:
+    """The models the config names (the index may hold others, see Status.chat_models)."""
+
+    chat_model: str
+    embed_model: str
+    embed_profile: EmbedderProfile
+    provider: Provider
+
+
+@dataclass(frozen=True)
+class StatusReport:
+    database: str  # where the index lives, any password redacted
+    vaults: list[str]
+    index: Status
+    daemons: list[DaemonRow]
+    last_reconcile: Reconciliation | None
+    queue: QueueStatus
+    workers: list[WorkerRow]
+    configured: Configured
+
+    @property
+    def writer(self) -> DaemonRow | None:
+        """The daemon that watches and writes, if one is alive."""
+        return next((d for d in self.daemons if d.alive and d.role == "writer"), None)
+
+    @property
+    def daemon(self) -> Literal["running", "not running"]:
+        return "running" if self.writer else "not running"
+
+    @property
+    def running_workers(self) -> list[WorkerRow]:
+        return [w for w in self.workers if w.alive]
+
+    def as_json(self) -> dict[str, Any]:
+        """The whole report, as `kb status --json` prints it; every string redacted (an
+        error may quote a database URL)."""
+        data = {
+            "database": self.database,
+            **asdict(self.index),
+            "daemons": [asdict(d) for d in self.daemons],
+            "last_reconcile": asdict(self.last_reconcile) if self.last_reconcile else None,
+            "enrichment": {
+                **asdict(self.queue),
+                "workers": [asdict(w) for w in self.workers],
+            },
+            "configured": asdict(self.configured),
+        }
+        redacted: dict[str, Any] = _redacted(data)
+        return redacted
+
+    def summary(self) -> dict[str, Any]:
+        """The short form MCP's `status` tool answers with."""
+        index, queue = self.index, self.queue
+        return {
+            "vaults": self.vaults,
+            "documents": index.documents,
+            "chunks": index.chunks,
+            "embedded": index.embedded,
+            "embed_model": index.embed_model,
+            "chat_models": index.chat_models,
+            "last_sync": asdict(index.last_sync) if index.last_sync else None,
+            "failed_files": [f"{f.vault}/{f.path}" for f in index.failures],
+            "daemon": self.daemon,
+            # Notes searchable already, whose LLM context workers have yet to write.
+            "enrichment": {
+                "queued": queue.items,
+                "in_progress": queue.in_progress,
+                "failing": queue.failing,
+                "done_last_hour": queue.done_last_hour,
+                "notes_per_minute": round(queue.rate * 60, 2) if queue.rate else None,
+                "eta_seconds": round(queue.eta_seconds) if queue.eta_seconds else None,
+            },
+        }
+
+
+def status_report(config: Config, store: Store) -> StatusReport:
+    """Read the report from the index."""
+    database = (config.database_url and redact(config.database_url)) or (
+        f"embedded PostgreSQL in {config.data_dir / 'pgdata'}"
+    )
+    llm = config.llm
+    return StatusReport(
+        database=database,
+        vaults=[v.name for v in config.vaults],
+        index=store.state.status(),
+        daemons=store.daemons.list(),
+        last_reconcile=store.state.last_reconcile(),
+        queue=store.queue.status(),
+        workers=store.queue.workers(),
+        configured=Configured(
+            chat_model=llm.chat_model,
+            embed_model=llm.embed_model,
+            embed_profile=embed_profile(llm),
+            provider=llm.provider,
+        ),
+    )
+
+
+def _redacted(value: Any) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v) for v in value]
+    return value

@@ -1,0 +1,77 @@
+"""The rows a note's write stores and enrichment later updates in place: its chunks, and
+the voice the note speaks in.
+
+Their own module because both writers use them: `documents` (a note written whole) and
+`queue` (a queued note given its context).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kb.store.passages import PassageRecord
+from kb.store.pool import Vector, vector_param
+
+
+@dataclass(frozen=True)
+class ChunkRecord:
+    position: int
+    header_path: tuple[str, ...]
+    content: str
+    content_hash: str
+    start_line: int
+    end_line: int
+    summary: str
+    summary_key: str
+    rewrite: str | None
+    rewrite_key: str | None
+    full_context: str
+    summaries_at: int | None  # where full_context's summaries begin (see kb.context)
+    embed_text: str  # full_context fitted to the embedder's window
+    context_hash: str
+    chat_model: str
+    embedding: Vector
+    embed_model: str
+    summary_fallback: str | None = None  # the chat model whose output was rejected
+    rewrite_fallback: str | None = None
+    # The model's statements of it, one a line (kb.statements); None when not asked for.
+    statements: str | None = None
+    statements_key: str | None = None
+    statements_fallback: str | None = None
+    # Its extra texts, each with a vector of its own (kb.passages); they hang off the chunk.
+    passages: tuple[PassageRecord, ...] = ()
+
+    def context_params(self) -> tuple[object, ...]:
+        """The values of the columns its context fills, in the order both writes name them
+        (a note's chunks stored, and enrichment's update of them)."""
+        return (
+            self.summary,
+            self.summary_key,
+            self.rewrite,
+            self.rewrite_key,
+            self.full_context,
+            self.embed_text,
+            self.context_hash,
+            self.chat_model,
+            vector_param(self.embedding),
+            self.embed_model,
+            self.summary_fallback,
+            self.rewrite_fallback,
+            self.summaries_at,
+            self.statements,
+            self.statements_key,
+            self.statements_fallback,
+        )
+
+
+@dataclass(frozen=True)
+class VoiceRecord:
+    """Whose "I" a note speaks in, as the chat model named it ("" for no one), kept under
+    its cache key like every model output."""
+
+    text: str
+    key: str
+    fallback: str | None = None  # the chat model whose answer was rejected
+
+    def params(self) -> tuple[str, str, str | None]:
+        return (self.text, self.key, self.fallback)

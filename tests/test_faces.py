@@ -1,0 +1,101 @@
+"""Every face searches as the configuration says: `kb query`, `kb ask`, the MCP tools `search`
+and `ask`, and a daemon answering `kb query` all take the mode, the number of hits, the
+re-ranking and the fusion from `[query]`, and so find the same passages."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from conftest import run_kb
+from kb.cli import _forwarded
+from kb.config import load_config
+from kb.container import Container
+from kb.locations import config_identity
+from kb.mcp_server import build_server
+from kb.query_socket import serving
+
+FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
+QUESTION = "when did I climb a mountain"
+# Settings no face may leave out: a mode other than hybrid, re-ranking on, a fusion other
+# than the default, fewer hits than the faces' own defaults.
+SETTINGS = {
+    "text mode": ('mode = "text"\nrerank = true', "text"),
+    "fused": ('fusion = "rrf"\nvector_weight = 0.5\nrerank = true\ntop_k = 3', "hybrid"),
+}
+
+
+@pytest.fixture(params=sorted(SETTINGS))
+def setup(
+    request: pytest.FixtureRequest, tmp_path: Path, vault: Path, db_url: str
+) -> Iterator[tuple[Path, dict[str, str], str]]:
+    query, mode = SETTINGS[request.param]
+    config = tmp_path / "kb.toml"
+    config.write_text(
+        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
+        f'personal = ["Alex/**"]\n\n[llm]\n{FAKE}\n\n[query]\n{query}\n'
+    )
+    with tempfile.TemporaryDirectory(prefix="kbf-") as runtime:
+        os.chmod(runtime, 0o700)
+        env = {**os.environ, "KB_DATABASE_URL": db_url, "XDG_RUNTIME_DIR": runtime}
+        indexed = run_kb(config, env, "index", "--wait")
+        assert indexed.returncode == 0, indexed.stderr
+        yield config, env, mode
+
+
+def _where(hits: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
+    return [(h["path"], h["start_line"], h["end_line"]) for h in hits]
+
+
+def _mcp(parts: Container) -> tuple[dict[str, Any], dict[str, Any]]:
+    """MCP `search` and `ask`, called as an assistant calls them: the question alone."""
+    found: dict[str, Any] = {}
+
+    async def main() -> None:
+        async with Client(build_server(parts)) as client:
+            for tool, args in (("search", {"query": QUESTION}), ("ask", {"question": QUESTION})):
+                result = await client.call_tool(tool, args)
+                assert not result.is_error, result.content
+                found[tool] = result.structured_content
+
+    anyio.run(main)
+    return found["search"], found["ask"]
+
+
+def test_every_face_searches_as_the_configuration_says(
+    setup: tuple[Path, dict[str, str], str], caplog: pytest.LogCaptureFixture
+) -> None:
+    config, env, mode = setup
+    query = run_kb(config, env, "query", QUESTION, "--json")
+    assert query.returncode == 0, query.stderr
+    hits = json.loads(query.stdout)
+    # The configuration was followed: its mode, its number of hits, its re-ranking.
+    top_k = load_config(config, env).query.top_k
+    assert len(hits) == top_k and {h["mode_used"] for h in hits} == {mode}
+    assert all(isinstance(h["relevance"], int) for h in hits)
+    plain = [{k: v for k, v in h.items() if k != "mode_used"} for h in hits]
+
+    with Container.open(load_config(config, env)) as parts:
+        search, answer = _mcp(parts)
+        assert search["mode_used"] == mode and search["hits"] == plain
+        assert answer["mode_used"] == mode and _where(answer["sources"]) == _where(hits)
+
+        ask = json.loads(run_kb(config, env, "ask", QUESTION, "--json").stdout)
+        assert ask["mode_used"] == mode and _where(ask["sources"]) == _where(hits)
+
+        caplog.set_level(logging.DEBUG, logger="kb.query_socket")
+        identity = config_identity(config, env)
+        with serving(identity, env, _forwarded(parts)) as path:
+            assert path is not None
+            served = run_kb(config, env, "query", QUESTION, "--json")
+    assert "answered a query for a launcher" in caplog.text
+    assert (served.returncode, served.stdout, served.stderr) == (0, query.stdout, "")
