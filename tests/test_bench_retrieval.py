@@ -23,6 +23,17 @@ _spec.loader.exec_module(retrieval)
 Gold, Query, Scores = retrieval.Gold, retrieval.Query, retrieval.Scores
 
 
+@pytest.fixture
+def fake_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's models from the environment: the offline fakes."""
+    for name, value in {
+        "KB_PROVIDER": "fake",
+        "KB_CHAT_MODEL": "fake-chat",
+        "KB_EMBED_MODEL": "hash-256",
+    }.items():
+        monkeypatch.setenv(name, value)
+
+
 @pytest.mark.parametrize(
     ("span", "hit"),
     [
@@ -96,15 +107,9 @@ def _dataset(root: Path) -> Path:
 
 
 def test_a_whole_run_on_fake_models(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, fake_models: None, capsys: pytest.CaptureFixture[str]
 ) -> None:
     dataset = _dataset(tmp_path / "tiny")
-    for name, value in {
-        "KB_PROVIDER": "fake",
-        "KB_CHAT_MODEL": "fake-chat",
-        "KB_EMBED_MODEL": "hash-256",
-    }.items():
-        monkeypatch.setenv(name, value)
     out = tmp_path / "result.json"
     args = [str(dataset), "--data-dir", str(tmp_path / "data"), "--json", str(out)]
 
@@ -221,15 +226,7 @@ def _person_dataset(root: Path) -> Path:
     return root
 
 
-def test_a_dataset_of_several_vaults_each_with_its_owner(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for name, value in {
-        "KB_PROVIDER": "fake",
-        "KB_CHAT_MODEL": "fake-chat",
-        "KB_EMBED_MODEL": "hash-256",
-    }.items():
-        monkeypatch.setenv(name, value)
+def test_a_dataset_of_several_vaults_each_with_its_owner(tmp_path: Path, fake_models: None) -> None:
     dataset = retrieval.load_dataset(_person_dataset(tmp_path / "people"))
     assert [(v.name, v.owner, v.personal) for v in dataset.vaults] == [
         ("ann", "Ann", ("Ann/**",)),
@@ -247,14 +244,8 @@ def test_a_dataset_of_several_vaults_each_with_its_owner(
 
 
 def test_levels_where_the_model_names_writers_and_writes_statements(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fake_models: None
 ) -> None:
-    for name, value in {
-        "KB_PROVIDER": "fake",
-        "KB_CHAT_MODEL": "fake-chat",
-        "KB_EMBED_MODEL": "hash-256",
-    }.items():
-        monkeypatch.setenv(name, value)
     _person_dataset(tmp_path / "people")
     out = tmp_path / "result.json"
     args = [str(tmp_path / "people"), "--data-dir", str(tmp_path / "data"), "--json", str(out)]

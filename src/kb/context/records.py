@@ -11,7 +11,7 @@ from kb import passages
 from kb.chunking import Chunk
 from kb.context.layout import Texts
 from kb.outputs import Output
-from kb.store.documents import VoiceRecord
+from kb.store.chunks import VoiceRecord
 
 
 @dataclass(frozen=True)

@@ -85,23 +85,7 @@ def summarize(
     # Rewrites first: the summaries are written from the rewritten text.
     rewritten: list[Output | None] = [None] * len(chunks)
     if needs.rewrites(personal):
-        rewritten = [known_rewrite(c, known, needs) for c in chunks]
-        todo = [i for i, t in enumerate(rewritten) if t is None]
-        if todo:
-            asked = [
-                prompts.rewrite_prompt(
-                    chunks[i].content, owner=needs.owner, context_window=window.context
-                )
-                for i in todo
-            ]
-            answers = yield asked
-            for i, answer in zip(todo, answers, strict=True):
-                text = outputs.clean_rewrite(answer)
-                problem = outputs.rewrite_problem(text, chunks[i].content, needs.owner)
-                if problem:
-                    problems.append(f"chunk {i + 1} rewrite: {problem}")
-                    text = outputs.owned_text(chunks[i].content, needs.owner)
-                rewritten[i] = Output(text, fallback=problem is not None)
+        rewritten = yield from _rewrites(chunks, known, needs, window, problems)
     parts = [
         _Part(i, header_line(c.header_path), (t or Output(c.content)).text)
         for i, (c, t) in enumerate(zip(chunks, rewritten, strict=True))
@@ -190,6 +174,33 @@ def summarize(
         llm_calls=0,
         problems=problems,
     )
+
+
+def _rewrites(
+    chunks: list[Chunk],
+    known: Mapping[str, Output],
+    needs: Needs,
+    window: Window,
+    problems: list[str],
+) -> Asking[list[Output | None]]:
+    """The owner's chunks in the third person: known, asked for, or (when the model's
+    answer is unusable, noted in `problems`) rewritten by rule."""
+    rewritten = [known_rewrite(c, known, needs) for c in chunks]
+    todo = [i for i, t in enumerate(rewritten) if t is None]
+    if not todo:
+        return rewritten
+    answers = yield [
+        prompts.rewrite_prompt(chunks[i].content, owner=needs.owner, context_window=window.context)
+        for i in todo
+    ]
+    for i, answer in zip(todo, answers, strict=True):
+        text = outputs.clean_rewrite(answer)
+        problem = outputs.rewrite_problem(text, chunks[i].content, needs.owner)
+        if problem:
+            problems.append(f"chunk {i + 1} rewrite: {problem}")
+            text = outputs.owned_text(chunks[i].content, needs.owner)
+        rewritten[i] = Output(text, fallback=problem is not None)
+    return rewritten
 
 
 def provisional(
