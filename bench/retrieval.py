@@ -384,7 +384,7 @@ def score_level(
     matrix: Matrix,
     *,
     voiced_queries: bool = False,
-    dated_queries: bool = False,
+    dated_queries: bool = True,
 ) -> None:
     """Search every question once (twice if in the first person) and score every row."""
     rows = configurations(level)
@@ -396,14 +396,13 @@ def score_level(
         store = stores[q.vault]
         space = store.vectors.space()
         assert space is not None, "an indexed vault has an embedding space"
-        # As kb searches: the embedder reads the question as asked, full-text search reads
-        # it with the owner's name when it is in the first person.
+        # As kb searches: full-text search reads a first-person question with the owner's
+        # name; the embedder reads it as asked, or in the owner's voice where the level's
+        # passages speak in writers' voices (`voiced_queries`, see kb.query.search).
         texts = {"plain": q.text, "owner": owner_query(q.text, owners[q.vault])}
         started = time.perf_counter()
         vector = embedder.embed_query(q.text)
         embedded = time.perf_counter() - started
-        # With --voiced-queries the owner's variant embeds the question in the owner's
-        # voice too ("I" -> the owner's name), as the passages of their notes speak.
         owner_vector = (
             embedder.embed_query(voiced(q.text, owners[q.vault])) if voiced_queries else vector
         )
@@ -514,9 +513,16 @@ def run_dataset(
     dataset = load_dataset(folder, args.limit_docs)
     levels = [lv for lv in args.levels.split(",") if lv]
     stores: dict[str, dict[str, Store]] = {}
+    # Whether kb embeds a first-person question in the owner's voice, by level: where its
+    # passages speak in writers' voices (ContextConfig.voiced_passages).
+    voiced = {
+        level: make_config(dataset.vaults[0], args.data_dir, level).context.voiced_passages()
+        for level in levels
+    }
     subset = bool(args.limit_docs or args.so_far)
     if args.config:
         base = load_config(args.config)
+        voiced[args.config_level] = base.context.voiced_passages()
         vault = dataset.vaults[0]
         dataset = Dataset(
             dataset.name,
@@ -598,8 +604,8 @@ def run_dataset(
             spans,
             filters,
             result.matrix,
-            voiced_queries=args.voiced_queries,
-            dated_queries=args.dated_queries,
+            voiced_queries=voiced[level],
+            dated_queries=not args.undated,
         )
     top = next((lv for lv in ("llm", "structure", "none") if lv in stores), None)
     if args.rerank and top:
@@ -671,15 +677,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--index-only", action="store_true", help="index, then stop")
     parser.add_argument(
-        "--voiced-queries",
+        "--undated",
         action="store_true",
-        help="embed first-person questions with the owner's name for I, as the owner rows' "
-        "full-text query names the owner",
-    )
-    parser.add_argument(
-        "--dated-queries",
-        action="store_true",
-        help="put the chunks of notes from the time a question names first (kb.when)",
+        help="score as if questions named no time (kb puts the notes of a time a question "
+        "names first, see kb.when)",
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)

@@ -250,7 +250,7 @@ def test_levels_where_the_model_names_writers_and_writes_statements(
     out = tmp_path / "result.json"
     args = [str(tmp_path / "people"), "--data-dir", str(tmp_path / "data"), "--json", str(out)]
     levels = "voices+paragraphs,statements+paragraphs"
-    assert retrieval.main([*args, "--levels", levels, "--voiced-queries", "--dated-queries"]) == 0
+    assert retrieval.main([*args, "--levels", levels]) == 0
     costs = json.loads(out.read_text())["datasets"]["people"]["costs"]
     # The letter's writer, once; the statements level starts as a copy of the voices level's
     # index and asks only for each chunk's statements (the letter's "Monday" chunk, the two

@@ -54,20 +54,28 @@ def test_paragraphs_keep_fences_whole_and_headings_with_their_text() -> None:
 
 
 def test_passages_in_a_writer_voice_or_under_the_title() -> None:
-    content = "I climbed Takao.\n\nThen my legs hurt."
+    content = "I climbed Takao with Kenji at dawn.\n\nThen my legs hurt all the way home."
     mine = Voice("Alex", True, note_date({"date": "2024-04-12"}, "x.md"))
     assert [p.text for p in chunk_passages(content, mine)] == [
-        "Alex, 12 April 2024: Alex climbed Takao.",
-        "Alex, 12 April 2024: Then Alex's legs hurt.",
+        "Alex, 12 April 2024: Alex climbed Takao with Kenji at dawn.",
+        "Alex, 12 April 2024: Then Alex's legs hurt all the way home.",
     ]
     assert [p.position for p in chunk_passages(content, mine)] == [0, 1]
     theirs = Voice("Trip", False, None)
     assert [p.text for p in chunk_passages(content, theirs)] == [
-        "Trip: I climbed Takao.",
-        "Trip: Then my legs hurt.",
+        "Trip: I climbed Takao with Kenji at dawn.",
+        "Trip: Then my legs hurt all the way home.",
     ]
     # One paragraph: the chunk's own vector covers it.
     assert chunk_passages("I climbed Takao.", mine) == []
+    # Too short to say anything, or said before in the note: no passage of its own.
+    seen = {"Then my legs hurt all the way home."}
+    content = (
+        "Thanks!\n\nI climbed Takao with Kenji at dawn.\n\nThen my legs hurt all the way home."
+    )
+    said = chunk_passages(content, mine, seen)
+    assert [p.text for p in said] == ["Alex, 12 April 2024: Alex climbed Takao with Kenji at dawn."]
+    assert "I climbed Takao with Kenji at dawn." in seen
 
 
 # -- stored, embedded once, searched -----------------------------------------------------------
@@ -89,7 +97,7 @@ def notes(tmp_path: Path) -> Path:
     )
     (vault / DECOY).write_text(
         "# Penguins\n\nThe march of the emperor penguins across the ice.\n\n"
-        "They huddle through the winter.\n"
+        "They huddle together through the long winter.\n"
     )
     return vault
 
@@ -130,7 +138,7 @@ def test_passages_are_stored_embedded_and_voiced(store: Store, notes: Path) -> N
     # A note of another writer speaks in its title's voice, its words as written.
     assert [p["text"] for p in _passages(store, DECOY)] == [
         "Penguins: # Penguins\nThe march of the emperor penguins across the ice.",
-        "Penguins: They huddle through the winter.",
+        "Penguins: They huddle together through the long winter.",
     ]
     # Every chunk and every passage embedded once (and the model's size probed once).
     assert report.embedded == 2 + 5 and kb.embedder.texts == 1 + 2 + 5

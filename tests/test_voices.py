@@ -76,8 +76,12 @@ def letters(tmp_path: Path) -> Path:
         "---\nauthor: Sam\n---\n# Tuesday\n\nHi Alex! I won the regatta last week.\n\n"
         "My boat is called Heron; I sail her every Sunday.\n"
     )
-    (vault / JOURNAL).write_text("I walked to the lake.\n\nMy feet hurt.\n")
-    (vault / GUIDE).write_text("# Kettle\n\nFill it to the line.\n\nI descale it monthly.\n")
+    (vault / JOURNAL).write_text(
+        "I walked to the lake with the dog.\n\nMy feet hurt all the way home.\n"
+    )
+    (vault / GUIDE).write_text(
+        "# Kettle\n\nFill it with water up to the line.\n\nI descale it with vinegar every month.\n"
+    )
     return vault
 
 
@@ -113,12 +117,12 @@ def test_passages_speak_in_the_voice_the_model_names(
     ]
     # No one named: the note's title, its words as written; the owner's notes by rule.
     assert _passages(store, GUIDE) == [
-        "Kettle: # Kettle\nFill it to the line.",
-        "Kettle: I descale it monthly.",
+        "Kettle: # Kettle\nFill it with water up to the line.",
+        "Kettle: I descale it with vinegar every month.",
     ]
     assert _passages(store, JOURNAL) == [
-        f"{OWNER}, 2 March 2024: {OWNER} walked to the lake.",
-        f"{OWNER}, 2 March 2024: {OWNER}'s feet hurt.",
+        f"{OWNER}, 2 March 2024: {OWNER} walked to the lake with the dog.",
+        f"{OWNER}, 2 March 2024: {OWNER}'s feet hurt all the way home.",
     ]
     voices = rows(store, "SELECT path, voice, voice_fallback FROM documents ORDER BY path")
     assert [(r["path"], r["voice"], r["voice_fallback"]) for r in voices] == [
@@ -233,9 +237,14 @@ def test_statements_are_passages_named_and_dated(store: Store, letters: Path) ->
     assert [r["kind"] for r in said] == ["statement"] * 2
     assert said[0]["text"] == "Sam says on 5 March 2024 that Sam won the regatta last week."
     mine = _passages(store, JOURNAL)
-    assert mine == [f"{OWNER} says on 2 March 2024 that {OWNER} walked to the lake."]
+    assert mine == [
+        f"{OWNER} says on 2 March 2024 that {OWNER} walked to the lake with the dog.",
+        f"{OWNER} says on 2 March 2024 that {OWNER} feet hurt all the way home.",
+    ]
     # The guide's writer is no one: "the writer".
-    assert _passages(store, GUIDE) == ["The writer says that The writer descale it monthly."]
+    assert _passages(store, GUIDE) == [
+        "The writer says that The writer descale it with vinegar every month."
+    ]
     stored = rows(
         store, "SELECT statements, statements_key FROM chunks WHERE statements_key IS NOT NULL"
     )
@@ -247,9 +256,8 @@ def test_statements_are_passages_named_and_dated(store: Store, letters: Path) ->
     (letters / LETTER).rename(letters / "Letters/Sam/regatta.md")
     assert kb.sync().moved == 1 and kb.chat.total_calls == 0
     # An edit elsewhere in the note keeps the other chunks' statements; a new writer redoes them.
-    (letters / JOURNAL).write_text(
-        "I walked to the lake.\n\nMy feet hurt.\n\nI slept early tonight.\n"
-    )
+    journal = "I walked to the lake with the dog.\n\nMy feet hurt all the way home.\n\n"
+    (letters / JOURNAL).write_text(journal + "I slept early tonight.\n")
     kb.sync()
     assert kb.chat.calls == {"statements": 1}
 

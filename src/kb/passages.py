@@ -28,7 +28,12 @@ from kb.store.passages import PassageKind
 from kb.voices import voiced
 
 # Bump when the same chunk, voice and date make other passages: stored notes are rebuilt.
-PASSAGES_VERSION = "1"
+# 2: paragraphs of fewer than MIN_WORDS words, and repeats within a note, are left out.
+PASSAGES_VERSION = "2"
+# A paragraph needs this many words to say something a question matches: "Thanks!", a
+# one-line import or a tab label says nothing the chunk's own vector does not.
+MIN_WORDS = 6
+_WORD = re.compile(r"[^\W\d_]{2,}")
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^#{1,6}\s")
@@ -115,13 +120,22 @@ def paragraphs(content: str) -> list[str]:
     return out
 
 
-def chunk_passages(content: str, voice: Voice) -> list[Passage]:
+def chunk_passages(content: str, voice: Voice, seen: set[str] | None = None) -> list[Passage]:
     """A chunk's paragraphs as passages in `voice`; none for a chunk of one paragraph, which
-    its own vector covers."""
+    its own vector covers, nor for a paragraph of fewer than MIN_WORDS words or one already
+    in `seen` (the note's earlier chunks: documentation repeats its code in every tab), to
+    which the ones kept are added."""
     texts = paragraphs(content)
     if len(texts) < 2:
         return []
-    return [Passage(i, "paragraph", voice.say(t)) for i, t in enumerate(texts)]
+    seen = set() if seen is None else seen
+    kept = []
+    for text in texts:
+        if len(_WORD.findall(text)) < MIN_WORDS or text in seen:
+            continue
+        seen.add(text)
+        kept.append(text)
+    return [Passage(i, "paragraph", voice.say(t)) for i, t in enumerate(kept)]
 
 
 def statement_passages(text: str, *, start: int) -> list[Passage]:

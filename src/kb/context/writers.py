@@ -105,9 +105,10 @@ def note_passages(
         passages.Voice(writer, True, date) if writer else passages.Voice(note.title, False, date)
     )
     out = []
+    seen: set[str] = set()
     for chunk, written in zip(chunks, said, strict=True):
         found = (
-            passages.chunk_passages(chunk.content, speaker)
+            passages.chunk_passages(chunk.content, speaker, seen)
             if needs.settings.passages != "none"
             else []
         )
