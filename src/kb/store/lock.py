@@ -31,19 +31,11 @@ class DaemonBeat:
     last_error: str | None = None
 
 
-@dataclass(frozen=True)
-class DaemonRow:
+@dataclass(frozen=True, kw_only=True)
+class DaemonRow(DaemonBeat):
     """A daemon as `kb status` lists it: its last heartbeat, how long ago that was, and
     whether it looks alive."""
 
-    id: str
-    host: str
-    pid: int
-    role: Role
-    activity: str
-    queue_length: int
-    heartbeat_interval: float
-    last_error: str | None
     started_at: str
     heartbeat_at: str
     heartbeat_age: float  # seconds

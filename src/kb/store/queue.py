@@ -114,18 +114,11 @@ class WorkerBeat:
     last_error: str | None = None
 
 
-@dataclass(frozen=True)
-class WorkerRow:
+@dataclass(frozen=True, kw_only=True)
+class WorkerRow(WorkerBeat):
     """A worker as `kb status` lists it: its last heartbeat, how long ago that was, and
     whether it looks alive."""
 
-    id: str
-    host: str
-    pid: int
-    concurrency: int
-    in_hand: int
-    heartbeat_interval: float
-    last_error: str | None
     started_at: str
     heartbeat_at: str
     heartbeat_age: float  # seconds
