@@ -16,7 +16,7 @@ from kb.chunking import Chunk
 from kb.config import Config, ContextConfig
 from kb.context.driver import drive, without_model
 from kb.context.needs import ContextBuild, Needs
-from kb.context.records import EMPTY, FileContext, NoteFacts
+from kb.context.records import EMPTY, Draft, FileContext, NoteFacts
 from kb.context.summaries import Window, provisional, structural, summarize
 from kb.context.writers import with_note_outputs
 from kb.llm.base import ChatModel
@@ -97,15 +97,13 @@ class Contextualizer:
         fallbacks made by another model, so those are asked again."""
         if not chunks:
             return EMPTY
+        draft = Draft(chunks, personal, note, known)
         calls = 0
         if self.needs.settings.asks("summaries"):
-            core = summarize(chunks, personal, known, note, self.needs, self.window)
-            base, calls = drive(core, self.chat, self.executor)
+            base, calls = drive(summarize(draft, self.needs, self.window), self.chat, self.executor)
         else:
-            base = structural(chunks, personal, note, self.needs, self.window)
-        writers = with_note_outputs(
-            base, chunks, personal, known, note, self.needs, self.window, ask=True
-        )
+            base = structural(draft, self.needs, self.window)
+        writers = with_note_outputs(base, draft, self.needs, self.window, ask=True)
         built, more = drive(writers, self.chat, self.executor)
         return replace(built, llm_calls=calls + more)
 
@@ -118,12 +116,9 @@ class Contextualizer:
         searchable by until `build` adds the missing outputs."""
         if not chunks:
             return EMPTY
+        draft = Draft(chunks, personal, note, known)
         if self.needs.settings.asks("summaries"):
-            base = provisional(chunks, personal, known, note, self.needs, self.window)
+            base = provisional(draft, self.needs, self.window)
         else:
-            base = structural(chunks, personal, note, self.needs, self.window)
-        return without_model(
-            with_note_outputs(
-                base, chunks, personal, known, note, self.needs, self.window, ask=False
-            )
-        )
+            base = structural(draft, self.needs, self.window)
+        return without_model(with_note_outputs(base, draft, self.needs, self.window, ask=False))

@@ -25,6 +25,17 @@ class NoteFacts:
 
 
 @dataclass(frozen=True)
+class Draft:
+    """A note on its way to its context: its chunks, whether they are the owner's, what it
+    is built from besides them, and the model outputs already paid for (by cache key)."""
+
+    chunks: list[Chunk]
+    personal: bool
+    note: NoteFacts
+    known: Mapping[str, Output] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class ContextChunk:
     chunk: Chunk
     summary: str

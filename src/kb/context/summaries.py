@@ -23,7 +23,7 @@ from kb.config import ContextConfig
 from kb.context.driver import Asking
 from kb.context.layout import header_line, plain_headers, sections, texts
 from kb.context.needs import Needs, cache_key
-from kb.context.records import ContextChunk, FileContext, NoteFacts
+from kb.context.records import ContextChunk, Draft, FileContext
 from kb.llm.base import Prompt
 from kb.outputs import Output
 
@@ -66,18 +66,12 @@ class _PartAnswer:
     from_note: bool = False  # written (or not) by the call for the whole note
 
 
-def summarize(
-    chunks: list[Chunk],
-    personal: bool,
-    known: Mapping[str, Output],
-    note: NoteFacts,
-    needs: Needs,
-    window: Window,
-) -> Asking[FileContext]:
+def summarize(draft: Draft, needs: Needs, window: Window) -> Asking[FileContext]:
     """Every chunk's context with the model's summaries, asking for what `known` (outputs
     already paid for, by cache key) lacks. The caller leaves out fallbacks made by another
     model, so those are asked again; the note's title and folder go into the structural
     context used when the model's output is unusable."""
+    chunks, personal, known, note = draft.chunks, draft.personal, draft.known, draft.note
     settings = needs.settings
     owner = needs.owner_for(personal)
     problems: list[str] = []
@@ -203,20 +197,14 @@ def _rewrites(
     return rewritten
 
 
-def provisional(
-    chunks: list[Chunk],
-    personal: bool,
-    known: Mapping[str, Output],
-    note: NoteFacts,
-    needs: Needs,
-    window: Window,
-) -> FileContext:
+def provisional(draft: Draft, needs: Needs, window: Window) -> FileContext:
     """Every chunk's context without asking the model: the outputs in `known` where they
     are, structural context (what `summaries = "structure"` writes) in place of the others,
     and the chunk as written where its rewrite is not known.
 
     What a note is searchable by until `summarize` adds the missing outputs. A stand-in is
     kept under the structure level's key, so it is never taken for a model's answer."""
+    chunks, personal, known, note = draft.chunks, draft.personal, draft.known, draft.note
     owner = needs.owner_for(personal)
     file_key = needs.file_summary_key(chunks, personal)
     file_summary = known.get(file_key)
@@ -239,17 +227,16 @@ def provisional(
     return FileContext(file_summary.text, file_key, file_summary.fallback, built, 0, [])
 
 
-def structural(
-    chunks: list[Chunk], personal: bool, note: NoteFacts, needs: Needs, window: Window
-) -> FileContext:
+def structural(draft: Draft, needs: Needs, window: Window) -> FileContext:
     """Context for `summaries = "structure"` (title and header path) or `"none"`; the
     structure level's too at the "llm" level when the model writes no summaries."""
+    chunks, note = draft.chunks, draft.note
     settings = needs.settings
     mode = "structure" if settings.summaries == "llm" else settings.summaries
     structure = mode == "structure"
     file_summary = (
         outputs.structural_file_summary(
-            note.title, note.folder, sections(chunks), needs.owner_for(personal)
+            note.title, note.folder, sections(chunks), needs.owner_for(draft.personal)
         )
         if structure
         else ""

@@ -9,7 +9,7 @@ kb.context.summaries, `with_note_outputs` yields its prompts and never waits on 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from kb import passages, prompts, statements, voices
@@ -17,7 +17,7 @@ from kb.chunking import Chunk
 from kb.context.driver import Asking
 from kb.context.layout import fit, header_line
 from kb.context.needs import Needs, head
-from kb.context.records import FileContext, NoteFacts
+from kb.context.records import Draft, FileContext, NoteFacts
 from kb.context.summaries import Window
 from kb.llm.base import Prompt
 from kb.outputs import Output
@@ -27,19 +27,12 @@ STATEMENT_TOKENS = 320
 
 
 def with_note_outputs(
-    base: FileContext,
-    chunks: list[Chunk],
-    personal: bool,
-    known: Mapping[str, Output],
-    note: NoteFacts,
-    needs: Needs,
-    window: Window,
-    *,
-    ask: bool,
+    base: FileContext, draft: Draft, needs: Needs, window: Window, *, ask: bool
 ) -> Asking[FileContext]:
     """`base` with what the passages are made of: the voice of a note outside the owner's
     folders, then each chunk's statements, which name that voice; asked of the model when
     `ask` and not in `known`, else left out until they are."""
+    chunks, personal, known, note = draft.chunks, draft.personal, draft.known, draft.note
     problems = list(base.problems)
     voice, voice_key = None, None
     if needs.asks_voice(personal):
