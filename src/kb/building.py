@@ -33,7 +33,7 @@ def note_facts(path: str, metadata: Mapping[str, Any], chunks: list[Chunk]) -> N
     """What a note's context is built from besides its chunks."""
     folder = PurePosixPath(path).parent.as_posix()
     return NoteFacts(
-        title=note_title(dict(metadata), chunks, path),
+        title=note_title(metadata, chunks, path),
         folder="" if folder == "." else folder,
         path=path,
         metadata=metadata,

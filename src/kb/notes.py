@@ -12,7 +12,7 @@ import functools
 import hashlib
 import os
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -368,7 +368,7 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def note_title(metadata: dict[str, Any], chunks: Sequence[Chunk], path: str) -> str:
+def note_title(metadata: Mapping[str, Any], chunks: Sequence[Chunk], path: str) -> str:
     """The frontmatter title, else the first top-level heading, else the file name."""
     if isinstance(title := metadata.get("title"), str) and title.strip():
         return title.strip()

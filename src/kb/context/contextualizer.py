@@ -16,8 +16,8 @@ from kb.chunking import Chunk
 from kb.config import Config, ContextConfig
 from kb.context.driver import drive, without_model
 from kb.context.needs import ContextBuild, Needs
-from kb.context.records import EMPTY, Draft, FileContext, NoteFacts
-from kb.context.summaries import Window, provisional, structural, summarize
+from kb.context.records import EMPTY, Draft, FileContext, NoteFacts, Window
+from kb.context.summaries import provisional, structural, summarize
 from kb.context.writers import with_note_outputs
 from kb.llm.base import ChatModel
 from kb.outputs import Output

@@ -25,6 +25,14 @@ class NoteFacts:
 
 
 @dataclass(frozen=True)
+class Window:
+    """The model's and the embedder's limits a context is built within."""
+
+    context: int  # tokens of a chat prompt and its answer
+    embed: int  # tokens of a document the embedder reads, after its document prefix
+
+
+@dataclass(frozen=True)
 class Draft:
     """A note on its way to its context: its chunks, whether they are the owner's, what it
     is built from besides them, and the model outputs already paid for (by cache key)."""

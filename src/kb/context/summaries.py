@@ -23,21 +23,13 @@ from kb.config import ContextConfig
 from kb.context.driver import Asking
 from kb.context.layout import header_line, plain_headers, sections, texts
 from kb.context.needs import Needs, cache_key
-from kb.context.records import ContextChunk, Draft, FileContext
+from kb.context.records import ContextChunk, Draft, FileContext, Window
 from kb.llm.base import Prompt
 from kb.outputs import Output
 
 _SUMMARY_CHARS_PER_TOKEN = 6
 # The problem of a part a several-part answer has no line for.
 _NOT_WRITTEN = "not written"
-
-
-@dataclass(frozen=True)
-class Window:
-    """The model's and the embedder's limits a context is built within."""
-
-    context: int  # tokens of a chat prompt and its answer
-    embed: int  # tokens of a document the embedder reads, after its document prefix
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,7 @@ from kb.chunking import Chunk
 from kb.context.driver import Asking
 from kb.context.layout import fit, header_line
 from kb.context.needs import Needs, head
-from kb.context.records import Draft, FileContext, NoteFacts
-from kb.context.summaries import Window
+from kb.context.records import Draft, FileContext, Window
 from kb.llm.base import Prompt
 from kb.outputs import Output
 
@@ -74,7 +73,9 @@ def with_note_outputs(
             for c, out, key in zip(base.chunks, said, keys, strict=True)
         ],
         problems=problems,
-        passages=note_passages(chunks, personal, voice, said, note, needs, window),
+        passages=note_passages(
+            chunks, personal, voice, said, needs, window, title=note.title, date=date
+        ),
         voice=voice,
         voice_key=voice_key,
     )
@@ -85,18 +86,17 @@ def note_passages(
     personal: bool,
     voice: Output | None,
     said: Sequence[Output | None],
-    note: NoteFacts,
     needs: Needs,
     window: Window,
+    *,
+    title: str,
+    date: str | None,
 ) -> list[list[passages.Passage]]:
     """Each chunk's passages, fitted to the embedder's window: its paragraphs
     (`context.passages`) in the owner's voice in personal notes, else in the writer's the
     model named, else under the note's title, as written; then its statements."""
     writer = needs.writer(personal, voice)
-    date = passages.note_date(note.metadata, note.path)
-    speaker = (
-        passages.Voice(writer, True, date) if writer else passages.Voice(note.title, False, date)
-    )
+    speaker = passages.Voice(writer, True, date) if writer else passages.Voice(title, False, date)
     out = []
     seen: set[str] = set()
     for chunk, written in zip(chunks, said, strict=True):
