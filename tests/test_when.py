@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,3 +76,15 @@ def test_a_dated_question_puts_the_notes_of_its_time_first(store: Store, tmp_pat
         store, kb.embedder, "swam laps yesterday", owner=None, top_k=4, today=dt.date(2023, 4, 3)
     ).hits
     assert yesterday[0].path == "Journal/2023-04-02.md"
+
+
+def test_a_question_with_no_time_word_never_loads_the_date_parser() -> None:
+    # dateparser takes most of a second to import: "the last step" or "what does this do"
+    # must not pay it.
+    code = (
+        "import datetime, sys; from kb.when import question_period;"
+        "assert question_period('what does this do at the last step', datetime.date.today())"
+        " is None; print('dateparser' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

@@ -18,11 +18,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 _MONTHS = "|".join(m.lower() for m in (*calendar.month_name[1:], *calendar.month_abbr[1:]))
-_MAYBE_A_DATE = re.compile(
-    rf"\b(?:\d{{4}}|{_MONTHS}|yesterday|today|ago|last|this|past)\b", re.IGNORECASE
+_DAYS = "|".join(d.lower() for d in calendar.day_name)
+# Words that make a time relative to today: "yesterday", "3 days ago", "last week". "last"
+# or "this" alone ("the last step", "what does this do") names no time.
+_RELATIVE = re.compile(
+    rf"\b(?:yesterday|today|ago|(?:last|this|past)\s+(?:day|week|month|year|weekend|{_DAYS}))\b",
+    re.IGNORECASE,
 )
+_MAYBE_A_DATE = re.compile(rf"\b(?:\d{{4}}|{_MONTHS})\b|{_RELATIVE.pattern}", re.IGNORECASE)
 _YEAR = re.compile(r"\b\d{4}\b")
-_RELATIVE = re.compile(r"\b(?:yesterday|today|ago|last|this|past)\b", re.IGNORECASE)
 
 Granularity = Literal["day", "week", "month", "year"]
 
