@@ -78,14 +78,13 @@ class Contextualizer:
     ) -> tuple[dict[str, Output], bool]:
         """The outputs already paid for that a note needs, read through `lookup` (the
         cache), and whether they are all there. The statements' keys follow from the
-        voice, so a second read looks for them once the first found it."""
+        voice alone, so one more read finds them once the first found it."""
         keys = self.needs.keys(chunks, personal, note)
         known = lookup(keys) if keys else {}
         needed = self.needs.keys(chunks, personal, note, known)
         more = sorted(set(needed) - set(keys))
         if more:
             known |= lookup(more)
-            needed = self.needs.keys(chunks, personal, note, known)
         return known, known.keys() >= set(needed)
 
     def build(
