@@ -13,7 +13,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from conftest import Kb, tool_text
-from kb.mcp_arguments import NAME_BYTES, PATH_BYTES
+from kb.inputs import NAME_BYTES, PATH_BYTES
 from kb.mcp_server import build_server
 from kb.mcp_stdio import rejection
 

@@ -9,7 +9,6 @@ many-line validation report into one line a model can act on.
 
 from __future__ import annotations
 
-import os
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -18,41 +17,8 @@ from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import AfterValidator, Field, ValidationError
 from pydantic_core import ErrorDetails
 
+from kb.inputs import MAX_OFFSET, NAME_BYTES, path_text, plain_text
 from kb.mcp_stdio import StdioServer
-
-# What this system takes: 4,096 and 255 bytes on Linux, 1,024 and 255 on macOS.
-PATH_BYTES = os.pathconf("/", "PC_PATH_MAX")
-NAME_BYTES = os.pathconf("/", "PC_NAME_MAX")
-# Past any vault's number of notes, and far inside PostgreSQL's bigint.
-MAX_OFFSET = 1_000_000_000
-
-
-def plain_text(text: str) -> str:
-    """`text`, if it holds no NUL character and is valid Unicode; else a ValueError saying so."""
-    if "\x00" in text:
-        raise ValueError("contains a NUL character")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        # JSON can escape half of a UTF-16 pair ("\ud800"); no database or file name takes it.
-        raise ValueError("contains a lone surrogate, which is not valid Unicode") from None
-    return text
-
-
-def path_text(text: str) -> str:
-    """`text`, if it could name a file: no NUL, not longer than a path or a name may be."""
-    size = len(plain_text(text).encode("utf-8"))
-    if size > PATH_BYTES:
-        raise ValueError(f"is {size} bytes long; at most {PATH_BYTES}")
-    for name in text.replace("\\", "/").split("/"):
-        size = len(name.encode("utf-8"))
-        if size > NAME_BYTES:
-            raise ValueError(
-                f"the name {name[:20]!r}… is {size} bytes long; a name is at most "
-                f"{NAME_BYTES} bytes"
-            )
-    return text
-
 
 Text = Annotated[str, AfterValidator(plain_text)]
 # A vault's name, as the config gives it.

@@ -1,0 +1,65 @@
+"""Reading a note for a face (MCP's `get_note`, the web page's note view): the one way a
+request's vault name and path become a note's text.
+
+A path is only ever read inside a configured vault's root, after links are resolved, and
+only if it is a note kb would index (see kb.notes.read_note).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kb.config import VaultConfig
+from kb.errors import KbError, NoteError
+from kb.notes import inside_vault, is_note, read_note
+from kb.parsing import decode
+
+
+@dataclass(frozen=True)
+class NoteText:
+    vault: str
+    path: str
+    start_line: int  # 1-based, inclusive
+    end_line: int
+    total_lines: int
+    text: str
+
+
+class Vaults:
+    """Reads notes inside the configured vault roots only."""
+
+    def __init__(self, vaults: tuple[VaultConfig, ...]) -> None:
+        self.by_name = {v.name: v for v in vaults}
+
+    def resolve(self, vault: str, path: str) -> tuple[VaultConfig, str]:
+        """A note's vault and vault-relative path, or a KbError saying why there is none."""
+        config = self.by_name.get(vault)
+        if config is None:
+            raise KbError(f"no vault named {vault!r}; vaults: {', '.join(self.by_name)}")
+        rel = path.replace("\\", "/").strip()
+        if not rel or "\x00" in rel or rel.startswith("/") or ".." in rel.split("/"):
+            raise KbError(f"{path!r} is not a path inside the vault")
+        if not is_note(config, rel):
+            raise KbError(f"{path!r} is not a note (a Markdown file that is not ignored)")
+        # A symlink may point anywhere: only what really lies under the root is served.
+        if not inside_vault(config, rel):
+            raise KbError(f"{path!r} leads outside the vault")
+        if not (config.path / rel).is_file():
+            raise KbError(f"no note {path!r} in vault {vault!r}")
+        return config, rel
+
+    def read(
+        self, vault: str, path: str, start_line: int | None = None, end_line: int | None = None
+    ) -> NoteText:
+        """A note as it is on disk now, whole or lines `start_line` to `end_line`."""
+        config, rel = self.resolve(vault, path)
+        try:
+            text = decode(read_note(config, rel))
+        except (FileNotFoundError, NoteError) as exc:
+            raise KbError(f"{vault}/{path}: {exc}") from None
+        lines = text.split("\n")
+        first = max(1, start_line or 1)
+        last = min(len(lines), end_line or len(lines))
+        if first > last:
+            raise KbError(f"no lines {first}-{end_line or first} in a note of {len(lines)} lines")
+        return NoteText(vault, path, first, last, len(lines), "\n".join(lines[first - 1 : last]))
