@@ -355,7 +355,7 @@ def test_kb_mcp_will_not_listen_beyond_loopback_without_a_token(
         timeout=60,
     )
     assert result.returncode == 1
-    assert "without a bearer token" in result.stderr and "Traceback" not in result.stderr
+    assert "without a token: set KB_MCP_TOKEN" in result.stderr and "Traceback" not in result.stderr
 
 
 class _Wire:

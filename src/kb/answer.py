@@ -35,7 +35,7 @@ CUT_MARK = " […]"
 NOTHING_FOUND = "Your notes don't say: no passage matches the question."
 
 # "[2]", "[1, 3]", "[1,3]": a citation is one or more passage numbers in brackets.
-_CITATION = re.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]")
+CITATION = re.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]")
 # The start of something that may still become a citation once more text arrives.
 _OPEN_CITATION = re.compile(r"\[[\d,\s]*\Z")
 _LONGEST_CITATION = 40
@@ -148,7 +148,7 @@ class CitationFilter:
             if start:
                 out.append(self._text(self._pending[:start]))
                 self._pending = self._pending[start:]
-            match = _CITATION.match(self._pending)
+            match = CITATION.match(self._pending)
             if match:
                 out.append(self._citation(match.group(0)))
                 self._pending = self._pending[match.end() :]

@@ -25,6 +25,7 @@ from kb.logfmt import LogfmtFormatter, event
 from kb.redact import redact
 from kb.render import consoles, print_error, print_results, print_warnings
 from kb.render import shown as _shown
+from kb.services.status import duration
 from kb.terminal import printable
 
 # Each command imports what only it needs: `kb --help` and `kb query` load no Markdown
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from kb.services.search import SearchRequest
     from kb.services.status import StatusReport
     from kb.store import QueueStatus, SearchFilter
+    from kb.web.server import WebServer
 
 # Dates on the command line: a day, or a day and a time (local unless an offset is given).
 _DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]
@@ -273,6 +275,7 @@ def _exit_code(report: SyncReport, enriched: EnrichReport | None) -> None:
 def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
     """Say what is queued for enrichment and when it should be done; with `wait`, see it
     done (here, or by the running workers) and report what failed."""
+
     from kb.services import indexing
 
     queue = parts.store.queue
@@ -293,7 +296,7 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
         def show(report: EnrichReport, left: QueueStatus) -> None:
             # Notes queued meanwhile (a daemon indexing edits) join the total.
             total = max(progress.tasks[task].total or 0, report.done + left.items)
-            eta = f" · ETA {_duration(left.eta_seconds)}" if left.eta_seconds else ""
+            eta = f" · ETA {duration(left.eta_seconds)}" if left.eta_seconds else ""
             stats = f"LLM calls {report.llm_calls} · failing {left.failing}{eta}"
             progress.update(task, total=total, completed=total - left.items, stats=stats)
 
@@ -319,8 +322,9 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
 
 
 def _queue_line(status: QueueStatus, workers: int) -> str:
+
     rate = (
-        f", {status.rate * 60:.1f} notes/min, ETA {_duration(status.eta_seconds)}"
+        f", {status.rate * 60:.1f} notes/min, ETA {duration(status.eta_seconds)}"
         if status.rate and status.eta_seconds
         else ""
     )
@@ -329,16 +333,6 @@ def _queue_line(status: QueueStatus, workers: int) -> str:
         f"enrichment: {status.items} notes queued for their LLM context, "
         f"{status.in_progress} in progress{held}, {status.failing} failing{rate}"
     )
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 Wait = Annotated[
@@ -616,6 +610,55 @@ def mcp_command(
         )
 
 
+ServeHost = Annotated[str, typer.Option("--host", help="Address the web page listens on.")]
+ServePort = Annotated[
+    int, typer.Option("--port", min=1, max=65535, help="Port the web page listens on.")
+]
+AllowHosts = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-host",
+        help="Another name the page may be reached by (a DNS name of this machine); repeatable.",
+    ),
+]
+
+
+@app.command(name="serve")
+def serve_command(
+    ctx: typer.Context,
+    host: ServeHost = "127.0.0.1",
+    port: ServePort = 8766,
+    allow_host: AllowHosts = None,
+) -> None:
+    """Serve a web page to search, read and ask your notes (read-only).
+
+    On 127.0.0.1 by default; on any other address KB_SERVE_TOKEN must be set, and the page
+    asks for it (open the address printed, which carries it once).
+    """
+    stop = threading.Event()
+    _stop_on_signals(lambda _signum: stop.set())
+    with _session(ctx) as parts:
+        server = _web_server(parts, host, port, tuple(allow_host or ()))
+        stop.wait()
+        server.stop()
+
+
+def _web_server(parts: Container, host: str, port: int, allow_hosts: tuple[str, ...]) -> WebServer:
+    """The web page, serving: its address printed (with the token, when one is needed)."""
+    from kb.http_access import check_exposure, serving_token
+    from kb.web.server import WebServer
+
+    token = serving_token(os.environ.get("KB_SERVE_TOKEN"))
+    check_exposure(host, token, "KB_SERVE_TOKEN")
+    server = WebServer(
+        parts.web_app(host=host, token=token, allow_hosts=allow_hosts), host=host, port=port
+    )
+    server.start()
+    address = server.url + (f"?token={token}" if token else "")
+    _err().print(f"kb serve: {address}", markup=False, highlight=False, soft_wrap=True)
+    return server
+
+
 @app.command()
 def status(
     ctx: typer.Context,
@@ -656,12 +699,13 @@ def status(
 
 
 def _print_enrichment(status: StatusReport) -> None:
+
     queue = status.queue
     rate = f"{queue.rate * 60:.1f} notes/min" if queue.rate else "no recent rate"
     _out().print(
         f"enrichment   {queue.items} notes queued, {queue.in_progress} in progress, "
         f"{queue.failing} failing; {queue.done_last_hour} done in the last hour, {rate}, "
-        f"ETA {_duration(queue.eta_seconds) if queue.items else '-'}"
+        f"ETA {duration(queue.eta_seconds) if queue.items else '-'}"
     )
     for f in queue.failures:
         _out().print(
@@ -715,7 +759,15 @@ def _print_daemons(status: StatusReport) -> None:
 
 
 @app.command()
-def daemon(ctx: typer.Context) -> None:
+def daemon(
+    ctx: typer.Context,
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Also serve the web page, as `kb serve` does.")
+    ] = False,
+    host: ServeHost = "127.0.0.1",
+    port: ServePort = 8766,
+    allow_host: AllowHosts = None,
+) -> None:
     """Watch the vaults and keep the index equal to them (foreground; logs to stderr).
 
     SIGTERM or SIGINT finishes the file in hand (or abandons it after daemon.shutdown_grace
@@ -731,10 +783,20 @@ def daemon(ctx: typer.Context) -> None:
     if parts is None:
         return
     runner = parts.daemon(stop=stop)
+    web = None
+    if serve:
+        try:
+            web = _web_server(parts, host, port, tuple(allow_host or ()))
+        except KbError as exc:
+            parts.close()
+            raise _fail(str(exc)) from None
+        event(log, "serving the web page", url=web.url)
     with serving(identity, os.environ, _forwarded(parts)) as path:
         if path is not None:
             event(log, "answering queries", socket=str(path))
         runner.run()
+    if web is not None:
+        web.stop()
     if runner.abandoned:
         # A worker thread is still waiting on the LLM; Postgres rolls its transaction back.
         _exit_now(0)

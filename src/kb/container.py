@@ -22,6 +22,8 @@ from kb.llm.base import ChatModel, Embedder
 from kb.store import Store
 
 if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
     from kb.daemon import Daemon
     from kb.enrich import Attempt, Enricher, EnrichReport
     from kb.indexer import FileEvent, Indexer, SyncReport
@@ -178,6 +180,17 @@ class Container:
             reranker=self.reranker,
             voiced_index=self.config.context.voiced_passages(),
         )
+
+    def web_app(
+        self, *, host: str, token: str | None, allow_hosts: tuple[str, ...] = ()
+    ) -> ASGIApp:
+        """The web page (`kb serve`) over this config's parts, guarded for an address."""
+        from kb.services.notes import Vaults
+        from kb.web.app import Parts, build_app
+        from kb.web.guard import access
+
+        parts = Parts(self.config, self.store, self.search_service(), Vaults(self.config.vaults))
+        return build_app(parts, access(host, token, allow_hosts))
 
     def daemon(
         self, *, stop: threading.Event | None = None, daemon_id: str | None = None

@@ -13,7 +13,6 @@ optional bearer token.
 from __future__ import annotations
 
 import datetime as dt
-import hmac
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from kb.answer import Answer, note_date
 from kb.config import Config, SearchMode
 from kb.container import Container
 from kb.errors import KbError
+from kb.http_access import check_exposure, serving_token, token_matches
 from kb.inputs import path_text
 from kb.mcp_arguments import ArgumentCheckedServer, Name, Offset, PathText, Text
 from kb.results import SearchResult
@@ -40,7 +40,6 @@ from kb.services.status import status_report
 from kb.store import NoteInfo, SearchFilter, Store
 
 Transport = Literal["stdio", "http"]
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 # Descriptions longer than a line are given whole: the SDK sends a docstring as it is written,
@@ -312,8 +311,7 @@ class BearerAuth:
         if scope["type"] == "http":
             given = dict(scope["headers"]).get(b"authorization", b"")
             scheme, _, credentials = given.partition(b" ")
-            # Constant time: how much of a guess matched must not show in the response time.
-            matched = hmac.compare_digest(credentials.strip(b" "), self.expected)
+            matched = token_matches(credentials.strip(b" "), self.expected)
             if not (matched and scheme.lower() == b"bearer"):
                 response = JSONResponse(
                     {"error": "invalid_token", "error_description": "a bearer token is required"},
@@ -332,13 +330,8 @@ def serve(
     if transport == "stdio":
         server.run("stdio")
         return
-    # An HTTP header cannot carry a token's surrounding blanks; a blank token is no token.
-    token = token.strip() if token else None
-    if host not in LOOPBACK and not token:
-        raise KbError(
-            f"refusing to serve {host} without a bearer token: set KB_MCP_TOKEN, "
-            "or listen on 127.0.0.1"
-        )
+    token = serving_token(token)
+    check_exposure(host, token, "KB_MCP_TOKEN")
     import uvicorn
 
     # Stateless: no tool keeps anything between calls, and a session that is never closed would

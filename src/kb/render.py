@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from kb.redact import redact
-from kb.results import SearchHit, SearchResult, hits_json
+from kb.results import SearchHit, SearchResult, explanation, hits_json, scores
 from kb.terminal import printable
 
 # A title line is filled to the terminal's width with this, as a rule between hits.
@@ -64,7 +64,7 @@ def print_results(
         if headers:
             out.print(f"[dim]{shown(headers)}[/]")
         if explain:
-            out.print(f"[dim]{_explanation(hit)}[/]")
+            out.print(f"[dim]{explanation(hit)}[/]")
         # The raw chunk, exactly, but for control characters (shown as escapes).
         out.print(escape(printable(hit.content)))
         out.print()
@@ -76,7 +76,7 @@ def _title(rank: int, hit: SearchHit, width: int) -> list[Text]:
     where = Text(f"{rank}. {printable(redact(hit.vault))}/{printable(redact(hit.path))}", "bold")
     where.append(f":{hit.start_line}-{hit.end_line}")
     lines = [where]
-    for score in _scores(hit):
+    for score in scores(hit):
         last = lines[-1]
         if last.cell_len + 2 + len(score) <= width:
             last.append(f"  {score}")
@@ -88,26 +88,3 @@ def _title(rank: int, hit: SearchHit, width: int) -> list[Text]:
     if last.cell_len + 2 <= width:
         last.append(" " + _RULE * (width - last.cell_len - 1), "rule.line")
     return lines
-
-
-def _scores(hit: SearchHit) -> list[str]:
-    # Its cosine similarity, or its BM25 score when the query was not embedded.
-    if hit.similarity is not None:
-        scores = [f"similarity {hit.similarity:.3f}"]
-    else:
-        scores = [f"BM25 {hit.score:.3f}"]
-    if hit.relevance is not None:
-        scores.append(f"relevance {hit.relevance}/10")
-    return scores
-
-
-def _explanation(hit: SearchHit) -> str:
-    """Why a hit is where it is: its place and score in each list, and the fused score."""
-
-    def place(rank: int | None, score: float | None, what: str) -> str:
-        return f"{what} #{rank} ({score:.3f})" if rank is not None else f"{what} -"
-
-    return (
-        f"{place(hit.vector_rank, hit.vector_score, 'vector')}  "
-        f"{place(hit.text_rank, hit.text_score, 'text BM25')}  score {hit.score:.4f}"
-    )

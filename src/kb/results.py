@@ -51,6 +51,31 @@ class SearchResult:
     warnings: tuple[str, ...] = ()
 
 
+def scores(hit: SearchHit) -> list[str]:
+    """What a hit scored, for a person: its cosine similarity (its BM25 score when the query
+    was not embedded), and the chat model's judgement when it was re-ranked."""
+    if hit.similarity is not None:
+        scores = [f"similarity {hit.similarity:.3f}"]
+    else:
+        scores = [f"BM25 {hit.score:.3f}"]
+    if hit.relevance is not None:
+        scores.append(f"relevance {hit.relevance}/10")
+    return scores
+
+
+def explanation(hit: SearchHit) -> str:
+    """Why a hit is where it is (`kb query --explain`, the web page's cards): its place and
+    score in each list, and the fused score."""
+
+    def place(rank: int | None, score: float | None, what: str) -> str:
+        return f"{what} #{rank} ({score:.3f})" if rank is not None else f"{what} -"
+
+    return (
+        f"{place(hit.vector_rank, hit.vector_score, 'vector')}  "
+        f"{place(hit.text_rank, hit.text_score, 'text BM25')}  score {hit.score:.4f}"
+    )
+
+
 def hits_json(found: SearchResult) -> str:
     """`kb query --json`: the hits, each saying which lists found it ("text" when a hybrid
     search had no embedder)."""

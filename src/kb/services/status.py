@@ -115,6 +115,17 @@ def status_report(config: Config, store: Store) -> StatusReport:
     )
 
 
+def duration(seconds: float | None) -> str:
+    """An ETA or an age, as a person reads it: "45 s", "12 min", "3.5 h"."""
+    if seconds is None:
+        return "-"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def _redacted(value: Any) -> Any:
     if isinstance(value, str):
         return redact(value)

@@ -141,6 +141,7 @@ class NoteInfo:
     mtime_ns: int
     tags: list[str]
     chunks: int
+    title: str | None = None  # the frontmatter's `title`, as written
 
 
 @dataclass(frozen=True)
@@ -152,8 +153,25 @@ class NotePage:
 _NOTE_INFO = """
     SELECT d.vault, d.path, d.personal, d.metadata ->> 'date' AS date, d.mtime_ns,
            ARRAY(SELECT jsonb_array_elements_text(d.metadata -> 'tags')) AS tags,
-           (SELECT count(*) FROM chunks c WHERE c.document_id = d.id) AS chunks
+           (SELECT count(*) FROM chunks c WHERE c.document_id = d.id) AS chunks,
+           d.metadata ->> 'title' AS title
       FROM documents d
+"""
+
+
+# Control characters a note hardly ever holds (one that does is shown unmarked: see
+# kb.web.cards).
+MARK_START, MARK_END = "\x02", "\x03"
+_MARKED = """
+    SELECT CASE WHEN numnode(q.words) = 0 THEN t.text
+                ELSE ts_headline('english', t.text, q.words,
+                                 'HighlightAll=true, StartSel=' || chr(2) || ', StopSel=' || chr(3))
+           END AS marked
+      FROM unnest(%(texts)s::text[]) WITH ORDINALITY AS t (text, n),
+           -- Any of the query's words, as the text list finds chunks with any of them.
+           (SELECT replace(plainto_tsquery('english', %(q)s)::text, ' & ', ' | ')::tsquery
+                   AS words) AS q
+     ORDER BY t.n
 """
 
 
@@ -355,6 +373,15 @@ class Search:
                 ([v for v, _ in keys], [p for _, p in keys]),
             ).fetchall()
         return {(r["vault"], r["path"]): NoteInfo(**r) for r in rows}
+
+    def marked(self, query: str, texts: Sequence[str]) -> list[str]:
+        """Each text with the words the full-text search matches for `query` (any of its
+        words, stemmed as the index stems them) between MARK_START and MARK_END."""
+        if not texts:
+            return []
+        with self.pool.connection() as conn:
+            rows = conn.execute(_MARKED, {"q": query, "texts": list(texts)}).fetchall()
+        return [r["marked"] for r in rows]
 
     def list_notes(
         self,

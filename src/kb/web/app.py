@@ -1,0 +1,276 @@
+"""The web page's routes: each reads its request (kb.web.forms), calls the part that does the
+work (the search service, the note reader, the status report) and renders what it returns
+(kb.web.cards, the templates). Every route only reads.
+
+Pages: `/` (search), `/note` (a note, scrolled to a passage), `/ask` (an answer streamed as it
+is written), `/status`. Their JSON twins: `/api/search`, `/api/note`, `/api/ask` (server-sent
+events), `/api/status`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
+
+from kb.answer import Answer
+from kb.config import Config
+from kb.db import first_line
+from kb.errors import KbError
+from kb.services.notes import Vaults
+from kb.services.search import SearchService
+from kb.services.status import StatusReport, duration, status_report
+from kb.store import Store
+from kb.web.cards import answer_pieces, cards, note_lines, obsidian_url
+from kb.web.forms import FormError, SearchForm, read_form
+from kb.web.guard import Access, Guard
+
+_HERE = files("kb.web")
+log = logging.getLogger("kb.web")
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What the page reads from: built by the composition root, like every face's parts."""
+
+    config: Config
+    store: Store
+    searches: SearchService
+    vaults: Vaults
+
+
+def obsidian_vaults(config: Config) -> dict[str, str]:
+    """The configured vaults that are Obsidian vaults (they hold `.obsidian/`), by name, with
+    the folder name Obsidian knows each by."""
+    return {v.name: v.path.name for v in config.vaults if (v.path / ".obsidian").is_dir()}
+
+
+def build_app(parts: Parts, rules: Access) -> ASGIApp:
+    """The page over kb's parts, behind its guard."""
+    pages = _Pages(parts)
+    routes = [
+        Route("/", pages.search),
+        Route("/note", pages.note),
+        Route("/ask", pages.ask),
+        Route("/status", pages.status),
+        Route("/status/panel", pages.status_panel),
+        Route("/api/search", pages.search_json),
+        Route("/api/note", pages.note_json),
+        Route("/api/ask", pages.ask_events),
+        Route("/api/status", pages.status_json),
+        Mount("/static", StaticFiles(directory=Path(str(_HERE / "static"))), name="static"),
+    ]
+    handlers = {404: pages.not_found, Exception: pages.failed}
+    return Guard(Starlette(routes=routes, exception_handlers=handlers), rules)
+
+
+class _Pages:
+    def __init__(self, parts: Parts) -> None:
+        self.parts = parts
+        self.obsidian = obsidian_vaults(parts.config)
+        self.templates = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(_HERE / "templates")),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+        )
+        self.templates.globals["duration"] = duration
+
+    # -- pages --------------------------------------------------------------------------------
+
+    def search(self, request: Request) -> Response:
+        try:
+            form = read_form(request.query_params)
+        except FormError as exc:
+            return self._page("search.html", 400, form=SearchForm(), error=str(exc))
+        if form.request is None:
+            return self._page("search.html", form=form)
+        try:
+            found = self.parts.searches.search(form.request)
+        except KbError as exc:
+            return self._page("search.html", 503, form=form, error=str(exc))
+        hits = found.hits
+        marked = self.parts.store.search.marked(form.q, [h.content for h in hits])
+        facts = self.parts.store.search.note_info((h.vault, h.path) for h in hits)
+        return self._page(
+            "search.html",
+            form=form,
+            cards=cards(hits, marked, facts, self.obsidian),
+            warnings=found.warnings,
+            mode_used=found.mode_used,
+            request_query=request.url.query,
+        )
+
+    def note(self, request: Request) -> Response:
+        params = request.query_params
+        try:
+            start, end = _line(params, "start"), _line(params, "end")
+            note = self.parts.vaults.read(params.get("vault", ""), params.get("path", ""))
+        except KbError as exc:
+            return self._page("error.html", 404, title="No such note", error=str(exc))
+        info = self.parts.store.search.note_info([(note.vault, note.path)])
+        folder = self.obsidian.get(note.vault)
+        return self._page(
+            "note.html",
+            note=note,
+            info=info.get((note.vault, note.path)),
+            lines=note_lines(note.text, start, end),
+            start=start,
+            obsidian_url=obsidian_url(folder, note.path) if folder else None,
+        )
+
+    def ask(self, request: Request) -> Response:
+        try:
+            form = read_form(request.query_params)
+        except FormError as exc:
+            return self._page("ask.html", 400, form=SearchForm(), error=str(exc))
+        return self._page("ask.html", form=form, events_url=_events_url(request))
+
+    def status(self, request: Request) -> Response:
+        return self._page("status.html", report=self._report())
+
+    def status_panel(self, request: Request) -> Response:
+        return self._page("status_panel.html", report=self._report())
+
+    async def not_found(self, request: Request, exc: Exception) -> Response:
+        return self._page("error.html", 404, title="Not found", error="no such page")
+
+    async def failed(self, request: Request, exc: Exception) -> Response:
+        # A lost database, a model server gone: one line, and the server goes on.
+        error = first_line(exc)
+        log.error("%s %s: %s: %s", request.method, request.url.path, type(exc).__name__, error)
+        return self._page("error.html", 500, title="Something failed", error=error)
+
+    # -- JSON ---------------------------------------------------------------------------------
+
+    def search_json(self, request: Request) -> Response:
+        try:
+            form = read_form(request.query_params)
+            if form.request is None:
+                raise FormError("q: a query is needed")
+            found = self.parts.searches.search(form.request)
+        except KbError as exc:
+            return _error_json(exc)
+        return JSONResponse(asdict(found))
+
+    def note_json(self, request: Request) -> Response:
+        params = request.query_params
+        try:
+            note = self.parts.vaults.read(
+                params.get("vault", ""),
+                params.get("path", ""),
+                _line(params, "start"),
+                _line(params, "end"),
+            )
+        except KbError as exc:
+            return _error_json(exc, 404)
+        return JSONResponse(asdict(note))
+
+    def status_json(self, request: Request) -> Response:
+        return JSONResponse(json.loads(json.dumps(self._report().as_json(), default=str)))
+
+    def ask_events(self, request: Request) -> Response:
+        """The answer as server-sent events: `text` for each piece as the model writes it,
+        then `done` with the answer rendered (citations as links, the sources), or `failure`
+        with one line."""
+        try:
+            form = read_form(request.query_params)
+            if form.request is None:
+                raise FormError("q: a question is needed")
+        except KbError as exc:
+            return _error_json(exc)
+        return StreamingResponse(
+            self._answer_events(form), media_type="text/event-stream", headers=_NO_BUFFERING
+        )
+
+    def _answer_events(self, form: SearchForm) -> Iterator[str]:
+        # The model is waited on in a thread of its own, its pieces handed over as they come.
+        pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
+        assert form.request is not None
+        request = form.request
+
+        def answer() -> None:
+            try:
+                answered = self.parts.searches.ask(
+                    request, on_text=lambda text: pieces.put(("text", text))
+                )
+            except KbError as exc:
+                pieces.put(("failure", str(exc)))
+            except Exception as exc:  # the page says so; the server goes on
+                pieces.put(("failure", f"{type(exc).__name__}: {first_line(exc)}"))
+            else:
+                pieces.put(("done", answered))
+
+        threading.Thread(target=answer, name="kb-web-ask", daemon=True).start()
+        while True:
+            kind, value = pieces.get()
+            if kind == "text":
+                yield _event("text", value)
+            elif kind == "failure":
+                yield _event("failure", value)
+                return
+            else:
+                yield _event("done", self._answered(value))
+                return
+
+    def _answered(self, answer: Answer) -> dict[str, Any]:
+        hits = [s.hit for s in answer.sources]
+        facts = self.parts.store.search.note_info((h.vault, h.path) for h in hits)
+        marked = self.parts.store.search.marked(answer.question, [h.content for h in hits])
+        html = self.templates.get_template("answer.html").render(
+            answer=answer,
+            pieces=answer_pieces(answer),
+            sources=cards(hits, marked, facts, self.obsidian),
+        )
+        return {"html": html, "not_in_notes": answer.not_in_notes, "cited": answer.cited}
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _report(self) -> StatusReport:
+        return status_report(self.parts.config, self.parts.store)
+
+    def _page(self, template: str, status: int = 200, **values: Any) -> HTMLResponse:
+        values.setdefault("error", None)
+        values.setdefault("warnings", ())
+        html = self.templates.get_template(template).render(
+            vaults=[v.name for v in self.parts.config.vaults], **values
+        )
+        return HTMLResponse(html, status_code=status)
+
+
+# A proxy in front (nginx) would otherwise hold the answer back until it is complete.
+_NO_BUFFERING = {"x-accel-buffering": "no"}
+
+
+def _event(kind: str, data: object) -> str:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+def _events_url(request: Request) -> str:
+    return "/api/ask?" + request.url.query if request.url.query else ""
+
+
+def _line(params: Mapping[str, str], name: str) -> int | None:
+    value = params.get(name, "")
+    if not value:
+        return None
+    if not value.isdigit() or len(value) > 9 or int(value) < 1:
+        raise KbError(f"{name}: {value[:20]!r} is not a line number")
+    return int(value)
+
+
+def _error_json(exc: KbError, status: int = 400) -> JSONResponse:
+    return JSONResponse({"error": str(exc)}, status_code=status)
