@@ -1,0 +1,230 @@
+"""`kb serve`'s page over HTTP, in process: what each route shows, what the guard refuses,
+and that a note's text is only ever shown as text. (The browser tests: test_web_browser.py.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from conftest import Kb
+from kb.answer import Answer, Timings
+from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
+from kb.web.forms import FormError, read_form
+from kb.web.guard import access, host_name
+
+HOSTILE = "# Trap\n\nA <script>alert('owned')</script> and <img src=x onerror=alert(2)> trap.\n"
+
+
+@pytest.fixture
+def web(kb: Kb) -> TestClient:
+    kb.sync()
+    return TestClient(kb.web_app(host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
+
+
+def test_the_search_page_shows_cards_with_the_matched_words(web: TestClient) -> None:
+    page = web.get("/", params={"q": "when did I climb a mountain"})
+    assert page.status_code == 200
+    assert page.text.count('<article class="card"') == 5
+    assert "<mark>climbed</mark>" in page.text
+    assert "your note" in page.text
+    assert "Friday, 12 April 2024 — Mount Takao" in page.text  # the header path
+    assert "vector #" in page.text and "text BM25 #" in page.text  # why it ranked
+    # The note in the page, scrolled to the passage, and in Obsidian.
+    assert "/note?vault=v&amp;path=Alex%2FJournal%2F2024-04-12.md&amp;start=" in page.text
+    assert "obsidian://open?vault=vault&amp;file=Alex%2FJournal%2F2024-04-12" in page.text
+
+
+def test_the_filters_of_kb_query_narrow_the_cards(web: TestClient) -> None:
+    everywhere = web.get("/", params={"q": "Mount Takao Fuji"}).text
+    assert "Clippings/" in everywhere
+    mine = web.get("/", params={"q": "Mount Takao Fuji", "path": "Alex/", "mode": "text"}).text
+    assert "Clippings/" not in mine and "Alex/Journal/" in mine
+    assert 'value="Alex/"' in mine and '<option value="text" selected>' in mine
+    later = web.get("/", params={"q": "Takao", "after": "2999-01-01"}).text
+    assert "No passage matches with these filters." in later
+
+
+@pytest.mark.parametrize(
+    ("params", "error"),
+    [
+        ({"q": "x", "mode": "psychic"}, "mode: 'psychic' is not one of vector, text, hybrid"),
+        ({"q": "x", "after": "soon"}, "after: 'soon' is not a day (YYYY-MM-DD)"),
+        ({"q": "x", "top_k": "100000"}, "top_k: '100000' is not a number from 1 to 50"),
+        ({"q": "x" * 2001}, "q: the query is 2001 characters; at most 2000"),
+        ({"q": "a\x00b"}, "q: contains a NUL character"),
+        ({"q": "x", "path": "a/" + "b" * 300}, "path: the name"),
+    ],
+)
+def test_a_bad_query_string_is_one_line(
+    web: TestClient, params: dict[str, str], error: str
+) -> None:
+    page = web.get("/", params=params)
+    assert page.status_code == 400
+    assert error.replace("'", "&#39;") in page.text
+    api = web.get("/api/search", params=params)
+    assert api.status_code == 400 and api.json()["error"].startswith(error)
+
+
+def test_the_note_page_shows_the_whole_note_with_the_passage_marked(web: TestClient) -> None:
+    page = web.get(
+        "/note", params={"vault": "v", "path": "Alex/Journal/2024-04-12.md", "start": 15, "end": 23}
+    )
+    assert page.status_code == 200
+    assert page.text.count('class="in-passage') == 9
+    assert 'id="L1"' in page.text and 'id="L45"' in page.text
+
+
+@pytest.mark.parametrize(
+    "path", ["../kb.toml", "/etc/passwd", "Alex/../../kb.toml", ".obsidian/app.json", "nope.md"]
+)
+def test_nothing_outside_a_vault_is_ever_read(web: TestClient, path: str) -> None:
+    page = web.get("/note", params={"vault": "v", "path": path})
+    assert page.status_code == 404 and "root:" not in page.text
+    assert web.get("/api/note", params={"vault": "v", "path": path}).status_code == 404
+
+
+def test_a_hostile_note_is_shown_as_text(kb: Kb, vault: Path) -> None:
+    (vault / "Trap.md").write_text(HOSTILE)
+    kb.sync()
+    web = TestClient(kb.web_app(host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
+    for page in (
+        web.get("/", params={"q": "trap script alert"}),
+        web.get("/note", params={"vault": "v", "path": "Trap.md"}),
+    ):
+        assert "<script>alert" not in page.text and "<img src=x" not in page.text
+        assert "&lt;script&gt;alert(&#39;owned&#39;)&lt;/script&gt;" in page.text
+        assert "script-src 'self'" in page.headers["content-security-policy"]
+
+
+def test_the_answer_streams_as_events_then_comes_whole_with_its_sources(web: TestClient) -> None:
+    with web.stream("GET", "/api/ask", params={"q": "when did I climb a mountain"}) as answer:
+        assert answer.headers["content-type"].startswith("text/event-stream")
+        events = [
+            (block.split("\n")[0].removeprefix("event: "), json.loads(block.split("data: ", 1)[1]))
+            for block in answer.read().decode().split("\n\n")
+            if block.strip()
+        ]
+    kinds = [kind for kind, _ in events]
+    assert kinds[-1] == "done" and kinds.count("text") > 1
+    done = events[-1][1]
+    assert '<a class="cite" href="#source-' in done["html"]
+    assert done["html"].count('<article class="card"') == 5 and done["cited"]
+
+
+def test_an_answer_the_notes_do_not_hold_says_so(web: TestClient) -> None:
+    with web.stream("GET", "/api/ask", params={"q": "zebra", "path": "Nowhere/"}) as answer:
+        body = answer.read().decode()
+    assert '<p class=\\"verdict\\">Not in your notes</p>' in body
+    assert "not-in-notes" in body and '"not_in_notes": true' in body
+
+
+def test_the_status_page_and_its_json(web: TestClient) -> None:
+    page = web.get("/status")
+    assert page.status_code == 200 and "15 of 15 notes have their LLM context" in page.text
+    assert web.get("/status/panel").text.strip().startswith("<dl")
+    assert web.get("/api/status").json()["documents"] == 15
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"host": "attacker.example"},  # DNS rebinding: the name is not this server's
+        {"host": "127.0.0.1:8766", "origin": "http://attacker.example"},
+        {"host": "127.0.0.1:8766", "origin": "null"},
+        {"host": "127.0.0.1:8766", "sec-fetch-site": "cross-site", "sec-fetch-mode": "cors"},
+    ],
+)
+def test_another_sites_requests_get_nothing(web: TestClient, headers: dict[str, str]) -> None:
+    for url in ("/?q=mountain", "/api/search?q=mountain", "/api/status", "/api/ask?q=x"):
+        answer = web.get(url, headers=headers)
+        assert answer.status_code == 403, (url, headers)
+        assert "Takao" not in answer.text
+
+
+def test_a_link_from_another_site_may_open_the_front_page_only(web: TestClient) -> None:
+    navigation = {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}
+    assert web.get("/", headers=navigation).status_code == 200
+    assert web.get("/?q=mountain", headers=navigation).status_code == 200  # a search, shown
+    assert web.get("/ask?q=x", headers=navigation).status_code == 403
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
+def test_the_page_only_reads(web: TestClient, method: str) -> None:
+    assert web.request(method, "/api/search?q=x").status_code == 405
+
+
+def test_with_a_token_every_request_carries_it(kb: Kb) -> None:
+    kb.sync()
+    app = kb.web_app(host="0.0.0.0", token="s3cret")
+    web = TestClient(app, base_url="http://kb.lan:8766", follow_redirects=False)
+    assert web.get("/api/status").status_code == 401
+    assert web.get("/api/status", headers={"authorization": "Bearer guess"}).status_code == 401
+    assert web.get("/api/status", headers={"authorization": "bearer s3cret"}).status_code == 200
+    first = web.get("/", params={"token": "s3cret", "q": "mountain"})
+    assert first.status_code == 303 and first.headers["location"] == "/?q=mountain"
+    cookie = first.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert web.get("/?q=mountain").status_code == 200  # the cookie, from now on
+    stranger = TestClient(app, base_url="http://kb.lan:8766", follow_redirects=False)
+    assert stranger.get("/", params={"token": "guess"}).status_code == 401
+
+
+def test_the_access_rules() -> None:
+    assert host_name("127.0.0.1:8766") == "127.0.0.1"
+    assert host_name("[::1]:8766") == "::1"
+    assert host_name("LocalHost") == "localhost"
+    loopback = access("127.0.0.1", None)
+    assert loopback.hosts is not None and "attacker.example" not in loopback.hosts
+    assert access("0.0.0.0", "t").hosts is None  # any name, but only with the token
+    assert access("0.0.0.0", None).hosts == frozenset({"127.0.0.1", "localhost", "::1"})
+    assert "kb.lan" in (access("0.0.0.0", "t", ["KB.lan"]).hosts or ())
+
+
+def test_forms_read_the_url() -> None:
+    form = read_form({"q": " mountain ", "tags": "#travel, work/meetings", "after": "2024-04-01"})
+    assert form.request is not None and form.request.text == "mountain"
+    assert form.request.filters.tags == ("travel", "work/meetings")
+    assert form.request.filters.modified_after is not None
+    assert read_form({}).request is None
+    with pytest.raises(FormError, match="tags: 21 tags"):
+        read_form({"q": "x", "tags": " ".join(f"t{i}" for i in range(21))})
+
+
+def test_marks_that_do_not_add_up_show_the_passage_unmarked() -> None:
+    assert segments("a \x02climb\x03 b", "a climb b") == [
+        ("a ", False),
+        ("climb", True),
+        (" b", False),
+    ]
+    assert segments("x\x02y \x02climbs\x03", "x\x02y climbs") == [("x\x02y climbs", False)]
+    assert segments("\x02open", "open") == [("open", False)]
+
+
+def test_obsidian_addresses_and_note_lines() -> None:
+    assert obsidian_url("My Vault", "Trips/Day 2 & more.md") == (
+        "obsidian://open?vault=My%20Vault&file=Trips%2FDay%202%20%26%20more"
+    )
+    lines = note_lines("# A\n\nb\nc", 3, 4)
+    assert [(line.number, line.in_passage, line.heading) for line in lines] == [
+        (1, False, True),
+        (2, False, False),
+        (3, True, False),
+        (4, True, False),
+    ]
+
+
+def test_citations_become_links_to_their_sources() -> None:
+    answer = Answer(
+        "q", "Yes [1, 2]. No [3].", [], [1, 2, 3], "m", False, Timings(0, 0, 0, 0), "hybrid", ()
+    )
+    assert [(p.text, p.number) for p in answer_pieces(answer)] == [
+        ("Yes ", None),
+        ("[1]", 1),
+        ("[2]", 2),
+        (". No ", None),
+        ("[3]", 3),
+        (".", None),
+    ]
