@@ -24,7 +24,15 @@ DEPLOY = ROOT / "deploy"
 def test_compose_runs_the_daemon_on_the_configured_models() -> None:
     compose = yaml.safe_load((ROOT / "compose.yml").read_text())
     services = compose["services"]
-    assert set(services) == {"postgres", "ollama", "ollama-models", "kb", "kb-worker", "kb-mcp"}
+    assert set(services) == {
+        "postgres",
+        "ollama",
+        "ollama-models",
+        "kb",
+        "kb-worker",
+        "kb-mcp",
+        "kb-web",
+    }
     assert services["postgres"]["image"].startswith("pgvector/pgvector:")
     kb = services["kb"]
     assert kb["command"] == ["daemon"] and "entrypoint" not in kb
@@ -64,6 +72,16 @@ def test_compose_serves_mcp_over_http_only_on_request_and_with_a_token() -> None
     assert {k: v for k, v in mcp["environment"].items() if k != "KB_MCP_TOKEN"} == {
         k: v for k, v in kb["environment"].items() if k != "KB_DAEMON_POLLING"
     }
+
+
+def test_compose_serves_the_web_page_only_on_request_and_with_a_token() -> None:
+    services = yaml.safe_load((ROOT / "compose.yml").read_text())["services"]
+    web, kb = services["kb-web"], services["kb"]
+    assert web["profiles"] == ["web"]
+    assert web["command"][0] == "serve" and "0.0.0.0" in web["command"]
+    assert all(p.startswith("127.0.0.1:") for p in web["ports"])
+    assert "KB_SERVE_TOKEN" in web["environment"]
+    assert web["volumes"] == kb["volumes"]
 
 
 def test_compose_config_is_valid() -> None:
