@@ -4,16 +4,30 @@ and that a note's text is only ever shown as text. (The browser tests: test_web_
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from conftest import Kb
+from conftest import Kb, kb_command, run_kb
 from kb.answer import Answer, Timings
+from kb.container import Container, open_store
+from kb.llm.ollama import OllamaChat, OllamaEmbedder
+from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
+from kb.services.notes import Vaults
+from kb.web.app import Parts, build_app
 from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
 from kb.web.guard import access, host_name
+from test_providers import dead_url  # noqa: F401 (a fixture)
 
 HOSTILE = "# Trap\n\nA <script>alert('owned')</script> and <img src=x onerror=alert(2)> trap.\n"
 
@@ -228,3 +242,133 @@ def test_citations_become_links_to_their_sources() -> None:
         ("[3]", 3),
         (".", None),
     ]
+
+
+# -- faults -------------------------------------------------------------------------------------
+
+
+def test_dead_model_servers_leave_full_text_search_and_one_line(kb: Kb, dead_url: str) -> None:  # noqa: F811
+    kb.sync()
+    _dead_models(kb, dead_url)
+    web = TestClient(kb.web_app(host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
+    page = web.get("/", params={"q": "postgres upgrade"})
+    assert page.status_code == 200 and '<article class="card"' in page.text
+    assert "full-text search only" in page.text and "by their words alone" in page.text
+    vector = web.get("/", params={"q": "postgres upgrade", "mode": "vector"})
+    assert vector.status_code == 503 and "cannot reach Ollama" in vector.text
+    with web.stream("GET", "/api/ask", params={"q": "postgres upgrade"}) as answer:
+        body = answer.read().decode()
+    [failure] = [b for b in body.split("\n\n") if b.startswith("event: failure")]
+    assert "cannot reach Ollama" in failure and "\n" not in json.loads(failure.split("data: ")[1])
+
+
+def _dead_models(parts: Container, url: str) -> None:
+    dead = OllamaEmbedder(url, "hash-256", timeout=5, retries=0)
+    parts.embedder = ProfiledEmbedder(dead, UNKNOWN)
+    parts.chat = OllamaChat(url, "fake-chat", timeout=5, retries=0)
+
+
+def test_a_lost_database_is_one_line_and_the_server_goes_on(kb: Kb, db_url: str) -> None:
+    kb.sync()
+    lost = open_store(db_url)
+    lost.close()
+    parts = Parts(kb.config, lost, kb.search_service(), Vaults(kb.config.vaults))
+    web = TestClient(build_app(parts, access("127.0.0.1", None)), raise_server_exceptions=False)
+    for url in ("/status", "/api/status"):
+        page = web.get(url, headers={"host": "127.0.0.1"})
+        assert page.status_code == 500 and "Traceback" not in page.text
+    healthy = TestClient(kb.web_app(host="127.0.0.1", token=None), base_url="http://127.0.0.1")
+    assert healthy.get("/status").status_code == 200
+
+
+def _serve(config: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        kb_command(config, *args),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture
+def process_config(tmp_path: Path, vault: Path, db_url: str) -> tuple[Path, dict[str, str]]:
+    config = tmp_path / "kb.toml"
+    config.write_text(
+        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
+        'personal = ["Alex/**"]\n\n[llm]\nprovider = "fake"\nchat_model = "fake-chat"\n'
+        'embed_model = "hash-256"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KB_SERVE_TOKEN"}
+    env["KB_DATABASE_URL"] = db_url
+    return config, env
+
+
+@pytest.mark.parametrize("token", [None, "", "  "])
+def test_kb_serve_will_not_listen_beyond_loopback_without_a_token(
+    process_config: tuple[Path, dict[str, str]], token: str | None
+) -> None:
+    config, env = process_config
+    if token is not None:
+        env["KB_SERVE_TOKEN"] = token
+    result = run_kb(config, env, "serve", "--host", "0.0.0.0", "--port", "1")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "error: refusing to serve 0.0.0.0 without a token: set KB_SERVE_TOKEN, or listen on "
+        "127.0.0.1"
+    ]
+
+
+def test_a_taken_port_is_one_line(process_config: tuple[Path, dict[str, str]]) -> None:
+    config, env = process_config
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_kb(config, env, "serve", "--port", str(port))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert f"error: cannot serve on 127.0.0.1:{port}: the address is in use" in result.stderr
+
+
+def test_kb_daemon_serves_the_page_while_it_watches(
+    process_config: tuple[Path, dict[str, str]], vault: Path
+) -> None:
+    config, env = process_config
+    port = _free_port()
+    daemon = _serve(config, env, "daemon", "--serve", "--port", str(port))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        status = _wait_for(
+            lambda: httpx.get(base + "/api/status").json(), lambda s: s["documents"] == 15
+        )
+        assert [d["role"] for d in status["daemons"] if d["alive"]] == ["writer"]
+        (vault / "Inbox" / "Lighthouse.md").write_text(
+            "# Lighthouse\n\nThe lighthouse keeper waved.\n"
+        )
+        found = _wait_for(
+            lambda: httpx.get(base + "/api/search", params={"q": "lighthouse keeper"}).json(),
+            lambda s: any(h["path"] == "Inbox/Lighthouse.md" for h in s["hits"]),
+        )
+        assert found["hits"]
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=60) == 0, daemon.stderr.read() if daemon.stderr else ""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for(read: Callable[[], Any], done: Callable[[Any], bool], seconds: float = 60) -> Any:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            value = read()
+            if done(value):
+                return value
+        except httpx.TransportError:
+            value = None
+        assert time.monotonic() < deadline, f"still {value!r}"
+        time.sleep(0.3)
