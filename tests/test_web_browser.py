@@ -13,6 +13,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,25 @@ HOSTILE = "# Trap\n\nA <script>alert('owned')</script> and <img src=x onerror=al
 SHOTS = Path(os.environ.get("KB_SCREENSHOTS", ROOT / "test-output" / "screenshots"))
 # A name that resolves to this machine, as a DNS-rebinding attacker's name would.
 REBINDING_NAME = "rebind.example"
+# A worker whose chat model takes a while, so that the page can be seen following it.
+SLOW_WORKER = """
+import sys, time
+from pathlib import Path
+from kb.config import load_config
+from kb.container import Container
+from kb.llm.fake import FakeChat, FakeEmbedder
+
+class SlowChat(FakeChat):
+    def complete(self, prompt):
+        time.sleep(0.4)
+        return super().complete(prompt)
+
+config = load_config(Path(sys.argv[1]))
+parts = Container.open(config)
+parts.chat, parts.embedder = SlowChat("fake-chat"), FakeEmbedder("hash-256")
+parts.worker(until_empty=True, concurrency=1).run()
+parts.close()
+"""
 
 
 def _chromium() -> str | None:
@@ -180,17 +200,22 @@ def test_the_status_page_moves_while_a_worker_drains_the_queue(page: Page, serve
     done, _, rest = before.partition(" of ")
     assert rest.startswith("16 notes") and int(done) < 8, before  # most are queued
     _shot(page, "status-queued")
-    worker = subprocess.run(
-        kb_command(served.config, "worker", "--until-empty"),
+    worker = subprocess.Popen(
+        [sys.executable, "-c", SLOW_WORKER, str(served.config)],
         env=served.env,
-        capture_output=True,
-        timeout=300,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    assert worker.returncode == 0, worker.stderr
-    # No reload: the page refreshes itself.
-    expect(page.locator("[data-field=progress-text]")).to_have_text(
-        re.compile(r"^16 of 16 notes"), timeout=15_000
-    )
+    try:
+        # No reload: the page refreshes itself, and shows the worker at work.
+        expect(page.locator(".beats li.alive", has_text="worker on")).to_be_visible(timeout=30_000)
+        expect(page.locator("[data-field=progress-text]")).not_to_have_text(before)
+        _shot(page, "status-draining")
+        expect(page.locator("[data-field=progress-text]")).to_have_text(
+            re.compile(r"^16 of 16 notes"), timeout=60_000
+        )
+    finally:
+        assert worker.wait(timeout=120) == 0, worker.stderr.read() if worker.stderr else ""
     assert page.locator("[data-field=eta]").inner_text() == "-"
     _shot(page, "status-drained")
 
