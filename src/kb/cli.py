@@ -632,8 +632,8 @@ def serve_command(
 ) -> None:
     """Serve a web page to search, read and ask your notes (read-only).
 
-    On 127.0.0.1 by default; on any other address KB_SERVE_TOKEN must be set, and the page
-    asks for it (open the address printed, which carries it once).
+    On any address but 127.0.0.1, KB_SERVE_TOKEN must be set: open the address printed,
+    which carries it once.
     """
     stop = threading.Event()
     _stop_on_signals(lambda _signum: stop.set())
