@@ -632,8 +632,7 @@ def serve_command(
 ) -> None:
     """Serve a web page to search, read and ask your notes (read-only).
 
-    On any address but 127.0.0.1, KB_SERVE_TOKEN must be set: open the address printed,
-    which carries it once.
+    Beyond 127.0.0.1 it needs KB_SERVE_TOKEN; the address it prints carries the token.
     """
     stop = threading.Event()
     _stop_on_signals(lambda _signum: stop.set())
