@@ -75,13 +75,30 @@ Tags = Annotated[
 After = Annotated[
     dt.datetime | None,
     typer.Option(
-        "--after", help="Only notes modified at or after this date/time.", formats=_DATE_FORMATS
+        "--after",
+        help="Only notes dated on or after this day (the note's date: its date property, "
+        "its daily-note name, a date in its file name, else its file's day).",
+        formats=_DATE_FORMATS,
     ),
 ]
 Before = Annotated[
     dt.datetime | None,
+    typer.Option("--before", help="Only notes dated before this day.", formats=_DATE_FORMATS),
+]
+ModifiedAfter = Annotated[
+    dt.datetime | None,
     typer.Option(
-        "--before", help="Only notes modified before this date/time.", formats=_DATE_FORMATS
+        "--modified-after",
+        help="Only notes whose file was modified at or after this date/time.",
+        formats=_DATE_FORMATS,
+    ),
+]
+ModifiedBefore = Annotated[
+    dt.datetime | None,
+    typer.Option(
+        "--modified-before",
+        help="Only notes whose file was modified before this date/time.",
+        formats=_DATE_FORMATS,
     ),
 ]
 NoOwner = Annotated[
@@ -402,6 +419,8 @@ def query(
     tag: Tags = None,
     after: After = None,
     before: Before = None,
+    modified_after: ModifiedAfter = None,
+    modified_before: ModifiedBefore = None,
     mode: Annotated[
         str | None,
         typer.Option(
@@ -436,6 +455,8 @@ def query(
         tag=tag,
         after=after,
         before=before,
+        modified_after=modified_after,
+        modified_before=modified_before,
         mode=mode,
         rerank=rerank,
         as_json=as_json,
@@ -465,6 +486,8 @@ def _query_call(
     tag: Sequence[str] | None,
     after: dt.datetime | None,
     before: dt.datetime | None,
+    modified_after: dt.datetime | None,
+    modified_before: dt.datetime | None,
     mode: str | None,
     rerank: bool | None,
     as_json: bool,
@@ -482,7 +505,7 @@ def _query_call(
         top_k=top_k,
         mode=mode,
         threshold=threshold,
-        filters=_filters(path, tag, after, before),
+        filters=_filters(path, tag, (after, before), (modified_after, modified_before)),
         rerank=rerank,
         owner=not no_owner,
     )
@@ -492,13 +515,21 @@ def _query_call(
 def _filters(
     path: str | None,
     tag: Sequence[str] | None,
-    after: dt.datetime | None,
-    before: dt.datetime | None,
+    dated: tuple[dt.datetime | None, dt.datetime | None],
+    modified: tuple[dt.datetime | None, dt.datetime | None],
 ) -> SearchFilter:
+    """The filters of `kb query` and `kb ask`: `dated` the note's date (its day is what
+    counts), `modified` the file's time (to the second), each (after, before)."""
     from kb.store import SearchFilter
 
+    after, before = (t.date() if t else None for t in dated)
     return SearchFilter(
-        path_prefix=path, tags=tuple(tag or ()), modified_after=after, modified_before=before
+        path_prefix=path,
+        tags=tuple(tag or ()),
+        after=after,
+        before=before,
+        modified_after=modified[0],
+        modified_before=modified[1],
     )
 
 
@@ -517,6 +548,8 @@ def ask_command(
     tag: Tags = None,
     after: After = None,
     before: Before = None,
+    modified_after: ModifiedAfter = None,
+    modified_before: ModifiedBefore = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")] = (
         False
     ),
@@ -529,7 +562,7 @@ def ask_command(
         question,
         top_k=top_k,
         threshold=threshold,
-        filters=_filters(path, tag, after, before),
+        filters=_filters(path, tag, (after, before), (modified_after, modified_before)),
         owner=not no_owner,
     )
 

@@ -45,7 +45,9 @@ class DocumentRecord:
     context_build: str  # how the context was built, see ContextBuild.id
     summary_fallback: str | None = None  # the chat model whose summary was rejected
     voice: VoiceRecord | None = None  # the writer the chat model named (kb.voices)
-    note_date: dt.date | None = None  # the note's own date (kb.passages.note_day)
+    note_date: dt.date | None = None  # the note's date (kb.dates.note_date)
+    date_source: str | None = None  # where it was read (kb.dates.DateSource)
+    date_unread: str | None = None  # a date property that names no day, passed over
 
 
 @dataclass(frozen=True)
@@ -60,8 +62,9 @@ class NoteRows:
 _UPSERT_DOCUMENT = """
     INSERT INTO documents (vault, path, content_hash, size, mtime_ns, metadata, personal,
                            summary, summary_key, summary_fallback, context_build,
-                           voice, voice_key, voice_fallback, note_date, indexed_at)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                           voice, voice_key, voice_fallback, note_date, date_source,
+                           date_unread, indexed_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
     ON CONFLICT (vault, path) DO UPDATE SET
         content_hash = EXCLUDED.content_hash, size = EXCLUDED.size,
         mtime_ns = EXCLUDED.mtime_ns, metadata = EXCLUDED.metadata,
@@ -69,7 +72,8 @@ _UPSERT_DOCUMENT = """
         summary_key = EXCLUDED.summary_key, summary_fallback = EXCLUDED.summary_fallback,
         context_build = EXCLUDED.context_build, voice = EXCLUDED.voice,
         voice_key = EXCLUDED.voice_key, voice_fallback = EXCLUDED.voice_fallback,
-        note_date = EXCLUDED.note_date, indexed_at = now()
+        note_date = EXCLUDED.note_date, date_source = EXCLUDED.date_source,
+        date_unread = EXCLUDED.date_unread, indexed_at = now()
     RETURNING id
 """
 
@@ -89,6 +93,8 @@ def _document_params(doc: DocumentRecord) -> tuple[object, ...]:
         doc.context_build,
         *(doc.voice.params() if doc.voice else (None, None, None)),
         doc.note_date,
+        doc.date_source,
+        doc.date_unread,
     )
 
 
