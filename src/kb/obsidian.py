@@ -31,6 +31,12 @@ SETTINGS_FILES = (
 )
 
 
+def is_settings_file(rel_path: str) -> bool:
+    """Whether a vault-relative path is one of the settings files kb follows."""
+    folder, _, name = rel_path.partition("/")
+    return folder == CONFIG_DIR and name in SETTINGS_FILES
+
+
 @dataclass(frozen=True)
 class Settings:
     """What kb follows of a vault's Obsidian settings; empty for a vault without them."""
