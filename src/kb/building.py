@@ -41,6 +41,7 @@ def note_facts(
         folder="" if folder == "." else folder,
         path=path,
         metadata=metadata,
+        aliases=tuple(metadata.get("aliases", ())),
         date=date,
     )
 
