@@ -684,6 +684,12 @@ def status(
     _out().print(f"failed files {len(report.failures)}")
     for f in report.failures:
         _out().print(f"  {_shown(f.vault)}/{_shown(f.path)}: {_shown(f.error)}")
+    for vault, lines in status.obsidian.items():
+        _out().print(
+            f"obsidian     {_shown(vault)}: {'; '.join(map(_shown, lines)) or 'no settings'}"
+        )
+    if status.undated:
+        _out().print(f"undated      {len(status.undated)} notes (a date property names no day)")
     _print_daemons(status)
     _print_enrichment(status)
 

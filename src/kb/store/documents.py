@@ -51,6 +51,16 @@ class DocumentRecord:
 
 
 @dataclass(frozen=True)
+class Undated:
+    """A note whose date property was passed over, and how it was dated instead."""
+
+    vault: str
+    path: str
+    property: str  # as written: "date: soon"
+    dated_by: str  # kb.dates.DateSource
+
+
+@dataclass(frozen=True)
 class NoteRows:
     """A note ready to be written: its row, its chunks' rows, and how it is queued."""
 
@@ -252,6 +262,15 @@ class Documents:
                 " SET error = EXCLUDED.error, failed_at = now()",
                 (vault, path, error),
             )
+
+    def undated(self) -> list[Undated]:
+        """Notes whose date property names no day ("date: soon"), dated another way."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT vault, path, date_unread AS property, date_source AS dated_by"
+                " FROM documents WHERE date_unread IS NOT NULL ORDER BY vault, path"
+            ).fetchall()
+        return [Undated(**r) for r in rows]
 
     def failures(self, vault: str) -> dict[str, str]:
         with self.pool.connection() as conn:
