@@ -4,7 +4,9 @@ in the file name, and only then the file's time."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
+from kb.config import parse_config
 from kb.dates import DailyNotes, DateRules, note_date, settings_build, spoken
 
 # 2001-09-09, in any time zone.
@@ -50,3 +52,10 @@ def test_only_daily_notes_carry_the_daily_settings_in_their_build() -> None:
     assert part and settings_build("abc" + part) == "abc"
     assert spoken(dt.date(2022, 1, 21)) == "21 January 2022"
     assert spoken(None) is None
+
+
+def test_a_vault_names_its_own_date_key(tmp_path: Path) -> None:
+    raw = {"owner_name": "Ana", "vaults": [{"path": str(tmp_path), "date_key": "written"}]}
+    [vault] = parse_config(raw, base_dir=tmp_path, env={}).vaults
+    assert vault.dates.keys == ("written", "date", "created")
+    assert vault.obsidian
