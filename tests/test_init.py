@@ -104,7 +104,8 @@ def test_kb_init_proposes_what_the_obsidian_settings_say(
         "2024-05-04",
     )
     assert day.returncode == 0, day.stderr
-    assert {h["path"] for h in json.loads(day.stdout)} == {"Journal/03.05.2024.md"}
+    [hit] = json.loads(day.stdout)
+    assert (hit["path"], hit["date"]) == ("Journal/03.05.2024.md", JOURNAL_DAY.isoformat())
     modified = run_kb(
         config,
         env,

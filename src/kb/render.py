@@ -91,14 +91,15 @@ def _title(rank: int, hit: SearchHit, width: int) -> list[Text]:
 
 
 def _scores(hit: SearchHit) -> list[str]:
-    # Its cosine similarity, or its BM25 score when the query was not embedded.
+    # Its note's date, then its cosine similarity, or its BM25 score when the query was not
+    # embedded.
     if hit.similarity is not None:
         scores = [f"similarity {hit.similarity:.3f}"]
     else:
         scores = [f"BM25 {hit.score:.3f}"]
     if hit.relevance is not None:
         scores.append(f"relevance {hit.relevance}/10")
-    return scores
+    return [hit.date, *scores] if hit.date else scores
 
 
 def _explanation(hit: SearchHit) -> str:

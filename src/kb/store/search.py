@@ -30,7 +30,13 @@ class Candidate:
     vector_rank: int | None
     text_rank: int | None
     text_score: float | None
-    note_date: dt.date | None = None  # its note's own date (migration 016)
+    note_date: dt.date | None = None  # its note's date (kb.dates)
+    date_source: str | None = None  # where that date was read (kb.dates.DateSource)
+
+    @property
+    def own_date(self) -> dt.date | None:
+        """The date the note gives itself: what a question's time is matched against."""
+        return None if self.date_source == "file time" else self.note_date
 
 
 @dataclass(frozen=True)
@@ -319,8 +325,8 @@ class Search:
             SELECT c.id, d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
                    1 - coalesce(v.distance, {best}) AS similarity, v.rank AS vector_rank,
                    t.rank AS text_rank, t.score::float8 AS text_score,
-                   CASE WHEN d.date_source = 'file time' THEN NULL ELSE d.note_date END
-                       AS note_date
+                   coalesce(d.note_date, to_timestamp(d.mtime_ns / 1e9)::date) AS note_date,
+                   coalesce(d.date_source, 'file time') AS date_source
               FROM v FULL OUTER JOIN t ON v.id = t.id
               JOIN chunks c ON c.id = coalesce(v.id, t.id) JOIN documents d ON d.id = c.document_id
             """
