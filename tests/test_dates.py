@@ -59,3 +59,12 @@ def test_a_vault_names_its_own_date_key(tmp_path: Path) -> None:
     [vault] = parse_config(raw, base_dir=tmp_path, env={}).vaults
     assert vault.dates.keys == ("written", "date", "created")
     assert vault.obsidian
+
+
+def test_the_day_a_path_names() -> None:
+    assert JOURNAL.named_day("Journal/03.05.2024.md") == (dt.date(2024, 5, 3), "daily note")
+    assert JOURNAL.named_day("Meetings/2024-05-06 Planning.md") == (
+        dt.date(2024, 5, 6),
+        "file name",
+    )
+    assert JOURNAL.named_day("Meetings/Planning.md") is None

@@ -54,6 +54,16 @@ class DateRules:
     keys: tuple[str, ...] = DEFAULT_DATE_KEYS
     daily: DailyNotes | None = None
 
+    def named_day(self, path: str) -> tuple[dt.date, DateSource] | None:
+        """The day a note's path names: a daily note's in the vault's format, else a
+        YYYY-MM-DD in its file name. A move that changes it is indexed, not re-keyed."""
+        if self.daily is not None and (day := self.daily.day(path)) is not None:
+            return day, "daily note"
+        match = _ISO_DATE.search(PurePosixPath(path).stem)
+        if match is not None and (day := _real_day(match)) is not None:
+            return day, "file name"
+        return None
+
     def build_part(self, path: str) -> str:
         """What a note's stored date depends on besides the note, for its context build: a
         change of the daily-notes settings rebuilds exactly the notes in the old or the new
@@ -94,12 +104,14 @@ def note_date(
         if day is not None:
             return NoteDate(day, "property")
         unread = unread or f"{key}: {value}"
-    if rules.daily is not None and (day := rules.daily.day(path)) is not None:
-        return NoteDate(day, "daily note", unread)
-    match = _ISO_DATE.search(PurePosixPath(path).stem)
-    if match is not None and (day := _real_day(match)) is not None:
-        return NoteDate(day, "file name", unread)
-    return NoteDate(dt.datetime.fromtimestamp(mtime_ns / 1e9).date(), "file time", unread)
+    if (named := rules.named_day(path)) is not None:
+        return NoteDate(*named, unread)
+    return NoteDate(file_day(mtime_ns), "file time", unread)
+
+
+def file_day(mtime_ns: int) -> dt.date:
+    """The local day of a file's modification time."""
+    return dt.datetime.fromtimestamp(mtime_ns / 1e9).date()
 
 
 def _iso_day(text: str) -> dt.date | None:

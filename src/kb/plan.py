@@ -233,7 +233,10 @@ def _same_note(rows: Mapping[str, Stored], r: Read, rules: Rules) -> Stored | No
         (
             d
             for d in rows.values()
-            if d.content_hash == r.digest and d.personal == r.file.personal and not rules.stale(d)
+            if d.content_hash == r.digest
+            and d.personal == r.file.personal
+            and not rules.stale(d)
+            and rules.dates.named_day(d.path) == rules.dates.named_day(r.file.path)
         ),
         None,
     )

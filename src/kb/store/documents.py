@@ -12,6 +12,7 @@ from typing import Any, LiteralString
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from kb.dates import file_day
 from kb.notes import OnDisk
 from kb.plan import Stored
 from kb.store import passages
@@ -210,14 +211,19 @@ class Documents:
         if not files:
             return
         with self.pool.connection() as conn:
+            # A note dated by its file's time takes the new one's day.
             conn.execute(
-                "UPDATE documents d SET size = f.size, mtime_ns = f.mtime_ns"
-                "  FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS f(path, size, mtime_ns)"
+                "UPDATE documents d SET size = f.size, mtime_ns = f.mtime_ns,"
+                "       note_date = CASE WHEN d.date_source = 'file time' THEN f.day"
+                "                   ELSE d.note_date END"
+                "  FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::date[])"
+                "    AS f(path, size, mtime_ns, day)"
                 " WHERE d.vault = %s AND d.path = f.path",
                 (
                     [f.path for f in files],
                     [f.size for f in files],
                     [f.mtime_ns for f in files],
+                    [file_day(f.mtime_ns) for f in files],
                     vault,
                 ),
             )
@@ -227,9 +233,10 @@ class Documents:
         with self.pool.connection() as conn, conn.transaction():
             conn.execute("DELETE FROM documents WHERE vault = %s AND path = %s", (vault, new_path))
             conn.execute(
-                "UPDATE documents SET path = %s, size = %s, mtime_ns = %s"
+                "UPDATE documents SET path = %s, size = %s, mtime_ns = %s,"
+                " note_date = CASE WHEN date_source = 'file time' THEN %s ELSE note_date END"
                 " WHERE vault = %s AND path = %s",
-                (new_path, size, mtime_ns, vault, old_path),
+                (new_path, size, mtime_ns, file_day(mtime_ns), vault, old_path),
             )
             conn.execute(
                 "DELETE FROM failures WHERE vault = %s AND path = ANY(%s)",
