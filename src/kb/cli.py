@@ -970,17 +970,16 @@ def init_command(
         vault_name = name or path.name or "vault"
         if any(v.name == vault_name for v in configured):
             raise KbError(f"a vault is already named '{vault_name}': pass --name")
-        owner_name = (
-            "" if add else _owner(owner, yes, init.owner_names(*init.names_on_this_machine()))
-        )
+        out = _out()
+        out.print(f"vault        {_shown(str(path))} (named '{_shown(vault_name)}')")
+        found = [] if add else init.owner_names(*init.names_on_this_machine())
+        owner_name = "" if add else _owner(owner, yes, found)
+        if owner_name:
+            out.print(f"owner        {_shown(owner_name)}")
         survey = init.survey(VaultConfig(vault_name, path, ignore=tuple(ignore or ())))
     except KbError as exc:
         raise _fail(str(exc)) from None
 
-    out = _out()
-    out.print(f"vault        {_shown(str(path))} (named '{_shown(vault_name)}')")
-    if owner_name:
-        out.print(f"owner        {_shown(owner_name)}")
     chosen = list(_chosen(init.personal_proposals(survey), yes))
     chosen += [init.Proposal(g, "given with --personal") for g in personal or ()]
     out.print("skipped      " + init.ALWAYS_SKIPPED)
@@ -1061,6 +1060,9 @@ def _check_models(config: Config) -> None:
     from kb.services import init
 
     llm = config.llm
+    if llm.provider == "fake":
+        _out().print("models       the fake provider: no model server (for tests only)")
+        return
     wanted = {llm.chat_host: [llm.chat_model], llm.embed_host: [llm.embed_model]}
     if llm.chat_host == llm.embed_host:
         wanted = {llm.chat_host: [llm.chat_model, llm.embed_model]}
