@@ -22,7 +22,7 @@ def test_daily_notes_templates_and_excluded_files() -> None:
     assert settings.daily == DailyNotes("Journal", "DD.MM.YYYY")
     assert settings.templates == "Templates"
     assert settings.ignores == ("/Templates/", "/Archive/", "/Drafts*")
-    assert settings.unfollowed == ("/^secret/",)
+    assert "excluded '/^secret/' cannot be followed (a regular expression)" in settings.lines()
 
 
 def test_obsidian_defaults_and_the_periodic_notes_plugin() -> None:

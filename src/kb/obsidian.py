@@ -50,14 +50,17 @@ class Settings:
     @property
     def ignores(self) -> tuple[str, ...]:
         """The templates folder and the excluded files as ignore globs (gitignore style)."""
-        globs = [_folder_glob(self.templates)] if self.templates else []
-        globs += [g for f in self.excluded if (g := excluded_glob(f))]
-        return tuple(globs)
+        return tuple(glob for glob, _ in self.ignored())
 
-    @property
-    def unfollowed(self) -> tuple[str, ...]:
-        """Excluded-files filters kb cannot follow (Obsidian's /regular expressions/)."""
-        return tuple(f for f in self.excluded if excluded_glob(f) is None)
+    def ignored(self) -> list[tuple[str, str]]:
+        """Each ignore glob the settings make, and why."""
+        out: list[tuple[str, str]] = []
+        if self.templates:
+            out.append((f"/{self.templates}/", "the templates folder (templates.json)"))
+        for filter_ in self.excluded:
+            if (glob := excluded_glob(filter_)) is not None:
+                out.append((glob, f"excluded in Obsidian: {filter_!r} (app.json)"))
+        return out
 
     def lines(self) -> list[str]:
         """The settings followed, one a line, as `kb status` and `kb init` show them."""
@@ -68,8 +71,7 @@ class Settings:
         if self.templates:
             out.append(f"templates in {self.templates}/ are not indexed (templates.json)")
         for filter_ in self.excluded:
-            glob = excluded_glob(filter_)
-            if glob is None:
+            if excluded_glob(filter_) is None:
                 out.append(f"excluded {filter_!r} cannot be followed (a regular expression)")
             else:
                 out.append(f"excluded {filter_!r} is not indexed (app.json)")
@@ -84,10 +86,6 @@ def _folder(value: Any) -> str | None:
         return None
     folder = value.strip().removeprefix("./").strip("/")
     return None if folder in ("", ".") else folder
-
-
-def _folder_glob(folder: str) -> str:
-    return f"/{folder}/"
 
 
 def excluded_glob(filter_: str) -> str | None:

@@ -102,14 +102,7 @@ def personal_proposals(survey: Survey) -> list[Proposal]:
 def ignore_proposals(settings: obsidian.Settings) -> list[Proposal]:
     """What the vault's Obsidian settings leave out; kb follows them at each sync, so they
     are not written as ignore globs (an edit in Obsidian is taken up as it is)."""
-    out = []
-    if settings.templates:
-        out.append(Proposal(f"/{settings.templates}/", "the templates folder (templates.json)"))
-    for filter_ in settings.excluded:
-        glob = obsidian.excluded_glob(filter_)
-        if glob is not None:
-            out.append(Proposal(glob, f"excluded in Obsidian: {filter_!r} (app.json)"))
-    return out
+    return [Proposal(glob, reason) for glob, reason in settings.ignored()]
 
 
 ALWAYS_SKIPPED = "dot-folders (.obsidian/, .trash/, .git/) are always skipped"
