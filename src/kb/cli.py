@@ -1002,7 +1002,8 @@ def init_command(
         else init.config_text(choices, dt.date.today())
     )
     try:
-        config = parse_config(tomllib.loads(text), base_dir=target.parent, env={})
+        # Read as kb will read it, the environment's overrides (OLLAMA_HOST) included.
+        config = parse_config(tomllib.loads(text), base_dir=target.parent, env=dict(os.environ))
     except (KbError, tomllib.TOMLDecodeError) as exc:
         raise _fail(f"the config would not be valid: {exc}") from None
     _check_models(config)
@@ -1063,9 +1064,10 @@ def _check_models(config: Config) -> None:
     if llm.provider == "fake":
         _out().print("models       the fake provider: no model server (for tests only)")
         return
-    wanted = {llm.chat_host: [llm.chat_model], llm.embed_host: [llm.embed_model]}
-    if llm.chat_host == llm.embed_host:
-        wanted = {llm.chat_host: [llm.chat_model, llm.embed_model]}
+    # One check a server: the chat and embedding models may be served apart.
+    wanted: dict[str, list[str]] = {}
+    for host, model in ((llm.chat_host, llm.chat_model), (llm.embed_host, llm.embed_model)):
+        wanted.setdefault(host, []).append(model)
     for host, models in wanted.items():
         served: list[str] | LLMError
         try:
