@@ -46,10 +46,14 @@ def test_a_property_that_names_no_day_falls_back_quietly_and_is_kept() -> None:
     assert note_date({"date": 2022}, "notes.md", MTIME).unread == "date: 2022"
 
 
-def test_only_daily_notes_carry_the_daily_settings_in_their_build() -> None:
+def test_the_date_rules_a_note_is_built_with() -> None:
     assert JOURNAL.build_part("Projects/x.md") == ""
     part = JOURNAL.build_part("Journal/03.05.2024.md")
     assert part and settings_build("abc" + part) == "abc"
+    keyed = DateRules(keys=("written", "date", "created"))
+    assert (
+        keyed.build_part("Projects/x.md") and settings_build("abc" + keyed.build_part("x")) == "abc"
+    )
     assert spoken(dt.date(2022, 1, 21)) == "21 January 2022"
     assert spoken(None) is None
 

@@ -67,10 +67,11 @@ class DateRules:
     def build_part(self, path: str) -> str:
         """What a note's stored date depends on besides the note, for its context build: a
         change of the daily-notes settings rebuilds exactly the notes in the old or the new
-        daily folder."""
-        if self.daily is None or not self.daily.holds(path):
-            return ""
-        return f"{_DATES_MARK}{self.daily.folder}:{self.daily.format}"
+        daily folder; a `date_key` set or changed, every note."""
+        parts = [] if self.keys == DEFAULT_DATE_KEYS else ["keys=" + ",".join(self.keys)]
+        if self.daily is not None and self.daily.holds(path):
+            parts.append(f"{self.daily.folder}:{self.daily.format}")
+        return _DATES_MARK + ";".join(parts) if parts else ""
 
 
 def settings_build(stored: str) -> str:
