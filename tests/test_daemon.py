@@ -501,3 +501,20 @@ def test_bad_notes_are_recorded_and_the_daemon_goes_on(store: Store, vault: Path
             "the failures of deleted notes to be cleared",
         )
         settle(daemon, kb)
+
+
+def test_an_edit_of_the_obsidian_settings_is_a_config_change(store: Store, vault: Path) -> None:
+    kb = daemon_kb(store, vault)
+    with running(kb) as daemon:
+        inbox = {p for p in kb.store.documents.states("v") if p.startswith("Inbox/")}
+        assert inbox
+        kb.reset_counts()
+        (vault / ".obsidian").mkdir(exist_ok=True)
+        (vault / ".obsidian/templates.json").write_text('{"folder": "Inbox"}')
+        settle(daemon, kb)
+    # The templates folder leaves the index; no other note is touched.
+    assert not any(p.startswith("Inbox/") for p in kb.store.documents.states("v"))
+    assert no_calls(kb)
+    record = kb.store.state.last_reconcile()
+    assert record is not None and record.reason == "v: .obsidian/templates.json changed"
+    assert (record.indexed, record.deleted) == (0, len(inbox))

@@ -66,7 +66,8 @@ def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
     assert status.items == QUEUED and status.in_progress == 0 and status.failing == 0
     # Stored with structural context, every chunk embedded: the index equals the vault.
     doc = _doc(kb.store, LONG_NOTE)
-    assert doc["summary"].startswith('Note "Home Server" in Projects.')
+    named = 'Note "Home Server" (also "homelab", "NAS", "box") in Projects.'
+    assert doc["summary"].startswith(named)
     for chunk in stored_chunks(kb.store, LONG_NOTE):
         assert chunk["summary"].startswith('Part of the note "Home Server"')
         assert chunk["embedding"] is not None

@@ -21,6 +21,7 @@ from kb.notes import Scope
 from kb.outputs import needs_rewrite
 from kb.query import search
 from kb.store import SearchFilter, Store
+from kb.wikitext import readable
 
 LONG_NOTE = "Projects/Home Server.md"
 
@@ -35,8 +36,9 @@ def _stored(store: Store, path: str) -> bool:
 
 
 def _laid_out(chunk: dict, file_summary: str) -> str:
-    """full_context as the layout promises it: header path, the chunk, then its summaries."""
-    text = chunk["rewrite"] or chunk["content"]
+    """full_context as the layout promises it: header path, the chunk (its links read as a
+    person reads them), then its summaries."""
+    text = readable(chunk["rewrite"] or chunk["content"])
     parts = (header_line(tuple(chunk["header_path"])), text, chunk["summary"], file_summary)
     return "\n\n".join(parts)
 
@@ -293,7 +295,8 @@ def test_personal_notes_are_rewritten_about_the_owner(kb: Kb) -> None:
     for chunk in first_person:
         rewrite = chunk["rewrite"]
         assert OWNER in rewrite and " I " not in f" {rewrite} "
-        assert rewrite in chunk["full_context"] and chunk["content"] not in chunk["full_context"]
+        searched = chunk["full_context"]
+        assert readable(rewrite) in searched and readable(chunk["content"]) not in searched
         assert OWNER in chunk["summary"]
         assert " I " in f" {chunk['content']} "  # the raw chunk is what is stored and returned
     clipping = stored_chunks(kb.store, "Clippings/How I Climbed Mount Fuji in One Night.md")
@@ -465,7 +468,7 @@ def test_structure_and_none_levels_ask_no_model(store: Store, vault: Path) -> No
     assert report.indexed == 15 and structure.chat.total_calls == 0
     chunks = stored_chunks(store, LONG_NOTE)
     title = _doc(store, LONG_NOTE)
-    assert title["summary"].startswith('Note "Home Server" in Projects.')
+    assert title["summary"].startswith('Note "Home Server" (also "homelab", "NAS", "box") in')
     for chunk in chunks:
         headers = " > ".join(h.lstrip("#").strip() for h in chunk["header_path"])
         assert chunk["summary"] == f'Part of the note "Home Server", section "{headers}".'
@@ -476,7 +479,8 @@ def test_structure_and_none_levels_ask_no_model(store: Store, vault: Path) -> No
     bare = Kb(store, make_config(vault, context={"summaries": "none"}))
     report = bare.sync()
     assert report.indexed == 15 and bare.chat.total_calls == 0
-    assert all(c["full_context"] == c["content"] for c in stored_chunks(store, LONG_NOTE))
+    chunks = stored_chunks(store, LONG_NOTE)
+    assert all(c["full_context"] == readable(c["content"]) for c in chunks)
     assert bare.sync().indexed == 0  # and only once
 
     llm = Kb(store, make_config(vault))

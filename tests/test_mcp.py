@@ -85,6 +85,14 @@ def test_search_returns_raw_chunks_with_where_they_are(kb: Kb) -> None:
             "search", {"query": "postgres", "path_prefix": "Reference/", "top_k": 3}
         )
         assert all(h["path"].startswith("Reference/") for h in only.structured_content["hits"])
+        # `after` and `before` are the note's own date: the journal's day, whatever its file's.
+        day = await client.call_tool(
+            "search",
+            {"query": "mountain", "after": "2024-04-12", "before": "2024-04-13", "top_k": 20},
+        )
+        dated = day.structured_content["hits"]
+        assert dated and {h["date"] for h in dated} == {"2024-04-12"}
+        assert {h["path"] for h in dated} == {"Alex/Journal/2024-04-12.md"}
 
     run(kb, check)
 

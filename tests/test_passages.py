@@ -13,7 +13,6 @@ from conftest import OWNER, Kb, make_config, rows
 from kb.passages import (
     Voice,
     chunk_passages,
-    note_date,
     paragraphs,
 )
 from kb.query import search
@@ -21,17 +20,6 @@ from kb.store import Store
 from kb.voices import voiced
 
 # -- building them (pure) ----------------------------------------------------------------------
-
-
-def test_note_date_from_frontmatter_then_file_name() -> None:
-    assert note_date({"date": "2022-01-21"}, "a.md") == "21 January 2022"
-    assert note_date({"date": "2022-01-21T10:30:00"}, "a.md") == "21 January 2022"
-    assert note_date({}, "Meetings/2024-05-06 Planning.md") == "6 May 2024"
-    # A date the frontmatter does not start with, or no real date: the file name's, or none.
-    assert note_date({"date": "someday"}, "Journal/2024-04-12.md") == "12 April 2024"
-    assert note_date({"date": "2022-13-40"}, "notes.md") is None
-    assert note_date({"date": 2022}, "notes.md") is None
-    assert note_date({}, "v2024-05-061.md") is None
 
 
 def test_a_writer_voice_names_the_writer_for_first_person_words() -> None:
@@ -55,7 +43,7 @@ def test_paragraphs_keep_fences_whole_and_headings_with_their_text() -> None:
 
 def test_passages_in_a_writer_voice_or_under_the_title() -> None:
     content = "I climbed Takao with Kenji at dawn.\n\nThen my legs hurt all the way home."
-    mine = Voice("Alex", True, note_date({"date": "2024-04-12"}, "x.md"))
+    mine = Voice("Alex", True, "12 April 2024")
     assert [p.text for p in chunk_passages(content, mine)] == [
         "Alex, 12 April 2024: Alex climbed Takao with Kenji at dawn.",
         "Alex, 12 April 2024: Then Alex's legs hurt all the way home.",

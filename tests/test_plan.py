@@ -231,3 +231,15 @@ def test_unchanged_on_stat_needs_the_same_size_mtime_personal_flag_and_build() -
     assert not unchanged(row("a.md"), disk("a.md", personal=True), rules)
     assert not unchanged(row("a.md"), disk("a.md"), Rules(build="llm/4/256"))
     assert not unchanged(row("a.md"), disk("a.md"), Rules(build=BUILD, trust_stat=False))
+
+
+def test_a_rename_to_another_day_is_indexed_not_re_keyed() -> None:
+    # The day a daily note's name says is its date: the same text on another day is another note.
+    old = Stored("Journal/2024-05-03.md", "h", 1, 1, False, "b")
+    renamed = OnDisk("Journal/2024-05-04.md", 1, 2, False)
+    kept_day = OnDisk("Archive/2024-05-03 copy.md", 1, 2, False)
+    rules = Rules(build="b")
+    plan = decide({old.path: old}, [Read(renamed, "h")], {renamed.path}, rules)
+    assert (plan.moves, plan.index) == ((), (renamed,))
+    moved = decide({old.path: old}, [Read(kept_day, "h")], {kept_day.path}, rules)
+    assert [m.target for m in moved.moves] == [kept_day]

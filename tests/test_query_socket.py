@@ -111,6 +111,7 @@ HIT = {
     "vector_score": None,
     "text_rank": 1,
     "text_score": 0.5,
+    "date": "2024-04-12",
 }
 RESULT = {"hits": [HIT], "mode_used": "text", "warnings": [], "json": False, "explain": True}
 

@@ -4,6 +4,7 @@ line when they do not fit."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import os
 from pathlib import Path
@@ -94,6 +95,9 @@ def test_piped_output_keeps_the_path_and_score_of_each_hit(
     titles = [n for n, line in enumerate(lines) if line.startswith(f"1. example/{FUJI}:")]
     assert titles, shown.stdout
     first = lines[titles[0]]
-    assert first.count(":") == 1 and first.rsplit(":", 1)[1].replace("-", "").isdigit()
+    # The path and line span, whole, and the note's date where it fits beside them.
+    span, *dated = first.rsplit(":", 1)[1].split()
+    assert first.count(":") == 1 and span.replace("-", "").isdigit()
+    assert all(dt.date.fromisoformat(day) for day in dated) and len(dated) <= 1
     assert lines[titles[0] + 1].startswith("   similarity 0.")
     assert "…" not in shown.stdout

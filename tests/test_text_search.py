@@ -18,6 +18,7 @@ from kb.db import migrate, migrations
 from kb.store import NO_FILTER, SearchFilter, Store
 from kb.store import search as store_module
 from kb.store.search import BM25_B, BM25_K1
+from kb.wikitext import readable
 
 # What a word of a chunk's summaries counts for against one of its own (migration 013).
 SUMMARY_WEIGHT = 0.3
@@ -175,7 +176,7 @@ def test_summaries_count_for_less_than_a_chunks_own_words(indexed: Kb) -> None:
             r["full_context"][: r["summaries_at"]],
             r["full_context"][r["summaries_at"] :],
         )
-        assert own.endswith(r["rewrite"] or r["content"])
+        assert own.endswith(readable(r["rewrite"] or r["content"]))
         assert summaries.startswith("\n\n" + r["summary"])
         assert r["weights"] == ["A", "D"]
         assert r["frequency"] == pytest.approx(1 + 2 * SUMMARY_WEIGHT)

@@ -252,8 +252,8 @@ def test_statements_are_passages_named_and_dated(store: Store, letters: Path) ->
 
     kb.reset_counts()
     assert kb.sync().llm_calls == 0 and kb.chat.total_calls == 0
-    # A rename is a move: nothing is asked again.
-    (letters / LETTER).rename(letters / "Letters/Sam/regatta.md")
+    # A rename that keeps the day its name says is a move: nothing is asked again.
+    (letters / LETTER).rename(letters / "Letters/Sam/2024-03-05 regatta.md")
     assert kb.sync().moved == 1 and kb.chat.total_calls == 0
     # An edit elsewhere in the note keeps the other chunks' statements; a new writer redoes them.
     journal = "I walked to the lake with the dog.\n\nMy feet hurt all the way home.\n\n"

@@ -67,6 +67,13 @@ def _recorded(*events: FileSystemEvent, conflicts: ConflictMode = "ignore") -> l
         (FileCreatedEvent("/vault/image.png"), []),
         (FileCreatedEvent("/vault/Templates/t.md"), []),
         (FileCreatedEvent("/vaultish/a.md"), []),  # a sibling folder sharing the prefix
+        # The Obsidian settings kb follows: a change reconciles the vault.
+        (FileModifiedEvent("/vault/.obsidian/daily-notes.json"), [".obsidian/daily-notes.json"]),
+        (
+            FileMovedEvent("/vault/.obsidian/app.json.tmp", "/vault/.obsidian/app.json"),
+            [".obsidian/app.json"],
+        ),
+        (FileModifiedEvent("/vault/.obsidian/workspace.json"), []),
     ],
 )
 def test_recorder_keys(event: FileSystemEvent, keys: list[str]) -> None:

@@ -3,6 +3,7 @@ and that a note's text is only ever shown as text. (The browser tests: test_web_
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -59,6 +60,11 @@ def test_the_filters_of_kb_query_narrow_the_cards(web: TestClient) -> None:
     assert 'value="Alex/"' in mine and '<option value="text" selected>' in mine
     later = web.get("/", params={"q": "Takao", "after": "2999-01-01"}).text
     assert "No passage matches with these filters." in later
+    # The note's own date (its daily-note name here), not its file's time.
+    that_day = web.get("/", params={"q": "Takao", "after": "2024-04-12", "before": "2024-04-13"})
+    paths = {line for line in that_day.text.split('"') if line.startswith("/note?")}
+    assert paths and all("2024-04-12.md" in p for p in paths)
+    assert "<time>2024-04-12</time>" in that_day.text
 
 
 @pytest.mark.parametrize(
@@ -201,7 +207,7 @@ def test_forms_read_the_url() -> None:
     form = read_form({"q": " mountain ", "tags": "#travel, work/meetings", "after": "2024-04-01"})
     assert form.request is not None and form.request.text == "mountain"
     assert form.request.filters.tags == ("travel", "work/meetings")
-    assert form.request.filters.modified_after is not None
+    assert form.request.filters.after == dt.date(2024, 4, 1)
     assert read_form({}).request is None
     with pytest.raises(FormError, match="tags: 21 tags"):
         read_form({"q": "x", "tags": " ".join(f"t{i}" for i in range(21))})

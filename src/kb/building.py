@@ -8,6 +8,7 @@ Then the chunks and their passages are embedded, each text once per model.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -29,14 +30,19 @@ class Built:
     complete: bool  # every model output the note needs is in it (else: left for enrichment)
 
 
-def note_facts(path: str, metadata: Mapping[str, Any], chunks: list[Chunk]) -> NoteFacts:
-    """What a note's context is built from besides its chunks."""
+def note_facts(
+    path: str, metadata: Mapping[str, Any], chunks: list[Chunk], date: dt.date | None
+) -> NoteFacts:
+    """What a note's context is built from besides its chunks; `date` is its own date
+    (kb.dates), None when it has only its file's time."""
     folder = PurePosixPath(path).parent.as_posix()
     return NoteFacts(
         title=note_title(metadata, chunks, path),
         folder="" if folder == "." else folder,
         path=path,
         metadata=metadata,
+        aliases=tuple(metadata.get("aliases", ())),
+        date=date,
     )
 
 

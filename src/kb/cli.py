@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from kb.enrich import EnrichReport
     from kb.indexer import SyncReport
     from kb.query_socket import Reply, Runner
+    from kb.services import init
     from kb.services.search import SearchRequest
     from kb.services.status import StatusReport
     from kb.store import QueueStatus, SearchFilter
@@ -77,13 +79,30 @@ Tags = Annotated[
 After = Annotated[
     dt.datetime | None,
     typer.Option(
-        "--after", help="Only notes modified at or after this date/time.", formats=_DATE_FORMATS
+        "--after",
+        help="Only notes dated on or after this day (the note's date: its date property, "
+        "its daily-note name, a date in its file name, else its file's day).",
+        formats=_DATE_FORMATS,
     ),
 ]
 Before = Annotated[
     dt.datetime | None,
+    typer.Option("--before", help="Only notes dated before this day.", formats=_DATE_FORMATS),
+]
+ModifiedAfter = Annotated[
+    dt.datetime | None,
     typer.Option(
-        "--before", help="Only notes modified before this date/time.", formats=_DATE_FORMATS
+        "--modified-after",
+        help="Only notes whose file was modified at or after this date/time.",
+        formats=_DATE_FORMATS,
+    ),
+]
+ModifiedBefore = Annotated[
+    dt.datetime | None,
+    typer.Option(
+        "--modified-before",
+        help="Only notes whose file was modified before this date/time.",
+        formats=_DATE_FORMATS,
     ),
 ]
 NoOwner = Annotated[
@@ -396,6 +415,8 @@ def query(
     tag: Tags = None,
     after: After = None,
     before: Before = None,
+    modified_after: ModifiedAfter = None,
+    modified_before: ModifiedBefore = None,
     mode: Annotated[
         str | None,
         typer.Option(
@@ -430,6 +451,8 @@ def query(
         tag=tag,
         after=after,
         before=before,
+        modified_after=modified_after,
+        modified_before=modified_before,
         mode=mode,
         rerank=rerank,
         as_json=as_json,
@@ -459,6 +482,8 @@ def _query_call(
     tag: Sequence[str] | None,
     after: dt.datetime | None,
     before: dt.datetime | None,
+    modified_after: dt.datetime | None,
+    modified_before: dt.datetime | None,
     mode: str | None,
     rerank: bool | None,
     as_json: bool,
@@ -476,7 +501,7 @@ def _query_call(
         top_k=top_k,
         mode=mode,
         threshold=threshold,
-        filters=_filters(path, tag, after, before),
+        filters=_filters(path, tag, (after, before), (modified_after, modified_before)),
         rerank=rerank,
         owner=not no_owner,
     )
@@ -486,13 +511,21 @@ def _query_call(
 def _filters(
     path: str | None,
     tag: Sequence[str] | None,
-    after: dt.datetime | None,
-    before: dt.datetime | None,
+    dated: tuple[dt.datetime | None, dt.datetime | None],
+    modified: tuple[dt.datetime | None, dt.datetime | None],
 ) -> SearchFilter:
+    """The filters of `kb query` and `kb ask`: `dated` the note's date (its day is what
+    counts), `modified` the file's time (to the second), each (after, before)."""
     from kb.store import SearchFilter
 
+    after, before = (t.date() if t else None for t in dated)
     return SearchFilter(
-        path_prefix=path, tags=tuple(tag or ()), modified_after=after, modified_before=before
+        path_prefix=path,
+        tags=tuple(tag or ()),
+        after=after,
+        before=before,
+        modified_after=modified[0],
+        modified_before=modified[1],
     )
 
 
@@ -511,6 +544,8 @@ def ask_command(
     tag: Tags = None,
     after: After = None,
     before: Before = None,
+    modified_after: ModifiedAfter = None,
+    modified_before: ModifiedBefore = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")] = (
         False
     ),
@@ -523,7 +558,7 @@ def ask_command(
         question,
         top_k=top_k,
         threshold=threshold,
-        filters=_filters(path, tag, after, before),
+        filters=_filters(path, tag, (after, before), (modified_after, modified_before)),
         owner=not no_owner,
     )
 
@@ -693,6 +728,12 @@ def status(
     _out().print(f"failed files {len(report.failures)}")
     for f in report.failures:
         _out().print(f"  {_shown(f.vault)}/{_shown(f.path)}: {_shown(f.error)}")
+    for vault, lines in status.obsidian.items():
+        _out().print(
+            f"obsidian     {_shown(vault)}: {'; '.join(map(_shown, lines)) or 'no settings'}"
+        )
+    if status.undated:
+        _out().print(f"undated      {len(status.undated)} notes (a date property names no day)")
     _print_daemons(status)
     _print_enrichment(status)
 
@@ -942,6 +983,166 @@ def _connect_until_stopped(
             stop.wait(delay)
             delay = min(delay * 2, 30.0)
     return None
+
+
+@app.command(name="init")
+def init_command(
+    ctx: typer.Context,
+    vault: Annotated[
+        Path, typer.Argument(help="The vault's folder (default: this one).", show_default=False)
+    ] = Path("."),
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept every proposal.")] = False,
+    owner: Annotated[
+        str | None, typer.Option("--owner", help="The vault owner's full name.")
+    ] = None,
+    personal: Annotated[
+        list[str] | None,
+        typer.Option("--personal", help="A personal-folder glob (repeatable), with the proposals."),
+    ] = None,
+    ignore: Annotated[
+        list[str] | None, typer.Option("--ignore", help="A glob never indexed (repeatable).")
+    ] = None,
+    provider: Annotated[str, typer.Option("--provider", help="ollama, openai or fake.")] = "ollama",
+    name: Annotated[
+        str | None, typer.Option("--name", help="The vault's name (default: its folder's).")
+    ] = None,
+    add: Annotated[
+        bool, typer.Option("--add", help="Add this vault to the existing config.")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
+) -> None:
+    """Write a config for a vault: the owner, personal folders, what to skip, the models."""
+    from kb.config import PROVIDERS, VaultConfig, parse_config
+    from kb.locations import find_config_file
+    from kb.services import init
+
+    options: _Options = ctx.obj
+    target = find_config_file(options.config)
+    path = vault.expanduser().resolve()
+    try:
+        server = next((p for p in PROVIDERS if p == provider), None)
+        if server is None:
+            raise KbError(f"--provider must be one of {', '.join(PROVIDERS)}")
+        existing = target.read_text(encoding="utf-8") if target.exists() else None
+        configured = load_config(target).vaults if add and existing is not None else ()
+        if add and existing is None:
+            raise KbError(f"--add: there is no config at {target} to add to")
+        init.refuse_vault(path, configured)
+        vault_name = name or path.name or "vault"
+        if any(v.name == vault_name for v in configured):
+            raise KbError(f"a vault is already named '{vault_name}': pass --name")
+        out = _out()
+        out.print(f"vault        {_shown(str(path))} (named '{_shown(vault_name)}')")
+        found = [] if add else init.owner_names(*init.names_on_this_machine())
+        owner_name = "" if add else _owner(owner, yes, found)
+        if owner_name:
+            out.print(f"owner        {_shown(owner_name)}")
+        survey = init.survey(VaultConfig(vault_name, path, ignore=tuple(ignore or ())))
+    except KbError as exc:
+        raise _fail(str(exc)) from None
+
+    chosen = list(_chosen(init.personal_proposals(survey), yes))
+    chosen += [init.Proposal(g, "given with --personal") for g in personal or ()]
+    out.print("skipped      " + init.ALWAYS_SKIPPED)
+    for proposal in init.ignore_proposals(survey.settings):
+        out.print(f"  {_shown(proposal.glob)}  ({_shown(proposal.reason)}, followed at each sync)")
+    for glob in ignore or ():
+        out.print(f"  {_shown(glob)}  (given with --ignore)")
+    choices = init.Choices(
+        owner=owner_name,
+        name=vault_name,
+        path=path,
+        personal=tuple(chosen),
+        ignore=tuple(ignore or ()),
+        followed=tuple(survey.settings.lines()),
+        provider=server,
+    )
+    text = (
+        existing.rstrip("\n") + "\n" + init.vault_text(choices)
+        if add and existing is not None
+        else init.config_text(choices, dt.date.today())
+    )
+    try:
+        # Read as kb will read it, the environment's overrides (OLLAMA_HOST) included.
+        config = parse_config(tomllib.loads(text), base_dir=target.parent, env=dict(os.environ))
+    except (KbError, tomllib.TOMLDecodeError) as exc:
+        raise _fail(f"the config would not be valid: {exc}") from None
+    _check_models(config)
+    if existing is not None and not add and not force:
+        _err().print(f"{_shown(str(target))} exists; --force overwrites it. It would change:")
+        for line in init.changes(existing, text, target):
+            _err().print(printable(line), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_ERROR)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    out.print(f"wrote        {_shown(str(target))}")
+    at = "" if options.config is None else f" --config {_shown(str(target))}"
+    out.print(f"next         kb{at} index", soft_wrap=True)
+    out.print(f'then         kb{at} query "…"', soft_wrap=True)
+    out.print(
+        f"in sync      kb{at} daemon keeps the index in sync; deploy/ has service files "
+        "to run it (kb.service, kb.daemon.plist)",
+        soft_wrap=True,
+    )
+
+
+def _owner(given: str | None, yes: bool, found: list[str]) -> str:
+    """The owner's name: given, proposed (and asked, unless --yes), or asked for."""
+    if given is not None:
+        name = given.strip()
+    elif yes:
+        if not found:
+            raise KbError("no owner name found (git user.name, the account's name): pass --owner")
+        name = found[0]
+    else:
+        name = typer.prompt("Your full name", default=found[0] if found else None).strip()
+    if not name:
+        raise KbError("the owner's name is empty: pass --owner NAME")
+    return name
+
+
+def _chosen(proposals: Sequence[init.Proposal], yes: bool) -> Iterator[init.Proposal]:
+    """The personal folders proposed, each shown with its reason, and those accepted."""
+    if not proposals:
+        _out().print("personal     none proposed (--personal GLOB names one)")
+    for proposal in proposals:
+        shown = f"personal     {_shown(proposal.glob)}  ({_shown(proposal.reason)})"
+        if yes:
+            _out().print(shown)
+            yield proposal
+        elif typer.confirm(shown + "?", default=True):
+            yield proposal
+
+
+def _check_models(config: Config) -> None:
+    """Whether the model server has the chat and embedding models; how to fix what it lacks,
+    without failing the init."""
+    from kb.errors import LLMError
+    from kb.llm import served_models
+    from kb.services import init
+
+    llm = config.llm
+    if llm.provider == "fake":
+        _out().print("models       the fake provider: no model server (for tests only)")
+        return
+    # One check a server: the chat and embedding models may be served apart.
+    wanted: dict[str, list[str]] = {}
+    for host, model in ((llm.chat_host, llm.chat_model), (llm.embed_host, llm.embed_model)):
+        wanted.setdefault(host, []).append(model)
+    for host, models in wanted.items():
+        served: list[str] | LLMError
+        try:
+            served = served_models(llm, host)
+        except LLMError as exc:
+            served = exc
+        check = init.model_check(llm.provider, host, models, served)
+        if check.ready:
+            _out().print(f"models       {', '.join(models)} ready at {_shown(host)}")
+            continue
+        state = "missing " + ", ".join(check.missing) if check.reachable else "not reachable"
+        _out().print(f"models       {_shown(host)}: {state}; to fix:")
+        for fix in check.fixes:
+            _out().print(f"  {printable(fix)}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command(name="verify")

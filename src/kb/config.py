@@ -18,6 +18,7 @@ from typing import Any, Literal, get_args
 
 import pathspec
 
+from kb.dates import DEFAULT_DATE_KEYS, DateRules
 from kb.errors import ConfigError
 from kb.fusion import FUSION_METHODS, Fusion
 from kb.locations import default_data_dir, find_config_file
@@ -44,6 +45,10 @@ class VaultConfig:
     personal: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     conflicts: ConflictMode = "ignore"
+    # Whether the vault's .obsidian/ settings are followed (kb.obsidian): its templates
+    # folder and excluded files left out, its daily notes dated by their names.
+    obsidian: bool = True
+    dates: DateRules = field(default_factory=DateRules)
 
     def is_personal(self, rel_path: str) -> bool:
         return bool(self.personal) and _spec(self.personal).match_file(rel_path)
@@ -458,6 +463,8 @@ def _vault(r: _Reader, base_dir: Path) -> VaultConfig:
     personal = tuple(r.get("personal", list, []))
     ignore = tuple(r.get("ignore", list, []))
     conflicts = r.get("conflicts", str, VaultConfig.conflicts)
+    obsidian = r.get("obsidian", bool, VaultConfig.obsidian)
+    date_key = r.get("date_key", str, "").strip()
     if conflicts not in CONFLICT_MODES:
         raise ConfigError(
             f"config key '{r.prefix}conflicts' must be one of {', '.join(CONFLICT_MODES)}"
@@ -472,7 +479,16 @@ def _vault(r: _Reader, base_dir: Path) -> VaultConfig:
                     f"{pattern!r}: {problem}"
                 )
     r.reject_unknown()
-    return VaultConfig(name=name, path=path, personal=personal, ignore=ignore, conflicts=conflicts)
+    keys = (date_key, *DEFAULT_DATE_KEYS) if date_key else DEFAULT_DATE_KEYS
+    return VaultConfig(
+        name=name,
+        path=path,
+        personal=personal,
+        ignore=ignore,
+        conflicts=conflicts,
+        obsidian=obsidian,
+        dates=DateRules(keys=keys),
+    )
 
 
 def _glob_problem(pattern: str) -> str | None:

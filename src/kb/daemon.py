@@ -35,6 +35,7 @@ from typing import Any, Protocol
 
 import psycopg
 
+from kb import obsidian
 from kb.config import Config
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, LockLost
@@ -418,6 +419,11 @@ class Daemon:
             files: set[str] = set()
             folders: set[str] = set()
             for d in items:
+                if obsidian.is_settings_file(d.key):
+                    # A settings change is a config change: the whole vault is looked at,
+                    # and only the notes it shapes are rebuilt.
+                    self.request_reconcile(f"{vault.name}: {d.key} changed")
+                    continue
                 if not d.settled and not os.path.lexists(os.path.join(vault.path, d.key)):
                     # Still changing and missing right now: an editor may be half-way
                     # through a save (vim moves the note away first). Wait for quiet.

@@ -19,6 +19,7 @@ from typing import Literal
 from kb.building import NoteBuilder, note_facts
 from kb.config import Config
 from kb.context import Contextualizer
+from kb.dates import settings_build
 from kb.embedding import Embedding
 from kb.errors import KbError
 from kb.llm.base import ChatModel, Embedder
@@ -94,7 +95,8 @@ class Enricher:
         if note is None:  # deleted since: its item went with it
             return Attempt(claim.document_id, "", "", "dropped")
         build = self.context.build_id(note.personal)
-        if note.context_build != build:
+        # The date rules' part is the vault's, and the note's date comes with its rows.
+        if settings_build(note.context_build) != build:
             # Workers on other machines read their own config: one that builds contexts
             # another way than the indexer would store a mix.
             raise KbError(
@@ -105,7 +107,7 @@ class Enricher:
         built = self.builder.build(
             note.chunks,
             note.personal,
-            note_facts(note.path, note.metadata, note.chunks),
+            note_facts(note.path, note.metadata, note.chunks, note.note_date),
             fresh=claim.fresh,
             ask=True,
         )

@@ -26,11 +26,12 @@ from typing import Literal
 
 import psycopg
 
-from kb import db, plan
+from kb import db, obsidian, plan
 from kb.building import NoteBuilder, note_facts
 from kb.chunking import chunk_body
 from kb.config import Config, VaultConfig
 from kb.context import Contextualizer
+from kb.dates import note_date
 from kb.db import first_line
 from kb.embedding import Embedding
 from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
@@ -50,7 +51,6 @@ from kb.notes import (
     stat_note,
 )
 from kb.parsing import decode, parse_note
-from kb.passages import note_day
 from kb.store import DocumentRecord, NoteRows, Pending, Store
 
 log = logging.getLogger(__name__)
@@ -212,6 +212,8 @@ class Indexer:
         force: bool,
         scope: Scope | None = None,
     ) -> None:
+        # Read at each sync: an edit of .obsidian/*.json is taken up as a config change is.
+        vault, _ = obsidian.followed(vault)
         docs = self.store.documents
         retry = self.store.caches.paths_with_fallbacks(vault.name, self.chat.name)
         if not self.enrich:
@@ -223,6 +225,7 @@ class Indexer:
             build=self.context.build_id(False),
             personal_build=self.context.build_id(True),
             retry=frozenset(retry),
+            dates=vault.dates,
         )
         misnamed: list[str] = []
         unlisted: list[Unlisted] = []
@@ -460,10 +463,11 @@ class Indexer:
             note.body, max_chars=self.config.chunking.max_chars, first_line=note.body_start_line
         )
         personal = vault.is_personal(path)
+        date = note_date(note.metadata, path, mtime_ns, vault.dates)
         built = self.builder.build(
             chunks,
             personal,
-            note_facts(path, note.metadata, chunks),
+            note_facts(path, note.metadata, chunks, date.own),
             fresh=force,
             ask=not self.enrich,
         )
@@ -484,10 +488,12 @@ class Indexer:
             personal=personal,
             summary=ctx.summary,
             summary_key=ctx.summary_key,
-            context_build=self.context.build_id(personal),
+            context_build=self.context.build_id(personal) + vault.dates.build_part(path),
             summary_fallback=self.chat.name if ctx.summary_fallback else None,
             voice=ctx.voice_row(self.chat.name),
-            note_date=note_day(note.metadata, path),
+            note_date=date.day,
+            date_source=date.source,
+            date_unread=date.unread,
         )
         event = FileEvent(
             vault.name,

@@ -67,7 +67,7 @@ _INSTRUCTIONS = (
 class NoteEntry:
     vault: str
     path: str
-    date: str | None  # the frontmatter date, else the day it was last modified
+    date: str | None  # the note's date (kb.dates)
     modified: str  # ISO 8601, UTC
     tags: list[str]
     chunks: int
@@ -152,15 +152,23 @@ def _add_search(server: MCPServer, searches: SearchService) -> None:
             Field(description="Only notes with all these tags (or nested ones)."),
         ] = None,
         after: Annotated[
-            dt.date | None, Field(description="Only notes modified on or after this day.")
+            dt.date | None,
+            Field(description="Only notes dated on or after this day (the note's own date)."),
         ] = None,
         before: Annotated[
-            dt.date | None, Field(description="Only notes modified before this day.")
+            dt.date | None, Field(description="Only notes dated before this day.")
+        ] = None,
+        modified_after: Annotated[
+            dt.date | None,
+            Field(description="Only notes whose file was modified on or after this day."),
+        ] = None,
+        modified_before: Annotated[
+            dt.date | None,
+            Field(description="Only notes whose file was modified before this day."),
         ] = None,
     ) -> SearchResult:
-        request = SearchRequest(
-            query, top_k=top_k, mode=mode, filters=_filters(path_prefix, tags, after, before)
-        )
+        filters = _filters(path_prefix, tags, (after, before), (modified_after, modified_before))
+        request = SearchRequest(query, top_k=top_k, mode=mode, filters=filters)
         with _as_tool_error():
             return searches.search(request)
 
@@ -210,14 +218,17 @@ def _ask_result(answer: Answer) -> AskResult:
 def _filters(
     path_prefix: str | None,
     tags: list[str] | None,
-    after: dt.date | None = None,
-    before: dt.date | None = None,
+    dated: tuple[dt.date | None, dt.date | None] = (None, None),
+    modified: tuple[dt.date | None, dt.date | None] = (None, None),
 ) -> SearchFilter:
+    """`dated`: the note's own date; `modified`: the file's time; each (after, before)."""
     return SearchFilter(
         path_prefix=path_prefix or None,
         tags=tuple(tags or ()),
-        modified_after=_midnight(after),
-        modified_before=_midnight(before),
+        after=dated[0],
+        before=dated[1],
+        modified_after=_midnight(modified[0]),
+        modified_before=_midnight(modified[1]),
     )
 
 

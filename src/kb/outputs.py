@@ -10,7 +10,7 @@ records that it fell back so a later run with a better model redoes only those.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from kb.llm.base import Prompt
@@ -179,13 +179,20 @@ def first_person_words(text: str) -> list[str]:
 
 
 def structural_file_summary(
-    title: str, folder: str, sections: Iterable[str], owner: str | None
+    title: str,
+    folder: str,
+    sections: Iterable[str],
+    owner: str | None,
+    aliases: Sequence[str] = (),
 ) -> str:
-    """What can be said of a note without a model: its title, folder and sections."""
-    text = f'Note "{title}"' + (f" in {folder}" if folder else "") + "."
-    names = list(dict.fromkeys(sections))[:8]
-    if names:
-        text += " Sections: " + ", ".join(names) + "."
+    """What can be said of a note without a model: its title (and the other names its
+    `aliases` give it, searched as the title is), folder and sections."""
+    names = ", ".join(f'"{a}"' for a in aliases)
+    also = f" (also {names})" if aliases else ""
+    text = f'Note "{title}"{also}' + (f" in {folder}" if folder else "") + "."
+    shown = list(dict.fromkeys(sections))[:8]
+    if shown:
+        text += " Sections: " + ", ".join(shown) + "."
     if owner:
         text += f" Written by {owner} in the first person."
     return text

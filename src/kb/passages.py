@@ -7,8 +7,8 @@ question matches: "<voice>, <date>: <paragraph>". The voice is a writer's name, 
 paragraph's first-person words become (the same words a query in the first person is read
 by, see `kb.voices.FIRST_PERSON`): the owner's in the owner's personal notes, elsewhere the
 writer the chat model named (kb.voices); else the note's title, the paragraph as written.
-The date is the note's own (frontmatter `date`, or a date in its file name), left out when
-unknown.
+The date is the note's own (kb.dates: a property, a daily note's name, a date in its file
+name), left out when it has only its file's time.
 
 Pure functions: what a note's passages say depends on the chunks' contents, the voice and
 the date only.
@@ -16,13 +16,9 @@ the date only.
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import PurePosixPath
-from typing import Any
 
 from kb.store.passages import PassageKind
 from kb.voices import voiced
@@ -37,7 +33,6 @@ _WORD = re.compile(r"[^\W\d_]{2,}")
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^#{1,6}\s")
-_ISO_DATE = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
 
 
 @dataclass(frozen=True)
@@ -66,29 +61,6 @@ class Voice:
     def say(self, paragraph: str) -> str:
         """The paragraph in this voice."""
         return self.prefix + (voiced(paragraph, self.name) if self.writer else paragraph)
-
-
-def note_date(metadata: Mapping[str, Any], path: str) -> str | None:
-    """The note's own date in words ("21 January 2022"), as a passage says it."""
-    day = note_day(metadata, path)
-    return f"{day.day} {day:%B %Y}" if day else None
-
-
-def note_day(metadata: Mapping[str, Any], path: str) -> dt.date | None:
-    """The note's own date: its frontmatter `date` (a date or a time stamp), else a
-    YYYY-MM-DD in its file name; None when neither is a real date."""
-    written = metadata.get("date")
-    candidates = [written] if isinstance(written, str) else []
-    candidates.append(PurePosixPath(path).stem)
-    for text in candidates:
-        match = _ISO_DATE.search(text)
-        if match is None or (text is written and match.start() != 0):
-            continue
-        try:
-            return dt.date(*map(int, match.groups()))
-        except ValueError:
-            continue
-    return None
 
 
 def paragraphs(content: str) -> list[str]:

@@ -15,9 +15,10 @@ The indexer carries the plan out; these functions are tested without a database.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from kb.dates import DateRules
 from kb.notes import OnDisk, Unlisted
 
 T = TypeVar("T")
@@ -48,13 +49,19 @@ class Rules:
     personal_build: str = ""
     # Notes holding another model's rejected outputs: they deserve this model's try.
     retry: frozenset[str] = frozenset()
+    # How the vault's notes are dated now: a daily note dated by another format is rebuilt.
+    dates: DateRules = field(default_factory=DateRules)
 
-    def built(self, personal: bool) -> str:
-        """How a note with this personal flag is built now."""
-        return self.personal_build if personal else self.build
+    def built(self, personal: bool, path: str) -> str:
+        """How a note with this personal flag, at this path, is built now."""
+        return (self.personal_build if personal else self.build) + self.dates.build_part(path)
 
     def stale(self, old: Stored) -> bool:
-        return self.force or old.context_build != self.built(old.personal) or old.path in self.retry
+        return (
+            self.force
+            or old.context_build != self.built(old.personal, old.path)
+            or old.path in self.retry
+        )
 
 
 @dataclass(frozen=True)
@@ -226,7 +233,10 @@ def _same_note(rows: Mapping[str, Stored], r: Read, rules: Rules) -> Stored | No
         (
             d
             for d in rows.values()
-            if d.content_hash == r.digest and d.personal == r.file.personal and not rules.stale(d)
+            if d.content_hash == r.digest
+            and d.personal == r.file.personal
+            and not rules.stale(d)
+            and rules.dates.named_day(d.path) == rules.dates.named_day(r.file.path)
         ),
         None,
     )

@@ -52,7 +52,7 @@ def rank(
     else:
         order = fuse(found.vector, found.text, fusion)
     if period is not None:
-        order.sort(key=lambda f: not period.holds(found.rows[f.id].note_date))
+        order.sort(key=lambda f: not period.holds(found.rows[f.id].own_date))
     return [_hit(found, f) for f in order]
 
 
@@ -71,6 +71,7 @@ def _hit(found: Candidates, fused: Fused) -> SearchHit:
         vector_score=fused.vector_score,
         text_rank=fused.text_rank,
         text_score=fused.text_score,
+        date=row.note_date.isoformat() if row.note_date else None,
     )
 
 

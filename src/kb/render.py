@@ -76,7 +76,8 @@ def _title(rank: int, hit: SearchHit, width: int) -> list[Text]:
     where = Text(f"{rank}. {printable(redact(hit.vault))}/{printable(redact(hit.path))}", "bold")
     where.append(f":{hit.start_line}-{hit.end_line}")
     lines = [where]
-    for score in scores(hit):
+    # Its note's date first, then what it scored.
+    for score in [hit.date, *scores(hit)] if hit.date else scores(hit):
         last = lines[-1]
         if last.cell_len + 2 + len(score) <= width:
             last.append(f"  {score}")

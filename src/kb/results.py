@@ -38,6 +38,8 @@ class SearchHit:
     vector_score: float | None = None
     text_rank: int | None = None
     text_score: float | None = None
+    # The note's date (kb.dates), YYYY-MM-DD: what --after and --before filter on.
+    date: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
+from kb import obsidian
 from kb.config import Config, VaultConfig
 from kb.context import ContextBuild
 from kb.errors import NoteError
@@ -68,7 +69,9 @@ def verify(config: Config, store: Store) -> VerifyReport:
     unembedded = set(store.documents.without_vectors(embed_name(config.llm)))
     build = ContextBuild.of(config)
     counts = store.documents.row_counts()
-    for vault in config.vaults:
+    for listed in config.vaults:
+        # As a sync sees it: Obsidian's templates and excluded files are not notes.
+        vault, _ = obsidian.followed(listed)
         if not vault.path.is_dir():
             report.rows += counts.get(vault.name, 0)
             diffs.append(Difference(vault.name, "", "no vault", str(vault.path)))
@@ -131,7 +134,7 @@ def _check(
         return True, [Difference(vault.name, note.path, "stale", detail)]
     if row.personal != note.personal:
         return True, [Difference(vault.name, note.path, "stale", "personal flag")]
-    if row.context_build != build.id(row.personal):
+    if row.context_build != build.id(row.personal) + vault.dates.build_part(row.path):
         detail = "context built with other settings"
         return True, [Difference(vault.name, note.path, "stale", detail)]
     if (vault.name, note.path) in unembedded:

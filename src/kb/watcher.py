@@ -42,6 +42,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
+from kb import obsidian
 from kb.config import VaultConfig
 from kb.notes import is_note
 
@@ -112,6 +113,8 @@ class Recorder(FileSystemEventHandler):
         rel = self._relative(path)
         if not rel:
             return None  # outside the vault (a move's far end), or the root itself
+        if not folder and obsidian.is_settings_file(rel):
+            return rel  # the vault's Obsidian settings: the daemon reconciles the vault
         if folder:
             key = rel + "/"
             return None if self.vault.is_ignored(key) else key

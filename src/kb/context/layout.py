@@ -8,11 +8,14 @@ from dataclasses import dataclass
 
 from kb import tokens
 from kb.chunking import Chunk
+from kb.wikitext import readable
 
 # Bump when full_context's layout changes: every note's context is then rebuilt from cached
 # model answers (see ContextBuild.id).
-# 5: notes are stored with their own dates (kb.passages.note_day).
-LAYOUT_VERSION = "5"
+# 5: notes are stored with their own dates.
+# 6: links, comments and block ids are read as a person reads them (kb.wikitext); notes
+#    are dated by kb.dates.
+LAYOUT_VERSION = "6"
 
 
 def header_line(header_path: Sequence[str]) -> str:
@@ -25,9 +28,11 @@ def full_context(file_summary: str, chunk_summary: str, header_path: str, conten
 
     Plain text, in this order, because a small embedder averages over every token it reads
     and reads only the first few hundred: markup tags would be averaged in, and a long chunk
-    behind a paragraph of summaries would lose its end. Empty parts are left out.
+    behind a paragraph of summaries would lose its end. Empty parts are left out. The chunk
+    is read as a person reads it: `[[target|shown]]` is its shown text.
     """
-    return "\n\n".join(part for part in (header_path, content, chunk_summary, file_summary) if part)
+    parts = (header_path, readable(content), chunk_summary, file_summary)
+    return "\n\n".join(part for part in parts if part)
 
 
 def summaries_start(header_path: str, content: str) -> int:

@@ -27,6 +27,7 @@ from kb.chunking import CHUNKER_VERSION, Chunk
 from kb.config import Config, ContextConfig
 from kb.context.layout import LAYOUT_VERSION, header_line
 from kb.context.records import NoteFacts
+from kb.dates import spoken
 from kb.llm import embed_window
 from kb.outputs import Output
 
@@ -189,7 +190,7 @@ class Needs:
                 return keys
         if self.settings.asks("statements"):
             writer = self.writer(personal, voice)
-            date = passages.note_date(note.metadata, note.path)
+            date = spoken(note.date)
             keys += [self.statements_key(c, writer, date) for c in chunks]
         return keys
 

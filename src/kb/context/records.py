@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ class NoteFacts:
     folder: str = ""  # the note's folder in its vault, "" at the top
     path: str = ""  # the note's path in its vault
     metadata: Mapping[str, Any] = field(default_factory=dict)  # its frontmatter
+    aliases: tuple[str, ...] = ()  # the other names its frontmatter gives it
+    date: dt.date | None = None  # its own date (kb.dates), None if only its file's time
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,9 @@ def summarize(draft: Draft, needs: Needs, window: Window) -> Asking[FileContext]
         text, problem = written
         if problem:
             problems.append(f"file summary: {problem}")
-            text = outputs.structural_file_summary(note.title, note.folder, sections(chunks), owner)
+            text = outputs.structural_file_summary(
+                note.title, note.folder, sections(chunks), owner, note.aliases
+            )
         file_summary = Output(text, fallback=problem is not None)
 
     # The chunks the note's call did not cover (or left out: a model that lost the format
@@ -201,7 +203,9 @@ def provisional(draft: Draft, needs: Needs, window: Window) -> FileContext:
     file_key = needs.file_summary_key(chunks, personal)
     file_summary = known.get(file_key)
     if file_summary is None:
-        stand_in = outputs.structural_file_summary(note.title, note.folder, sections(chunks), owner)
+        stand_in = outputs.structural_file_summary(
+            note.title, note.folder, sections(chunks), owner, note.aliases
+        )
         file_summary, file_key = Output(stand_in), cache_key("structure", stand_in)
     built = []
     for chunk in chunks:
@@ -228,7 +232,7 @@ def structural(draft: Draft, needs: Needs, window: Window) -> FileContext:
     structure = mode == "structure"
     file_summary = (
         outputs.structural_file_summary(
-            note.title, note.folder, sections(chunks), needs.owner_for(draft.personal)
+            note.title, note.folder, sections(chunks), needs.owner_for(draft.personal), note.aliases
         )
         if structure
         else ""

@@ -18,6 +18,7 @@ from kb.context.driver import Asking
 from kb.context.layout import fit, header_line
 from kb.context.needs import Needs, head
 from kb.context.records import Draft, FileContext, Window
+from kb.dates import spoken
 from kb.llm.base import Prompt
 from kb.outputs import Output
 
@@ -48,7 +49,7 @@ def with_note_outputs(
             voice = Output(name, fallback=problem is not None)
             if problem:
                 problems.append(f"voice: {problem}")
-    date = passages.note_date(note.metadata, note.path)
+    date = spoken(note.date)
     said: list[Output | None] = [None] * len(chunks)
     keys: list[str | None] = [None] * len(chunks)
     if needs.settings.asks("statements") and (voice is not None or not needs.asks_voice(personal)):

@@ -43,6 +43,20 @@ def embed_window(cfg: LLMConfig) -> int:
     return profile.window - tokens.estimate(profile.document_prefix) - 2
 
 
+def served_models(cfg: LLMConfig, host: str, *, timeout: float = 5.0) -> list[str]:
+    """The models a server at `host` has (LLMError when it cannot be reached): what
+    `kb init` checks the configured chat and embedding models against."""
+    if cfg.provider == "ollama":
+        from kb.llm import ollama
+
+        return ollama.models(host, timeout=timeout)
+    if cfg.provider == "openai":
+        from kb.llm import openai
+
+        return openai.models(host, api_key=cfg.api_key, timeout=timeout)
+    return [cfg.chat_model, cfg.embed_model]  # the fake provider has every model
+
+
 def _make(cfg: LLMConfig, kind: str, host: str, model: str) -> Any:
     # A chat answer may take longer the more tokens it may write; an embedding may not.
     limits: dict[str, Any] = {"timeout": cfg.timeout, "retries": cfg.retries}
@@ -75,4 +89,5 @@ __all__ = [
     "embed_window",
     "make_chat",
     "make_embedder",
+    "served_models",
 ]

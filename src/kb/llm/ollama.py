@@ -9,6 +9,7 @@ from typing import TypeVar
 import httpx
 import ollama
 
+from kb.db import first_line
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
 from kb.llm.base import (
     MALFORMED,
@@ -143,3 +144,12 @@ def _call(call: Callable[[], T], *, host: str, model: str, retries: int, backoff
         raise LLMError(
             f"Ollama at {host} rejected the request for '{model}': {exc.error}"
         ) from None
+
+
+def models(host: str, *, timeout: float) -> list[str]:
+    """The models an Ollama server has pulled, by name and tag ("nomic-embed-text:latest")."""
+    try:
+        listed = ollama.Client(host=host, timeout=timeout).list()
+    except Exception as exc:  # a refused connection, a timeout, an HTTP error: all unreachable
+        raise LLMError(f"Ollama at {host} cannot be reached: {first_line(exc)}") from None
+    return [m.model for m in listed.models if m.model]

@@ -10,6 +10,7 @@ import openai
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
 
+from kb.db import first_line
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
 from kb.llm.base import (
     MALFORMED,
@@ -165,3 +166,16 @@ class OpenAIEmbedder(_OpenAIBase):
 def _messages(prompt: Prompt) -> list[ChatCompletionMessageParam]:
     # Prompt.messages() are plain role/content dicts: the shape these typed dicts describe.
     return cast("list[ChatCompletionMessageParam]", prompt.messages())
+
+
+def models(host: str, *, api_key: str, timeout: float) -> list[str]:
+    """The models an OpenAI-compatible server lists."""
+    client = openai.OpenAI(
+        base_url=_base_url(host), api_key=api_key or "unused", timeout=timeout, max_retries=0
+    )
+    try:
+        return [m.id for m in client.models.list()]
+    except Exception as exc:  # a refused connection, a timeout, an HTTP error: all unreachable
+        raise LLMError(
+            f"the server at {_base_url(host)} cannot be reached: {first_line(exc)}"
+        ) from None

@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from kb import obsidian
 from kb.config import Config, Provider
 from kb.llm import embed_profile
 from kb.llm.profiles import EmbedderProfile
 from kb.redact import redact
-from kb.store import DaemonRow, QueueStatus, Reconciliation, Status, Store, WorkerRow
+from kb.store import DaemonRow, QueueStatus, Reconciliation, Status, Store, Undated, WorkerRow
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class StatusReport:
     queue: QueueStatus
     workers: list[WorkerRow]
     configured: Configured
+    # Each vault's Obsidian settings kb follows, one a line (kb.obsidian).
+    obsidian: dict[str, list[str]]
+    undated: list[Undated]  # notes whose date property names no day
 
     @property
     def writer(self) -> DaemonRow | None:
@@ -63,6 +67,8 @@ class StatusReport:
                 "workers": [asdict(w) for w in self.workers],
             },
             "configured": asdict(self.configured),
+            "obsidian": self.obsidian,
+            "undated": [asdict(u) for u in self.undated],
         }
         redacted: dict[str, Any] = _redacted(data)
         return redacted
@@ -112,6 +118,8 @@ def status_report(config: Config, store: Store) -> StatusReport:
             embed_profile=embed_profile(llm),
             provider=llm.provider,
         ),
+        obsidian={v.name: obsidian.followed(v)[1].lines() for v in config.vaults},
+        undated=store.documents.undated(),
     )
 
 

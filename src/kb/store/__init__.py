@@ -19,7 +19,7 @@ from __future__ import annotations
 from kb.results import SearchHit
 from kb.store.caches import Caches
 from kb.store.chunks import ChunkRecord
-from kb.store.documents import DocumentRecord, Documents, NoteRows
+from kb.store.documents import DocumentRecord, Documents, NoteRows, Undated
 from kb.store.lock import DaemonBeat, DaemonRow, Daemons, Role, WriterLock
 from kb.store.passages import PassageRecord, Passages
 from kb.store.pool import Vector, open_pool
@@ -70,6 +70,7 @@ __all__ = [
     "SearchHit",
     "Status",
     "Store",
+    "Undated",
     "Vector",
     "WorkerBeat",
     "WorkerRow",

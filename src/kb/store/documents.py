@@ -12,6 +12,7 @@ from typing import Any, LiteralString
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from kb.dates import file_day
 from kb.notes import OnDisk
 from kb.plan import Stored
 from kb.store import passages
@@ -45,7 +46,19 @@ class DocumentRecord:
     context_build: str  # how the context was built, see ContextBuild.id
     summary_fallback: str | None = None  # the chat model whose summary was rejected
     voice: VoiceRecord | None = None  # the writer the chat model named (kb.voices)
-    note_date: dt.date | None = None  # the note's own date (kb.passages.note_day)
+    note_date: dt.date | None = None  # the note's date (kb.dates.note_date)
+    date_source: str | None = None  # where it was read (kb.dates.DateSource)
+    date_unread: str | None = None  # a date property that names no day, passed over
+
+
+@dataclass(frozen=True)
+class Undated:
+    """A note whose date property was passed over, and how it was dated instead."""
+
+    vault: str
+    path: str
+    property: str  # as written: "date: soon"
+    dated_by: str  # kb.dates.DateSource
 
 
 @dataclass(frozen=True)
@@ -60,8 +73,9 @@ class NoteRows:
 _UPSERT_DOCUMENT = """
     INSERT INTO documents (vault, path, content_hash, size, mtime_ns, metadata, personal,
                            summary, summary_key, summary_fallback, context_build,
-                           voice, voice_key, voice_fallback, note_date, indexed_at)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                           voice, voice_key, voice_fallback, note_date, date_source,
+                           date_unread, indexed_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
     ON CONFLICT (vault, path) DO UPDATE SET
         content_hash = EXCLUDED.content_hash, size = EXCLUDED.size,
         mtime_ns = EXCLUDED.mtime_ns, metadata = EXCLUDED.metadata,
@@ -69,7 +83,8 @@ _UPSERT_DOCUMENT = """
         summary_key = EXCLUDED.summary_key, summary_fallback = EXCLUDED.summary_fallback,
         context_build = EXCLUDED.context_build, voice = EXCLUDED.voice,
         voice_key = EXCLUDED.voice_key, voice_fallback = EXCLUDED.voice_fallback,
-        note_date = EXCLUDED.note_date, indexed_at = now()
+        note_date = EXCLUDED.note_date, date_source = EXCLUDED.date_source,
+        date_unread = EXCLUDED.date_unread, indexed_at = now()
     RETURNING id
 """
 
@@ -89,6 +104,8 @@ def _document_params(doc: DocumentRecord) -> tuple[object, ...]:
         doc.context_build,
         *(doc.voice.params() if doc.voice else (None, None, None)),
         doc.note_date,
+        doc.date_source,
+        doc.date_unread,
     )
 
 
@@ -194,14 +211,19 @@ class Documents:
         if not files:
             return
         with self.pool.connection() as conn:
+            # A note dated by its file's time takes the new one's day.
             conn.execute(
-                "UPDATE documents d SET size = f.size, mtime_ns = f.mtime_ns"
-                "  FROM unnest(%s::text[], %s::bigint[], %s::bigint[]) AS f(path, size, mtime_ns)"
+                "UPDATE documents d SET size = f.size, mtime_ns = f.mtime_ns,"
+                "       note_date = CASE WHEN d.date_source = 'file time' THEN f.day"
+                "                   ELSE d.note_date END"
+                "  FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::date[])"
+                "    AS f(path, size, mtime_ns, day)"
                 " WHERE d.vault = %s AND d.path = f.path",
                 (
                     [f.path for f in files],
                     [f.size for f in files],
                     [f.mtime_ns for f in files],
+                    [file_day(f.mtime_ns) for f in files],
                     vault,
                 ),
             )
@@ -211,9 +233,10 @@ class Documents:
         with self.pool.connection() as conn, conn.transaction():
             conn.execute("DELETE FROM documents WHERE vault = %s AND path = %s", (vault, new_path))
             conn.execute(
-                "UPDATE documents SET path = %s, size = %s, mtime_ns = %s"
+                "UPDATE documents SET path = %s, size = %s, mtime_ns = %s,"
+                " note_date = CASE WHEN date_source = 'file time' THEN %s ELSE note_date END"
                 " WHERE vault = %s AND path = %s",
-                (new_path, size, mtime_ns, vault, old_path),
+                (new_path, size, mtime_ns, file_day(mtime_ns), vault, old_path),
             )
             conn.execute(
                 "DELETE FROM failures WHERE vault = %s AND path = ANY(%s)",
@@ -246,6 +269,15 @@ class Documents:
                 " SET error = EXCLUDED.error, failed_at = now()",
                 (vault, path, error),
             )
+
+    def undated(self) -> list[Undated]:
+        """Notes whose date property names no day ("date: soon"), dated another way."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT vault, path, date_unread AS property, date_source AS dated_by"
+                " FROM documents WHERE date_unread IS NOT NULL ORDER BY vault, path"
+            ).fetchall()
+        return [Undated(**r) for r in rows]
 
     def failures(self, vault: str) -> dict[str, str]:
         with self.pool.connection() as conn:

@@ -64,6 +64,7 @@ class QueuedNote:
     metadata: dict[str, Any]
     context_build: str
     chunks: list[Chunk]
+    note_date: dt.date | None = None  # the note's own date, None if only its file's time
 
 
 @dataclass(frozen=True)
@@ -180,8 +181,9 @@ class Queue:
         """The rows of a queued note (None if it was deleted meanwhile)."""
         with self.pool.connection() as conn, conn.transaction():
             doc = conn.execute(
-                "SELECT vault, path, personal, metadata, context_build FROM documents"
-                " WHERE id = %s",
+                "SELECT vault, path, personal, metadata, context_build,"
+                " CASE WHEN date_source = 'file time' THEN NULL ELSE note_date END AS note_date"
+                " FROM documents WHERE id = %s",
                 (document_id,),
             ).fetchone()
             if doc is None:

@@ -30,7 +30,13 @@ class Candidate:
     vector_rank: int | None
     text_rank: int | None
     text_score: float | None
-    note_date: dt.date | None = None  # its note's own date (migration 016)
+    note_date: dt.date | None = None  # its note's date (kb.dates)
+    date_source: str | None = None  # where that date was read (kb.dates.DateSource)
+
+    @property
+    def own_date(self) -> dt.date | None:
+        """The date the note gives itself: what a question's time is matched against."""
+        return None if self.date_source == "file time" else self.note_date
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,10 @@ class SearchFilter:
 
     path_prefix: str | None = None
     tags: tuple[str, ...] = ()  # all of them; a tag also matches its nested tags (a/b)
+    # The note's date (kb.dates): from this day on, and before this day.
+    after: dt.date | None = None
+    before: dt.date | None = None
+    # The file's modification time.
     modified_after: dt.datetime | None = None
     modified_before: dt.datetime | None = None
     paths: tuple[str, ...] = ()  # only these notes (exact vault-relative paths)
@@ -97,6 +107,8 @@ class SearchFilter:
         return bool(
             self.path_prefix
             or self.tags
+            or self.after
+            or self.before
             or self.modified_after
             or self.modified_before
             or self.paths
@@ -120,6 +132,11 @@ def _under(prefix: str) -> tuple[str, str]:
     return path, like_prefix(path + "/") if path else "%"
 
 
+# The day of a note of `d` (kb.dates); a row stored before notes had one always dated has
+# its file's day.
+_NOTE_DAY = "coalesce(d.note_date, to_timestamp(d.mtime_ns / 1e9)::date)"
+
+
 # A note of `d` has every tag in %(tags)s (lower case), or a tag nested under it (a/b).
 _HAS_TAGS = """
     cardinality(%(tags)s::text[]) = (
@@ -137,7 +154,7 @@ class NoteInfo:
     vault: str
     path: str
     personal: bool
-    date: str | None  # the frontmatter's `date`, as written
+    date: str | None  # the note's date (kb.dates), else its frontmatter's `date` as written
     mtime_ns: int
     tags: list[str]
     chunks: int
@@ -151,7 +168,8 @@ class NotePage:
 
 
 _NOTE_INFO = """
-    SELECT d.vault, d.path, d.personal, d.metadata ->> 'date' AS date, d.mtime_ns,
+    SELECT d.vault, d.path, d.personal,
+           coalesce(d.note_date::text, d.metadata ->> 'date') AS date, d.mtime_ns,
            ARRAY(SELECT jsonb_array_elements_text(d.metadata -> 'tags')) AS tags,
            (SELECT count(*) FROM chunks c WHERE c.document_id = d.id) AS chunks,
            d.metadata ->> 'title' AS title
@@ -206,6 +224,10 @@ class Search:
             parts.append(sql.SQL("(d.path = %(exact)s OR d.path LIKE %(like)s)"))
         if filters.paths:
             parts.append(sql.SQL("d.path = ANY(%(paths)s::text[])"))
+        if filters.after:
+            parts.append(sql.SQL(f"{_NOTE_DAY} >= %(day_after)s"))
+        if filters.before:
+            parts.append(sql.SQL(f"{_NOTE_DAY} < %(day_before)s"))
         if filters.modified_after:
             parts.append(sql.SQL("d.mtime_ns >= %(after)s"))
         if filters.modified_before:
@@ -320,7 +342,9 @@ class Search:
             )
             SELECT c.id, d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
                    1 - coalesce(v.distance, {best}) AS similarity, v.rank AS vector_rank,
-                   t.rank AS text_rank, t.score::float8 AS text_score, d.note_date
+                   t.rank AS text_rank, t.score::float8 AS text_score,
+                   coalesce(d.note_date, to_timestamp(d.mtime_ns / 1e9)::date) AS note_date,
+                   coalesce(d.date_source, 'file time') AS date_source
               FROM v FULL OUTER JOIN t ON v.id = t.id
               JOIN chunks c ON c.id = coalesce(v.id, t.id) JOIN documents d ON d.id = c.document_id
             """
@@ -343,6 +367,8 @@ class Search:
             "like": like,
             "after": epoch_ns(filters.modified_after) if filters.modified_after else None,
             "before": epoch_ns(filters.modified_before) if filters.modified_before else None,
+            "day_after": filters.after,
+            "day_before": filters.before,
             "tags": [t.lower().lstrip("#") for t in filters.tags],
             "paths": list(filters.paths),
             "nv": 0 if lists == "text" else depth,

@@ -112,7 +112,7 @@ def card(
         path=hit.path,
         title=title(hit.path, info),
         header_path=" > ".join(h.lstrip("# ") for h in hit.header_path),
-        date=note_date(info),
+        date=hit.date or note_date(info),
         personal=bool(info and info.personal),
         lines=f"{hit.start_line}-{hit.end_line}",
         passage=segments(marked, hit.content),

@@ -73,8 +73,8 @@ def read_form(params: Mapping[str, str]) -> SearchForm:
         filters=SearchFilter(
             path_prefix=_path(form.path),
             tags=_tags(form.tags),
-            modified_after=_day(form.after, "after"),
-            modified_before=_day(form.before, "before"),
+            after=_day(form.after, "after"),
+            before=_day(form.before, "before"),
         ),
     )
     return replace(form, request=request)
@@ -103,11 +103,12 @@ def _tags(value: str) -> tuple[str, ...]:
     return tags
 
 
-def _day(value: str, name: str) -> dt.datetime | None:
+def _day(value: str, name: str) -> dt.date | None:
+    # The note's own date (kb.dates), as --after and --before read it.
     if not value:
         return None
     try:
-        return dt.datetime.combine(dt.date.fromisoformat(value), dt.time())
+        return dt.date.fromisoformat(value)
     except ValueError:
         raise FormError(f"{name}: {value[:40]!r} is not a day (YYYY-MM-DD)") from None
 
