@@ -1079,6 +1079,7 @@ def init_command(
     at = "" if options.config is None else f" --config {_shown(str(target))}"
     out.print(f"next         kb{at} index", soft_wrap=True)
     out.print(f'then         kb{at} query "…"', soft_wrap=True)
+    out.print(f"or browse    kb{at} serve, then http://127.0.0.1:8766/", soft_wrap=True)
     out.print(
         f"in sync      kb{at} daemon keeps the index in sync; deploy/ has service files "
         "to run it (kb.service, kb.daemon.plist)",
