@@ -31,11 +31,12 @@ from kb.answer import Answer
 from kb.config import Config
 from kb.db import first_line
 from kb.errors import KbError
+from kb.results import SearchHit
 from kb.services.notes import Vaults
 from kb.services.search import SearchService
 from kb.services.status import StatusReport, duration, status_report
 from kb.store import Store
-from kb.web.cards import answer_pieces, cards, note_lines, obsidian_url
+from kb.web.cards import Card, answer_pieces, cards, note_lines, obsidian_url
 from kb.web.forms import FormError, SearchForm, read_form
 from kb.web.guard import Access, Guard
 
@@ -102,13 +103,10 @@ class _Pages:
             found = self.parts.searches.search(form.request)
         except KbError as exc:
             return self._page("search.html", 503, form=form, error=str(exc))
-        hits = found.hits
-        marked = self.parts.store.search.marked(form.q, [h.content for h in hits])
-        facts = self.parts.store.search.note_info((h.vault, h.path) for h in hits)
         return self._page(
             "search.html",
             form=form,
-            cards=cards(hits, marked, facts, self.obsidian),
+            cards=self._cards(form.q, found.hits),
             warnings=found.warnings,
             mode_used=found.mode_used,
             request_query=request.url.query,
@@ -180,7 +178,9 @@ class _Pages:
         return JSONResponse(asdict(note))
 
     def status_json(self, request: Request) -> Response:
-        return JSONResponse(json.loads(json.dumps(self._report().as_json(), default=str)))
+        # As `kb status --json` prints it: its dates and times as ISO text.
+        text = json.dumps(self._report().as_json(), ensure_ascii=False, default=str)
+        return Response(text, media_type="application/json")
 
     def ask_events(self, request: Request) -> Response:
         """The answer as server-sent events: `text` for each piece as the model writes it,
@@ -227,17 +227,21 @@ class _Pages:
                 return
 
     def _answered(self, answer: Answer) -> dict[str, Any]:
-        hits = [s.hit for s in answer.sources]
-        facts = self.parts.store.search.note_info((h.vault, h.path) for h in hits)
-        marked = self.parts.store.search.marked(answer.question, [h.content for h in hits])
         html = self.templates.get_template("answer.html").render(
             answer=answer,
             pieces=answer_pieces(answer),
-            sources=cards(hits, marked, facts, self.obsidian),
+            sources=self._cards(answer.question, [s.hit for s in answer.sources]),
         )
         return {"html": html, "not_in_notes": answer.not_in_notes, "cited": answer.cited}
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _cards(self, query: str, hits: list[SearchHit]) -> list[Card]:
+        """The hits as cards: the query's words marked, each note's facts read once."""
+        search = self.parts.store.search
+        marked = search.marked(query, [h.content for h in hits])
+        facts = search.note_info((h.vault, h.path) for h in hits)
+        return cards(hits, marked, facts, self.obsidian)
 
     def _report(self) -> StatusReport:
         return status_report(self.parts.config, self.parts.store)
