@@ -66,6 +66,7 @@ from kb.rerank import Reranker
 from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
 from kb.voices import voiced
 from kb.when import question_period
+from reference import FACTS_FILE, ReferenceWriter, load_facts
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASETS = (
@@ -80,8 +81,15 @@ LEVELS = ("none", "structure", "llm")
 VOICES = "voices"
 # The "llm" level with the model writing each note's voice and each chunk's statements.
 STATEMENTS = "statements"
+# The statements level with the dataset's reference facts as the statements (bench.reference):
+# what kb's design finds with a good statement writer.
+REFERENCE = "reference"
 # What the model writes at each level named for it (context.writes).
-MODEL_LEVELS = {VOICES: ["voices"], STATEMENTS: ["voices", "statements"]}
+MODEL_LEVELS = {
+    VOICES: ["voices"],
+    STATEMENTS: ["voices", "statements"],
+    REFERENCE: ["voices", "statements"],
+}
 # A level's suffix for `context.passages = "paragraphs"`.
 PARAGRAPHS = "+paragraphs"
 # The fusions compared: every method of kb.fusion at equal weight and leaning toward the
@@ -483,7 +491,7 @@ def _templates(level: str) -> list[str]:
     a statements level holds what the voices level paid for, a "+paragraphs" level what its
     base level did."""
     base = level.removesuffix(PARAGRAPHS)
-    found = [f"{VOICES}{PARAGRAPHS}", VOICES] if base == STATEMENTS else []
+    found = [f"{VOICES}{PARAGRAPHS}", VOICES] if base in (STATEMENTS, REFERENCE) else []
     return [*found, base] if base != level else found
 
 
@@ -560,6 +568,10 @@ def run_dataset(
         file=sys.stderr,
     )
     result = DatasetResult(dataset)
+    facts = load_facts(folder)
+    if not facts and any(lv.removesuffix(PARAGRAPHS) == REFERENCE for lv in levels):
+        print(f"dataset {dataset.name}: no {FACTS_FILE}, no reference level", file=sys.stderr)
+        levels = [lv for lv in levels if lv.removesuffix(PARAGRAPHS) != REFERENCE]
     for level in levels:
         stores[level] = {}
         total_run, total_paid = Cost(), Cost()
@@ -583,8 +595,13 @@ def run_dataset(
             print(f"indexing with context level '{level}' into {name}", file=sys.stderr)
             config = make_config(vault, args.data_dir, level)
             ledger = args.data_dir / f"{name}.cost.json"
+            writer = (
+                ReferenceWriter(chat, vault.path, vault.prefix, vault.files, facts)
+                if level.removesuffix(PARAGRAPHS) == REFERENCE
+                else chat
+            )
             this_run, paid = index(
-                config, store, chat, embedder, vault.files if subset else (), ledger
+                config, store, writer, embedder, vault.files if subset else (), ledger
             )
             total_run, total_paid = total_run.plus(this_run), total_paid.plus(paid)
         result.costs[level] = {"this run": total_run, "paid in all runs": total_paid}

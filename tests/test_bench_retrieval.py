@@ -9,18 +9,23 @@ from pathlib import Path
 
 import pytest
 
+from kb import prompts
 from kb.config import load_config
 from kb.container import Container, open_store
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.store import SearchHit
 
 ROOT = Path(__file__).resolve().parents[1]
+# bench/retrieval.py imports its neighbour bench/reference.py as a script would.
+sys.path.insert(0, str(ROOT / "bench"))
 _spec = importlib.util.spec_from_file_location("bench_retrieval", ROOT / "bench/retrieval.py")
 assert _spec and _spec.loader
 retrieval = importlib.util.module_from_spec(_spec)
 sys.modules["bench_retrieval"] = retrieval
 _spec.loader.exec_module(retrieval)
 Gold, Query, Scores = retrieval.Gold, retrieval.Query, retrieval.Scores
+# Its neighbour, imported by it as a script imports one.
+reference = sys.modules["reference"]
 
 
 @pytest.fixture
@@ -257,6 +262,60 @@ def test_levels_where_the_model_names_writers_and_writes_statements(
     # journals' are said in the owner's voice).
     assert costs["voices+paragraphs"]["this run"]["llm_calls"] == 1
     assert costs["statements+paragraphs"]["this run"]["llm_calls"] == 3
+
+
+def test_reference_facts_answer_the_statements_prompt_of_their_chunk(tmp_path: Path) -> None:
+    note = "# Day\n\n## Morning\n\nI adopted a puppy.\n\n## Evening\n\nI painted the door.\n"
+    (tmp_path / "Ann").mkdir()
+    (tmp_path / "Ann/d1.md").write_text(note)
+    morning, evening = note.index("I adopted"), note.index("I painted")
+    facts = [
+        reference.Fact("v/Ann/d1.md", morning, morning + 18, "Ann adopted a puppy."),
+        reference.Fact("v/Ann/d1.md", evening, evening + 19, "Ann painted the door."),
+        reference.Fact("w/Ann/d1.md", evening, evening + 19, "Another vault's fact."),
+    ]
+    chat = FakeChat()
+    writer = reference.ReferenceWriter(chat, tmp_path, "v/", ["Ann/d1.md"], facts)
+    asked = prompts.statements_prompt(
+        "Day > Evening",
+        "I painted the door.",
+        writer="Ann",
+        date=None,
+        max_tokens=100,
+        context_window=4096,
+    )
+    assert writer.complete(asked) == "Ann painted the door."
+    assert chat.usage.calls == 0  # a reference answer is no model call
+    # Every other prompt is the model's.
+    voice = prompts.voice_prompt("Ann/d1.md", "", note, context_window=4096)
+    assert writer.complete(voice) == chat.complete(voice)
+    unknown = prompts.statements_prompt(
+        "", "Not in any note.", writer=None, date=None, max_tokens=100, context_window=4096
+    )
+    assert writer.complete(unknown) == "" and writer.unplaced == 1
+
+
+def test_a_level_of_reference_statements(tmp_path: Path, fake_models: None) -> None:
+    root = _person_dataset(tmp_path / "people")
+    journal = (root / "ann/Ann/Journal/d1.md").read_text()
+    start = journal.index("I adopted")
+    fact = {
+        "file": "ann/Ann/Journal/d1.md",
+        "start": start,
+        "end": start + 30,
+        "text": "Ann adopted a puppy named Biscuit.",
+    }
+    (root / reference.FACTS_FILE).write_text(json.dumps(fact) + "\n")
+    out = tmp_path / "result.json"
+    args = [str(root), "--data-dir", str(tmp_path / "data"), "--json", str(out)]
+    assert retrieval.main([*args, "--levels", "voices+paragraphs,reference+paragraphs"]) == 0
+    result = json.loads(out.read_text())["datasets"]["people"]
+    # The letter's writer was named at the voices level; the facts cost no call.
+    assert result["costs"]["reference+paragraphs"]["this run"]["llm_calls"] == 0
+    assert (
+        result["vectors"]["reference+paragraphs"][1]
+        == result["vectors"]["voices+paragraphs"][1] + 1
+    )
 
 
 def test_evaluating_an_existing_index_with_the_example_questions(

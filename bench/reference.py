@@ -1,0 +1,85 @@
+"""Reference statements: a dataset's own facts put where the chat model's statements go.
+
+personal-dev ships, for each note, one-line facts about its people written by a strong
+model and tied to the lines they come from (`observations.jsonl`). `ReferenceWriter`
+answers kb's statements prompt for a chunk with the facts whose lines it holds, and passes
+every other prompt to the real model. Indexed that way, a level measures what kb's design
+does with a good statement writer, apart from how well the 1.5B model writes: the two
+figures the statements issue asks to be reported side by side. kb's checks still read
+every fact, as they read the model's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kb.llm.base import ChatModel, Prompt, TokenUsage
+
+FACTS_FILE = "observations.jsonl"
+
+
+@dataclass(frozen=True)
+class Fact:
+    file: str  # as the dataset names it: the vault's folder, then the note's path
+    start: int  # characters into the note
+    end: int
+    text: str
+
+
+def load_facts(folder: Path) -> tuple[Fact, ...]:
+    """The dataset's reference facts; none when it has no such file."""
+    path = folder / FACTS_FILE
+    if not path.exists():
+        return ()
+    rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line)
+    return tuple(Fact(r["file"], r["start"], r["end"], r["text"]) for r in rows)
+
+
+class ReferenceWriter:
+    """A chat model whose statements are the reference facts of the chunk asked about."""
+
+    def __init__(
+        self,
+        inner: ChatModel,
+        vault: Path,
+        prefix: str,
+        files: Sequence[str],
+        facts: Sequence[Fact],
+    ) -> None:
+        self.inner = inner
+        # The inner model's name: the other prompts' cached answers stay valid.
+        self.name = inner.name
+        self.usage: TokenUsage = inner.usage
+        self._texts = {f: (vault / f).read_text(encoding="utf-8") for f in files}
+        self._facts: dict[str, list[Fact]] = {}
+        for fact in facts:
+            if fact.file.startswith(prefix):
+                self._facts.setdefault(fact.file.removeprefix(prefix), []).append(fact)
+        self.answered = 0
+        self.unplaced = 0
+
+    def complete(self, prompt: Prompt) -> str:
+        if prompt.task != "statements":
+            return self.inner.complete(prompt)
+        return "\n".join(fact.text for fact in self.facts_of(prompt.inputs["content"]))
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        yield self.complete(prompt)
+
+    def facts_of(self, content: str) -> list[Fact]:
+        """The facts whose lines lie in the chunk `content` (by their middle, so a fact
+        across two chunks belongs to one)."""
+        # A chunk too long for the prompt was cut: its opening places it.
+        opening = content[:200]
+        for file, text in self._texts.items():
+            start = text.find(opening)
+            if start < 0:
+                continue
+            end = start + len(content)
+            self.answered += 1
+            return [f for f in self._facts.get(file, ()) if start <= (f.start + f.end) // 2 < end]
+        self.unplaced += 1
+        return []
