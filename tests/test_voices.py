@@ -249,6 +249,20 @@ def test_statements_are_passages_named_and_dated(store: Store, letters: Path) ->
         store, "SELECT statements, statements_key FROM chunks WHERE statements_key IS NOT NULL"
     )
     assert len(stored) == 3
+    # Full-text search reads them after the chunk, weighed as summaries are; the embedder's
+    # text is the chunk's, and it counts as whole.
+    [letter] = rows(
+        store,
+        "SELECT c.full_context, c.summaries_at, c.embed_text, c.statements FROM chunks c"
+        " JOIN documents d ON d.id = c.document_id WHERE d.path = %s",
+        LETTER,
+    )
+    assert letter["full_context"].endswith("\n\n" + letter["statements"])
+    assert letter["summaries_at"] <= len(letter["embed_text"])
+    assert "March" not in letter["embed_text"]
+    found = kb.search_service().search(SearchRequest("March", mode="text", top_k=3)).hits
+    assert {h.path for h in found} == {LETTER, JOURNAL}
+    assert store.state.status().cut == 0
 
     kb.reset_counts()
     assert kb.sync().llm_calls == 0 and kb.chat.total_calls == 0

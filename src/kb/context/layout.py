@@ -15,7 +15,8 @@ from kb.wikitext import readable
 # 5: notes are stored with their own dates.
 # 6: links, comments and block ids are read as a person reads them (kb.wikitext); notes
 #    are dated by kb.dates.
-LAYOUT_VERSION = "6"
+# 7: full-text search reads a chunk's statements (with_statements).
+LAYOUT_VERSION = "7"
 
 
 def header_line(header_path: Sequence[str]) -> str:
@@ -82,6 +83,20 @@ def texts(
         summaries_start(header_path, content) if weigh_summaries else None,
         fit(whole, window),
     )
+
+
+def with_statements(
+    full_context: str, summaries_at: int | None, statements: str
+) -> tuple[str, int | None]:
+    """What full-text search reads once a chunk has statements, and where its weighed part
+    begins: everything before, then the statements, weighed as summaries are (a model's
+    words, not the note's: they add the names and dates a question asks by without
+    outranking the chunk that says it). The embedder's text stays the chunk's; each
+    statement is a vector of its own."""
+    if not statements:
+        return full_context, summaries_at
+    at = len(full_context) if summaries_at is None else summaries_at
+    return f"{full_context}\n\n{statements}", at
 
 
 def plain(header: str) -> str:

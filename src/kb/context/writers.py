@@ -15,9 +15,9 @@ from dataclasses import replace
 from kb import passages, prompts, statements, voices
 from kb.chunking import Chunk
 from kb.context.driver import Asking
-from kb.context.layout import fit, header_line
+from kb.context.layout import fit, header_line, with_statements
 from kb.context.needs import Needs, head
-from kb.context.records import Draft, FileContext, Window
+from kb.context.records import ContextChunk, Draft, FileContext, Window
 from kb.dates import spoken
 from kb.llm.base import Prompt
 from kb.outputs import Output
@@ -69,16 +69,28 @@ def with_note_outputs(
                     problems.append(f"chunk {i + 1} statements: {why}")
     return replace(
         base,
-        chunks=[
-            replace(c, statements=out, statements_key=key if out is not None else None)
-            for c, out, key in zip(base.chunks, said, keys, strict=True)
-        ],
+        chunks=[_stated(c, out, key) for c, out, key in zip(base.chunks, said, keys, strict=True)],
         problems=problems,
         passages=note_passages(
             chunks, personal, voice, said, needs, window, title=note.title, date=date
         ),
         voice=voice,
         voice_key=voice_key,
+    )
+
+
+def _stated(chunk: ContextChunk, said: Output | None, key: str | None) -> ContextChunk:
+    """`chunk` with its statements, which full-text search reads too when they are kept."""
+    if said is None:
+        return replace(chunk, statements=None, statements_key=None)
+    kept = "" if said.fallback else said.text
+    searched, weighed_from = with_statements(chunk.full_context, chunk.summaries_at, kept)
+    return replace(
+        chunk,
+        statements=said,
+        statements_key=key,
+        full_context=searched,
+        summaries_at=weighed_from,
     )
 
 
