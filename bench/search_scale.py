@@ -94,20 +94,31 @@ def make_queries(count: int, seed: int) -> list[str]:
     return queries
 
 
-def vault_config(vault: Path, data_dir: Path, url: str) -> Config:
+def context_table(writes: Sequence[str]) -> dict[str, object]:
+    """The context level indexed: `structure`, or the LLM level with the fake model writing
+    `writes` (its statements are a chunk's sentences: about as many as a model writes),
+    written while indexing rather than queued."""
+    if not writes:
+        return {"summaries": "structure"}
+    return {"summaries": "llm", "writes": list(writes)}
+
+
+def vault_config(vault: Path, data_dir: Path, url: str, writes: Sequence[str] = ()) -> Config:
     raw = {
         "owner_name": "Alex Doe",
         "data_dir": str(data_dir),
         "database": {"url": url},
         "vaults": [{"name": "scale", "path": str(vault), "personal": ["Journal/**"]}],
-        "context": {"summaries": "structure"},
+        "context": context_table(writes),
+        # The model's outputs written while indexing, as `kb index --wait` leaves them.
+        "enrich": {"enabled": not writes},
         "llm": {"provider": "fake", "embed_model": EMBED_MODEL, "chat_model": "fake-chat"},
     }
     # The environment's model settings are not this benchmark's: it always runs offline.
     return parse_config(raw, base_dir=Path.cwd(), env={})
 
 
-def config_toml(vault: Path, data_dir: Path, url: str) -> str:
+def config_toml(vault: Path, data_dir: Path, url: str, writes: Sequence[str] = ()) -> str:
     return "\n".join(
         [
             'owner_name = "Alex Doe"',
@@ -115,7 +126,7 @@ def config_toml(vault: Path, data_dir: Path, url: str) -> str:
             "[database]",
             f"url = {json.dumps(url)}",
             "[context]",
-            'summaries = "structure"',
+            *(f"{key} = {json.dumps(value)}" for key, value in context_table(writes).items()),
             "[llm]",
             'provider = "fake"',
             f'embed_model = "{EMBED_MODEL}"',
@@ -275,6 +286,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--exactness", type=int, default=0, help="compare N queries with exact BM25"
     )
     parser.add_argument("--build-only", action="store_true", help="index, then stop")
+    parser.add_argument(
+        "--writes",
+        nargs="+",
+        default=[],
+        help="index at the LLM level with the fake model writing these (e.g. statements): "
+        "each statement a vector of its own",
+    )
     args = parser.parse_args(argv)
 
     name = f"scale_{args.notes}_{args.seed}"
@@ -284,14 +302,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         vaultgen.generate(vault, args.notes, args.seed)
         (vault / ".complete").touch()
     server = os.environ.get("KB_BENCH_DATABASE_URL") or db.embedded_url(args.data_dir)
-    database = args.database or f"bench_{name}"
+    database = args.database or "_".join(["bench", name, *args.writes])
     url = db.database_on(server, database)
-    config = vault_config(vault, args.data_dir, url)
+    config = vault_config(vault, args.data_dir, url, args.writes)
     with open_store(url) as store:
         print(f"indexing {vault} into {database}", file=sys.stderr)
         build(config, store)
         status = store.state.status()
-        print(f"{status.documents} notes, {status.chunks} chunks", file=sys.stderr)
+        passages = store.passages.count()
+        print(
+            f"{status.documents} notes, {status.chunks} chunks, {passages} passages",
+            file=sys.stderr,
+        )
         if args.build_only:
             return 0
         queries = make_queries(args.queries, args.seed)
@@ -307,12 +329,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             else {}
         )
     config_file = args.data_dir / f"{database}.toml"
-    config_file.write_text(config_toml(vault, args.data_dir, url))
+    config_file.write_text(config_toml(vault, args.data_dir, url, args.writes))
     cli = end_to_end(config_file, queries[: args.cli_queries]) if args.cli_queries else {}
 
     fastest = f", fastest of {args.repeat} runs in the database" if args.repeat > 1 else ""
     print(
-        f"\n{status.chunks} chunks ({status.documents} notes), top-{TOP_K}, {len(queries)}"
+        f"\n{status.chunks} chunks and {passages} passages ({status.documents} notes), "
+        f"top-{TOP_K}, {len(queries)}"
         f" queries{fastest}, milliseconds"
     )
     print(f"{'mode':<8}{'DB p50':>9}{'DB p95':>9}{'kb query p50':>14}{'kb query p95':>14}")
