@@ -27,6 +27,7 @@ class Fact:
     start: int  # characters into the note
     end: int
     text: str
+    about: str  # whom it is about
 
 
 def load_facts(folder: Path) -> tuple[Fact, ...]:
@@ -35,51 +36,54 @@ def load_facts(folder: Path) -> tuple[Fact, ...]:
     if not path.exists():
         return ()
     rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line)
-    return tuple(Fact(r["file"], r["start"], r["end"], r["text"]) for r in rows)
+    return tuple(Fact(r["file"], r["start"], r["end"], r["text"], r["about"]) for r in rows)
 
 
-class ReferenceWriter:
-    """A chat model whose statements are the reference facts of the chunk asked about."""
+class FactFinder:
+    """The reference facts of a chunk, found from its text."""
 
     def __init__(
-        self,
-        inner: ChatModel,
-        vault: Path,
-        prefix: str,
-        files: Sequence[str],
-        facts: Sequence[Fact],
+        self, vault: Path, prefix: str, files: Sequence[str], facts: Sequence[Fact]
     ) -> None:
-        self.inner = inner
-        # The inner model's name: the other prompts' cached answers stay valid.
-        self.name = inner.name
-        self.usage: TokenUsage = inner.usage
         self._texts = {f: (vault / f).read_text(encoding="utf-8") for f in files}
         self._facts: dict[str, list[Fact]] = {}
         for fact in facts:
             if fact.file.startswith(prefix):
                 self._facts.setdefault(fact.file.removeprefix(prefix), []).append(fact)
-        self.answered = 0
+
+    def facts_of(self, content: str, path: str | None = None) -> list[Fact] | None:
+        """The facts whose lines lie in the chunk `content` (by their middle, so a fact
+        across two chunks belongs to one), or None when no note holds it."""
+        # A chunk too long for the prompt was cut: its opening places it.
+        opening = content[:200]
+        files = [path] if path is not None else list(self._texts)
+        for file in files:
+            start = self._texts[file].find(opening)
+            if start >= 0:
+                end = start + len(content)
+                facts = self._facts.get(file, ())
+                return [f for f in facts if start <= (f.start + f.end) // 2 < end]
+        return None
+
+
+class ReferenceWriter:
+    """A chat model whose statements are the reference facts of the chunk asked about."""
+
+    def __init__(self, inner: ChatModel, facts: FactFinder) -> None:
+        self.inner = inner
+        # The inner model's name: the other prompts' cached answers stay valid.
+        self.name = inner.name
+        self.usage: TokenUsage = inner.usage
+        self.facts = facts
         self.unplaced = 0
 
     def complete(self, prompt: Prompt) -> str:
         if prompt.task != "statements":
             return self.inner.complete(prompt)
-        return "\n".join(fact.text for fact in self.facts_of(prompt.inputs["content"]))
+        found = self.facts.facts_of(prompt.inputs["content"])
+        if found is None:
+            self.unplaced += 1
+        return "\n".join(fact.text for fact in found or ())
 
     def stream(self, prompt: Prompt) -> Iterator[str]:
         yield self.complete(prompt)
-
-    def facts_of(self, content: str) -> list[Fact]:
-        """The facts whose lines lie in the chunk `content` (by their middle, so a fact
-        across two chunks belongs to one)."""
-        # A chunk too long for the prompt was cut: its opening places it.
-        opening = content[:200]
-        for file, text in self._texts.items():
-            start = text.find(opening)
-            if start < 0:
-                continue
-            end = start + len(content)
-            self.answered += 1
-            return [f for f in self._facts.get(file, ()) if start <= (f.start + f.end) // 2 < end]
-        self.unplaced += 1
-        return []

@@ -66,7 +66,7 @@ from kb.rerank import Reranker
 from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
 from kb.voices import voiced
 from kb.when import question_period
-from reference import FACTS_FILE, ReferenceWriter, load_facts
+from reference import FACTS_FILE, FactFinder, ReferenceWriter, load_facts
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASETS = (
@@ -596,7 +596,7 @@ def run_dataset(
             config = make_config(vault, args.data_dir, level)
             ledger = args.data_dir / f"{name}.cost.json"
             writer = (
-                ReferenceWriter(chat, vault.path, vault.prefix, vault.files, facts)
+                ReferenceWriter(chat, FactFinder(vault.path, vault.prefix, vault.files, facts))
                 if level.removesuffix(PARAGRAPHS) == REFERENCE
                 else chat
             )

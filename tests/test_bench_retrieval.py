@@ -24,8 +24,9 @@ retrieval = importlib.util.module_from_spec(_spec)
 sys.modules["bench_retrieval"] = retrieval
 _spec.loader.exec_module(retrieval)
 Gold, Query, Scores = retrieval.Gold, retrieval.Query, retrieval.Scores
-# Its neighbour, imported by it as a script imports one.
+# Its neighbour, imported by it as a script imports one, and the script that reads both.
 reference = sys.modules["reference"]
+statement_quality = importlib.import_module("statement_quality")
 
 
 @pytest.fixture
@@ -270,12 +271,13 @@ def test_reference_facts_answer_the_statements_prompt_of_their_chunk(tmp_path: P
     (tmp_path / "Ann/d1.md").write_text(note)
     morning, evening = note.index("I adopted"), note.index("I painted")
     facts = [
-        reference.Fact("v/Ann/d1.md", morning, morning + 18, "Ann adopted a puppy."),
-        reference.Fact("v/Ann/d1.md", evening, evening + 19, "Ann painted the door."),
-        reference.Fact("w/Ann/d1.md", evening, evening + 19, "Another vault's fact."),
+        reference.Fact("v/Ann/d1.md", morning, morning + 18, "Ann adopted a puppy.", "Ann"),
+        reference.Fact("v/Ann/d1.md", evening, evening + 19, "Ann painted the door.", "Ann"),
+        reference.Fact("w/Ann/d1.md", evening, evening + 19, "Another vault's fact.", "Ann"),
     ]
     chat = FakeChat()
-    writer = reference.ReferenceWriter(chat, tmp_path, "v/", ["Ann/d1.md"], facts)
+    found = reference.FactFinder(tmp_path, "v/", ["Ann/d1.md"], facts)
+    writer = reference.ReferenceWriter(chat, found)
     asked = prompts.statements_prompt(
         "Day > Evening",
         "I painted the door.",
@@ -304,6 +306,7 @@ def test_a_level_of_reference_statements(tmp_path: Path, fake_models: None) -> N
         "start": start,
         "end": start + 30,
         "text": "Ann adopted a puppy named Biscuit.",
+        "about": "Ann",
     }
     (root / reference.FACTS_FILE).write_text(json.dumps(fact) + "\n")
     out = tmp_path / "result.json"
@@ -316,6 +319,19 @@ def test_a_level_of_reference_statements(tmp_path: Path, fake_models: None) -> N
         result["vectors"]["reference+paragraphs"][1]
         == result["vectors"]["voices+paragraphs"][1] + 1
     )
+    # Read back: the one fact is restated by its chunk's one statement, of the right person.
+    quality = statement_quality.judge(root, "reference+paragraphs", tmp_path / "data").summary()
+    assert (quality["statements"], quality["facts"], quality["coverage"]) == (1, 1, 1.0)
+    assert quality["misattributed_share"] == 0.0
+
+
+def test_a_statement_restates_a_fact_by_its_content_words() -> None:
+    fact = reference.Fact("f.md", 0, 10, "Nate won his first video game tournament.", "Nate")
+    assert statement_quality.restates("Nate won a video game tournament in 2022.", fact)
+    assert not statement_quality.restates("Joanna wrote a screenplay.", fact)
+    lines = ["Nate: I won my first video game tournament!"]
+    assert statement_quality.near_copy("Nate won my first video game tournament", lines)
+    assert not statement_quality.near_copy("Joanna is proud of Nate's win.", lines)
 
 
 def test_evaluating_an_existing_index_with_the_example_questions(

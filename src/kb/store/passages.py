@@ -32,6 +32,15 @@ class PassageRecord:
     embed_model: str
 
 
+@dataclass(frozen=True)
+class ChunkPassages:
+    """One chunk's passages of a kind, as embedded, with the chunk they were made from."""
+
+    path: str
+    content: str
+    texts: tuple[str, ...]
+
+
 _COPY = """
     COPY passages (chunk_id, position, kind, text, text_hash, embedding, embed_model)
     FROM STDIN
@@ -94,6 +103,19 @@ class Passages:
                 "UPDATE passages SET embedding = %s, embed_model = %s WHERE id = %s",
                 [(vector_param(v), model, i) for i, v in vectors],
             )
+
+    def of_kind(self, kind: PassageKind) -> list[ChunkPassages]:
+        """Every chunk that has passages of `kind`, with them in order: what a model wrote,
+        read back to judge it."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT d.path, c.content, array_agg(p.text ORDER BY p.position) AS texts"
+                "  FROM passages p JOIN chunks c ON c.id = p.chunk_id"
+                "  JOIN documents d ON d.id = c.document_id"
+                " WHERE p.kind = %s GROUP BY d.path, c.id ORDER BY d.path, c.position",
+                (kind,),
+            ).fetchall()
+        return [ChunkPassages(r["path"], r["content"], tuple(r["texts"])) for r in rows]
 
     def count(self) -> int:
         with self.pool.connection() as conn:
