@@ -278,7 +278,8 @@ def test_reference_facts_answer_the_statements_prompt_of_their_chunk(tmp_path: P
     chat = FakeChat()
     found = reference.FactFinder(tmp_path, "v/", ["Ann/d1.md"], facts)
     writer = reference.ReferenceWriter(chat, found)
-    asked = prompts.statements_prompt(
+    asked = prompts.lines_prompt(
+        "statements",
         "Day > Evening",
         "I painted the door.",
         writer="Ann",
@@ -291,8 +292,14 @@ def test_reference_facts_answer_the_statements_prompt_of_their_chunk(tmp_path: P
     # Every other prompt is the model's.
     voice = prompts.voice_prompt("Ann/d1.md", "", note, context_window=4096)
     assert writer.complete(voice) == chat.complete(voice)
-    unknown = prompts.statements_prompt(
-        "", "Not in any note.", writer=None, date=None, max_tokens=100, context_window=4096
+    unknown = prompts.lines_prompt(
+        "statements",
+        "",
+        "Not in any note.",
+        writer=None,
+        date=None,
+        max_tokens=100,
+        context_window=4096,
     )
     assert writer.complete(unknown) == "" and writer.unplaced == 1
 
