@@ -103,6 +103,24 @@ def _passages(store: Store, path: str) -> list[str]:
     ]
 
 
+def _asked_again_only_of_another_model(
+    store: Store,
+    letters: Path,
+    calls: dict[str, int],
+    writes: tuple[str, ...] = ("voices",),
+    passages: str = "paragraphs",
+) -> None:
+    """After a fallback, the same model is not asked again; another is, and its answers
+    replace the fallbacks."""
+    again = _kb(store, letters, writes=list(writes), passages=passages)
+    again.sync()
+    assert again.chat.calls == {}
+    other = _kb(store, letters, writes=list(writes), passages=passages)
+    other.chat = FakeChat("other-chat")
+    other.sync()
+    assert other.chat.calls == calls
+
+
 @pytest.mark.parametrize("enrich", [True, False])
 def test_passages_speak_in_the_voice_the_model_names(
     store: Store, letters: Path, enrich: bool
@@ -160,14 +178,7 @@ def test_a_made_up_writer_falls_back_to_the_title_and_is_asked_again_of_another_
     )
     stored = rows(store, "SELECT voice_fallback FROM documents WHERE path = %s", LETTER)
     assert stored == [{"voice_fallback": "fake-chat"}]
-    # The same model is not asked again; another is, and its answer replaces the fallback.
-    again = _kb(store, letters)
-    again.sync()
-    assert again.chat.calls == {}
-    other = _kb(store, letters)
-    other.chat = FakeChat("other-chat")
-    other.sync()
-    assert other.chat.calls == {"voice": 2}
+    _asked_again_only_of_another_model(store, letters, {"voice": 2})
     assert _passages(store, LETTER)[0].startswith("Sam, 5 March 2024: ")
 
 
@@ -184,6 +195,30 @@ def test_writes_must_name_known_outputs(tmp_path: Path) -> None:
     for wrong in (["answers"], ["voices", "voices"], "voices"):
         with pytest.raises(ConfigError, match=r"context\.writes"):
             parse_config({**base, "context": {"writes": wrong}}, base_dir=tmp_path, env={})
+
+
+def _kinds(store: Store, path: str) -> list[tuple[str, int]]:
+    found = rows(
+        store,
+        "SELECT p.kind, count(*) AS n FROM passages p JOIN chunks c ON c.id = p.chunk_id"
+        " JOIN documents d ON d.id = c.document_id WHERE d.path = %s"
+        " GROUP BY p.kind ORDER BY p.kind",
+        path,
+    )
+    return [(r["kind"], r["n"]) for r in found]
+
+
+def _asked_again_only_for_a_new_chunk(kb: Kb, letters: Path, task: str) -> None:
+    """An unchanged vault asks nothing again, nor does a rename that keeps the day its name
+    says (a move); an edit of a note asks only for its new chunk's lines of `task`."""
+    kb.reset_counts()
+    assert kb.sync().llm_calls == 0 and kb.chat.total_calls == 0
+    (letters / LETTER).rename(letters / "Letters/Sam/2024-03-05 regatta.md")
+    assert kb.sync().moved == 1 and kb.chat.total_calls == 0
+    journal = "I walked to the lake with the dog.\n\nMy feet hurt all the way home.\n\n"
+    (letters / JOURNAL).write_text(journal + "I slept early tonight.\n")
+    kb.sync()
+    assert kb.chat.calls == {task: 1}
 
 
 # -- statements --------------------------------------------------------------------------------
@@ -267,43 +302,16 @@ def test_statements_are_passages_named_and_dated(store: Store, letters: Path) ->
     assert {h.path for h in found} == {LETTER, JOURNAL}
     assert store.state.status().cut == 0
 
-    kb.reset_counts()
-    assert kb.sync().llm_calls == 0 and kb.chat.total_calls == 0
-    # A rename that keeps the day its name says is a move: nothing is asked again.
-    (letters / LETTER).rename(letters / "Letters/Sam/2024-03-05 regatta.md")
-    assert kb.sync().moved == 1 and kb.chat.total_calls == 0
-    # An edit elsewhere in the note keeps the other chunks' statements; a new writer redoes them.
-    journal = "I walked to the lake with the dog.\n\nMy feet hurt all the way home.\n\n"
-    (letters / JOURNAL).write_text(journal + "I slept early tonight.\n")
-    kb.sync()
-    assert kb.chat.calls == {"statements": 1}
+    _asked_again_only_for_a_new_chunk(kb, letters, "statements")
 
 
 def test_statements_and_paragraphs_together(store: Store, letters: Path) -> None:
     kb = _kb(store, letters, writes=["voices", "statements"])
     kb.sync()
-    kinds = rows(
-        store,
-        "SELECT p.kind, count(*) AS n FROM passages p JOIN chunks c ON c.id = p.chunk_id"
-        " JOIN documents d ON d.id = c.document_id WHERE d.path = %s"
-        " GROUP BY p.kind ORDER BY p.kind",
-        LETTER,
-    )
-    assert [(r["kind"], r["n"]) for r in kinds] == [("paragraph", 2), ("statement", 2)]
+    assert _kinds(store, LETTER) == [("paragraph", 2), ("statement", 2)]
 
 
 # -- questions ---------------------------------------------------------------------------------
-
-
-def _kinds(store: Store, path: str) -> list[tuple[str, int]]:
-    found = rows(
-        store,
-        "SELECT p.kind, count(*) AS n FROM passages p JOIN chunks c ON c.id = p.chunk_id"
-        " JOIN documents d ON d.id = c.document_id WHERE d.path = %s"
-        " GROUP BY p.kind ORDER BY p.kind",
-        path,
-    )
-    return [(r["kind"], r["n"]) for r in found]
 
 
 @pytest.mark.parametrize("enrich", [True, False])
@@ -333,16 +341,7 @@ def test_questions_are_passages_that_find_their_chunk(
     [top, *_] = kb.search_service().search(SearchRequest(question, mode="vector", top_k=3)).hits
     assert top.path == LETTER and top.similarity is not None and top.similarity > 0.99
 
-    kb.reset_counts()
-    assert kb.sync().llm_calls == 0 and kb.chat.total_calls == 0
-    # A rename that keeps the day its name says is a move: nothing is asked again.
-    (letters / LETTER).rename(letters / "Letters/Sam/2024-03-05 regatta.md")
-    assert kb.sync().moved == 1 and kb.chat.total_calls == 0
-    # An edit elsewhere in the note keeps the other chunks' questions.
-    journal = "I walked to the lake with the dog.\n\nMy feet hurt all the way home.\n\n"
-    (letters / JOURNAL).write_text(journal + "I slept early tonight.\n")
-    kb.sync()
-    assert kb.chat.calls == {"questions": 1}
+    _asked_again_only_for_a_new_chunk(kb, letters, "questions")
 
 
 def test_statements_and_questions_together_then_questions_alone_from_cache(
@@ -375,20 +374,14 @@ def test_a_chunk_without_usable_questions_falls_back_and_another_model_is_asked_
             mused = "Sam won the regatta.\nWhen did I win?"
             return mused if prompt.task == "questions" else super().complete(prompt)
 
-    kb = _kb(store, letters, writes=["voices", "questions"], passages="none")
+    questions = ("voices", "questions")
+    kb = _kb(store, letters, writes=list(questions), passages="none")
     kb.chat = Musing("fake-chat")
     report = kb.sync()
     assert report.fallbacks == 3 and _kinds(store, LETTER) == []
     stored = rows(store, "SELECT DISTINCT questions_fallback FROM chunks")
     assert stored == [{"questions_fallback": "fake-chat"}]
-    # The same model is not asked again; another is, and its questions replace the fallback.
-    again = _kb(store, letters, writes=["voices", "questions"], passages="none")
-    again.sync()
-    assert again.chat.calls == {}
-    other = _kb(store, letters, writes=["voices", "questions"], passages="none")
-    other.chat = FakeChat("other-chat")
-    other.sync()
-    assert other.chat.calls == {"questions": 3}
+    _asked_again_only_of_another_model(store, letters, {"questions": 3}, questions, "none")
     assert _kinds(store, LETTER) == [("question", 2)]
 
 
