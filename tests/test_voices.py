@@ -358,6 +358,15 @@ def test_statements_and_questions_together_then_questions_alone_from_cache(
         " WHERE statements_key IS NOT NULL AND questions_key IS NOT NULL",
     )
     assert both == [{"n": 3}]
+    # Full-text search reads both kinds after the chunk; the embedder's text counts as whole.
+    [letter] = rows(
+        store,
+        "SELECT c.full_context, c.statements, c.questions FROM chunks c"
+        " JOIN documents d ON d.id = c.document_id WHERE d.path = %s",
+        LETTER,
+    )
+    assert letter["full_context"].endswith(f"\n\n{letter['statements']}\n\n{letter['questions']}")
+    assert store.state.status().cut == 0
     kb.reset_counts()
     assert kb.sync().llm_calls == 0
     # Questions alone instead: the notes are rebuilt from cache, with no model call.
