@@ -226,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         nargs="+",
         default=["summaries"],
         help="what the model writes in each configuration (context.writes), comma-separated: "
-        "e.g. summaries voices,statements (default summaries)",
+        "e.g. summaries voices,statements voices,questions (default summaries)",
     )
     parser.add_argument(
         "--timeout", type=float, default=120.0, help="llm.timeout of every run (120 s)"

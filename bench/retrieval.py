@@ -79,15 +79,21 @@ LEVELS = ("none", "structure", "llm")
 # The "llm" level with the model writing only each note's voice (context.writes), no summary:
 # with "+paragraphs", the passages of notes outside the owner's folders speak in it.
 VOICES = "voices"
-# The "llm" level with the model writing each note's voice and each chunk's statements.
+# The "llm" level with the model writing each note's voice and each chunk's statements; the
+# questions each chunk answers instead; or both.
 STATEMENTS = "statements"
+QUESTIONS = "questions"
+BOTH = "both"
 # The statements level with the dataset's reference facts as the statements (bench.reference):
 # what kb's design finds with a good statement writer.
 REFERENCE = "reference"
-# What the model writes at each level named for it (context.writes).
+# What the model writes at each level named for it (context.writes). A level whose writes
+# hold another's starts as a copy of its index (see _templates).
 MODEL_LEVELS = {
     VOICES: ["voices"],
     STATEMENTS: ["voices", "statements"],
+    QUESTIONS: ["voices", "questions"],
+    BOTH: ["voices", "statements", "questions"],
     REFERENCE: ["voices", "statements"],
 }
 # A level's suffix for `context.passages = "paragraphs"`.
@@ -488,10 +494,16 @@ def latency(
 
 def _templates(level: str) -> list[str]:
     """The levels whose index a new index of `level` may start as a copy of, best first:
-    a statements level holds what the voices level paid for, a "+paragraphs" level what its
-    base level did."""
+    a model level holds what each level whose writes are a part of its own paid for (the
+    most writes first: "both" starts from the statements level, with its voices and
+    statements), a "+paragraphs" level what its base level did."""
     base = level.removesuffix(PARAGRAPHS)
-    found = [f"{VOICES}{PARAGRAPHS}", VOICES] if base in (STATEMENTS, REFERENCE) else []
+    writes = set(MODEL_LEVELS.get(base, []))
+    # The reference level's statements are a dataset's facts, not the model's: no other
+    # level starts from its index.
+    smaller = [o for o, its in MODEL_LEVELS.items() if o != REFERENCE and set(its) < writes]
+    smaller.sort(key=lambda other: -len(MODEL_LEVELS[other]))
+    found = [name for other in smaller for name in (f"{other}{PARAGRAPHS}", other)]
     return [*found, base] if base != level else found
 
 

@@ -60,7 +60,7 @@ def test_what_the_model_writes_is_compared(
 ) -> None:
     vault = ROOT / "examples/vault"
     args = [str(vault), "--personal", "Alex/**", "--personal-only", "--batch", "6"]
-    writes = ["--writes", "summaries", "voices", "voices,statements"]
+    writes = ["--writes", "summaries", "voices", "voices,statements", "voices,questions"]
     assert calls.main([*args, *writes, "--data-dir", str(tmp_path / "data")]) == 0
     out = capsys.readouterr().out.splitlines()
     header = next(line for line in out if line.startswith("configuration"))
@@ -72,8 +72,11 @@ def test_what_the_model_writes_is_compared(
         for line in out
         if line.startswith("personal Alex/**")
     }
-    assert set(rows) == {"summaries", "voices", "voices,statements"}
+    assert set(rows) == {"summaries", "voices", "voices,statements", "voices,questions"}
     # The voice of each note outside Alex/ (one is empty), no summary; then a call per chunk.
     assert rows["voices"]["voice"] == rows["voices,statements"]["voice"] != "0"
     assert rows["voices"]["file_summary"] == rows["voices"]["chunk_summaries"] == "0"
     assert rows["voices,statements"]["statements"] == "115"
+    assert rows["voices,questions"]["questions"] == "115"
+    assert rows["voices,questions"]["voice"] == rows["voices"]["voice"]
+    assert rows["voices,questions"]["statements"] == rows["voices,statements"]["questions"] == "0"

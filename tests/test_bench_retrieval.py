@@ -249,20 +249,24 @@ def test_a_dataset_of_several_vaults_each_with_its_owner(tmp_path: Path, fake_mo
     assert first["first_owner_r5"] == 1.0 and first["other_r5"] == 1.0
 
 
-def test_levels_where_the_model_names_writers_and_writes_statements(
+def test_levels_where_the_model_names_writers_and_writes_statements_and_questions(
     tmp_path: Path, fake_models: None
 ) -> None:
     _person_dataset(tmp_path / "people")
     out = tmp_path / "result.json"
     args = [str(tmp_path / "people"), "--data-dir", str(tmp_path / "data"), "--json", str(out)]
-    levels = "voices+paragraphs,statements+paragraphs"
+    levels = "voices+paragraphs,statements+paragraphs,questions+paragraphs,both+paragraphs"
     assert retrieval.main([*args, "--levels", levels]) == 0
     costs = json.loads(out.read_text())["datasets"]["people"]["costs"]
     # The letter's writer, once; the statements level starts as a copy of the voices level's
     # index and asks only for each chunk's statements (the letter's "Monday" chunk, the two
-    # journals' are said in the owner's voice).
+    # journals' are said in the owner's voice); the questions level, as a copy of the same,
+    # only for each chunk's questions; and both, as a copy of the statements level's, only
+    # for the questions.
     assert costs["voices+paragraphs"]["this run"]["llm_calls"] == 1
     assert costs["statements+paragraphs"]["this run"]["llm_calls"] == 3
+    assert costs["questions+paragraphs"]["this run"]["llm_calls"] == 3
+    assert costs["both+paragraphs"]["this run"]["llm_calls"] == 3
 
 
 def test_reference_facts_answer_the_statements_prompt_of_their_chunk(tmp_path: Path) -> None:
@@ -278,7 +282,8 @@ def test_reference_facts_answer_the_statements_prompt_of_their_chunk(tmp_path: P
     chat = FakeChat()
     found = reference.FactFinder(tmp_path, "v/", ["Ann/d1.md"], facts)
     writer = reference.ReferenceWriter(chat, found)
-    asked = prompts.statements_prompt(
+    asked = prompts.lines_prompt(
+        "statements",
         "Day > Evening",
         "I painted the door.",
         writer="Ann",
@@ -291,8 +296,14 @@ def test_reference_facts_answer_the_statements_prompt_of_their_chunk(tmp_path: P
     # Every other prompt is the model's.
     voice = prompts.voice_prompt("Ann/d1.md", "", note, context_window=4096)
     assert writer.complete(voice) == chat.complete(voice)
-    unknown = prompts.statements_prompt(
-        "", "Not in any note.", writer=None, date=None, max_tokens=100, context_window=4096
+    unknown = prompts.lines_prompt(
+        "statements",
+        "",
+        "Not in any note.",
+        writer=None,
+        date=None,
+        max_tokens=100,
+        context_window=4096,
     )
     assert writer.complete(unknown) == "" and writer.unplaced == 1
 

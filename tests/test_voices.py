@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from conftest import OWNER, Kb, make_config, rows
+from kb.chunk_writes import STATEMENTS, read_lines
 from kb.config import ConfigError, parse_config
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.prompts import voice_prompt
 from kb.services.search import SearchRequest
-from kb.statements import MAX_STATEMENTS, read_statements
 from kb.store import Store
 from kb.voices import NoteHead, note_head, read_voice
 
@@ -103,6 +103,24 @@ def _passages(store: Store, path: str) -> list[str]:
     ]
 
 
+def _asked_again_only_of_another_model(
+    store: Store,
+    letters: Path,
+    calls: dict[str, int],
+    writes: tuple[str, ...] = ("voices",),
+    passages: str = "paragraphs",
+) -> None:
+    """After a fallback, the same model is not asked again; another is, and its answers
+    replace the fallbacks."""
+    again = _kb(store, letters, writes=list(writes), passages=passages)
+    again.sync()
+    assert again.chat.calls == {}
+    other = _kb(store, letters, writes=list(writes), passages=passages)
+    other.chat = FakeChat("other-chat")
+    other.sync()
+    assert other.chat.calls == calls
+
+
 @pytest.mark.parametrize("enrich", [True, False])
 def test_passages_speak_in_the_voice_the_model_names(
     store: Store, letters: Path, enrich: bool
@@ -160,14 +178,7 @@ def test_a_made_up_writer_falls_back_to_the_title_and_is_asked_again_of_another_
     )
     stored = rows(store, "SELECT voice_fallback FROM documents WHERE path = %s", LETTER)
     assert stored == [{"voice_fallback": "fake-chat"}]
-    # The same model is not asked again; another is, and its answer replaces the fallback.
-    again = _kb(store, letters)
-    again.sync()
-    assert again.chat.calls == {}
-    other = _kb(store, letters)
-    other.chat = FakeChat("other-chat")
-    other.sync()
-    assert other.chat.calls == {"voice": 2}
+    _asked_again_only_of_another_model(store, letters, {"voice": 2})
     assert _passages(store, LETTER)[0].startswith("Sam, 5 March 2024: ")
 
 
@@ -181,9 +192,33 @@ def test_the_voice_setting_rebuilds_only_the_notes_it_shapes(store: Store, lette
 
 def test_writes_must_name_known_outputs(tmp_path: Path) -> None:
     base = {"owner_name": OWNER, "vaults": [{"path": str(tmp_path)}]}
-    for wrong in (["questions"], ["voices", "voices"], "voices"):
+    for wrong in (["answers"], ["voices", "voices"], "voices"):
         with pytest.raises(ConfigError, match=r"context\.writes"):
             parse_config({**base, "context": {"writes": wrong}}, base_dir=tmp_path, env={})
+
+
+def _kinds(store: Store, path: str) -> list[tuple[str, int]]:
+    found = rows(
+        store,
+        "SELECT p.kind, count(*) AS n FROM passages p JOIN chunks c ON c.id = p.chunk_id"
+        " JOIN documents d ON d.id = c.document_id WHERE d.path = %s"
+        " GROUP BY p.kind ORDER BY p.kind",
+        path,
+    )
+    return [(r["kind"], r["n"]) for r in found]
+
+
+def _asked_again_only_for_a_new_chunk(kb: Kb, letters: Path, task: str) -> None:
+    """An unchanged vault asks nothing again, nor does a rename that keeps the day its name
+    says (a move); an edit of a note asks only for its new chunk's lines of `task`."""
+    kb.reset_counts()
+    assert kb.sync().llm_calls == 0 and kb.chat.total_calls == 0
+    (letters / LETTER).rename(letters / "Letters/Sam/2024-03-05 regatta.md")
+    assert kb.sync().moved == 1 and kb.chat.total_calls == 0
+    journal = "I walked to the lake with the dog.\n\nMy feet hurt all the way home.\n\n"
+    (letters / JOURNAL).write_text(journal + "I slept early tonight.\n")
+    kb.sync()
+    assert kb.chat.calls == {task: 1}
 
 
 # -- statements --------------------------------------------------------------------------------
@@ -206,20 +241,23 @@ SOURCE = "Hey Joanna!\nI won my first tournament last week.\nThe game was Counte
     ],
 )
 def test_each_statement_is_checked(line: str, problem: str | None) -> None:
-    written = read_statements(f"- {line}", source=SOURCE, writer="Nate", date="21 January 2022")
+    written = read_lines(
+        f"- {line}", STATEMENTS, source=SOURCE, writer="Nate", date="21 January 2022"
+    )
     assert written.kept == ((line,) if problem is None else ())
     assert written.dropped == (() if problem is None else (problem,))
 
 
 def test_statements_are_kept_once_and_at_most_a_dozen() -> None:
     many = "\n".join(f"{n}. Nate won tournament number {n} with Joanna." for n in range(1, 20))
-    written = read_statements(
+    written = read_lines(
         many + "\n- Nate won tournament number 1 with Joanna.",
+        STATEMENTS,
         source=SOURCE,
         writer="Nate",
         date=None,
     )
-    assert len(written.kept) == MAX_STATEMENTS
+    assert len(written.kept) == STATEMENTS.most == 12
     assert written.dropped == ("repeated",)
 
 
@@ -264,29 +302,96 @@ def test_statements_are_passages_named_and_dated(store: Store, letters: Path) ->
     assert {h.path for h in found} == {LETTER, JOURNAL}
     assert store.state.status().cut == 0
 
-    kb.reset_counts()
-    assert kb.sync().llm_calls == 0 and kb.chat.total_calls == 0
-    # A rename that keeps the day its name says is a move: nothing is asked again.
-    (letters / LETTER).rename(letters / "Letters/Sam/2024-03-05 regatta.md")
-    assert kb.sync().moved == 1 and kb.chat.total_calls == 0
-    # An edit elsewhere in the note keeps the other chunks' statements; a new writer redoes them.
-    journal = "I walked to the lake with the dog.\n\nMy feet hurt all the way home.\n\n"
-    (letters / JOURNAL).write_text(journal + "I slept early tonight.\n")
-    kb.sync()
-    assert kb.chat.calls == {"statements": 1}
+    _asked_again_only_for_a_new_chunk(kb, letters, "statements")
 
 
 def test_statements_and_paragraphs_together(store: Store, letters: Path) -> None:
     kb = _kb(store, letters, writes=["voices", "statements"])
     kb.sync()
-    kinds = rows(
+    assert _kinds(store, LETTER) == [("paragraph", 2), ("statement", 2)]
+
+
+# -- questions ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("enrich", [True, False])
+def test_questions_are_passages_that_find_their_chunk(
+    store: Store, letters: Path, enrich: bool
+) -> None:
+    kb = _kb(store, letters, enrich=enrich, writes=["voices", "questions"], passages="none")
+    report = kb.sync()
+    # The voice of the two notes outside the owner's folders, then a call per chunk.
+    assert kb.chat.calls == {"voice": 2, "questions": 3} and report.llm_calls == 5
+    asked = [p for p in kb.chat.prompts if p.task == "questions"]
+    assert {(p.inputs["writer"], p.inputs["date"]) for p in asked} == {
+        ("Sam", "5 March 2024"),
+        (OWNER, "2 March 2024"),
+        ("", ""),  # the guide: no writer named, no date of its own
+    }
+    question = "Did Sam say on 5 March 2024 that Sam won the regatta last week?"
+    assert _passages(store, LETTER)[0] == question
+    assert _kinds(store, LETTER) == [("question", 2)]
+    stored = rows(store, "SELECT questions_key FROM chunks WHERE questions_key IS NOT NULL")
+    assert len(stored) == 3
+    assert rows(store, "SELECT count(*) AS n FROM chunks WHERE statements IS NOT NULL") == [
+        {"n": 0}
+    ]
+    # The question's own words find the letter by its question's vector, closer than the
+    # chunk's own vector could be.
+    [top, *_] = kb.search_service().search(SearchRequest(question, mode="vector", top_k=3)).hits
+    assert top.path == LETTER and top.similarity is not None and top.similarity > 0.99
+
+    _asked_again_only_for_a_new_chunk(kb, letters, "questions")
+
+
+def test_statements_and_questions_together_then_questions_alone_from_cache(
+    store: Store, letters: Path
+) -> None:
+    kb = _kb(store, letters, writes=["voices", "statements", "questions"])
+    report = kb.sync()
+    assert kb.chat.calls == {"voice": 2, "statements": 3, "questions": 3}
+    assert report.llm_calls == 8
+    assert _kinds(store, LETTER) == [("paragraph", 2), ("question", 2), ("statement", 2)]
+    both = rows(
         store,
-        "SELECT p.kind, count(*) AS n FROM passages p JOIN chunks c ON c.id = p.chunk_id"
-        " JOIN documents d ON d.id = c.document_id WHERE d.path = %s"
-        " GROUP BY p.kind ORDER BY p.kind",
+        "SELECT count(*) AS n FROM chunks"
+        " WHERE statements_key IS NOT NULL AND questions_key IS NOT NULL",
+    )
+    assert both == [{"n": 3}]
+    # Full-text search reads both kinds after the chunk; the embedder's text counts as whole.
+    [letter] = rows(
+        store,
+        "SELECT c.full_context, c.statements, c.questions FROM chunks c"
+        " JOIN documents d ON d.id = c.document_id WHERE d.path = %s",
         LETTER,
     )
-    assert [(r["kind"], r["n"]) for r in kinds] == [("paragraph", 2), ("statement", 2)]
+    assert letter["full_context"].endswith(f"\n\n{letter['statements']}\n\n{letter['questions']}")
+    assert store.state.status().cut == 0
+    kb.reset_counts()
+    assert kb.sync().llm_calls == 0
+    # Questions alone instead: the notes are rebuilt from cache, with no model call.
+    alone = _kb(store, letters, writes=["voices", "questions"])
+    assert alone.sync().indexed == 3 and alone.chat.total_calls == 0
+    assert _kinds(store, LETTER) == [("paragraph", 2), ("question", 2)]
+
+
+def test_a_chunk_without_usable_questions_falls_back_and_another_model_is_asked_again(
+    store: Store, letters: Path
+) -> None:
+    class Musing(FakeChat):
+        def complete(self, prompt: Prompt) -> str:
+            mused = "Sam won the regatta.\nWhen did I win?"
+            return mused if prompt.task == "questions" else super().complete(prompt)
+
+    questions = ("voices", "questions")
+    kb = _kb(store, letters, writes=list(questions), passages="none")
+    kb.chat = Musing("fake-chat")
+    report = kb.sync()
+    assert report.fallbacks == 3 and _kinds(store, LETTER) == []
+    stored = rows(store, "SELECT DISTINCT questions_fallback FROM chunks")
+    assert stored == [{"questions_fallback": "fake-chat"}]
+    _asked_again_only_of_another_model(store, letters, {"questions": 3}, questions, "none")
+    assert _kinds(store, LETTER) == [("question", 2)]
 
 
 def test_a_first_person_question_is_embedded_in_the_owner_voice_when_passages_speak_in_it(

@@ -101,10 +101,14 @@ SUMMARY_MODES: tuple[SummaryMode, ...] = get_args(SummaryMode)
 # paragraph in its writer's voice, or none.
 PassageMode = Literal["paragraphs", "none"]
 PASSAGE_MODES: tuple[PassageMode, ...] = get_args(PassageMode)
+# What the chat model writes of each chunk, one item a line, each a passage of its own
+# (kb.chunk_writes): the facts it holds (statements) and the questions it answers.
+ChunkWrite = Literal["statements", "questions"]
+CHUNK_WRITES: tuple[ChunkWrite, ...] = get_args(ChunkWrite)
 # What the chat model writes at the "llm" level: file and chunk summaries (embedded with each
 # chunk), the voice of each note outside the owner's folders (whose "I" its paragraph
-# passages speak in; kb.voices), and each chunk's statements (kb.statements).
-ModelWrite = Literal["summaries", "voices", "statements"]
+# passages speak in; kb.voices), and each chunk's lines (ChunkWrite).
+ModelWrite = Literal["summaries", "voices", ChunkWrite]
 MODEL_WRITES: tuple[ModelWrite, ...] = get_args(ModelWrite)
 
 
@@ -125,17 +129,21 @@ class ContextConfig:
         """Whether the chat model is asked for this output: only at the "llm" level."""
         return self.summaries == "llm" and output in self.writes
 
+    def chunk_writes(self) -> tuple[ChunkWrite, ...]:
+        """The lines the chat model is asked to write of each chunk, in CHUNK_WRITES order."""
+        return tuple(w for w in CHUNK_WRITES if self.asks(w))
+
     def voiced_passages(self) -> bool:
         """Whether the index's passages say a writer's name where a note said "I": the
-        paragraphs in their writer's voice, and the statements."""
-        return self.passages != "none" or self.asks("statements")
+        paragraphs in their writer's voice, and the chunks' lines (statements, questions)."""
+        return self.passages != "none" or bool(self.chunk_writes())
 
     def names_writers(self) -> bool:
         """Whether the model names the writer of each note outside the owner's folders: for
-        the paragraphs that speak in the writer's voice, and for the statements, which name
-        the writer."""
+        the paragraphs that speak in the writer's voice, and for the chunks' lines, which
+        name the writer."""
         voiced = self.passages != "none" and self.asks("voices")
-        return voiced or self.asks("statements")
+        return voiced or bool(self.chunk_writes())
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from kb.context import ContextChunk
 from kb.errors import LLMError
 from kb.llm.base import Embedder
 from kb.passages import Passage
-from kb.store import ChunkRecord, PassageRecord, Store, Vector
+from kb.store import ChunkRecord, LinesRecord, PassageRecord, Store, Vector
 
 
 class Embedding:
@@ -66,10 +66,11 @@ class Embedding:
                 embed_model=self.embedder.name,
                 summary_fallback=chat_model if c.summary_fallback else None,
                 rewrite_fallback=chat_model if c.rewrite_fallback else None,
-                statements=c.statements.text if c.statements else None,
-                statements_key=c.statements_key,
-                statements_fallback=(
-                    chat_model if c.statements is not None and c.statements.fallback else None
+                lines=tuple(
+                    LinesRecord(
+                        w.kind, w.output.text, w.key, chat_model if w.output.fallback else None
+                    )
+                    for w in c.lines
                 ),
                 passages=p,
             )

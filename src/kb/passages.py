@@ -110,11 +110,12 @@ def chunk_passages(content: str, voice: Voice, seen: set[str] | None = None) -> 
     return [Passage(i, "paragraph", voice.say(t)) for i, t in enumerate(kept)]
 
 
-def statement_passages(text: str, *, start: int) -> list[Passage]:
-    """A chunk's statements (kb.statements, one a line) as passages, numbered from
-    `start`: each names who and when, so it is embedded as written."""
+def line_passages(text: str, kind: PassageKind, *, start: int) -> list[Passage]:
+    """A chunk's lines the model wrote (kb.chunk_writes: statements, questions; one a line)
+    as passages of `kind`, numbered from `start`: each names who and when, so it is
+    embedded as written."""
     lines = [line for line in text.splitlines() if line.strip()]
-    return [Passage(start + i, "statement", line) for i, line in enumerate(lines)]
+    return [Passage(start + i, kind, line) for i, line in enumerate(lines)]
 
 
 def build_id() -> str:

@@ -17,7 +17,9 @@ and `outputs.split_parts` reads back.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
+from kb.config import ChunkWrite
 from kb.llm.base import Prompt, PromptTask
 
 PROMPT_VERSION = "5"
@@ -29,8 +31,10 @@ RERANK_VERSION = "2"
 # The voice prompt has a version of its own: one short call per note, asked again only when
 # its wording changes.
 VOICE_VERSION = "1"
-# Statements have a version of their own: their wording must not redo summaries, nor theirs.
+# A chunk's lines have a version of their own, one per kind: the wording of one must not
+# redo summaries, nor the other's.
 STATEMENTS_VERSION = "1"
+QUESTIONS_VERSION = "1"
 # Answers are never cached, so their version only names the wording in use (`kb ask --json`).
 ANSWER_VERSION = "1"
 
@@ -192,23 +196,56 @@ _STATEMENTS_SYSTEM = (
     "it is about. {writer} Name other people as the note names them. Give times as dates: "
     "{date} No numbering, no speaker labels, no quotes, nothing the part does not say."
 )
-_STATEMENTS_WRITER = "{writer} wrote the note: 'I', 'me' and 'my' are {writer}."
-_STATEMENTS_NO_WRITER = "The note does not say who wrote it: say 'the writer' for 'I'."
-_STATEMENTS_DATE = (
+_QUESTIONS_SYSTEM = (
+    "You list the questions one part of a note answers, for a search index. Write each "
+    "question the part answers as one plain question on its own line, in the third person, "
+    "that names who it is about. {writer} Name other people as the note names them. Give "
+    "times as dates: {date} No numbering, no answers, no quotes, nothing the part does not "
+    "say."
+)
+# Who "I" is and when "yesterday" was, said the same way to every kind of lines.
+_LINES_WRITER = "{writer} wrote the note: 'I', 'me' and 'my' are {writer}."
+_LINES_NO_WRITER = "The note does not say who wrote it: say 'the writer' for 'I'."
+_LINES_DATE = (
     "the note is from {date}, so 'yesterday', 'last week' or 'last year' become a date, a "
     "week or a year counted from {date}."
 )
-_STATEMENTS_NO_DATE = "keep the note's own words for times it does not date."
-# From another kind of note than a vault's usual ones: small models imitate an example.
-_STATEMENTS_EXAMPLE = (
+_LINES_NO_DATE = "keep the note's own words for times it does not date."
+# From another kind of note than a vault's usual ones: small models imitate an example. Each
+# kind of lines is shown the same part, written its way.
+_LINES_EXAMPLE = (
     "<note_facts>\nMaria wrote the note on 3 June 2021.\n</note_facts>\n\n<chunk_headers>\n"
     "# Renovation > ## Kitchen\n</chunk_headers>\n\n<chunk>\nYesterday I finally painted the "
     "kitchen green. Tom helped me move the fridge, and my sister Ana chose the tiles. Next "
-    "month we start on the bathroom.\n</chunk>\n\nStatements:",
-    "Maria painted the kitchen green on 2 June 2021.\nTom helped Maria move the fridge.\n"
-    "Ana, Maria's sister, chose the kitchen tiles.\nMaria plans to start on the bathroom in "
-    "July 2021.",
+    "month we start on the bathroom.\n</chunk>"
 )
+
+
+@dataclass(frozen=True)
+class _Lines:
+    """How the model is asked for one kind of a chunk's lines."""
+
+    system: str  # the rules, with a place for who "I" is and for the note's date
+    cue: str  # the label the answer follows
+    example: str  # the worked example's answer, one line an item
+
+
+_LINES: dict[ChunkWrite, _Lines] = {
+    "statements": _Lines(
+        _STATEMENTS_SYSTEM,
+        "Statements:",
+        "Maria painted the kitchen green on 2 June 2021.\nTom helped Maria move the fridge.\n"
+        "Ana, Maria's sister, chose the kitchen tiles.\nMaria plans to start on the bathroom "
+        "in July 2021.",
+    ),
+    "questions": _Lines(
+        _QUESTIONS_SYSTEM,
+        "Questions:",
+        "When did Maria paint the kitchen green?\nWhat did Maria paint on 2 June 2021?\n"
+        "Who helped Maria move the fridge?\nWho chose the tiles for Maria's kitchen?\n"
+        "When will Maria start on the bathroom?",
+    ),
+}
 
 
 _RERANK_SYSTEM = (
@@ -492,7 +529,8 @@ def voice_prompt(path: str, properties: str, excerpt: str, *, context_window: in
     )
 
 
-def statements_prompt(
+def lines_prompt(
+    kind: ChunkWrite,
     header_path: str,
     content: str,
     *,
@@ -501,10 +539,12 @@ def statements_prompt(
     max_tokens: int,
     context_window: int,
 ) -> Prompt:
-    """The facts of one chunk as statements, told who the note's "I" is and its date."""
-    system = _STATEMENTS_SYSTEM.format(
-        writer=_STATEMENTS_WRITER.format(writer=writer) if writer else _STATEMENTS_NO_WRITER,
-        date=_STATEMENTS_DATE.format(date=date) if date else _STATEMENTS_NO_DATE,
+    """One chunk's lines of `kind` (its facts as statements, or the questions it answers),
+    told who the note's "I" is and its date."""
+    lines = _LINES[kind]
+    system = lines.system.format(
+        writer=_LINES_WRITER.format(writer=writer) if writer else _LINES_NO_WRITER,
+        date=_LINES_DATE.format(date=date) if date else _LINES_NO_DATE,
     )
     facts = {
         (True, True): f"{writer} wrote the note on {date}.",
@@ -512,7 +552,7 @@ def statements_prompt(
         (False, True): f"The note is from {date}.",
         (False, False): "",
     }[(bool(writer), bool(date))]
-    examples = (_STATEMENTS_EXAMPLE,)
+    examples = ((f"{_LINES_EXAMPLE}\n\n{lines.cue}", lines.example),)
     budget = _input_budget(
         system + _joined(examples) + facts + header_path, max_tokens, context_window
     )
@@ -520,10 +560,10 @@ def statements_prompt(
     head = f"<note_facts>\n{quote(facts)}\n</note_facts>\n\n" if facts else ""
     user = (
         f"{head}<chunk_headers>\n{quote(header_path)}\n</chunk_headers>\n\n"
-        f"<chunk>\n{quote(content)}\n</chunk>\n\nStatements:"
+        f"<chunk>\n{quote(content)}\n</chunk>\n\n{lines.cue}"
     )
     return _prompt(
-        "statements",
+        kind,
         system,
         user,
         max_tokens,

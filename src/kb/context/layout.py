@@ -15,7 +15,8 @@ from kb.wikitext import readable
 # 5: notes are stored with their own dates.
 # 6: links, comments and block ids are read as a person reads them (kb.wikitext); notes
 #    are dated by kb.dates.
-# 7: full-text search reads a chunk's statements (with_statements).
+# 7: full-text search reads a chunk's statements (with_lines; its questions too, which
+#    only notes built with questions have).
 LAYOUT_VERSION = "7"
 
 
@@ -85,18 +86,19 @@ def texts(
     )
 
 
-def with_statements(
-    full_context: str, summaries_at: int | None, statements: str
+def with_lines(
+    full_context: str, summaries_at: int | None, lines: Sequence[str]
 ) -> tuple[str, int | None]:
-    """What full-text search reads once a chunk has statements, and where its weighed part
-    begins: everything before, then the statements, weighed as summaries are (a model's
-    words, not the note's: they add the names and dates a question asks by without
-    outranking the chunk that says it). The embedder's text stays the chunk's; each
-    statement is a vector of its own."""
-    if not statements:
+    """What full-text search reads once a chunk has lines the model wrote (its statements,
+    its questions; kb.chunk_writes), and where its weighed part begins: everything before,
+    then each kind's lines, weighed as summaries are (a model's words, not the note's: they
+    add the names and dates a question asks by without outranking the chunk that says it).
+    The embedder's text stays the chunk's; each line is a vector of its own."""
+    kept = [text for text in lines if text]
+    if not kept:
         return full_context, summaries_at
     at = len(full_context) if summaries_at is None else summaries_at
-    return f"{full_context}\n\n{statements}", at
+    return "\n\n".join([full_context, *kept]), at
 
 
 def plain(header: str) -> str:

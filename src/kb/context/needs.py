@@ -9,8 +9,9 @@ version, so a run only asks for what is new:
   new file summary does not redo every chunk summary;
 - the rewrite depends on the chunk and the owner's name;
 - the voice on the note's path, properties and opening (kb.voices);
-- a chunk's statements on its text, its header path, who "I" is and the note's date, so a
-  rename, or an edit elsewhere in the note, keeps them.
+- a chunk's lines (its statements, its questions; kb.chunk_writes) on its text, its header
+  path, who "I" is and the note's date, so a rename, or an edit elsewhere in the note, keeps
+  them.
 
 Keys leave the model out: switching models keeps every good output, and only the outputs
 that fell back are asked again. Pure functions.
@@ -23,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kb import passages, prompts, voices
+from kb.chunk_writes import SPECS, ChunkWriteSpec
 from kb.chunking import CHUNKER_VERSION, Chunk
 from kb.config import Config, ContextConfig
 from kb.context.layout import LAYOUT_VERSION, header_line
@@ -79,8 +81,8 @@ class ContextBuild:
             )
         if settings.passages != "none":
             parts.append(passages.build_id())
-        if settings.asks("statements"):
-            parts.append(f"statements{prompts.STATEMENTS_VERSION}")
+        # "statements1", "questions1": each kind of lines its prompt's version.
+        parts += [f"{kind}{SPECS[kind].version}" for kind in settings.chunk_writes()]
         if not personal and settings.names_writers():
             parts.append(f"voice{prompts.VOICE_VERSION}")
         if personal and (settings.summaries != "none" or settings.passages != "none"):
@@ -151,10 +153,16 @@ class Needs:
     def voice_key(self, head: voices.NoteHead) -> str:
         return cache_key("voice", prompts.VOICE_VERSION, head.path, head.properties, head.excerpt)
 
-    def statements_key(self, chunk: Chunk, writer: str | None, date: str | None) -> str:
+    def line_specs(self) -> list[ChunkWriteSpec]:
+        """The kinds of lines the model writes of each chunk, in CHUNK_WRITES order."""
+        return [SPECS[kind] for kind in self.settings.chunk_writes()]
+
+    def lines_key(
+        self, spec: ChunkWriteSpec, chunk: Chunk, writer: str | None, date: str | None
+    ) -> str:
         return cache_key(
-            "statements",
-            prompts.STATEMENTS_VERSION,
+            spec.kind,
+            spec.version,
             writer or "",
             date or "",
             header_line(chunk.header_path),
@@ -170,8 +178,8 @@ class Needs:
     ) -> list[str]:
         """The cache keys a note needs, so the caller can fetch known outputs in one go.
 
-        The statements' keys name the note's writer, which the model may yet have to name:
-        they are listed only once the voice is in `known`."""
+        The keys of a chunk's lines name the note's writer, which the model may yet have to
+        name: they are listed only once the voice is in `known`."""
         keys: list[str] = []
         if not chunks:
             return keys
@@ -188,10 +196,9 @@ class Needs:
             voice = (known or {}).get(key)
             if voice is None:
                 return keys
-        if self.settings.asks("statements"):
-            writer = self.writer(personal, voice)
-            date = spoken(note.date)
-            keys += [self.statements_key(c, writer, date) for c in chunks]
+        writer = self.writer(personal, voice)
+        date = spoken(note.date)
+        keys += [self.lines_key(s, c, writer, date) for s in self.line_specs() for c in chunks]
         return keys
 
 

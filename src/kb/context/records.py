@@ -10,6 +10,7 @@ from typing import Any
 
 from kb import passages
 from kb.chunking import Chunk
+from kb.config import ChunkWrite
 from kb.context.layout import Texts
 from kb.outputs import Output
 from kb.store.chunks import VoiceRecord
@@ -47,6 +48,15 @@ class Draft:
 
 
 @dataclass(frozen=True)
+class ChunkLines:
+    """One kind of lines the model wrote of a chunk, and the cache key they are kept under."""
+
+    kind: ChunkWrite
+    output: Output
+    key: str
+
+
+@dataclass(frozen=True)
 class ContextChunk:
     chunk: Chunk
     summary: str
@@ -61,10 +71,9 @@ class ContextChunk:
     # weighs all.
     summaries_at: int | None
     embed_text: str  # what the embedder reads: full_context fitted to its window
-    # The model's statements of the chunk, one a line (kb.statements), when asked for and
-    # known; each is a passage of its own.
-    statements: Output | None = None
-    statements_key: str | None = None
+    # The lines the model wrote of the chunk (kb.chunk_writes: statements, questions), each
+    # kind when asked for and known; each line is a passage of its own.
+    lines: tuple[ChunkLines, ...] = ()
 
     @classmethod
     def of(
@@ -104,7 +113,7 @@ class FileContext:
     llm_calls: int
     # Outputs rejected in this build, e.g. "chunk 3 summary: echo of the note".
     problems: list[str]
-    # Each chunk's passages (`context.passages`, statements), as the embedder reads them.
+    # Each chunk's passages (`context.passages`, its lines), as the embedder reads them.
     passages: list[list[passages.Passage]] = field(default_factory=list)
     # The writer the model named (kb.voices), when it was asked and its answer is known.
     voice: Output | None = None

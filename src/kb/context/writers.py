@@ -1,10 +1,12 @@
-"""The writers core: whose voice a note speaks in, each chunk's statements, and the passages
-made of them (each a vector of its own).
+"""The writers core: whose voice a note speaks in, the lines the model writes of each chunk
+(its statements, the questions it answers), and the passages made of them (each a vector of
+its own).
 
-Outside the owner's folders the model names the note's writer once (kb.voices); the
-statements of each chunk are then written knowing who "I" is and the note's date
-(kb.statements); the paragraphs of a chunk speak in that voice (kb.passages). Like
-kb.context.summaries, `with_note_outputs` yields its prompts and never waits on a model.
+Outside the owner's folders the model names the note's writer once (kb.voices); each chunk's
+lines of every kind asked for are then written knowing who "I" is and the note's date, one
+prompt per chunk and kind (kb.chunk_writes); the paragraphs of a chunk speak in that voice
+(kb.passages). Like kb.context.summaries, `with_note_outputs` yields its prompts and never
+waits on a model.
 """
 
 from __future__ import annotations
@@ -12,26 +14,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from kb import passages, prompts, statements, voices
+from kb import chunk_writes, passages, prompts, voices
+from kb.chunk_writes import ChunkWriteSpec
 from kb.chunking import Chunk
+from kb.config import ChunkWrite
 from kb.context.driver import Asking
-from kb.context.layout import fit, header_line, with_statements
+from kb.context.layout import fit, header_line, with_lines
 from kb.context.needs import Needs, head
-from kb.context.records import ContextChunk, Draft, FileContext, Window
+from kb.context.records import ChunkLines, ContextChunk, Draft, FileContext, Window
 from kb.dates import spoken
 from kb.llm.base import Prompt
 from kb.outputs import Output
-
-# A dozen statements of twenty-odd tokens: room to finish, and a runaway stops soon.
-STATEMENT_TOKENS = 320
 
 
 def with_note_outputs(
     base: FileContext, draft: Draft, needs: Needs, window: Window, *, ask: bool
 ) -> Asking[FileContext]:
     """`base` with what the passages are made of: the voice of a note outside the owner's
-    folders, then each chunk's statements, which name that voice; asked of the model when
-    `ask` and not in `known`, else left out until they are."""
+    folders, then each chunk's lines of every kind asked for (statements, questions), which
+    name that voice; asked of the model when `ask` and not in `known`, else left out until
+    they are."""
     chunks, personal, known, note = draft.chunks, draft.personal, draft.known, draft.note
     problems = list(base.problems)
     voice, voice_key = None, None
@@ -50,55 +52,60 @@ def with_note_outputs(
             if problem:
                 problems.append(f"voice: {problem}")
     date = spoken(note.date)
-    said: list[Output | None] = [None] * len(chunks)
-    keys: list[str | None] = [None] * len(chunks)
-    if needs.settings.asks("statements") and (voice is not None or not needs.asks_voice(personal)):
+    specs = needs.line_specs()
+    found: dict[tuple[int, ChunkWrite], ChunkLines] = {}
+    if specs and (voice is not None or not needs.asks_voice(personal)):
         writer = needs.writer(personal, voice)
-        keys = [needs.statements_key(c, writer, date) for c in chunks]
-        said = [known.get(k) if k else None for k in keys]
-        todo = [i for i, out in enumerate(said) if out is None] if ask else []
+        todo: list[tuple[ChunkWriteSpec, int, str]] = []
+        for spec in specs:
+            for i, chunk in enumerate(chunks):
+                key = needs.lines_key(spec, chunk, writer, date)
+                if (out := known.get(key)) is not None:
+                    found[(i, spec.kind)] = ChunkLines(spec.kind, out, key)
+                elif ask:
+                    todo.append((spec, i, key))
         if todo:
-            answers = yield [_statements_prompt(chunks[i], writer, date, window) for i in todo]
-            for i, answer in zip(todo, answers, strict=True):
-                written = statements.read_statements(
-                    answer, source=chunks[i].content, writer=writer, date=date
+            # Every kind's prompts in one batch: a chunk's statements and its questions are
+            # asked side by side, not one kind after the other.
+            answers = yield [_lines_prompt(s, chunks[i], writer, date, window) for s, i, _ in todo]
+            for (spec, i, key), answer in zip(todo, answers, strict=True):
+                written = chunk_writes.read_lines(
+                    answer, spec, source=chunks[i].content, writer=writer, date=date
                 )
-                said[i] = Output(written.text, fallback=not written.kept)
+                out = Output(written.text, fallback=not written.kept)
+                found[(i, spec.kind)] = ChunkLines(spec.kind, out, key)
                 if not written.kept:
                     why = ", ".join(sorted(set(written.dropped))) or "none written"
-                    problems.append(f"chunk {i + 1} statements: {why}")
+                    problems.append(f"chunk {i + 1} {spec.kind}: {why}")
+    # Each chunk's kinds in one order, whether found in the cache or asked for.
+    lines = [
+        tuple(found[(i, s.kind)] for s in specs if (i, s.kind) in found) for i in range(len(chunks))
+    ]
     return replace(
         base,
-        chunks=[_stated(c, out, key) for c, out, key in zip(base.chunks, said, keys, strict=True)],
+        chunks=[_with_lines(c, w) for c, w in zip(base.chunks, lines, strict=True)],
         problems=problems,
         passages=note_passages(
-            chunks, personal, voice, said, needs, window, title=note.title, date=date
+            chunks, personal, voice, lines, needs, window, title=note.title, date=date
         ),
         voice=voice,
         voice_key=voice_key,
     )
 
 
-def _stated(chunk: ContextChunk, said: Output | None, key: str | None) -> ContextChunk:
-    """`chunk` with its statements, which full-text search reads too when they are kept."""
-    if said is None:
-        return replace(chunk, statements=None, statements_key=None)
-    kept = "" if said.fallback else said.text
-    searched, weighed_from = with_statements(chunk.full_context, chunk.summaries_at, kept)
-    return replace(
-        chunk,
-        statements=said,
-        statements_key=key,
-        full_context=searched,
-        summaries_at=weighed_from,
-    )
+def _with_lines(chunk: ContextChunk, lines: tuple[ChunkLines, ...]) -> ContextChunk:
+    """`chunk` with the lines the model wrote of it, which full-text search reads too when
+    they are kept."""
+    kept = [w.output.text for w in lines if not w.output.fallback]
+    searched, weighed_from = with_lines(chunk.full_context, chunk.summaries_at, kept)
+    return replace(chunk, lines=lines, full_context=searched, summaries_at=weighed_from)
 
 
 def note_passages(
     chunks: Sequence[Chunk],
     personal: bool,
     voice: Output | None,
-    said: Sequence[Output | None],
+    lines: Sequence[Sequence[ChunkLines]],
     needs: Needs,
     window: Window,
     *,
@@ -107,31 +114,35 @@ def note_passages(
 ) -> list[list[passages.Passage]]:
     """Each chunk's passages, fitted to the embedder's window: its paragraphs
     (`context.passages`) in the owner's voice in personal notes, else in the writer's the
-    model named, else under the note's title, as written; then its statements."""
+    model named, else under the note's title, as written; then the lines the model wrote of
+    it (statements, questions), but for an answer that fell back."""
     writer = needs.writer(personal, voice)
     speaker = passages.Voice(writer, True, date) if writer else passages.Voice(title, False, date)
     out = []
     seen: set[str] = set()
-    for chunk, written in zip(chunks, said, strict=True):
+    for chunk, written in zip(chunks, lines, strict=True):
         found = (
             passages.chunk_passages(chunk.content, speaker, seen)
             if needs.settings.passages != "none"
             else []
         )
-        if written is not None and not written.fallback:
-            found += passages.statement_passages(written.text, start=len(found))
+        for w in written:
+            if not w.output.fallback:
+                kind = chunk_writes.SPECS[w.kind].passage
+                found += passages.line_passages(w.output.text, kind, start=len(found))
         out.append([replace(p, text=fit(p.text, window.embed)) for p in found])
     return out if any(out) else []
 
 
-def _statements_prompt(
-    chunk: Chunk, writer: str | None, date: str | None, window: Window
+def _lines_prompt(
+    spec: ChunkWriteSpec, chunk: Chunk, writer: str | None, date: str | None, window: Window
 ) -> Prompt:
-    return prompts.statements_prompt(
+    return prompts.lines_prompt(
+        spec.kind,
         header_line(chunk.header_path),
         chunk.content,
         writer=writer,
         date=date,
-        max_tokens=STATEMENT_TOKENS,
+        max_tokens=spec.max_tokens,
         context_window=window.context,
     )

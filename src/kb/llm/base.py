@@ -21,6 +21,7 @@ PromptTask = Literal[
     "rewrite",
     "voice",
     "statements",
+    "questions",
     "rerank",
     "answer",
 ]

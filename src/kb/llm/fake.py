@@ -3,8 +3,9 @@
 It lets kb run end to end with no model server (tests, demos on a laptop in a
 train): summaries are keyword digests (several-part prompts get one numbered line per
 part), the first-person rewrite is a pronoun substitution, a note's writer is its `author`
-property, statements are its sentences said of the writer, and embeddings are a hashed bag
-of words, so texts that share words are close in cosine.
+property, statements are its sentences said of the writer (questions ask whether the writer
+said them), and embeddings are a hashed bag of words, so texts that share words are close in
+cosine.
 """
 
 from __future__ import annotations
@@ -94,8 +95,8 @@ class FakeChat:
             return str(round(10 * len(wanted & found) / max(1, len(wanted))))
         if prompt.task == "answer":
             return _grounded_answer(inputs)
-        if prompt.task == "statements":
-            return _statements(inputs)
+        if prompt.task in ("statements", "questions"):
+            return _lines(inputs, question=prompt.task == "questions")
         if prompt.task == "voice":
             # The author a note's properties name, as a model reads a byline.
             author = re.search(r"^author: (.+)$", inputs["properties"], re.MULTILINE)
@@ -117,8 +118,9 @@ class FakeChat:
         return _part_digest(inputs["content"], about)
 
 
-def _statements(inputs: Mapping[str, str]) -> str:
-    """Each sentence of four words or more, said of the writer, with the note's date."""
+def _lines(inputs: Mapping[str, str], *, question: bool) -> str:
+    """Each sentence of four words or more, said of the writer, with the note's date; or
+    asked whether the writer said it."""
     writer = inputs["writer"] or "The writer"
     when = f" on {inputs['date']}" if inputs["date"] else ""
     sentences = _SENTENCE.split(" ".join(inputs["content"].split()))
@@ -127,6 +129,8 @@ def _statements(inputs: Mapping[str, str]) -> str:
         for s in sentences
         if len(s.split()) >= 4 and not s.startswith("#")
     ]
+    if question:
+        return "\n".join(f"Did {writer} say{when} that {s}?" for s in said)
     return "\n".join(f"{writer} says{when} that {s}." for s in said)
 
 

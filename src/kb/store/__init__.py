@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from kb.results import SearchHit
 from kb.store.caches import Caches
-from kb.store.chunks import ChunkRecord
+from kb.store.chunks import ChunkRecord, LinesRecord
 from kb.store.documents import DocumentRecord, Documents, NoteRows, Undated
 from kb.store.lock import DaemonBeat, DaemonRow, Daemons, Role, WriterLock
 from kb.store.passages import PassageRecord, Passages
@@ -57,6 +57,7 @@ __all__ = [
     "Enriched",
     "FailedFile",
     "LastSync",
+    "LinesRecord",
     "NoteInfo",
     "NotePage",
     "NoteRows",

@@ -1,5 +1,6 @@
-"""Model outputs already paid for, found by content-hash key: summaries, rewrites, vectors and
-re-ranking judgements. Nothing unchanged is sent to a model twice."""
+"""Model outputs already paid for, found by content-hash key: summaries, rewrites, voices, a
+chunk's lines (statements, questions), vectors and re-ranking judgements. Nothing unchanged
+is sent to a model twice."""
 
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ class Caches:
                 SELECT statements_key, statements, statements_fallback FROM chunks
                  WHERE statements_key = ANY(%(k)s) AND statements IS NOT NULL
                 UNION ALL
+                SELECT questions_key, questions, questions_fallback FROM chunks
+                 WHERE questions_key = ANY(%(k)s) AND questions IS NOT NULL
+                UNION ALL
                 SELECT voice_key, voice, voice_fallback FROM documents
                  WHERE voice_key = ANY(%(k)s) AND voice IS NOT NULL
                 """,
@@ -63,7 +67,8 @@ class Caches:
                                     WHERE c.document_id = d.id
                                       AND (c.summary_fallback <> %(m)s
                                            OR c.rewrite_fallback <> %(m)s
-                                           OR c.statements_fallback <> %(m)s)))
+                                           OR c.statements_fallback <> %(m)s
+                                           OR c.questions_fallback <> %(m)s)))
                 """,
                 {"v": vault, "m": chat_model},
             ).fetchall()

@@ -9,8 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kb.config import CHUNK_WRITES, ChunkWrite
 from kb.store.passages import PassageRecord
 from kb.store.pool import Vector, vector_param
+
+
+@dataclass(frozen=True)
+class LinesRecord:
+    """One kind of lines the model wrote of a chunk (kb.chunk_writes), one item a line,
+    kept under its cache key like every model output."""
+
+    kind: ChunkWrite
+    text: str
+    key: str
+    fallback: str | None = None  # the chat model whose answer was rejected
 
 
 @dataclass(frozen=True)
@@ -34,10 +46,8 @@ class ChunkRecord:
     embed_model: str
     summary_fallback: str | None = None  # the chat model whose output was rejected
     rewrite_fallback: str | None = None
-    # The model's statements of it, one a line (kb.statements); None when not asked for.
-    statements: str | None = None
-    statements_key: str | None = None
-    statements_fallback: str | None = None
+    # The lines the model wrote of it (kb.chunk_writes), each kind when asked for.
+    lines: tuple[LinesRecord, ...] = ()
     # Its extra texts, each with a vector of its own (kb.passages); they hang off the chunk.
     passages: tuple[PassageRecord, ...] = ()
 
@@ -58,10 +68,14 @@ class ChunkRecord:
             self.summary_fallback,
             self.rewrite_fallback,
             self.summaries_at,
-            self.statements,
-            self.statements_key,
-            self.statements_fallback,
+            *(v for kind in CHUNK_WRITES for v in self._lines_params(kind)),
         )
+
+    def _lines_params(self, kind: ChunkWrite) -> tuple[str | None, str | None, str | None]:
+        # A kind not asked for stores NULLs: its columns are (<kind>, <kind>_key,
+        # <kind>_fallback), in CHUNK_WRITES order in both writes.
+        found = next((r for r in self.lines if r.kind == kind), None)
+        return (found.text, found.key, found.fallback) if found else (None, None, None)
 
 
 @dataclass(frozen=True)

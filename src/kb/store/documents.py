@@ -28,7 +28,8 @@ _COPY_CHUNKS = """
                  end_line, summary, summary_key, rewrite, rewrite_key, full_context,
                  embed_text, context_hash, chat_model, embedding, embed_model,
                  summary_fallback, rewrite_fallback, summaries_at, statements,
-                 statements_key, statements_fallback) FROM STDIN
+                 statements_key, statements_fallback, questions, questions_key,
+                 questions_fallback) FROM STDIN
 """
 
 

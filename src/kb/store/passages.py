@@ -18,8 +18,8 @@ from psycopg.rows import DictRow
 from kb.store.pool import Pool, Vector, vector_param
 
 # What a passage is (kb.passages): a paragraph of its chunk in its writer's voice, or a
-# statement the chat model wrote of it (kb.statements).
-PassageKind = Literal["paragraph", "statement"]
+# statement or a question the chat model wrote of it (kb.chunk_writes).
+PassageKind = Literal["paragraph", "statement", "question"]
 
 
 @dataclass(frozen=True)

@@ -242,7 +242,8 @@ class Queue:
                         rewrite_key = %s, full_context = %s, embed_text = %s,
                         context_hash = %s, chat_model = %s, embedding = %s, embed_model = %s,
                         summary_fallback = %s, rewrite_fallback = %s, summaries_at = %s,
-                        statements = %s, statements_key = %s, statements_fallback = %s
+                        statements = %s, statements_key = %s, statements_fallback = %s,
+                        questions = %s, questions_key = %s, questions_fallback = %s
                      WHERE document_id = %s AND position = %s AND content_hash = %s
                     """,
                     [

@@ -108,12 +108,15 @@ class State:
             by_model = conn.execute(
                 "SELECT chat_model, count(*) AS chunks,"
                 "       count(*) FILTER (WHERE embedding IS NOT NULL) AS embedded,"
-                # Full-text search reads kept statements after what is embedded (see
-                # kb.context.layout.with_statements): only the part before them is cut.
-                "       count(*) FILTER (WHERE embed_text <> CASE"
-                "           WHEN statements_fallback IS NULL AND statements <> ''"
-                "           THEN left(full_context, -(length(statements) + 2))"
-                "           ELSE full_context END) AS cut,"
+                # Full-text search reads the kept statements and questions after what is
+                # embedded (see kb.context.layout.with_lines): only the part before them is
+                # cut.
+                "       count(*) FILTER (WHERE embed_text <> left(full_context,"
+                "           length(full_context)"
+                "           - CASE WHEN statements_fallback IS NULL AND statements <> ''"
+                "                  THEN length(statements) + 2 ELSE 0 END"
+                "           - CASE WHEN questions_fallback IS NULL AND questions <> ''"
+                "                  THEN length(questions) + 2 ELSE 0 END)) AS cut,"
                 "       count(*) FILTER (WHERE summary_fallback IS NOT NULL) AS chunk_summary,"
                 "       count(*) FILTER (WHERE rewrite_fallback IS NOT NULL) AS rewrite"
                 "  FROM chunks GROUP BY chat_model ORDER BY 2 DESC"

@@ -1,0 +1,164 @@
+"""What the chat model writes of each chunk, one item a line, each naming who and when: the
+facts it holds (statements) and the questions it answers (doc2query).
+
+The chat model writes them from the chunk, told who the note's "I" is (kb.voices) and the
+note's date, so "I won last week" can become "Nate won a tournament in the week before 21
+January 2022", or "When did Nate win his first video game tournament?". Each line kept is
+then embedded as a vector of its own (kb.passages): a question about one fact of a long
+chunk matches the statement of that fact, or the question it answers, better than the
+chunk's own vector.
+
+A small model fails in known ways: it copies the note's lines under a speaker label, lists
+bare dates, keeps "I", invents dates. Every line is checked and dropped when it fails; only
+what passes is kept. One set of checks serves every kind, each kind's limits given by its
+`ChunkWriteSpec`. Pure functions.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kb import prompts
+from kb.config import ChunkWrite
+from kb.store.passages import PassageKind
+from kb.voices import FIRST_PERSON
+
+
+@dataclass(frozen=True)
+class ChunkWriteSpec:
+    """One kind of lines the model writes of each chunk: how it is asked, checked, cached
+    and searched. Its kind names it everywhere: in `context.writes`, as its prompt's task
+    and wording (kb.prompts.lines_prompt), first in its cache key, and in its chunk columns
+    (`<kind>`, `<kind>_key`, `<kind>_fallback`)."""
+
+    kind: ChunkWrite
+    passage: PassageKind  # what each line kept is among its chunk's passages
+    version: str  # its prompt's (kb.prompts): in its cache key and in the notes' build id
+    max_tokens: int  # room for `most` lines of twenty-odd tokens; a runaway stops soon
+    most: int  # lines kept at most: a runaway list is noise
+    max_words: int
+    question: bool  # each line must be a question
+
+
+STATEMENTS = ChunkWriteSpec(
+    kind="statements",
+    passage="statement",
+    version=prompts.STATEMENTS_VERSION,
+    max_tokens=320,
+    most=12,
+    max_words=40,
+    question=False,
+)
+# Fewer and shorter than statements: a question asks after one fact, and eight of them
+# cover what a chunk answers.
+QUESTIONS = ChunkWriteSpec(
+    kind="questions",
+    passage="question",
+    version=prompts.QUESTIONS_VERSION,
+    max_tokens=240,
+    most=8,
+    max_words=30,
+    question=True,
+)
+SPECS: Mapping[ChunkWrite, ChunkWriteSpec] = {s.kind: s for s in (STATEMENTS, QUESTIONS)}
+
+_MIN_WORDS = 4
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,2}[.)]|(?:statement|question|q)\s*\d*\s*:)\s*", re.I)
+# "Nate: Thanks, Joanna!": a line of the note under a speaker's label, not a statement.
+_LABEL = re.compile(r"^[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2}:\s")
+_WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)?")
+_CAPITALISED = re.compile(r"\b[A-Z][\w'\u2019-]+")
+_YEAR = re.compile(r"\b(?:1[89]|2[01])\d\d\b")
+_MONTH = re.compile(r"\b(" + "|".join(m for m in calendar.month_name[1:]) + r")\b", re.IGNORECASE)
+# "Nate wrote the note on 21 January 2022": about the note, not a fact in it.
+_ABOUT_THE_NOTE = re.compile(r"\b(?:wrote|writes|written|write)\s+(?:the|this)\s+note\b", re.I)
+_QUOTED = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”")
+# Capitalised words that start sentences, or questions, without naming anyone.
+_COMMON = frozenset(
+    "the a an this that these those it they he she we you there here his her their its "
+    "in on at for and but or so then when after before during "
+    "what who whom whose where why how which did does do is was were has have had can could "
+    "would should".split()
+)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What was kept of the model's answer, and why each dropped line was dropped."""
+
+    kept: tuple[str, ...]
+    dropped: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.kept)
+
+
+def read_lines(
+    answer: str, spec: ChunkWriteSpec, *, source: str, writer: str | None, date: str | None
+) -> Written:
+    """The usable lines of `answer`, written from the chunk `source` as `spec` asks.
+
+    A line is kept when it has 4 to `spec.max_words` words (and is a question ending in "?"
+    when `spec` asks for questions), says no "I", is not a labelled line of the chunk, names
+    someone the chunk or the writer names (when the note has a writer: a manual's facts are
+    about things), and every year and month it gives is the chunk's or the note's date's;
+    repeats are dropped, and lines past `spec.most`."""
+    known = f"{source}\n{writer or ''}\n{date or ''}"
+    names = {_name(w) for w in _CAPITALISED.findall(known)} - _COMMON if writer else None
+    dates = {m.lower() for m in _MONTH.findall(known)} | set(_YEAR.findall(known))
+    lines = {_squeeze(line) for line in source.splitlines() if line.strip()}
+    kept: list[str] = []
+    dropped: list[str] = []
+    for raw in answer.splitlines():
+        line = _BULLET.sub("", raw.strip()).strip()
+        if not line:
+            continue
+        problem = _problem(line, spec, names=names, dates=dates, lines=lines, seen=kept)
+        if problem:
+            dropped.append(problem)
+        elif len(kept) < spec.most:
+            kept.append(line)
+    return Written(tuple(kept), tuple(dropped))
+
+
+def _problem(
+    line: str,
+    spec: ChunkWriteSpec,
+    *,
+    names: set[str] | None,
+    dates: set[str],
+    lines: set[str],
+    seen: list[str],
+) -> str | None:
+    words = _WORD.findall(line)
+    if not _MIN_WORDS <= len(words) <= spec.max_words:
+        return "not a sentence"
+    if spec.question and not line.endswith("?"):
+        return "not a question"
+    if _LABEL.match(line) or _squeeze(line) in lines:
+        return "a line of the note"
+    if _ABOUT_THE_NOTE.search(line):
+        return "about the note"
+    if FIRST_PERSON.search(_QUOTED.sub(" ", line)):
+        return "first person"
+    if names is not None and not any(_name(w) in names for w in _CAPITALISED.findall(line)):
+        return "names no one"
+    given = {m.lower() for m in _MONTH.findall(line)} | set(_YEAR.findall(line))
+    if given - dates:
+        return "a date the note does not give"
+    if line in seen:
+        return "repeated"
+    return None
+
+
+def _name(word: str) -> str:
+    # "Who chose the tiles for Maria's kitchen?" names Maria.
+    return re.sub(r"['\u2019]s$", "", word.lower())
+
+
+def _squeeze(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower()))
