@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from kb.chunk_writes import QUESTIONS, STATEMENTS, read_lines
+from kb.chunk_writes import QUESTIONS, STATEMENTS, ChunkWriteSpec, read_lines
 from kb.chunking import Chunk
 from kb.config import ContextConfig, ModelWrite
 from kb.context.layout import header_line
@@ -68,8 +68,10 @@ def test_numbering_and_labels_of_the_answer_are_not_the_question() -> None:
 
 def test_a_note_without_a_writer_asks_about_things() -> None:
     # A manual names no one: its questions need not either (as its statements).
-    kept, _ = _read("How is the kettle descaled every month?", writer=None)
-    assert kept == ("How is the kettle descaled every month?",)
+    asked = "How is the kettle descaled every month?"
+    source = "Descale the kettle with vinegar every month."
+    written = read_lines(asked, QUESTIONS, source=source, writer=None, date=None)
+    assert written.kept == (asked,)
 
 
 def test_questions_are_kept_once_and_at_most_eight() -> None:
@@ -88,16 +90,16 @@ def test_a_statement_need_not_be_a_question_and_may_be_longer() -> None:
         assert _read(line) == ((), (problem,))
 
 
-def test_the_worked_example_keeps_to_the_checks() -> None:
+@pytest.mark.parametrize("spec", [STATEMENTS, QUESTIONS], ids=["statements", "questions"])
+def test_the_worked_example_keeps_to_the_checks(spec: ChunkWriteSpec) -> None:
     prompt = lines_prompt(
-        "questions", "# A", "I won.", writer="Nate", date=DATE, max_tokens=240, context_window=4096
+        spec.kind, "# A", "I won.", writer="Nate", date=DATE, max_tokens=240, context_window=4096
     )
     [(asked, answered)] = prompt.examples
     chunk = re.search(r"<chunk>\n(.*)\n</chunk>", asked, re.S)
     assert chunk is not None
-    written = read_lines(
-        answered, QUESTIONS, source=chunk.group(1), writer="Maria", date="3 June 2021"
-    )
+    # The statements' "next month", resolved as "July 2021", is kept.
+    written = read_lines(answered, spec, source=chunk.group(1), writer="Maria", date="3 June 2021")
     assert written.kept == tuple(answered.splitlines()) and written.dropped == ()
 
 

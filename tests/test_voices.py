@@ -238,6 +238,11 @@ SOURCE = "Hey Joanna!\nI won my first tournament last week.\nThe game was Counte
         ("Then I won the first tournament.", "first person"),
         ("the team won the first tournament.", "names no one"),
         ("Nate won a tournament in March 2021.", "a date the note does not give"),
+        # "Last week", from a note of 21 January 2022, may resolve into the month before.
+        ("Nate won his first tournament in December 2021.", None),
+        ("Nate won his first tournament in October 2021.", "a date the note does not give"),
+        # The prompt's worked example, copied into a chunk that says nothing of it.
+        ("Tom helped Nate move the fridge.", "words the note does not hold"),
     ],
 )
 def test_each_statement_is_checked(line: str, problem: str | None) -> None:

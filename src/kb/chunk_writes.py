@@ -72,7 +72,31 @@ _LABEL = re.compile(r"^[A-Z][\w'-]*(?: [A-Z][\w'-]*){0,2}:\s")
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)?")
 _CAPITALISED = re.compile(r"\b[A-Z][\w'\u2019-]+")
 _YEAR = re.compile(r"\b(?:1[89]|2[01])\d\d\b")
+# Words that date something relative to the note, and how many months from its date
+# resolving them may reach.
+_RELATIVE_TO = r"(?:last|next|previous|coming|ago|earlier|later|this|that)"
+_RELATIVE = (
+    (
+        re.compile(
+            r"\b(?:yesterday|tomorrow|tonight|ago|(?:mon|tues|wednes|thurs|fri|satur|sun)day|"
+            r"(?:last|next) (?:week|weekend))\b",
+            re.IGNORECASE,
+        ),
+        1,
+    ),
+    (re.compile(rf"\b{_RELATIVE_TO}\b.{{0,20}}\bmonths?\b|\bmonths? ago\b", re.I), 6),
+    (re.compile(rf"\b{_RELATIVE_TO}\b.{{0,20}}\byears?\b|\byears? ago\b", re.I), 12),
+)
+_MONTHS = [m.lower() for m in calendar.month_name[1:]]
 _MONTH = re.compile(r"\b(" + "|".join(m for m in calendar.month_name[1:]) + r")\b", re.IGNORECASE)
+# Words a restatement adds to what a note says, and months (checked on their own).
+_FILLER = frozenset(
+    "about also after again before being both during from have having into just more most "
+    "much only other over some such than that their them then there these they this those "
+    "through very what when where which while will with would your says said plans planned "
+    "mentions mentioned talks talked shares shared tells told asks asked feels felt wants "
+    "wanted thinks thought does doing going".split()
+) | {m.lower() for m in calendar.month_name[1:]}
 # "Nate wrote the note on 21 January 2022": about the note, not a fact in it.
 _ABOUT_THE_NOTE = re.compile(r"\b(?:wrote|writes|written|write)\s+(?:the|this)\s+note\b", re.I)
 _QUOTED = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”")
@@ -108,8 +132,10 @@ def read_lines(
     about things), and every year and month it gives is the chunk's or the note's date's;
     repeats are dropped, and lines past `spec.most`."""
     known = f"{source}\n{writer or ''}\n{date or ''}"
+    held = _stems(known)
     names = {_name(w) for w in _CAPITALISED.findall(known)} - _COMMON if writer else None
     dates = {m.lower() for m in _MONTH.findall(known)} | set(_YEAR.findall(known))
+    dates |= _resolvable(source, date)
     lines = {_squeeze(line) for line in source.splitlines() if line.strip()}
     kept: list[str] = []
     dropped: list[str] = []
@@ -117,12 +143,26 @@ def read_lines(
         line = _BULLET.sub("", raw.strip()).strip()
         if not line:
             continue
-        problem = _problem(line, spec, names=names, dates=dates, lines=lines, seen=kept)
+        problem = _problem(line, spec, names=names, dates=dates, lines=lines, held=held, seen=kept)
         if problem:
             dropped.append(problem)
         elif len(kept) < spec.most:
             kept.append(line)
     return Written(tuple(kept), tuple(dropped))
+
+
+def _resolvable(source: str, date: str | None) -> set[str]:
+    """The months and years a line may give that the note does not spell out: resolving
+    the chunk's words for time relative to its dated note ("yesterday", "on Friday": the
+    month around the note's; "last month": half a year; "next year": a year either side).
+    None without such words, so a date from nowhere is still dropped."""
+    year, month = _YEAR.search(date or ""), _MONTH.search(date or "")
+    if year is None or month is None:
+        return set()
+    reach = max((months for words, months in _RELATIVE if words.search(source)), default=0)
+    at = int(year.group()) * 12 + _MONTHS.index(month.group().lower())
+    around = [divmod(at + step, 12) for step in range(-reach, reach + 1)]
+    return {_MONTHS[m] for _, m in around} | {str(y) for y, _ in around}
 
 
 def _problem(
@@ -132,6 +172,7 @@ def _problem(
     names: set[str] | None,
     dates: set[str],
     lines: set[str],
+    held: set[str],
     seen: list[str],
 ) -> str | None:
     words = _WORD.findall(line)
@@ -150,9 +191,19 @@ def _problem(
     given = {m.lower() for m in _MONTH.findall(line)} | set(_YEAR.findall(line))
     if given - dates:
         return "a date the note does not give"
+    said = _stems(line)
+    if len(said - held) > len(said) / 2:
+        return "words the note does not hold"
     if line in seen:
         return "repeated"
     return None
+
+
+def _stems(text: str) -> set[str]:
+    """The content words of `text`, each cut to its first five letters (so "painted" is
+    "paint"), without months and the words any restatement adds."""
+    words = (w.lower() for w in _WORD.findall(text))
+    return {w[:5] for w in words if len(w) > 3 and w.isalpha() and w not in _FILLER}
 
 
 def _name(word: str) -> str:
