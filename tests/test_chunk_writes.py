@@ -149,7 +149,10 @@ def test_each_kind_is_cached_under_its_own_key_and_named_in_the_build() -> None:
         settings = ContextConfig(writes=writes)
         return ContextBuild(settings, 1600, 512, "Alex").id(personal=False)
 
-    # Statements alone build as they did before questions existed: no note is rebuilt.
-    assert build("voices", "statements").endswith("/statements1/voice1")
-    assert build("voices", "questions").endswith("/questions1/voice1")
-    assert build("questions", "voices", "statements").endswith("/statements1/questions1/voice1")
+    # Each kind's prompt version, then the checks' (cached lines are read through them).
+    assert build("voices", "statements").endswith("/statements1/checks2/voice1")
+    assert build("voices", "questions").endswith("/questions1/checks2/voice1")
+    assert build("questions", "voices", "statements").endswith(
+        "/statements1/questions1/checks2/voice1"
+    )
+    assert "checks" not in build("voices")

@@ -310,6 +310,30 @@ def test_statements_are_passages_named_and_dated(store: Store, letters: Path) ->
     _asked_again_only_for_a_new_chunk(kb, letters, "statements")
 
 
+def test_cached_statements_are_read_through_todays_checks(store: Store, letters: Path) -> None:
+    kb = _kb(store, letters, writes=["statements"], passages="none")
+    kb.sync()
+    # As an index whose older checks kept a line the prompt's worked example put there.
+    copied = "Tom helped Sam move the fridge."
+    with store.pool.connection() as conn:
+        conn.execute(
+            "UPDATE chunks c SET statements = statements || E'\\n' || %s FROM documents d"
+            " WHERE d.id = c.document_id AND d.path = %s",
+            (copied, LETTER),
+        )
+        conn.execute("UPDATE documents SET context_build = 'llm/old-checks'")
+    kb.reset_counts()
+    assert kb.sync().indexed == 3 and kb.chat.total_calls == 0
+    [stored] = rows(
+        store,
+        "SELECT c.statements FROM chunks c JOIN documents d ON d.id = c.document_id"
+        " WHERE d.path = %s",
+        LETTER,
+    )
+    assert copied not in stored["statements"] and stored["statements"]
+    assert copied not in _passages(store, LETTER)
+
+
 def test_statements_and_paragraphs_together(store: Store, letters: Path) -> None:
     kb = _kb(store, letters, writes=["voices", "statements"])
     kb.sync()

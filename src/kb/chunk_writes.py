@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from kb import prompts
 from kb.config import ChunkWrite
+from kb.outputs import Output
 from kb.store.passages import PassageKind
 from kb.voices import FIRST_PERSON
 
@@ -64,6 +65,10 @@ QUESTIONS = ChunkWriteSpec(
     question=True,
 )
 SPECS: Mapping[ChunkWrite, ChunkWriteSpec] = {s.kind: s for s in (STATEMENTS, QUESTIONS)}
+# Bump when the checks change: every note with lines is rebuilt, its cached lines read
+# through the checks again (`read_again`), so an index keeps no line today's checks drop.
+# 2: words from nowhere; dates resolved from the chunk's relative words.
+CHECKS_VERSION = "2"
 
 _MIN_WORDS = 4
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,2}[.)]|(?:statement|question|q)\s*\d*\s*:)\s*", re.I)
@@ -149,6 +154,17 @@ def read_lines(
         elif len(kept) < spec.most:
             kept.append(line)
     return Written(tuple(kept), tuple(dropped))
+
+
+def read_again(
+    output: Output, spec: ChunkWriteSpec, *, source: str, writer: str | None, date: str | None
+) -> Output:
+    """A cached answer's kept lines, read through today's checks (what an older version
+    kept may be dropped now; nothing dropped comes back)."""
+    if output.fallback:
+        return output
+    written = read_lines(output.text, spec, source=source, writer=writer, date=date)
+    return Output(written.text, fallback=not written.kept)
 
 
 def _resolvable(source: str, date: str | None) -> set[str]:

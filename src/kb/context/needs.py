@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kb import passages, prompts, voices
-from kb.chunk_writes import SPECS, ChunkWriteSpec
+from kb.chunk_writes import CHECKS_VERSION, SPECS, ChunkWriteSpec
 from kb.chunking import CHUNKER_VERSION, Chunk
 from kb.config import Config, ContextConfig
 from kb.context.layout import LAYOUT_VERSION, header_line
@@ -81,8 +81,12 @@ class ContextBuild:
             )
         if settings.passages != "none":
             parts.append(passages.build_id())
-        # "statements1", "questions1": each kind of lines its prompt's version.
-        parts += [f"{kind}{SPECS[kind].version}" for kind in settings.chunk_writes()]
+        # "statements1", "questions1": each kind of lines its prompt's version; and the
+        # checks', which cached lines are read through again.
+        kinds = settings.chunk_writes()
+        parts += [f"{kind}{SPECS[kind].version}" for kind in kinds]
+        if kinds:
+            parts.append(f"checks{CHECKS_VERSION}")
         if not personal and settings.names_writers():
             parts.append(f"voice{prompts.VOICE_VERSION}")
         if personal and (settings.summaries != "none" or settings.passages != "none"):

@@ -61,7 +61,10 @@ def with_note_outputs(
             for i, chunk in enumerate(chunks):
                 key = needs.lines_key(spec, chunk, writer, date)
                 if (out := known.get(key)) is not None:
-                    found[(i, spec.kind)] = ChunkLines(spec.kind, out, key)
+                    again = chunk_writes.read_again(
+                        out, spec, source=chunk.content, writer=writer, date=date
+                    )
+                    found[(i, spec.kind)] = ChunkLines(spec.kind, again, key)
                 elif ask:
                     todo.append((spec, i, key))
         if todo:
