@@ -23,7 +23,8 @@ starts as a copy of its base level's, when that is indexed in the same run, so o
 passages are embedded (its cost is what passages add). Databases
 are kept, so a second run (or one that was interrupted) pays only for what is missing: kb's
 own content-hash caches. A quick run (--limit-docs) indexes its documents into the same
-databases and searches only them, so its work counts toward the full run.
+databases, searches only them and asks only the questions they answer; its work counts
+toward the full run.
 
 Every question is searched once per level (as kb does: with the owner's name for full-text
 search on first-person questions; and once more without it); the vector and text candidate lists
@@ -572,6 +573,11 @@ def run_dataset(
                 )
             )
         dataset = Dataset(dataset.name, tuple(vaults), tuple(answerable(dataset.queries, vaults)))
+    elif args.limit_docs:
+        # A question whose gold notes were left out would be a miss at every level.
+        dataset = Dataset(
+            dataset.name, dataset.vaults, tuple(answerable(dataset.queries, dataset.vaults))
+        )
     if args.limit_queries:
         dataset = Dataset(dataset.name, dataset.vaults, dataset.queries[: args.limit_queries])
     print(
@@ -679,7 +685,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[d for d in DEFAULT_DATASETS if d.exists()],
         help="dataset folders (default: docs-rag, personal-dev and the example vault's)",
     )
-    parser.add_argument("--limit-docs", type=int, help="index only the first N notes per vault")
+    parser.add_argument(
+        "--limit-docs",
+        type=int,
+        help="index only the first N notes per vault, ask only what they answer",
+    )
     parser.add_argument("--limit-queries", type=int, help="run only the first N questions")
     parser.add_argument(
         "--data-dir",
