@@ -228,12 +228,27 @@ class CachedEmbedder:
         return self._queries[text]
 
 
-def load_dataset(folder: Path, limit_docs: int | None = None) -> Dataset:
+@dataclass(frozen=True)
+class Limit:
+    """Which notes of each vault a quick run indexes: the first `docs` of the dataset's
+    order, or the `docs` smallest (more questions answered for the same model time)."""
+
+    docs: int | None = None
+    smallest: bool = False
+
+    def pick(self, root: Path, files: Sequence[str]) -> tuple[str, ...]:
+        if not self.docs:
+            return tuple(files)
+        order = sorted(files, key=lambda f: (root / f).stat().st_size) if self.smallest else files
+        return tuple(order[: self.docs])
+
+
+def load_dataset(folder: Path, limit: Limit = Limit()) -> Dataset:
     rows = [json.loads(line) for line in _lines(folder / "queries.jsonl")]
     if (folder / "corpus_md").is_dir():
-        vaults = [_corpus_vault(folder, limit_docs)]
+        vaults = [_corpus_vault(folder, limit)]
     else:
-        vaults = _person_vaults(folder, rows, limit_docs)
+        vaults = _person_vaults(folder, rows, limit)
     by_name = {v.name: v for v in vaults}
     queries = []
     for q in rows:
@@ -247,20 +262,20 @@ def load_dataset(folder: Path, limit_docs: int | None = None) -> Dataset:
     return Dataset(folder.resolve().name, tuple(vaults), tuple(answerable(queries, vaults)))
 
 
-def _corpus_vault(folder: Path, limit_docs: int | None) -> Vault:
+def _corpus_vault(folder: Path, limit: Limit) -> Vault:
     files = [json.loads(line)["file"] for line in _lines(folder / "documents.jsonl")]
     spec = folder / "dataset.json"
     about = json.loads(spec.read_text()) if spec.exists() else {}
     return Vault(
         name="",
         path=folder / "corpus_md",
-        files=tuple(files[:limit_docs] if limit_docs else files),
+        files=limit.pick(folder / "corpus_md", files),
         owner=about.get("owner", Vault.owner),
         personal=tuple(about.get("personal", ())),
     )
 
 
-def _person_vaults(folder: Path, rows: Sequence[dict], limit_docs: int | None) -> list[Vault]:
+def _person_vaults(folder: Path, rows: Sequence[dict], limit: Limit) -> list[Vault]:
     owners = {q["vault"]: q["owner"] for q in rows}
     vaults = []
     for name, owner in sorted(owners.items()):
@@ -271,7 +286,7 @@ def _person_vaults(folder: Path, rows: Sequence[dict], limit_docs: int | None) -
             Vault(
                 name=name,
                 path=folder / name,
-                files=tuple(files[:limit_docs] if limit_docs else files),
+                files=limit.pick(folder / name, files),
                 owner=owner,
                 personal=(f"{owner}/**",),
             )
@@ -531,7 +546,7 @@ def run_dataset(
     chat: ChatModel,
     embedder: Embedder,
 ) -> DatasetResult:
-    dataset = load_dataset(folder, args.limit_docs)
+    dataset = load_dataset(folder, Limit(args.limit_docs, args.smallest_docs))
     levels = [lv for lv in args.levels.split(",") if lv]
     stores: dict[str, dict[str, Store]] = {}
     # Whether kb embeds a first-person question in the owner's voice, by level: where its
@@ -573,11 +588,6 @@ def run_dataset(
                 )
             )
         dataset = Dataset(dataset.name, tuple(vaults), tuple(answerable(dataset.queries, vaults)))
-    elif args.limit_docs:
-        # A question whose gold notes were left out would be a miss at every level.
-        dataset = Dataset(
-            dataset.name, dataset.vaults, tuple(answerable(dataset.queries, dataset.vaults))
-        )
     if args.limit_queries:
         dataset = Dataset(dataset.name, dataset.vaults, dataset.queries[: args.limit_queries])
     print(
@@ -689,6 +699,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--limit-docs",
         type=int,
         help="index only the first N notes per vault, ask only what they answer",
+    )
+    parser.add_argument(
+        "--smallest-docs",
+        action="store_true",
+        help="with --limit-docs: the N smallest notes, not the first N",
     )
     parser.add_argument("--limit-queries", type=int, help="run only the first N questions")
     parser.add_argument(
