@@ -80,6 +80,17 @@ def vault(tmp_path: Path) -> Path:
     return target
 
 
+# The file and chunk summaries (`context.writes = ["summaries"]`): a setting, no longer the
+# default, and what the tests of their prompts, batches, rewrites and fallbacks read.
+SUMMARIES: dict[str, Any] = {"writes": ["summaries"], "passages": "none"}
+
+
+def summaries_config(vault_path: Path, **sections: Any) -> Config:
+    """make_config at the summaries' setting (SUMMARIES), with `sections` over it."""
+    context = {**SUMMARIES, **sections.pop("context", {})}
+    return make_config(vault_path, context=context, **sections)
+
+
 def make_config(vault_path: Path, **sections: Any) -> Config:
     raw: dict[str, Any] = {
         "owner_name": OWNER,
@@ -178,3 +189,9 @@ def file_summaries(chat: FakeChat) -> int:
 @pytest.fixture
 def kb(store: Store, vault: Path) -> Kb:
     return Kb(store, make_config(vault))
+
+
+@pytest.fixture
+def summaries_kb(store: Store, vault: Path) -> Kb:
+    """kb at the summaries' setting (SUMMARIES)."""
+    return Kb(store, summaries_config(vault))

@@ -60,7 +60,8 @@ class Model(FakeChat):
 def contextualizer(chat: FakeChat, **settings: object) -> Contextualizer:
     return Contextualizer(
         chat,
-        ContextConfig(**settings),  # type: ignore[arg-type]
+        # The summaries' setting unless told otherwise: most of this module is about them.
+        ContextConfig(**{"writes": ("summaries",), "passages": "none", **settings}),  # type: ignore[arg-type]
         owner=OWNER,
         context_window=8192,
         embed_window=500,
@@ -126,7 +127,7 @@ def test_a_note_too_long_for_the_window_is_not_summarised_in_one_call() -> None:
     chat = FakeChat()
     ctx = Contextualizer(
         chat,
-        ContextConfig(),
+        ContextConfig(writes=("summaries",), passages="none"),
         owner=OWNER,
         context_window=2048,
         embed_window=500,

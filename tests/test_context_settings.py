@@ -9,12 +9,19 @@ from typing import Any
 
 import pytest
 
-from conftest import OWNER, Kb, file_summaries, make_config, rows, stored_chunks
+from conftest import OWNER, Kb, file_summaries, rows, stored_chunks, summaries_config
 from daemon_helpers import FAST, running, settle
 from kb import prompts
 from kb.errors import KbError
 from kb.store import Store
 from kb.verify import verify
+
+
+@pytest.fixture
+def kb(summaries_kb: Kb) -> Kb:
+    """This module's notes get the file and chunk summaries (SUMMARIES)."""
+    return summaries_kb
+
 
 NEW_OWNER = "Sam Roe"
 
@@ -54,7 +61,7 @@ def test_a_new_owner_name_rebuilds_only_the_personal_notes(kb: Kb, vault: Path) 
     assert OWNER in _written_about(kb.store, personal)
     before = _indexed_at(kb.store)
 
-    renamed = Kb(kb.store, make_config(vault, owner_name=NEW_OWNER))
+    renamed = Kb(kb.store, summaries_config(vault, owner_name=NEW_OWNER))
     assert _stale(renamed) == personal
     report = renamed.sync()
     assert (report.indexed, report.unchanged) == (len(personal), 15 - len(personal))
@@ -73,7 +80,8 @@ def test_a_note_entering_or_leaving_the_personal_set_is_rebuilt(kb: Kb, vault: P
     assert people
     globs = ["Alex/**", "People/**"]
     wider = Kb(
-        kb.store, make_config(vault, vaults=[{"name": "v", "path": str(vault), "personal": globs}])
+        kb.store,
+        summaries_config(vault, vaults=[{"name": "v", "path": str(vault), "personal": globs}]),
     )
     assert _stale(wider) == people
     assert wider.sync().indexed == len(people)
@@ -104,7 +112,7 @@ def test_other_excerpts_for_the_file_summary_redo_only_the_summaries_they_change
 ) -> None:
     kb.sync()
     chunks = {p: len(stored_chunks(kb.store, p)) for p in kb.store.documents.states("v")}
-    fewer = Kb(kb.store, make_config(vault, context={"first_chunks": 1}))
+    fewer = Kb(kb.store, summaries_config(vault, context={"first_chunks": 1}))
     assert len(_stale(fewer)) == 15
     assert fewer.sync().indexed == 15
     # The first two and last two chunks were read; now the first and last two: only a note
@@ -114,7 +122,7 @@ def test_other_excerpts_for_the_file_summary_redo_only_the_summaries_they_change
 
 def test_rewrites_turned_off_rebuild_only_the_personal_notes(kb: Kb, vault: Path) -> None:
     kb.sync()
-    plain = Kb(kb.store, make_config(vault, context={"rewrite_personal": False}))
+    plain = Kb(kb.store, summaries_config(vault, context={"rewrite_personal": False}))
     assert _stale(plain) == _personal(kb)
     assert plain.sync().indexed == len(_personal(kb)) and plain.chat.calls["rewrite"] == 0
     assert all(c["rewrite"] is None for p in _personal(kb) for c in stored_chunks(kb.store, p))
@@ -124,7 +132,7 @@ def test_a_worker_of_another_owner_refuses_a_personal_note(kb: Kb, vault: Path) 
     # Workers read their own config: one with another owner would write a mix.
     with kb.indexer() as indexer:
         indexer.sync()  # stored and queued, not enriched
-    other = Kb(kb.store, make_config(vault, owner_name=NEW_OWNER))
+    other = Kb(kb.store, summaries_config(vault, owner_name=NEW_OWNER))
     with pytest.raises(KbError, match="context build"):
         other.drain()
 
@@ -132,8 +140,8 @@ def test_a_worker_of_another_owner_refuses_a_personal_note(kb: Kb, vault: Path) 
 def test_a_daemon_started_with_a_new_owner_rebuilds_the_personal_notes(
     store: Store, vault: Path
 ) -> None:
-    Kb(store, make_config(vault)).sync()
-    renamed = Kb(store, make_config(vault, owner_name=NEW_OWNER, daemon=FAST))
+    Kb(store, summaries_config(vault)).sync()
+    renamed = Kb(store, summaries_config(vault, owner_name=NEW_OWNER, daemon=FAST))
     with running(renamed) as daemon:
         settle(daemon, renamed)
     written = _written_about(store, _personal(renamed))

@@ -21,6 +21,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from watchdog.observers.inotify_c import InotifyFD
 
+from conftest import rows, stored_chunks
 from daemon_helpers import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
 from kb import indexer, notes
 from kb.container import open_store
@@ -55,9 +56,14 @@ def test_plain_save(store: Store, vault: Path) -> None:
         kb.reset_counts()
         _edit_middle(vault / LONG_NOTE)
         settle(daemon, kb)
-    assert dict(kb.chat.calls) == {"chunk_summary": 1}
-    # The edited chunk, searchable at once with structural context, then with its summary.
-    assert kb.embedder.texts == 2
+    assert dict(kb.chat.calls) == {"statements": 1}
+    # The edited chunk and its paragraphs, searchable at once, then its statements: each
+    # new text once (an unchanged paragraph keeps its vector).
+    [edited] = [c for c in stored_chunks(kb.store, LONG_NOTE) if "EDITED" in c["content"]]
+    [passages] = rows(
+        kb.store, "SELECT count(*) AS n FROM passages WHERE chunk_id = %s", edited["id"]
+    )
+    assert 1 < kb.embedder.texts <= 1 + passages["n"]
 
 
 def test_atomic_save(store: Store, vault: Path) -> None:
@@ -70,7 +76,7 @@ def test_atomic_save(store: Store, vault: Path) -> None:
         _edit_middle(tmp)
         os.replace(tmp, note)
         settle(daemon, kb)
-    assert dict(kb.chat.calls) == {"chunk_summary": 1}
+    assert dict(kb.chat.calls) == {"statements": 1}
     assert not any(".tmp" in p for p in kb.store.documents.states("v"))
 
 
@@ -107,7 +113,8 @@ def test_vim_save_never_drops_the_note(store: Store, vault: Path) -> None:
             watching.clear()
             poller.join()
     assert missing and not any(missing)
-    assert kb.chat.calls["file_summary"] <= 1 and kb.chat.total_calls <= 2
+    # The edited chunk's statements, and the writer asked again when the opening changed.
+    assert kb.chat.calls["voice"] <= 1 and kb.chat.total_calls <= 2
 
 
 def test_syncthing_replace_keeping_the_old_mtime(store: Store, vault: Path) -> None:
@@ -122,7 +129,7 @@ def test_syncthing_replace_keeping_the_old_mtime(store: Store, vault: Path) -> N
         os.utime(tmp, ns=(old.st_atime_ns, old.st_mtime_ns))
         os.replace(tmp, note)
         settle(daemon, kb)
-    assert kb.chat.calls["chunk_summary"] == 1
+    assert kb.chat.calls["statements"] == 1
 
 
 def test_touch_costs_nothing(store: Store, vault: Path) -> None:
@@ -252,8 +259,8 @@ def test_edits_while_stopped_are_caught_up(store: Store, vault: Path) -> None:
     kb.reset_counts()
     with running(kb) as daemon:
         settle(daemon, kb)
-    # The edited paragraph, and the new note's summaries in one call.
-    assert dict(kb.chat.calls) == {"chunk_summary": 1, "note_summary": 1}
+    # The edited paragraph's statements, and the new note's writer and statements.
+    assert dict(kb.chat.calls) == {"voice": 1, "statements": 2}
 
 
 # --- bursts ---------------------------------------------------------------------------------------
@@ -297,8 +304,11 @@ def test_git_checkout_of_1000_files(fast_store: Store, tmp_path: Path) -> None:
             path.write_text(f"# Note {i}\n\nword{i} {text}\n")
         settle(daemon, kb)
     assert len(kb.store.documents.states("v")) == 1000
-    assert dict(kb.chat.calls) == {"note_summary": 100}  # one call per one-chunk note
-    assert kb.embedder.texts == 200  # each changed note at once, then with its LLM context
+    # Each changed one-chunk note: its writer (its opening changed) and its statements.
+    assert dict(kb.chat.calls) == {"voice": 100, "statements": 100}
+    # Each changed note once: the chunk's vector reads its own text, which statements leave
+    # as it is, and "word7 beta" holds no statement.
+    assert kb.embedder.texts == 100
 
 
 def test_20000_creates_with_the_watcher_stalled_overflow_and_reconcile(

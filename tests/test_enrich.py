@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import OWNER, Kb, file_summaries, make_config, rows, stored_chunks
+from conftest import OWNER, Kb, file_summaries, rows, stored_chunks, summaries_config
 from kb.container import Container
 from kb.context import full_context, header_line
 from kb.enrich import Attempt
@@ -24,6 +24,13 @@ from kb.llm.fake import FakeChat
 from kb.query import search
 from kb.store import Claim, Store
 from kb.verify import verify
+
+
+@pytest.fixture
+def kb(summaries_kb: Kb) -> Kb:
+    """The queue's tests count the file summaries each note is enriched with (SUMMARIES)."""
+    return summaries_kb
+
 
 LONG_NOTE = "Projects/Home Server.md"
 # Every note of the example vault but the empty one has LLM context to wait for.
@@ -307,19 +314,19 @@ def test_a_deleted_note_leaves_the_queue(kb: Kb, vault: Path) -> None:
 
 
 def test_a_worker_built_for_other_settings_refuses_the_note(store: Store, vault: Path) -> None:
-    indexing = Kb(store, make_config(vault))
+    indexing = Kb(store, summaries_config(vault))
     fast_sync(indexing)
-    other = Kb(store, make_config(vault, llm={"embed_window": 64}))
+    other = Kb(store, summaries_config(vault, llm={"embed_window": 64}))
     with pytest.raises(Exception, match="context build"):
         other.drain()
     assert store.queue.status().failing == 1
 
 
 def test_enrichment_off_writes_the_llm_context_while_indexing(store: Store, vault: Path) -> None:
-    on = Kb(store, make_config(vault))
+    on = Kb(store, summaries_config(vault))
     fast_sync(on)
     assert store.queue.status().items == QUEUED
-    off = Kb(store, make_config(vault, enrich={"enabled": False}))
+    off = Kb(store, summaries_config(vault, enrich={"enabled": False}))
     report = fast_sync(off)
     # The notes still queued are indexed again, with the model, and leave the queue.
     assert report.indexed == QUEUED and report.queued == 0
@@ -332,7 +339,7 @@ def test_enrichment_off_writes_the_llm_context_while_indexing(store: Store, vaul
 
 def test_other_levels_queue_nothing(store: Store, vault: Path) -> None:
     for level in ("structure", "none"):
-        kb = Kb(store, make_config(vault, context={"summaries": level}))
+        kb = Kb(store, summaries_config(vault, context={"summaries": level}))
         assert fast_sync(kb).queued == 0 and store.queue.status().items == 0
 
 
@@ -377,6 +384,7 @@ def test_a_killed_worker_leaves_its_note_to_another(
         'personal = ["Alex/**"]\n\n'
         f'[llm]\nprovider = "openai"\nhost = "{server.url}"\nchat_model = "fake-chat"\n'
         'embed_model = "hash-256"\nretries = 0\ntimeout = 600\n\n[enrich]\nlease = 5\n'
+        '\n[context]\nwrites = ["summaries"]\npassages = "none"\n'
     )
     worker = subprocess.Popen(
         [sys.executable, "-m", "kb", "--config", str(config), "worker"],

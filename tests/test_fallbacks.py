@@ -15,6 +15,13 @@ from kb.outputs import split_parts
 from kb.store import Store
 from kb.wikitext import readable
 
+
+@pytest.fixture
+def kb(summaries_kb: Kb) -> Kb:
+    """This module's notes get the file and chunk summaries (SUMMARIES)."""
+    return summaries_kb
+
+
 JOURNAL = "Alex/Journal/2024-04-12.md"
 RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"
 

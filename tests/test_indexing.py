@@ -11,7 +11,16 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import OWNER, Kb, file_summaries, make_config, rows, similarity, stored_chunks
+from conftest import (
+    OWNER,
+    Kb,
+    file_summaries,
+    make_config,
+    rows,
+    similarity,
+    stored_chunks,
+    summaries_config,
+)
 from kb import indexer
 from kb.config import SearchMode
 from kb.context import LAYOUT_VERSION, full_context, header_line
@@ -115,7 +124,8 @@ def test_a_stop_writes_the_notes_done_unless_the_lock_is_lost(kb: Kb, stop: type
     assert kb.sync().indexed == 15 - len(written)
 
 
-def test_index_example_vault(kb: Kb) -> None:
+def test_index_example_vault(summaries_kb: Kb) -> None:
+    kb = summaries_kb
     report = kb.sync()
     assert report.failed == 0
     assert report.indexed == 15  # every .md outside .trash/ and .obsidian/
@@ -168,7 +178,44 @@ def test_touch_without_change_makes_no_calls(kb: Kb, vault: Path) -> None:
     assert report.indexed == 0
 
 
-def test_middle_edit_costs_one_chunk_summary(kb: Kb, vault: Path) -> None:
+def test_index_example_vault_at_the_default(kb: Kb) -> None:
+    report = kb.sync()
+    assert report.failed == 0 and report.indexed == 15
+    chunks = rows(kb.store, "SELECT count(*) AS n FROM chunks")[0]["n"]
+    # Each chunk's statements once, and the writer of each note outside the owner's folders.
+    assert dict(kb.chat.calls) == {"voice": 10, "statements": chunks}
+    assert report.llm_calls == 10 + chunks
+    kinds = rows(kb.store, "SELECT DISTINCT kind FROM passages ORDER BY kind")
+    assert [k["kind"] for k in kinds] == ["paragraph", "statement"]
+    assert kb.sync().llm_calls == 0
+
+
+def test_middle_edit_costs_one_chunks_statements(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    kb.reset_counts()
+    _edit_paragraph(vault, LONG_NOTE, "middle")
+    kb.sync()
+    assert dict(kb.chat.calls) == {"statements": 1}
+
+
+def test_an_edit_of_the_opening_asks_again_for_the_writer_and_one_chunks_statements(
+    kb: Kb, vault: Path
+) -> None:
+    kb.sync()
+    before = {c["content"]: c["statements"] for c in stored_chunks(kb.store, LONG_NOTE)}
+    kb.reset_counts()
+    _edit_paragraph(vault, LONG_NOTE, "first")
+    report = kb.sync()
+    # The voice's key holds the note's opening; until the model names the writer again, the
+    # other chunks' statements are kept under the writer the note was stored with.
+    assert dict(kb.chat.calls) == {"voice": 1, "statements": 1} and report.queued == 1
+    after = stored_chunks(kb.store, LONG_NOTE)
+    assert sum(c["content"] not in before for c in after) == 1
+    assert all(c["statements"] == before[c["content"]] for c in after if c["content"] in before)
+
+
+def test_middle_edit_costs_one_chunk_summary(summaries_kb: Kb, vault: Path) -> None:
+    kb = summaries_kb
     kb.sync()
     before = stored_chunks(kb.store, LONG_NOTE)
     file_summary = _doc(kb.store, LONG_NOTE)["summary"]
@@ -187,7 +234,8 @@ def test_middle_edit_costs_one_chunk_summary(kb: Kb, vault: Path) -> None:
 
 
 @pytest.mark.parametrize("which", ["first", "last"])
-def test_edge_edit_redoes_file_summary_only(kb: Kb, vault: Path, which: str) -> None:
+def test_edge_edit_redoes_file_summary_only(summaries_kb: Kb, vault: Path, which: str) -> None:
+    kb = summaries_kb
     kb.sync()
     before = stored_chunks(kb.store, LONG_NOTE)
     kb.reset_counts()
@@ -231,7 +279,9 @@ def test_copy_reuses_context_and_vectors(kb: Kb, vault: Path) -> None:
     shutil.copy(vault / LONG_NOTE, vault / "Projects/Home Server copy.md")
     report = kb.sync()
     assert report.indexed == 1
-    assert kb.chat.total_calls == 0 and kb.embedder.calls == 0
+    # Its writer is asked for again (a path can name one); its statements are found again
+    # under the same writer.
+    assert dict(kb.chat.calls) == {"voice": 1} and kb.embedder.calls == 0
 
 
 def test_delete_removes_rows_and_results(kb: Kb, vault: Path) -> None:
@@ -257,7 +307,8 @@ def test_embedding_model_change_reembeds_without_summaries(kb: Kb, vault: Path) 
     other = Kb(kb.store, make_config(vault, llm={"embed_model": "hash-64"}))
     report = other.sync()
     assert other.chat.total_calls == 0
-    assert other.embedder.texts == chunks + 1  # every stored full_context, plus a size probe
+    # Every stored full_context and passage, plus a size probe.
+    assert other.embedder.texts == chunks + kb.store.passages.count() + 1
     assert report.indexed == 0
     assert kb.store.vectors.space() == ("hash-64", 64)
     with kb.store.pool.connection() as conn:
@@ -281,12 +332,16 @@ def test_reindex_forces_everything_or_only_embeddings(kb: Kb) -> None:
     assert forced.indexed == first.indexed and kb.chat.total_calls == calls
     kb.reset_counts()
     with kb.indexer() as indexer:
-        count = indexer.reembed_all()
+        done = indexer.reembed_all()
     assert kb.chat.total_calls == 0
-    assert count == forced.chunks and kb.embedder.texts == count
+    assert done.chunks == forced.chunks
+    assert (
+        kb.embedder.texts == done.chunks + done.passages == kb.store.passages.count() + done.chunks
+    )
 
 
-def test_personal_notes_are_rewritten_about_the_owner(kb: Kb) -> None:
+def test_personal_notes_are_rewritten_about_the_owner(summaries_kb: Kb) -> None:
+    kb = summaries_kb
     kb.sync()
     journal = stored_chunks(kb.store, "Alex/Journal/2024-04-12.md")
     assert journal and all(c["rewrite"] is not None for c in journal)
@@ -483,7 +538,7 @@ def test_structure_and_none_levels_ask_no_model(store: Store, vault: Path) -> No
     assert all(c["full_context"] == readable(c["content"]) for c in chunks)
     assert bare.sync().indexed == 0  # and only once
 
-    llm = Kb(store, make_config(vault))
+    llm = Kb(store, summaries_config(vault))
     llm.sync()
     assert llm.chat.calls["file_summary"] + llm.chat.calls["note_summary"] == 14
     summary = _doc(store, LONG_NOTE)["summary"]

@@ -21,7 +21,7 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from conftest import EXAMPLE_VAULT, OWNER, ROOT, make_config
+from conftest import EXAMPLE_VAULT, OWNER, ROOT, SUMMARIES, make_config
 from kb.config import Config
 from kb.container import Container
 from kb.indexer import SyncReport
@@ -72,9 +72,12 @@ def server(stack: modelstack.Stack) -> Iterator[Callable[[str], modelstack.Serve
             modelstack.kill(s.pid)
 
 
-def _config(vault: Path, chat: modelstack.Server, embed: modelstack.Server) -> Config:
+def _config(
+    vault: Path, chat: modelstack.Server, embed: modelstack.Server, context: dict | None = None
+) -> Config:
     return make_config(
         vault,
+        context=context or {},
         llm={
             "provider": "openai",
             "chat_host": chat.url,
@@ -110,12 +113,17 @@ class Indexed:
 
 
 def _index(
-    pg_admin_url: str, tmp: Path, vault: Path, chat: modelstack.Server, embed: modelstack.Server
+    pg_admin_url: str,
+    tmp: Path,
+    vault: Path,
+    chat: modelstack.Server,
+    embed: modelstack.Server,
+    context: dict | None = None,
 ) -> Iterator[Indexed]:
     name = f"kb_real_{os.getpid()}_{tmp.name}".replace("-", "_").lower()
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    config = _config(vault, chat, embed)
+    config = _config(vault, chat, embed, context)
     try:
         with Container.open(config, url=make_conninfo(pg_admin_url, dbname=name)) as parts:
             report = parts.sync()
@@ -134,12 +142,18 @@ def small(
     tmp_path_factory: pytest.TempPathFactory,
     server: Callable[[str], modelstack.Server],
 ) -> Iterator[Indexed]:
-    """examples/vault indexed with the 0.5B chat model and MiniLM."""
+    """examples/vault indexed with the 0.5B chat model and MiniLM, with summaries (a call
+    per few chunks: statements, a call per chunk, are tested on two notes below)."""
     tmp = tmp_path_factory.mktemp("small")
     vault = tmp / "vault"
     shutil.copytree(EXAMPLE_VAULT, vault)
     yield from _index(
-        pg_admin_url, tmp, vault, server(modelstack.SMALL), server(modelstack.EMBED_MODEL)
+        pg_admin_url,
+        tmp,
+        vault,
+        server(modelstack.SMALL),
+        server(modelstack.EMBED_MODEL),
+        SUMMARIES,
     )
 
 
@@ -229,14 +243,71 @@ def large(
     tmp_path_factory: pytest.TempPathFactory,
     server: Callable[[str], modelstack.Server],
 ) -> Iterator[Indexed]:
-    """One personal note indexed with the 1.5B chat model (the 0.5B cannot rewrite)."""
+    """One personal note with summaries and the first-person rewrite, by the 1.5B chat
+    model (the 0.5B cannot rewrite)."""
     tmp = tmp_path_factory.mktemp("large")
     vault = tmp / "vault"
     (vault / "Alex").mkdir(parents=True)
     shutil.copy(EXAMPLE_VAULT / GOALS, vault / GOALS)
     yield from _index(
+        pg_admin_url,
+        tmp,
+        vault,
+        server(modelstack.LARGE),
+        server(modelstack.EMBED_MODEL),
+        SUMMARIES,
+    )
+
+
+@pytest.fixture(scope="module")
+def stated(
+    pg_admin_url: str,
+    tmp_path_factory: pytest.TempPathFactory,
+    server: Callable[[str], modelstack.Server],
+) -> Iterator[Indexed]:
+    """A personal note and a clipping at kb's default (the writer of the clipping, each
+    chunk's statements, paragraph vectors), by the 1.5B chat model."""
+    tmp = tmp_path_factory.mktemp("stated")
+    vault = tmp / "vault"
+    for note in (GOALS, CLIPPING):
+        (vault / note).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(EXAMPLE_VAULT / note, vault / note)
+    yield from _index(
         pg_admin_url, tmp, vault, server(modelstack.LARGE), server(modelstack.EMBED_MODEL)
     )
+
+
+def _statements(indexed: Indexed, path: str) -> list[list[str]]:
+    """Each chunk's kept statements, one list a chunk."""
+    return [
+        c["statements"].splitlines() if c["statements"] and not c["statements_fallback"] else []
+        for c in indexed.chunks(path)
+    ]
+
+
+def test_statements_say_the_owner_where_the_note_says_i(stated: Indexed) -> None:
+    assert stated.report.failed == 0
+    written = _statements(stated, GOALS)
+    lines = [line for chunk in written for line in chunk]
+    # Most chunks keep some (a list of goals is nearly all facts), and every kept line is
+    # in the third person: kb's checks drop a line that keeps "I".
+    assert sum(bool(chunk) for chunk in written) >= len(written) // 2, written
+    assert all(first_person_words(line) == [] for line in lines), lines
+    assert sum(OWNER.split()[0] in line for line in lines) >= len(lines) // 2, lines
+
+
+def test_a_clipping_speaks_in_its_writer_s_voice(stated: Indexed) -> None:
+    [doc] = stated.rows("SELECT voice, voice_fallback FROM documents WHERE path = %s", CLIPPING)
+    assert doc["voice"] == "Hannah Whitfield" and doc["voice_fallback"] is None
+    lines = [line for chunk in _statements(stated, CLIPPING) for line in chunk]
+    assert lines and all(first_person_words(line) == [] for line in lines), lines
+    assert any("Hannah" in line for line in lines), lines
+    assert not any(OWNER.split()[0] in line for line in lines), lines
+    embedder = make_embedder(stated.config.llm)
+    hits = search(
+        stated.store, embedder, "who climbed Mount Fuji overnight", owner=OWNER, top_k=3
+    ).hits
+    assert hits[0].path == CLIPPING
 
 
 def test_personal_chunks_are_about_the_owner_in_the_third_person(large: Indexed) -> None:

@@ -158,10 +158,12 @@ def test_text_search_is_exact_bm25_on_a_small_corpus(indexed: Kb, text: str) -> 
     assert len(_text(indexed.store, text, depth=1000)) == len(exact)
 
 
-def test_summaries_count_for_less_than_a_chunks_own_words(indexed: Kb) -> None:
+def test_summaries_count_for_less_than_a_chunks_own_words(summaries_kb: Kb) -> None:
     """With LLM context, a chunk's header path and words (its rewrite, in a personal note)
     are weighted in full and its summaries after them at SUMMARY_WEIGHT; text search reads
     those weights (the exactness test above checks the scores)."""
+    indexed = summaries_kb
+    indexed.sync()
     with indexed.store.pool.connection() as conn:
         rows = conn.execute(
             "SELECT c.content, c.rewrite, c.summary, c.full_context, c.summaries_at,"

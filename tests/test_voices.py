@@ -443,5 +443,5 @@ def test_a_first_person_question_is_embedded_in_the_owner_voice_when_passages_sp
     # The owner's passage says "Alex Doe walked": the question in the owner's voice is nearer
     # to it than the question as asked.
     assert voiced > journal_similarity()
-    off = Kb(store, make_config(letters, context={"summaries": "none"}))
+    off = Kb(store, make_config(letters, context={"summaries": "none", "passages": "none"}))
     assert not off.search_service().voiced_index

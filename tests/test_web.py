@@ -53,8 +53,8 @@ def test_the_search_page_shows_cards_with_the_matched_words(web: TestClient) -> 
 
 
 def test_the_filters_of_kb_query_narrow_the_cards(web: TestClient) -> None:
-    everywhere = web.get("/", params={"q": "Mount Takao Fuji"}).text
-    assert "Clippings/" in everywhere
+    everywhere = web.get("/", params={"q": "Mount Takao Fuji", "top_k": "20"}).text
+    assert "Clippings/" in everywhere and "Alex/Journal/" in everywhere
     mine = web.get("/", params={"q": "Mount Takao Fuji", "path": "Alex/", "mode": "text"}).text
     assert "Clippings/" not in mine and "Alex/Journal/" in mine
     assert 'value="Alex/"' in mine and '<option value="text" selected>' in mine

@@ -18,6 +18,7 @@ from kb.chunking import Chunk
 from kb.context import Contextualizer, FileContext, NoteFacts
 from kb.embedding import Embedding
 from kb.notes import note_title
+from kb.outputs import Output
 from kb.store import ChunkRecord
 from kb.store.caches import Caches
 
@@ -53,21 +54,28 @@ class NoteBuilder:
         self.caches = caches
 
     def build(
-        self, chunks: list[Chunk], personal: bool, note: NoteFacts, *, fresh: bool, ask: bool
+        self,
+        chunks: list[Chunk],
+        personal: bool,
+        note: NoteFacts,
+        *,
+        vault: str,
+        fresh: bool,
+        ask: bool,
     ) -> Built:
         """The note's rows. `fresh`: no cached output or vector is taken (a forced
         rebuild); `ask`: the model is asked for what is missing now."""
         chat = self.context.chat.name
-        known, complete = self.context.gather(
-            chunks,
-            personal,
-            note,
-            lambda keys: {} if fresh else self.caches.known_outputs(keys, chat),
-        )
+        before = None if fresh else self.caches.stored_voice(vault, note.path)
+
+        def lookup(keys: list[str]) -> dict[str, Output]:
+            return {} if fresh else self.caches.known_outputs(keys, chat)
+
+        known, complete = self.context.gather(chunks, personal, note, lookup, before)
         if ask or complete:
-            ctx = self.context.build(chunks, personal, known, note)
+            ctx = self.context.build(chunks, personal, known, note, lookup)
         else:
-            ctx = self.context.provisional(chunks, personal, known, note)
+            ctx = self.context.provisional(chunks, personal, known, note, before)
         records, embedded = self.embedding.records(
             ctx.chunks, chat_model=chat, reuse=not fresh, passages=ctx.passages
         )

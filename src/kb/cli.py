@@ -393,8 +393,11 @@ def reindex(
     with _session(ctx) as parts:
         if embeddings_only:
             with parts.indexer() as indexer:
-                count = indexer.reembed_all()
-            _err().print(f"re-embedded {count} chunks with {parts.config.llm.embed_model}")
+                done = indexer.reembed_all()
+            passages = f" and {done.passages} passages" if done.passages else ""
+            _err().print(
+                f"re-embedded {done.chunks} chunks{passages} with {parts.config.llm.embed_model}"
+            )
             return
         report = _run_sync(parts, force=True)
         _summarize(report)

@@ -122,8 +122,8 @@ class ContextConfig:
     # Chunk summaries one call may write: a note of up to this many chunks is summarised,
     # whole and chunk by chunk, in one call. 1 asks for every summary alone.
     batch_chunks: int = 6
-    passages: PassageMode = "none"
-    writes: tuple[ModelWrite, ...] = ("summaries",)
+    passages: PassageMode = "paragraphs"
+    writes: tuple[ModelWrite, ...] = ("voices", "statements")
 
     def asks(self, output: ModelWrite) -> bool:
         """Whether the chat model is asked for this output: only at the "llm" level."""

@@ -108,6 +108,7 @@ class Enricher:
             note.chunks,
             note.personal,
             note_facts(note.path, note.metadata, note.chunks, note.note_date),
+            vault=note.vault,
             fresh=claim.fresh,
             ask=True,
         )

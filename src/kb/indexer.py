@@ -51,7 +51,7 @@ from kb.notes import (
     stat_note,
 )
 from kb.parsing import decode, parse_note
-from kb.store import DocumentRecord, NoteRows, Pending, Store
+from kb.store import DocumentRecord, NoteRows, Passages, Pending, Store, Vectors
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,14 @@ WRITE_GROUP = 16
 
 # "unlistable": a folder that could not be read; the notes stored under it are kept.
 Action = Literal["indexed", "unchanged", "moved", "deleted", "failed", "unlistable"]
+
+
+@dataclass(frozen=True)
+class Embedded:
+    """Texts given a vector of the active model: chunks, and their passages."""
+
+    chunks: int = 0
+    passages: int = 0
 
 
 @dataclass(frozen=True)
@@ -468,6 +476,7 @@ class Indexer:
             chunks,
             personal,
             note_facts(path, note.metadata, chunks, date.own),
+            vault=vault.name,
             fresh=force,
             ask=not self.enrich,
         )
@@ -509,8 +518,8 @@ class Indexer:
 
     # -- the embedding model -----------------------------------------------------------------------
 
-    def ensure_embedding_space(self) -> int:
-        """Switch the index to the configured embedding model if needed; returns chunks re-embedded.
+    def ensure_embedding_space(self) -> Embedded:
+        """Switch the index to the configured embedding model if needed; returns what it embedded.
 
         Stored contexts are re-embedded as they are: a model change never costs a summary.
         """
@@ -531,19 +540,23 @@ class Indexer:
         self.embedding.space = space
         return self.embed_missing()
 
-    def embed_missing(self) -> int:
+    def embed_missing(self) -> Embedded:
         """Embed the chunks, then the passages, that wait for a vector of the active model."""
+        return Embedded(
+            self._embed_waiting(self.store.vectors), self._embed_waiting(self.store.passages)
+        )
+
+    def _embed_waiting(self, table: Vectors | Passages) -> int:
         done = 0
-        for table in (self.store.vectors, self.store.passages):
-            while rows := table.missing(self.config.llm.embed_batch * 4):
-                vectors = self.embedding.embed([text for _, text in rows])
-                table.save(
-                    self.embedder.name, [(i, v) for (i, _), v in zip(rows, vectors, strict=True)]
-                )
-                done += len(rows)
+        while rows := table.missing(self.config.llm.embed_batch * 4):
+            vectors = self.embedding.embed([text for _, text in rows])
+            table.save(
+                self.embedder.name, [(i, v) for (i, _), v in zip(rows, vectors, strict=True)]
+            )
+            done += len(rows)
         return done
 
-    def reembed_all(self) -> int:
+    def reembed_all(self) -> Embedded:
         self.store.vectors.clear()
         return self.ensure_embedding_space()
 

@@ -18,9 +18,10 @@ from kb.context.driver import drive, without_model
 from kb.context.needs import ContextBuild, Needs
 from kb.context.records import EMPTY, Draft, FileContext, NoteFacts, Window
 from kb.context.summaries import provisional, structural, summarize
-from kb.context.writers import with_note_outputs
+from kb.context.writers import note_voice, with_note_outputs
 from kb.llm.base import ChatModel
 from kb.outputs import Output
+from kb.store.chunks import VoiceRecord
 
 
 class Contextualizer:
@@ -75,25 +76,33 @@ class Contextualizer:
         personal: bool,
         note: NoteFacts,
         lookup: Callable[[list[str]], dict[str, Output]],
+        before: VoiceRecord | None = None,
     ) -> tuple[dict[str, Output], bool]:
         """The outputs already paid for that a note needs, read through `lookup` (the
         cache), and whether they are all there. The statements' keys follow from the
         voice alone, so one more read finds them once the first found it."""
-        keys = self.needs.keys(chunks, personal, note)
+        keys = self.needs.keys(chunks, personal, note, before=before)
         known = lookup(keys) if keys else {}
-        needed = self.needs.keys(chunks, personal, note, known)
+        needed = self.needs.keys(chunks, personal, note, known, before)
         more = sorted(set(needed) - set(keys))
         if more:
             known |= lookup(more)
         return known, known.keys() >= set(needed)
 
     def build(
-        self, chunks: list[Chunk], personal: bool, known: Mapping[str, Output], note: NoteFacts
+        self,
+        chunks: list[Chunk],
+        personal: bool,
+        known: Mapping[str, Output],
+        note: NoteFacts,
+        lookup: Callable[[list[str]], dict[str, Output]] = lambda keys: {},
     ) -> FileContext:
         """Context for every chunk, and its passages, asking the model for what `known`
         (outputs already paid for, by cache key) lacks: the summaries, the voice of a note
-        outside the owner's folders and each chunk's statements. The caller leaves out
-        fallbacks made by another model, so those are asked again."""
+        outside the owner's folders and each chunk's statements. A voice the model has just
+        named gives the chunks' lines their keys, read through `lookup` (the cache) before
+        any is asked for. The caller leaves out fallbacks made by another model, so those
+        are asked again."""
         if not chunks:
             return EMPTY
         draft = Draft(chunks, personal, note, known)
@@ -102,20 +111,34 @@ class Contextualizer:
             base, calls = drive(summarize(draft, self.needs, self.window), self.chat, self.executor)
         else:
             base = structural(draft, self.needs, self.window)
+        named, asked = drive(note_voice(draft, self.needs, self.window), self.chat, self.executor)
+        if named.known:
+            known = {**known, **named.known}
+            needed = self.needs.keys(chunks, personal, note, known)
+            known |= lookup([k for k in needed if k not in known])
+            draft = replace(draft, known=known)
         writers = with_note_outputs(base, draft, self.needs, self.window, ask=True)
         built, more = drive(writers, self.chat, self.executor)
-        return replace(built, llm_calls=calls + more)
+        return replace(
+            built, llm_calls=calls + asked + more, problems=[*built.problems, *named.problems]
+        )
 
     def provisional(
-        self, chunks: list[Chunk], personal: bool, known: Mapping[str, Output], note: NoteFacts
+        self,
+        chunks: list[Chunk],
+        personal: bool,
+        known: Mapping[str, Output],
+        note: NoteFacts,
+        before: VoiceRecord | None = None,
     ) -> FileContext:
         """Context for every chunk without asking the model: the outputs in `known` where
         they are, structural context (what `summaries = "structure"` writes) in place of
         the others, and the chunk as written where its rewrite is not known. What a note is
-        searchable by until `build` adds the missing outputs."""
+        searchable by until `build` adds the missing outputs; `before`, the voice the note
+        was stored with, stands in for one the model has yet to name."""
         if not chunks:
             return EMPTY
-        draft = Draft(chunks, personal, note, known)
+        draft = Draft(chunks, personal, note, known, before)
         if self.needs.settings.asks("summaries"):
             base = provisional(draft, self.needs, self.window)
         else:

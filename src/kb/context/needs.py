@@ -32,6 +32,7 @@ from kb.context.records import NoteFacts
 from kb.dates import spoken
 from kb.llm import embed_window
 from kb.outputs import Output
+from kb.store.chunks import VoiceRecord
 
 
 def cache_key(*parts: str) -> str:
@@ -118,6 +119,16 @@ class Needs:
         """Whether the model names this note's writer (see ContextConfig.names_writers)."""
         return not personal and self.settings.names_writers()
 
+    @staticmethod
+    def stand_in(before: VoiceRecord | None) -> Output | None:
+        """The voice a note was stored with, standing in for one the model has yet to name
+        (an edit of its opening changes the voice's key): the chunks' lines found under it
+        are kept meanwhile, not lost with the rows the note is stored again in. A rejected
+        answer names no one, so it stands in for nothing."""
+        if before is None or before.fallback is not None:
+            return None
+        return Output(before.text)
+
     def writer(self, personal: bool, voice: Output | None) -> str | None:
         """Who the note's "I" is: the owner in the owner's folders, else the writer the
         model named (None when it named no one, or its answer was rejected)."""
@@ -179,11 +190,13 @@ class Needs:
         personal: bool,
         note: NoteFacts,
         known: Mapping[str, Output] | None = None,
+        before: VoiceRecord | None = None,
     ) -> list[str]:
         """The cache keys a note needs, so the caller can fetch known outputs in one go.
 
         The keys of a chunk's lines name the note's writer, which the model may yet have to
-        name: they are listed only once the voice is in `known`."""
+        name: they are listed once the voice is in `known`, or under the writer it was
+        stored with (`before`) meanwhile."""
         keys: list[str] = []
         if not chunks:
             return keys
@@ -197,7 +210,7 @@ class Needs:
         if self.asks_voice(personal):
             key = self.voice_key(head(note, chunks))
             keys.append(key)
-            voice = (known or {}).get(key)
+            voice = (known or {}).get(key) or self.stand_in(before)
             if voice is None:
                 return keys
         writer = self.writer(personal, voice)

@@ -45,6 +45,18 @@ class Draft:
     personal: bool
     note: NoteFacts
     known: Mapping[str, Output] = field(default_factory=dict)
+    # The writer the note was stored with (see Needs.stand_in): until the model, asked
+    # again, names one, its chunks' lines are found under that one.
+    voice_before: VoiceRecord | None = None
+
+
+@dataclass(frozen=True)
+class NamedVoice:
+    """What asking for a note's writer gave: its output by cache key (none when it was
+    known or is not asked for), and why the answer was not kept."""
+
+    known: Mapping[str, Output] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -21,36 +21,51 @@ from kb.config import ChunkWrite
 from kb.context.driver import Asking
 from kb.context.layout import fit, header_line, with_lines
 from kb.context.needs import Needs, head
-from kb.context.records import ChunkLines, ContextChunk, Draft, FileContext, Window
+from kb.context.records import ChunkLines, ContextChunk, Draft, FileContext, NamedVoice, Window
 from kb.dates import spoken
 from kb.llm.base import Prompt
 from kb.outputs import Output
+
+
+def note_voice(draft: Draft, needs: Needs, window: Window) -> Asking[NamedVoice]:
+    """The writer of a note outside the owner's folders, asked of the model when `known`
+    lacks it. It comes first, on its own: the keys of the chunks' lines name it, so only once
+    it is known can the cache be asked for them."""
+    if not needs.asks_voice(draft.personal):
+        return NamedVoice()
+    read = head(draft.note, draft.chunks)
+    key = needs.voice_key(read)
+    if key in draft.known:
+        return NamedVoice()
+    [answer] = yield [
+        prompts.voice_prompt(
+            read.path, read.properties, read.excerpt, context_window=window.context
+        )
+    ]
+    name, problem = voices.read_voice(answer, read)
+    return NamedVoice(
+        {key: Output(name, fallback=problem is not None)},
+        [f"voice: {problem}"] if problem else [],
+    )
 
 
 def with_note_outputs(
     base: FileContext, draft: Draft, needs: Needs, window: Window, *, ask: bool
 ) -> Asking[FileContext]:
     """`base` with what the passages are made of: the voice of a note outside the owner's
-    folders, then each chunk's lines of every kind asked for (statements, questions), which
-    name that voice; asked of the model when `ask` and not in `known`, else left out until
-    they are."""
+    folders (from `known`: see `note_voice`), then each chunk's lines of every kind asked
+    for (statements, questions), which name that voice; asked of the model when `ask` and
+    not in `known`, else left out until they are."""
     chunks, personal, known, note = draft.chunks, draft.personal, draft.known, draft.note
     problems = list(base.problems)
     voice, voice_key = None, None
     if needs.asks_voice(personal):
-        read = head(note, chunks)
-        voice_key = needs.voice_key(read)
+        voice_key = needs.voice_key(head(note, chunks))
         voice = known.get(voice_key)
-        if voice is None and ask:
-            [answer] = yield [
-                prompts.voice_prompt(
-                    read.path, read.properties, read.excerpt, context_window=window.context
-                )
-            ]
-            name, problem = voices.read_voice(answer, read)
-            voice = Output(name, fallback=problem is not None)
-            if problem:
-                problems.append(f"voice: {problem}")
+        before = draft.voice_before
+        if voice is None and not ask and before and (stand_in := needs.stand_in(before)):
+            # Stored again under the key it was named for, it stays a stand-in.
+            voice, voice_key = stand_in, before.key
     date = spoken(note.date)
     specs = needs.line_specs()
     found: dict[tuple[int, ChunkWrite], ChunkLines] = {}

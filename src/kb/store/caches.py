@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kb.outputs import Output
+from kb.store.chunks import VoiceRecord
 from kb.store.pool import Pool, Vector
 
 
@@ -54,6 +55,16 @@ class Caches:
             elif r["fallback"] == chat_model:
                 known.setdefault(r["key"], Output(r["text"], fallback=True))
         return known
+
+    def stored_voice(self, vault: str, path: str) -> VoiceRecord | None:
+        """The voice a note is stored with, if the model was asked for one."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT voice, voice_key, voice_fallback FROM documents"
+                " WHERE vault = %s AND path = %s AND voice IS NOT NULL AND voice_key IS NOT NULL",
+                (vault, path),
+            ).fetchone()
+        return VoiceRecord(row["voice"], row["voice_key"], row["voice_fallback"]) if row else None
 
     def paths_with_fallbacks(self, vault: str, chat_model: str) -> set[str]:
         """Notes holding fallbacks of a model other than `chat_model`: worth another try."""

@@ -103,9 +103,15 @@ class SearchFilter:
     paths: tuple[str, ...] = ()  # only these notes (exact vault-relative paths)
 
     @property
+    def folder(self) -> str | None:
+        """The path filter's folder or note, as `_under` reads it; None for none, or for
+        one that names the whole vault ("/", "./"), which filters nothing."""
+        return _under(self.path_prefix)[0] or None if self.path_prefix else None
+
+    @property
     def active(self) -> bool:
         return bool(
-            self.path_prefix
+            self.folder
             or self.tags
             or self.after
             or self.before
@@ -220,7 +226,7 @@ class Search:
             raise ValueError("the vector list needs the query's vector")
         # Only the parts of the filter in use: the others would still be evaluated per row.
         parts = [sql.SQL("TRUE")]
-        if filters.path_prefix:
+        if filters.folder:
             parts.append(sql.SQL("(d.path = %(exact)s OR d.path LIKE %(like)s)"))
         if filters.paths:
             parts.append(sql.SQL("d.path = ANY(%(paths)s::text[])"))
@@ -359,7 +365,7 @@ class Search:
             k1=sql.Literal(BM25_K1),
             b=sql.Literal(BM25_B),
         )
-        exact, like = _under(filters.path_prefix) if filters.path_prefix else (None, None)
+        exact, like = _under(filters.folder) if filters.folder else (None, None)
         params: dict[str, Any] = {
             "v": None if vector is None else vector_param(vector),
             "q": text,
