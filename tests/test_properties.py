@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kb.chunking import chunk_body
 from kb.errors import NoteError
-from kb.parsing import parse_note
+from kb.parsing import one_newline, parse_note
 
 PROFILE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -49,7 +49,11 @@ def _is_subsequence(needle: str, haystack: str) -> bool:
 
 
 @PROFILE
-@given(body=st.one_of(markdown, st.text(max_size=400)), max_chars=st.integers(200, 2000))
+@given(
+    # Any text, its line breaks as kb reads a note's (parsing.decode).
+    body=st.one_of(markdown, st.text(max_size=400).map(one_newline)),
+    max_chars=st.integers(200, 2000),
+)
 def test_chunker_keeps_every_character_in_order_with_right_spans(body: str, max_chars: int) -> None:
     first_line = 5
     chunks = chunk_body(body, max_chars=max_chars, first_line=first_line)

@@ -143,6 +143,12 @@ def decode(data: bytes) -> str:
         raise NoteError(f"is not valid {name} (byte {len(bom) + exc.start})") from None
     if "\x00" in text:
         raise NoteError("contains NUL bytes (not a text note)")
+    return one_newline(text)
+
+
+def one_newline(text: str) -> str:
+    """`text` with every line break as "\n" (Windows' "\r\n", old Macs' "\r"): what the
+    parser, the chunker and every line span assume."""
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
