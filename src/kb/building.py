@@ -66,7 +66,9 @@ class NoteBuilder:
         """The note's rows. `fresh`: no cached output or vector is taken (a forced
         rebuild); `ask`: the model is asked for what is missing now."""
         chat = self.context.chat.name
-        before = None if fresh else self.caches.stored_voice(vault, note.path)
+        # Only a note whose writer the model names has one stored to stand in.
+        asks = not fresh and self.context.needs.asks_voice(personal)
+        before = self.caches.stored_voice(vault, note.path) if asks else None
 
         def lookup(keys: list[str]) -> dict[str, Output]:
             return {} if fresh else self.caches.known_outputs(keys, chat)
