@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -115,11 +115,19 @@ class Indexed:
 def _index(
     pg_admin_url: str,
     tmp: Path,
-    vault: Path,
+    notes: Sequence[str] | None,
     chat: modelstack.Server,
     embed: modelstack.Server,
     context: dict | None = None,
 ) -> Iterator[Indexed]:
+    """A vault of these notes of the example vault (all of them for None), indexed with
+    these models in a database of its own, dropped afterwards."""
+    vault = tmp / "vault"
+    if notes is None:
+        shutil.copytree(EXAMPLE_VAULT, vault)
+    for note in notes or ():
+        (vault / note).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(EXAMPLE_VAULT / note, vault / note)
     name = f"kb_real_{os.getpid()}_{tmp.name}".replace("-", "_").lower()
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -144,13 +152,10 @@ def small(
 ) -> Iterator[Indexed]:
     """examples/vault indexed with the 0.5B chat model and MiniLM, with summaries (a call
     per few chunks: statements, a call per chunk, are tested on two notes below)."""
-    tmp = tmp_path_factory.mktemp("small")
-    vault = tmp / "vault"
-    shutil.copytree(EXAMPLE_VAULT, vault)
     yield from _index(
         pg_admin_url,
-        tmp,
-        vault,
+        tmp_path_factory.mktemp("small"),
+        None,
         server(modelstack.SMALL),
         server(modelstack.EMBED_MODEL),
         SUMMARIES,
@@ -245,14 +250,10 @@ def large(
 ) -> Iterator[Indexed]:
     """One personal note with summaries and the first-person rewrite, by the 1.5B chat
     model (the 0.5B cannot rewrite)."""
-    tmp = tmp_path_factory.mktemp("large")
-    vault = tmp / "vault"
-    (vault / "Alex").mkdir(parents=True)
-    shutil.copy(EXAMPLE_VAULT / GOALS, vault / GOALS)
     yield from _index(
         pg_admin_url,
-        tmp,
-        vault,
+        tmp_path_factory.mktemp("large"),
+        [GOALS],
         server(modelstack.LARGE),
         server(modelstack.EMBED_MODEL),
         SUMMARIES,
@@ -267,13 +268,12 @@ def stated(
 ) -> Iterator[Indexed]:
     """A personal note and a clipping at kb's default (the writer of the clipping, each
     chunk's statements, paragraph vectors), by the 1.5B chat model."""
-    tmp = tmp_path_factory.mktemp("stated")
-    vault = tmp / "vault"
-    for note in (GOALS, CLIPPING):
-        (vault / note).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(EXAMPLE_VAULT / note, vault / note)
     yield from _index(
-        pg_admin_url, tmp, vault, server(modelstack.LARGE), server(modelstack.EMBED_MODEL)
+        pg_admin_url,
+        tmp_path_factory.mktemp("stated"),
+        [GOALS, CLIPPING],
+        server(modelstack.LARGE),
+        server(modelstack.EMBED_MODEL),
     )
 
 
