@@ -141,8 +141,10 @@ def test_each_kind_is_cached_under_its_own_key_and_named_in_the_build() -> None:
     # Who "I" is and the note's date are the questions' inputs, as they are the statements'.
     assert needs.lines_key(QUESTIONS, chunk, "Sam", DATE) not in keys
     assert needs.lines_key(QUESTIONS, chunk, "Nate", None) not in keys
-    # The statements' key is what it was before questions: what they cached stays found.
-    before = cache_key("statements", "1", "Nate", DATE, header_line(chunk.header_path), "I won.")
+    # The statements' key is made as it was before questions: what they cached stays found.
+    before = cache_key(
+        "statements", STATEMENTS.version, "Nate", DATE, header_line(chunk.header_path), "I won."
+    )
     assert needs.lines_key(STATEMENTS, chunk, "Nate", DATE) == before
 
     def build(*writes: ModelWrite) -> str:
@@ -150,9 +152,10 @@ def test_each_kind_is_cached_under_its_own_key_and_named_in_the_build() -> None:
         return ContextBuild(settings, 1600, 512, "Alex").id(personal=False)
 
     # Each kind's prompt version, then the checks' (cached lines are read through them).
-    assert build("voices", "statements").endswith("/statements1/checks2/voice1")
-    assert build("voices", "questions").endswith("/questions1/checks2/voice1")
+    s, q = STATEMENTS.version, QUESTIONS.version
+    assert build("voices", "statements").endswith(f"/statements{s}/checks2/voice1")
+    assert build("voices", "questions").endswith(f"/questions{q}/checks2/voice1")
     assert build("questions", "voices", "statements").endswith(
-        "/statements1/questions1/checks2/voice1"
+        f"/statements{s}/questions{q}/checks2/voice1"
     )
     assert "checks" not in build("voices")
