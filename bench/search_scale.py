@@ -4,7 +4,9 @@
 
 builds (or reuses) a synthetic vault (`bench/vaultgen.py`) and its kb index at the
 `structure` context level with the offline fake provider (`kb.llm.fake`: no model server,
-hashed bag-of-words vectors of 384 dimensions, the size of MiniLM's), then measures:
+hashed bag-of-words vectors of 384 dimensions, the size of MiniLM's), each paragraph a vector
+of its own as kb's default has it (`--passages none`: the chunks' vectors alone; `--writes
+statements`: the fake model's statements too), then measures:
 
 - in the database: `Store.candidates` as `kb query` calls it (depth 40, the candidate lists
   fusion reads) in each mode, plus the fusion for hybrid, p50 and p95 over `--queries`
@@ -46,7 +48,7 @@ from pathlib import Path
 
 import vaultgen
 from kb import db
-from kb.config import Config, SearchMode, parse_config
+from kb.config import PASSAGE_MODES, Config, ContextConfig, PassageMode, SearchMode, parse_config
 from kb.container import Container, open_store
 from kb.fusion import DEFAULT_FUSION
 from kb.indexer import FileEvent
@@ -58,6 +60,7 @@ from kb.store import search as store_module
 MODES: tuple[SearchMode, ...] = ("vector", "text", "hybrid")
 EMBED_MODEL = "hash-384"
 TOP_K = 10
+DEFAULT_PASSAGES = ContextConfig().passages
 
 
 @dataclass(frozen=True)
@@ -94,22 +97,30 @@ def make_queries(count: int, seed: int) -> list[str]:
     return queries
 
 
-def context_table(writes: Sequence[str]) -> dict[str, object]:
+def context_table(
+    writes: Sequence[str], passages: PassageMode = DEFAULT_PASSAGES
+) -> dict[str, object]:
     """The context level indexed: `structure`, or the LLM level with the fake model writing
     `writes` (its statements are a chunk's sentences: about as many as a model writes),
-    written while indexing rather than queued."""
+    written while indexing rather than queued; `passages` as `context.passages`."""
     if not writes:
-        return {"summaries": "structure"}
-    return {"summaries": "llm", "writes": list(writes)}
+        return {"summaries": "structure", "passages": passages}
+    return {"summaries": "llm", "writes": list(writes), "passages": passages}
 
 
-def vault_config(vault: Path, data_dir: Path, url: str, writes: Sequence[str] = ()) -> Config:
+def vault_config(
+    vault: Path,
+    data_dir: Path,
+    url: str,
+    writes: Sequence[str] = (),
+    passages: PassageMode = DEFAULT_PASSAGES,
+) -> Config:
     raw = {
         "owner_name": "Alex Doe",
         "data_dir": str(data_dir),
         "database": {"url": url},
         "vaults": [{"name": "scale", "path": str(vault), "personal": ["Journal/**"]}],
-        "context": context_table(writes),
+        "context": context_table(writes, passages),
         # The model's outputs written while indexing, as `kb index --wait` leaves them.
         "enrich": {"enabled": not writes},
         "llm": {"provider": "fake", "embed_model": EMBED_MODEL, "chat_model": "fake-chat"},
@@ -118,7 +129,13 @@ def vault_config(vault: Path, data_dir: Path, url: str, writes: Sequence[str] = 
     return parse_config(raw, base_dir=Path.cwd(), env={})
 
 
-def config_toml(vault: Path, data_dir: Path, url: str, writes: Sequence[str] = ()) -> str:
+def config_toml(
+    vault: Path,
+    data_dir: Path,
+    url: str,
+    writes: Sequence[str] = (),
+    passages: PassageMode = DEFAULT_PASSAGES,
+) -> str:
     return "\n".join(
         [
             'owner_name = "Alex Doe"',
@@ -126,7 +143,10 @@ def config_toml(vault: Path, data_dir: Path, url: str, writes: Sequence[str] = (
             "[database]",
             f"url = {json.dumps(url)}",
             "[context]",
-            *(f"{key} = {json.dumps(value)}" for key, value in context_table(writes).items()),
+            *(
+                f"{key} = {json.dumps(value)}"
+                for key, value in context_table(writes, passages).items()
+            ),
             "[llm]",
             'provider = "fake"',
             f'embed_model = "{EMBED_MODEL}"',
@@ -293,6 +313,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="index at the LLM level with the fake model writing these (e.g. statements): "
         "each statement a vector of its own",
     )
+    parser.add_argument(
+        "--passages",
+        choices=PASSAGE_MODES,
+        default=DEFAULT_PASSAGES,
+        help="context.passages: each paragraph a vector of its own (kb's default), or none",
+    )
     args = parser.parse_args(argv)
 
     name = f"scale_{args.notes}_{args.seed}"
@@ -302,9 +328,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         vaultgen.generate(vault, args.notes, args.seed)
         (vault / ".complete").touch()
     server = os.environ.get("KB_BENCH_DATABASE_URL") or db.embedded_url(args.data_dir)
-    database = args.database or "_".join(["bench", name, *args.writes])
+    # An index at kb's default passages keeps the plain name; another setting is named.
+    unlike = [] if args.passages == DEFAULT_PASSAGES else [f"passages_{args.passages}"]
+    database = args.database or "_".join(["bench", name, *args.writes, *unlike])
     url = db.database_on(server, database)
-    config = vault_config(vault, args.data_dir, url, args.writes)
+    config = vault_config(vault, args.data_dir, url, args.writes, args.passages)
     with open_store(url) as store:
         print(f"indexing {vault} into {database}", file=sys.stderr)
         build(config, store)
@@ -329,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else {}
         )
     config_file = args.data_dir / f"{database}.toml"
-    config_file.write_text(config_toml(vault, args.data_dir, url, args.writes))
+    config_file.write_text(config_toml(vault, args.data_dir, url, args.writes, args.passages))
     cli = end_to_end(config_file, queries[: args.cli_queries]) if args.cli_queries else {}
 
     fastest = f", fastest of {args.repeat} runs in the database" if args.repeat > 1 else ""
