@@ -108,14 +108,15 @@ def context_table(
     return {"summaries": "llm", "writes": list(writes), "passages": passages}
 
 
-def vault_config(
+def raw_config(
     vault: Path,
     data_dir: Path,
     url: str,
     writes: Sequence[str] = (),
     passages: PassageMode = DEFAULT_PASSAGES,
-) -> Config:
-    raw = {
+) -> dict[str, object]:
+    """The benchmark's kb config, as a config file holds it."""
+    return {
         "owner_name": "Alex Doe",
         "data_dir": str(data_dir),
         "database": {"url": url},
@@ -125,39 +126,25 @@ def vault_config(
         "enrich": {"enabled": not writes},
         "llm": {"provider": "fake", "embed_model": EMBED_MODEL, "chat_model": "fake-chat"},
     }
+
+
+def vault_config(raw: Mapping[str, object]) -> Config:
     # The environment's model settings are not this benchmark's: it always runs offline.
-    return parse_config(raw, base_dir=Path.cwd(), env={})
+    return parse_config(dict(raw), base_dir=Path.cwd(), env={})
 
 
-def config_toml(
-    vault: Path,
-    data_dir: Path,
-    url: str,
-    writes: Sequence[str] = (),
-    passages: PassageMode = DEFAULT_PASSAGES,
-) -> str:
-    return "\n".join(
-        [
-            'owner_name = "Alex Doe"',
-            f"data_dir = {json.dumps(str(data_dir))}",
-            "[database]",
-            f"url = {json.dumps(url)}",
-            "[context]",
-            *(
-                f"{key} = {json.dumps(value)}"
-                for key, value in context_table(writes, passages).items()
-            ),
-            "[llm]",
-            'provider = "fake"',
-            f'embed_model = "{EMBED_MODEL}"',
-            'chat_model = "fake-chat"',
-            "[[vaults]]",
-            'name = "scale"',
-            f"path = {json.dumps(str(vault))}",
-            'personal = ["Journal/**"]',
-            "",
-        ]
-    )
+def config_toml(raw: Mapping[str, object]) -> str:
+    """`raw` as a config file for `kb query --config`: its keys, then its tables, then its
+    arrays of tables (a JSON string, number, boolean or list of them is TOML too)."""
+    lines = [f"{k} = {json.dumps(v)}" for k, v in raw.items() if not isinstance(v, dict | list)]
+    for key, value in raw.items():
+        if isinstance(value, dict):
+            lines += [f"[{key}]", *(f"{k} = {json.dumps(v)}" for k, v in value.items())]
+    for key, value in raw.items():
+        if isinstance(value, list):
+            for item in value:
+                lines += [f"[[{key}]]", *(f"{k} = {json.dumps(v)}" for k, v in item.items())]
+    return "\n".join([*lines, ""])
 
 
 def build(config: Config, store: Store) -> None:
@@ -332,7 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     unlike = [] if args.passages == DEFAULT_PASSAGES else [f"passages_{args.passages}"]
     database = args.database or "_".join(["bench", name, *args.writes, *unlike])
     url = db.database_on(server, database)
-    config = vault_config(vault, args.data_dir, url, args.writes, args.passages)
+    raw = raw_config(vault, args.data_dir, url, args.writes, args.passages)
+    config = vault_config(raw)
     with open_store(url) as store:
         print(f"indexing {vault} into {database}", file=sys.stderr)
         build(config, store)
@@ -357,7 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             else {}
         )
     config_file = args.data_dir / f"{database}.toml"
-    config_file.write_text(config_toml(vault, args.data_dir, url, args.writes, args.passages))
+    config_file.write_text(config_toml(raw))
     cli = end_to_end(config_file, queries[: args.cli_queries]) if args.cli_queries else {}
 
     fastest = f", fastest of {args.repeat} runs in the database" if args.repeat > 1 else ""
