@@ -54,9 +54,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kb import db
+from kb import db, plan
 from kb.config import Config, SearchMode, load_config, parse_config
 from kb.container import Container, open_store
+from kb.context.needs import ContextBuild
 from kb.fusion import DEFAULT_FUSION, FUSION_METHODS, Fusion
 from kb.indexer import FileEvent
 from kb.llm import make_chat, make_embedder
@@ -302,6 +303,21 @@ def answerable(queries: Iterable[Query], vaults: Sequence[Vault]) -> list[Query]
 
 def _lines(path: Path) -> list[str]:
     return [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def built_so_far(config: Config, store: Store) -> set[str]:
+    """The notes of the config's vault whose context is built as the config asks, none of
+    them waiting for enrichment: a level's index may hold notes copied from a smaller
+    level's (see _templates) that it has not rebuilt yet."""
+    vault = config.vaults[0]
+    build = ContextBuild.of(config)
+    rules = plan.Rules(build=build.id(False), personal_build=build.id(True), dates=vault.dates)
+    queued = store.queue.paths(vault.name)
+    return {
+        path
+        for path, stored in store.documents.states(vault.name).items()
+        if not rules.stale(stored) and path not in queued
+    }
 
 
 def make_config(vault: Vault, data_dir: Path, level: str) -> Config:
@@ -572,12 +588,13 @@ def run_dataset(
     else:
         server = db.embedded_url(args.data_dir)
     if args.so_far and not args.config:
+        # A full run indexes its levels in order: the last one is the one still under way.
+        last = levels[-1]
         vaults = []
         for vault in dataset.vaults:
-            with open_store(
-                db.database_on(server, _database(dataset.name, vault.name, "llm"))
-            ) as s:
-                done = s.documents.states(vault.name or "corpus")
+            config = make_config(vault, args.data_dir, last)
+            with open_store(db.database_on(server, _database(dataset.name, vault.name, last))) as s:
+                done = built_so_far(config, s)
             vaults.append(
                 Vault(
                     vault.name,
@@ -726,8 +743,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--so-far",
         action="store_true",
-        help="only the notes the LLM level has indexed so far, when a full run has not "
-        "finished: they are synced again (no model calls) and searched alone",
+        help="only the notes the last of --levels has built so far, when a full run has "
+        "not finished: they are synced again (no model calls) and searched alone",
     )
     parser.add_argument("--index-only", action="store_true", help="index, then stop")
     parser.add_argument(

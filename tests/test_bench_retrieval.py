@@ -164,6 +164,23 @@ def test_a_whole_run_on_fake_models(
     }
 
 
+def test_so_far_counts_only_what_the_level_under_way_has_built(
+    tmp_path: Path, fake_models: None
+) -> None:
+    """A model level's index starts as a copy of a smaller level's: the notes it has not
+    rebuilt yet are not scored as its own."""
+    dataset = _dataset(tmp_path / "tiny")
+    out = tmp_path / "result.json"
+    args = [str(dataset), "--data-dir", str(tmp_path / "data")]
+    assert retrieval.main([*args, "--levels", "voices", "--index-only"]) == 0
+    statements = [*args, "--levels", "structure,statements"]
+    assert retrieval.main([*statements, "--limit-docs", "1", "--index-only"]) == 0
+    assert retrieval.main([*statements, "--so-far", "--json", str(out)]) == 0
+    so_far = json.loads(out.read_text())["datasets"]["tiny"]
+    assert so_far["documents"] == 1 and so_far["queries"] == 1
+    assert so_far["costs"]["statements"]["this run"]["llm_calls"] == 0
+
+
 def _person_dataset(root: Path) -> Path:
     """Two people's vaults in the personal-dev layout: each journal says "I"."""
     notes = {
