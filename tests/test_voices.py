@@ -15,6 +15,8 @@ from kb.llm.fake import FakeChat
 from kb.prompts import voice_prompt
 from kb.services.search import SearchRequest
 from kb.store import Store
+from kb.store.pool import vector_param
+from kb.store.search import WRITTEN_DISTANCE_FACTOR
 from kb.voices import NoteHead, note_head, read_voice
 
 LETTER = "Letters/Sam/2024-03-05.md"
@@ -338,6 +340,46 @@ def test_statements_and_paragraphs_together(store: Store, letters: Path) -> None
     kb = _kb(store, letters, writes=["voices", "statements"])
     kb.sync()
     assert _kinds(store, LETTER) == [("paragraph", 2), ("statement", 2)]
+
+
+def _toward(cosine: float, axis: int) -> list[float]:
+    """A unit vector at `cosine` from the first axis, leaning toward `axis`."""
+    return [cosine if d == 0 else (1 - cosine**2) ** 0.5 if d == axis else 0.0 for d in range(256)]
+
+
+@pytest.mark.parametrize(("guide_cosine", "first"), [(0.88, GUIDE), (0.8, LETTER)])
+def test_a_statement_lifts_its_chunk_only_when_clearly_nearer_than_chunk_text(
+    store: Store, letters: Path, guide_cosine: float, first: str
+) -> None:
+    kb = _kb(store, letters, writes=["voices", "statements"])
+    kb.sync()
+    # Every vector far from the query but two: the letter's first statement, at cosine 0.9
+    # (distance 0.1), and the guide's own vector, at `guide_cosine`.
+    far, query = _toward(0.0, 1), _toward(1.0, 1)
+    with store.pool.connection() as conn:
+        conn.execute("UPDATE chunks SET embedding = %s", (vector_param(far),))
+        conn.execute("UPDATE passages SET embedding = %s", (vector_param(far),))
+        conn.execute(
+            "UPDATE passages p SET embedding = %s FROM chunks c, documents d"
+            " WHERE c.id = p.chunk_id AND d.id = c.document_id AND d.path = %s"
+            " AND p.kind = 'statement' AND p.position = (SELECT min(position) FROM passages"
+            " WHERE chunk_id = p.chunk_id AND kind = 'statement')",
+            (vector_param(_toward(0.9, 2)), LETTER),
+        )
+        conn.execute(
+            "UPDATE chunks c SET embedding = %s FROM documents d"
+            " WHERE d.id = c.document_id AND d.path = %s",
+            (vector_param(_toward(guide_cosine, 3)), GUIDE),
+        )
+    found = store.search.candidates(
+        query, "", model="hash-256", dimensions=256, depth=3, lists="vector"
+    )
+    ranked = [found.rows[r.id] for r in found.vector]
+    assert ranked[0].path == first
+    # The statement's distance counts WRITTEN_DISTANCE_FACTOR times: 0.1 is 0.125, behind
+    # the guide's own 0.12 and ahead of its 0.2.
+    [letter] = [c for c in ranked if c.path == LETTER]
+    assert letter.similarity == pytest.approx(1 - 0.1 * WRITTEN_DISTANCE_FACTOR)
 
 
 # -- questions ---------------------------------------------------------------------------------

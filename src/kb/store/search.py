@@ -88,6 +88,16 @@ TEXT_POSTINGS_WALKED = 20 * TEXT_POSTINGS_PER_WORD
 PASSAGE_DEPTH = 2
 
 
+# A passage the chat model wrote (a statement or a question, kb.chunk_writes) says what the
+# model read in the chunk, loosely or wrongly at times: its cosine distance counts this many
+# times, so that it lifts its chunk only where it is clearly nearer the query than the
+# chunk's own text and paragraphs. A factor rather than a fixed margin, because embedders
+# spread their distances differently (e5's lie closer together than MiniLM's). Counted as
+# it is, the small model's statements crowded the vector list with chunks they paraphrase
+# loosely (docs/retrieval.md#how-much-a-statement-counts).
+WRITTEN_DISTANCE_FACTOR = 1.25
+
+
 @dataclass(frozen=True)
 class SearchFilter:
     """Which notes a search may return; every part is optional and they combine (AND)."""
@@ -217,7 +227,8 @@ class Search:
         """The top `depth` chunks of each list for a query, in one round trip.
 
         vector: nearest by cosine, a chunk scored by the best of its own vector and its
-        passages' (kb.passages). text: full-text match on full_context (any of the
+        passages' (kb.passages), a written passage's distance times
+        WRITTEN_DISTANCE_FACTOR. text: full-text match on full_context (any of the
         query's words, ranked by BM25: see TEXT_POSTINGS_PER_WORD). How the two lists become
         one is `kb.fusion`'s job. Without a `vector` only the text list can be asked for,
         and no chunk has a similarity.
@@ -262,11 +273,18 @@ class Search:
                 model=sql.Literal(model)
             )
         )
-        # The best of a chunk `c`'s own vector and its passages' (least is NULL-blind).
+        # The best of a chunk `c`'s own vector and its passages', a written passage's
+        # times WRITTEN_DISTANCE_FACTOR (least is NULL-blind).
         best_distance = sql.SQL(
-            "least({distance}, (SELECT min({passage_distance}) FROM passages p"
+            "least({distance}, (SELECT min(({passage_distance})"
+            " * CASE WHEN p.kind = 'paragraph' THEN 1 ELSE {factor} END) FROM passages p"
             " WHERE p.chunk_id = c.id AND p.embed_model = {model}))"
-        ).format(distance=distance, passage_distance=passage_distance, model=sql.Literal(model))
+        ).format(
+            distance=distance,
+            passage_distance=passage_distance,
+            factor=sql.Literal(WRITTEN_DISTANCE_FACTOR),
+            model=sql.Literal(model),
+        )
         # A word's best postings; with a filter, the best of those in the notes it allows.
         # The sub-select inside an expression stays a hash of the allowed notes, built once,
         # where a plain IN would become a join the planner may read in another order.
@@ -294,7 +312,8 @@ class Search:
                 SELECT p.chunk_id AS id FROM {passages}
                  ORDER BY {passage_distance} LIMIT %(np)s
             ), v AS (
-                -- A chunk's distance is the least of its own vector's and its passages'.
+                -- A chunk's distance is the least of its own vector's and its passages'
+                -- (a written passage's times its factor).
                 SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS rank
                   FROM (
                       SELECT c.id, {best} AS distance
