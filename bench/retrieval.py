@@ -58,7 +58,7 @@ from kb import db, plan
 from kb.config import Config, SearchMode, load_config, parse_config
 from kb.container import Container, open_store
 from kb.context.needs import ContextBuild
-from kb.fusion import DEFAULT_FUSION, FUSION_METHODS, Fusion
+from kb.fusion import FUSION_METHODS, Fusion
 from kb.indexer import FileEvent
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
@@ -102,11 +102,18 @@ MODEL_LEVELS = {
 PARAGRAPHS = "+paragraphs"
 # The fusions compared: every method of kb.fusion at equal weight and leaning toward the
 # text list (a small embedder's list is the weaker one on conversational notes).
-WEIGHTS = (0.5, 0.3, 0.2, 0.15, 0.1)
+WEIGHTS = (0.5, 0.4, 0.3, 0.25, 0.2, 0.15, 0.1)
+
+
+def fusion_label(fusion: Fusion) -> str:
+    """A fusion's row name: the method, and the vector weight where it is not equal."""
+    if fusion.vector_weight == 0.5:
+        return fusion.method
+    return f"{fusion.method} w{f'{fusion.vector_weight:g}'.removeprefix('0')}"
+
+
 FUSIONS: dict[str, Fusion] = {
-    method if weight == 0.5 else f"{method} w{str(weight)[1:]}": Fusion(method, weight)
-    for method in FUSION_METHODS
-    for weight in WEIGHTS
+    fusion_label(f): f for f in (Fusion(m, w) for m in FUSION_METHODS for w in WEIGHTS)
 }
 
 
@@ -401,13 +408,15 @@ def index(
     return run, paid.plus(run)
 
 
-def configurations(level: str) -> list[tuple[str, SearchMode, Fusion]]:
-    """(row name, mode, fusion) of every row a level's index is scored in."""
+def configurations(level: str, default: Fusion) -> list[tuple[str, SearchMode, Fusion]]:
+    """(row name, mode, fusion) of every row a level's index is scored in: each single
+    list, and every fusion compared with the level's `default` among them."""
     rows: list[tuple[str, SearchMode, Fusion]] = [
-        (f"{level} vector", "vector", DEFAULT_FUSION),
-        (f"{level} text", "text", DEFAULT_FUSION),
+        (f"{level} vector", "vector", default),
+        (f"{level} text", "text", default),
     ]
-    rows += [(f"{level} hybrid {label}", "hybrid", f) for label, f in FUSIONS.items()]
+    fusions = {**FUSIONS, fusion_label(default): default}
+    rows += [(f"{level} hybrid {label}", "hybrid", f) for label, f in fusions.items()]
     return rows
 
 
@@ -429,11 +438,13 @@ def score_level(
     filters: dict[str, SearchFilter],
     matrix: Matrix,
     *,
+    fusion: Fusion,
     voiced_queries: bool = False,
     dated_queries: bool = True,
 ) -> None:
-    """Search every question once (twice if in the first person) and score every row."""
-    rows = configurations(level)
+    """Search every question once (twice if in the first person) and score every row;
+    `fusion` is the level's own (kb's default for its index)."""
+    rows = configurations(level, fusion)
     for table in (matrix.owner, matrix.plain):
         for name, _, _ in rows:
             table.setdefault(name, Scores())
@@ -505,7 +516,11 @@ def rerank_row(
 
 
 def latency(
-    store: Store, embedder: Embedder, queries: Sequence[Query], filters: SearchFilter
+    store: Store,
+    embedder: Embedder,
+    queries: Sequence[Query],
+    filters: SearchFilter,
+    fusion: Fusion,
 ) -> tuple[float, float]:
     """Milliseconds of one hybrid top-10 search in the database (candidates and fusion),
     p50 and p95."""
@@ -518,7 +533,7 @@ def latency(
         found = store.search.candidates(
             vector, q.text, model=space[0], dimensions=space[1], depth=CANDIDATES, filters=filters
         )
-        rank(found, "hybrid", DEFAULT_FUSION)[:10]
+        rank(found, "hybrid", fusion)[:10]
         times.append((time.perf_counter() - started) * 1000)
     times.sort()
     return statistics.median(times), times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
@@ -548,6 +563,8 @@ def _database(dataset: str, vault: str, level: str) -> str:
 class DatasetResult:
     dataset: Dataset
     matrix: Matrix = field(default_factory=Matrix)
+    # Each level's own fusion (kb's default for its index): its hybrid row is the one shown.
+    fusions: dict[str, Fusion] = field(default_factory=dict)
     costs: dict[str, dict[str, Cost]] = field(default_factory=dict)
     rerank: Scores | None = None
     # Per level: hybrid top-10 in the database, p50 and p95 ms; the vectors the index holds
@@ -565,16 +582,16 @@ def run_dataset(
     dataset = load_dataset(folder, Limit(args.limit_docs, args.smallest_docs))
     levels = [lv for lv in args.levels.split(",") if lv]
     stores: dict[str, dict[str, Store]] = {}
+    configs = {level: make_config(dataset.vaults[0], args.data_dir, level) for level in levels}
     # Whether kb embeds a first-person question in the owner's voice, by level: where its
     # passages speak in writers' voices (ContextConfig.voiced_passages).
-    voiced = {
-        level: make_config(dataset.vaults[0], args.data_dir, level).context.voiced_passages()
-        for level in levels
-    }
+    voiced = {level: c.context.voiced_passages() for level, c in configs.items()}
+    fusions = {level: c.query.fusion for level, c in configs.items()}
     subset = bool(args.limit_docs or args.so_far)
     if args.config:
         base = load_config(args.config)
         voiced[args.config_level] = base.context.voiced_passages()
+        fusions[args.config_level] = base.query.fusion
         vault = dataset.vaults[0]
         dataset = Dataset(
             dataset.name,
@@ -612,7 +629,7 @@ def run_dataset(
         f"{len(dataset.vaults)} vault(s), {len(dataset.queries)} questions",
         file=sys.stderr,
     )
-    result = DatasetResult(dataset)
+    result = DatasetResult(dataset, fusions=fusions)
     facts = load_facts(folder)
     if not facts and any(lv.removesuffix(PARAGRAPHS) == REFERENCE for lv in levels):
         print(f"dataset {dataset.name}: no {FACTS_FILE}, no reference level", file=sys.stderr)
@@ -666,6 +683,7 @@ def run_dataset(
             spans,
             filters,
             result.matrix,
+            fusion=fusions[level],
             voiced_queries=voiced[level],
             dated_queries=not args.undated,
         )
@@ -688,6 +706,7 @@ def run_dataset(
             embedder,
             [q for q in dataset.queries if q.vault == biggest.name],
             filters[biggest.name],
+            fusions[level],
         )
         result.vectors[level] = (
             sum(s.state.status().chunks for s in by_vault.values()),
@@ -794,6 +813,7 @@ def _report(results: Sequence[DatasetResult], config: Config) -> dict:
                 "documents": sum(len(v.files) for v in r.dataset.vaults),
                 "queries": len(r.dataset.queries),
                 "results": {n: s.summary() for n, s in r.matrix.owner.items()},
+                "fusions": {level: fusion_label(f) for level, f in r.fusions.items()},
                 "first_person": _first_person_figures(r),
                 "rerank": r.rerank.summary() if r.rerank else None,
                 "costs": {lv: {k: vars(c) for k, c in v.items()} for lv, v in r.costs.items()},
@@ -828,7 +848,7 @@ def _print_dataset(result: DatasetResult) -> None:
     print(f"\n== {d.name} ({len(d.queries)} questions)")
     print(f"{'configuration':<30}{_HEAD}")
     for name, scores in result.matrix.owner.items():
-        if " hybrid " in name and not name.endswith(" hybrid " + _default_label()):
+        if not _shown(name, result.fusions):
             continue
         print(f"{name:<30}{_row(scores.summary())}")
     if result.rerank:
@@ -841,8 +861,10 @@ def _print_dataset(result: DatasetResult) -> None:
         )
 
 
-def _default_label() -> str:
-    return next(label for label, f in FUSIONS.items() if f == DEFAULT_FUSION)
+def _shown(name: str, fusions: Mapping[str, Fusion]) -> bool:
+    """Whether a row is one the tables show: a single list, or its level's own fusion."""
+    level, _, label = name.partition(" hybrid ")
+    return not label or label == fusion_label(fusions[level])
 
 
 def _print_fusions(results: Sequence[DatasetResult]) -> None:
@@ -881,17 +903,22 @@ def _print_summary(results: Sequence[DatasetResult]) -> None:
         return
     print(f"\n== mean over {len(results)} datasets")
     print(f"{'configuration':<30}{_HEAD}")
+    fusions = {level: f for r in results for level, f in r.fusions.items()}
     for name in _row_names(results):
-        if " hybrid " in name and not name.endswith(" hybrid " + _default_label()):
+        if not _shown(name, fusions):
             continue
         print(f"{name:<30}{_row(_mean_row(results, name))}")
 
 
 def _first_person_figures(result: DatasetResult) -> dict[str, dict[str, float]]:
     """recall@5 and MRR@10 of first-person questions with and without the owner's name,
-    and of the other questions, per row."""
-    mine = [i for i, q in enumerate(result.dataset.queries) if q.first_person]
-    others = [i for i, q in enumerate(result.dataset.queries) if not q.first_person]
+    and of the other questions, per row; recall@5 of their twins too, the others that ask
+    for the same passages (the same question in the third person, where a dataset has it)."""
+    queries = result.dataset.queries
+    mine = [i for i, q in enumerate(queries) if q.first_person]
+    others = [i for i, q in enumerate(queries) if not q.first_person]
+    asked = {queries[i].gold for i in mine}
+    twins = [i for i in others if queries[i].gold in asked]
     figures = {}
     for name, scores in result.matrix.owner.items():
         plain = result.matrix.plain[name]
@@ -899,6 +926,7 @@ def _first_person_figures(result: DatasetResult) -> dict[str, dict[str, float]]:
             "first_owner_r5": scores.summary(mine)["recall@5"],
             "first_plain_r5": plain.summary(mine)["recall@5"],
             "other_r5": scores.summary(others)["recall@5"],
+            "twin_r5": scores.summary(twins)["recall@5"] if twins else float("nan"),
             "first_owner_mrr10": scores.summary(mine)["mrr@10"],
             "first_plain_mrr10": plain.summary(mine)["mrr@10"],
             "other_mrr10": scores.summary(others)["mrr@10"],
@@ -918,14 +946,14 @@ def _print_first_person(results: Sequence[DatasetResult]) -> None:
         )
         print(
             f"{'configuration':<30}{'R@5 owner':>10}{'R@5 plain':>10}{'R@5 other':>10}"
-            f"{'MRR owner':>10}{'MRR plain':>10}{'MRR other':>10}"
+            f"{'R@5 twin':>10}{'MRR owner':>10}{'MRR plain':>10}{'MRR other':>10}"
         )
         for name, f in _first_person_figures(result).items():
-            if " hybrid " in name and not name.endswith(" hybrid " + _default_label()):
+            if not _shown(name, result.fusions):
                 continue
             print(
                 f"{name:<30}{f['first_owner_r5']:>10.3f}{f['first_plain_r5']:>10.3f}"
-                f"{f['other_r5']:>10.3f}{f['first_owner_mrr10']:>10.3f}"
+                f"{f['other_r5']:>10.3f}{f['twin_r5']:>10.3f}{f['first_owner_mrr10']:>10.3f}"
                 f"{f['first_plain_mrr10']:>10.3f}{f['other_mrr10']:>10.3f}"
             )
 

@@ -50,7 +50,6 @@ import vaultgen
 from kb import db
 from kb.config import PASSAGE_MODES, Config, ContextConfig, PassageMode, SearchMode, parse_config
 from kb.container import Container, open_store
-from kb.fusion import DEFAULT_FUSION
 from kb.indexer import FileEvent
 from kb.llm import make_embedder
 from kb.query import CANDIDATES, rank
@@ -204,7 +203,7 @@ def in_database(
                     depth=CANDIDATES,
                     lists="both" if mode == "hybrid" else mode,
                 )
-                hits = rank(found, mode, DEFAULT_FUSION)[:TOP_K]
+                hits = rank(found, mode, config.query.fusion)[:TOP_K]
                 fastest = min(fastest, (time.perf_counter() - started) * 1000)
             millis.append(fastest)
             tops.append([(h.path, h.start_line) for h in hits])

@@ -144,9 +144,13 @@ def test_a_whole_run_on_fake_models(
     assert result["queries"] == 3
     rows = result["results"]
     expected = {
-        name for level in retrieval.LEVELS for name, _, _ in retrieval.configurations(level)
+        name
+        for level in retrieval.LEVELS
+        for name, _, _ in retrieval.configurations(level, retrieval.FUSIONS["dbsf"])
     }
     assert set(rows) == expected
+    # None of these levels puts the model's voices or lines among the vectors.
+    assert result["fusions"] == {level: "dbsf w.15" for level in retrieval.LEVELS}
     for row in rows.values():
         assert row["recall@20"] == 1.0  # three notes: everything is in the top 20
         assert 0 < row["recall@1"] <= 1

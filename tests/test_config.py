@@ -23,6 +23,7 @@ from kb.config import (
     parse_config,
 )
 from kb.errors import ConfigError
+from kb.fusion import Fusion
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "config.example.toml"
@@ -82,6 +83,28 @@ def test_all_sections_read() -> None:
     assert cfg.llm.timeout == 5.0
     assert isinstance(cfg.llm.timeout, float)
     assert cfg.query == QueryConfig(top_k=9, owner_in_first_person=False)
+
+
+@pytest.mark.parametrize(
+    ("context", "query", "expected"),
+    [
+        # The model's voices and lines in the vector list: it earns the larger share.
+        ({}, {}, Fusion("dbsf", 0.3)),
+        ({"writes": ["statements"], "passages": "none"}, {}, Fusion("dbsf", 0.3)),
+        ({"writes": ["voices"]}, {}, Fusion("dbsf", 0.3)),
+        # Nothing of the model's among the vectors: BM25 leads.
+        ({"summaries": "structure"}, {}, Fusion("dbsf", 0.15)),
+        ({"writes": ["summaries"]}, {}, Fusion("dbsf", 0.15)),
+        ({"writes": ["voices"], "passages": "none"}, {}, Fusion("dbsf", 0.15)),
+        # What the config says wins; what it leaves out is the index's default.
+        ({"summaries": "structure"}, {"fusion": "rrf"}, Fusion("rrf", 0.15)),
+        ({}, {"vector_weight": 0.5}, Fusion("dbsf", 0.5)),
+    ],
+)
+def test_the_default_fusion_follows_what_the_vectors_hold(
+    context: dict[str, Any], query: dict[str, Any], expected: Fusion
+) -> None:
+    assert parse(minimal(context=context, query=query)).query.fusion == expected
 
 
 def test_vault_name_defaults_to_folder_name() -> None:

@@ -20,7 +20,7 @@ import pathspec
 
 from kb.dates import DEFAULT_DATE_KEYS, DateRules
 from kb.errors import ConfigError
-from kb.fusion import FUSION_METHODS, Fusion
+from kb.fusion import FUSION_METHODS, Fusion, default_fusion
 from kb.locations import default_data_dir, find_config_file
 from kb.results import SEARCH_MODES, SearchMode
 
@@ -352,6 +352,8 @@ def parse_config(
     max_chars = r.positive("chunking.max_chars", ChunkingConfig.max_chars)
     if max_chars < 200:
         raise ConfigError("config key 'chunking.max_chars' must be at least 200")
+    # The model's voices and lines make the vector list strong enough for a larger share.
+    fusion = default_fusion(context.names_writers())
     query = QueryConfig(
         top_k=r.positive("query.top_k", QueryConfig.top_k),
         owner_in_first_person=r.get(
@@ -362,8 +364,8 @@ def parse_config(
         rerank_candidates=r.positive("query.rerank_candidates", QueryConfig.rerank_candidates),
         rerank_chars=r.positive("query.rerank_chars", QueryConfig.rerank_chars),
         fusion=Fusion(
-            method=r.get("query.fusion", str, Fusion.method),
-            vector_weight=float(r.get("query.vector_weight", float, Fusion.vector_weight)),
+            method=r.get("query.fusion", str, fusion.method),
+            vector_weight=float(r.get("query.vector_weight", float, fusion.vector_weight)),
         ),
     )
     if query.mode not in SEARCH_MODES:

@@ -59,19 +59,31 @@ class Fused:
 class Fusion:
     """How two lists become one; `vector_weight` is the vector list's share (0..1).
 
-    The default is the best mean recall@5 over docs-rag, personal-dev and the example vault,
-    with two embedders (MiniLM and e5) at two context levels, among the fusions whose worst
-    loss against the better single list stays within 0.015 on the larger sets
-    (docs/retrieval.md, "Choosing the fusion"). Equal-weight RRF lost up to 0.25 there: a
-    small embedder's list is weak on conversational notes, and by rank alone its guesses
-    count as much as BM25's.
+    Each default is the best mean recall@5 over docs-rag, personal-dev and the example
+    vault, with two embedders (MiniLM and e5), among the fusions whose worst loss against
+    the better single list stays within 0.015 on the larger sets (docs/retrieval.md,
+    "Choosing the fusion"). Equal-weight RRF lost up to 0.25 there: a small embedder's list
+    is weak on conversational notes, and by rank alone its guesses count as much as BM25's.
     """
 
     method: FusionMethod = "dbsf"
-    vector_weight: float = 0.15
+    vector_weight: float = 0.3
 
 
+# kb's default index, where the vector list holds the paragraphs in the voices the chat
+# model named and the lines it wrote of each chunk: a list that good earns twice the share
+# (chosen over both model levels, voices and statements).
 DEFAULT_FUSION = Fusion()
+# An index whose vectors hold nothing the chat model gave (the structure level, summaries
+# only): a small embedder's list of the chunks' own words is weak on personal notes, and
+# BM25 leads (chosen over the structure and raw-chunk levels).
+PLAIN_FUSION = Fusion(vector_weight=0.15)
+
+
+def default_fusion(model_passages: bool) -> Fusion:
+    """The fusion for an index whose passages hold the model's voices and lines, or not
+    (ContextConfig.names_writers)."""
+    return DEFAULT_FUSION if model_passages else PLAIN_FUSION
 
 
 def fuse(vector: Sequence[Ranked], text: Sequence[Ranked], fusion: Fusion) -> list[Fused]:
