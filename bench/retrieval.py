@@ -495,6 +495,7 @@ def rerank_row(
     dataset: Dataset,
     spans: Mapping[str, Callable[[SearchHit], tuple[str, int, int]]],
     filters: dict[str, SearchFilter],
+    fusion: Fusion,
 ) -> Scores:
     from kb.query import search
 
@@ -509,6 +510,7 @@ def rerank_row(
             owner=owners[q.vault],
             top_k=max(KS),
             reranker=reranker,
+            fusion=fusion,
             filters=filters[q.vault],
         ).hits
         scores.add(q, [spans[q.vault](h) for h in hits], time.perf_counter() - started)
@@ -698,7 +700,9 @@ def run_dataset(
             context_window=4096,
             concurrency=1,
         )
-        result.rerank = rerank_row(stores[top], embedder, reranker, dataset, spans, filters)
+        result.rerank = rerank_row(
+            stores[top], embedder, reranker, dataset, spans, filters, fusions[top]
+        )
     biggest = max(dataset.vaults, key=lambda v: len(v.files))
     for level, by_vault in stores.items():
         result.latency_ms[level] = latency(
