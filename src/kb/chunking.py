@@ -255,14 +255,26 @@ def _split_sentences(block: _Block, max_chars: int) -> list[_Piece]:
     text = block.text
     cuts = [m.end() for m in _SENTENCE_END.finditer(text)]
     bounds = [0, *cuts, len(text)]
+    spans = [
+        (lo, hi)
+        for a, b in itertools.pairwise(bounds)
+        for lo, hi in _hard_wrap(text, a, b, max_chars)
+        if text[lo:hi].strip()
+    ]
+    # Consecutive sentences are joined back while they fit, with what the note has between
+    # them (a tab or a form feed is not a space: a chunk's text is the note's own).
+    merged: list[tuple[int, int]] = []
+    for lo, hi in spans:
+        if merged and len(text[merged[-1][0] : hi].rstrip()) <= max_chars:
+            merged[-1] = (merged[-1][0], hi)
+        else:
+            merged.append((lo, hi))
     pieces: list[_Piece] = []
-    for a, b in itertools.pairwise(bounds):
-        for lo, hi in _hard_wrap(text, a, b, max_chars):
-            sentence = text[lo:hi].rstrip()
-            if sentence:
-                line = block.start + text.count("\n", 0, lo)
-                pieces.append(_Piece(sentence, line, line + sentence.count("\n")))
-    return _merge_small(pieces, max_chars, joiner=" ")
+    for lo, hi in merged:
+        sentence = text[lo:hi].rstrip()
+        line = block.start + text.count("\n", 0, lo)
+        pieces.append(_Piece(sentence, line, line + sentence.count("\n")))
+    return pieces
 
 
 def _hard_wrap(text: str, lo: int, hi: int, max_chars: int) -> Iterator[tuple[int, int]]:
@@ -277,14 +289,13 @@ def _hard_wrap(text: str, lo: int, hi: int, max_chars: int) -> Iterator[tuple[in
     yield lo, hi
 
 
-def _merge_small(pieces: list[_Piece], max_chars: int, joiner: str = "\n") -> list[_Piece]:
-    """Join consecutive pieces back together while they fit."""
+def _merge_small(pieces: list[_Piece], max_chars: int) -> list[_Piece]:
+    """Join consecutive pieces (each of its own lines) back together while they fit."""
     merged: list[_Piece] = []
     for piece in pieces:
-        if merged and len(merged[-1].text) + len(joiner) + len(piece.text) <= max_chars:
+        if merged and len(merged[-1].text) + 1 + len(piece.text) <= max_chars:
             last = merged[-1]
-            sep = "\n" if piece.start > last.end else joiner
-            merged[-1] = _Piece(last.text + sep + piece.text, last.start, piece.end)
+            merged[-1] = _Piece(last.text + "\n" + piece.text, last.start, piece.end)
         else:
             merged.append(piece)
     return merged
