@@ -54,12 +54,12 @@ from pathlib import Path
 from typing import Any
 
 from kb import db
-from kb.answer import Answer, AskOptions, ask
 from kb.config import Config, SearchMode, SummaryMode
 from kb.container import Container, open_store
 from kb.errors import KbError
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
+from kb.search.answer import Answer, AskOptions, ask
 from kb.store import Store
 from retrieval import Gold, Spans, Vault, _hit, make_config
 

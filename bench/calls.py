@@ -41,8 +41,8 @@ from typing import Any
 from kb import db
 from kb.config import Config, parse_config
 from kb.container import Container, open_store
-from kb.enrich import Attempt
-from kb.indexer import FileEvent, Scope
+from kb.indexing.enrich import Attempt
+from kb.indexing.indexer import FileEvent, Scope
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder, Prompt
 from kb.store import Store

@@ -59,15 +59,15 @@ from kb.config import Config, SearchMode, load_config, parse_config
 from kb.container import Container, open_store
 from kb.context.needs import ContextBuild
 from kb.fusion import FUSION_METHODS, Fusion
-from kb.indexer import FileEvent
+from kb.indexing.indexer import FileEvent
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
 from kb.notes import Scope
-from kb.query import CANDIDATES, owner_query, rank
-from kb.rerank import Reranker
+from kb.search.query import CANDIDATES, owner_query, rank
+from kb.search.rerank import Reranker
+from kb.search.when import question_period
 from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
 from kb.voices import voiced
-from kb.when import question_period
 from reference import FACTS_FILE, FactFinder, ReferenceWriter, load_facts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -455,7 +455,7 @@ def score_level(
         assert space is not None, "an indexed vault has an embedding space"
         # As kb searches: full-text search reads a first-person question with the owner's
         # name; the embedder reads it as asked, or in the owner's voice where the level's
-        # passages speak in writers' voices (`voiced_queries`, see kb.query.search).
+        # passages speak in writers' voices (`voiced_queries`, see kb.search.query.search).
         texts = {"plain": q.text, "owner": owner_query(q.text, owners[q.vault])}
         started = time.perf_counter()
         vector = embedder.embed_query(q.text)
@@ -497,7 +497,7 @@ def rerank_row(
     filters: dict[str, SearchFilter],
     fusion: Fusion,
 ) -> Scores:
-    from kb.query import search
+    from kb.search.query import search
 
     scores = Scores()
     owners = {v.name: v.owner for v in dataset.vaults}
@@ -774,7 +774,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--undated",
         action="store_true",
         help="score as if questions named no time (kb puts the notes of a time a question "
-        "names first, see kb.when)",
+        "names first, see kb.search.when)",
     )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)

@@ -50,9 +50,9 @@ import vaultgen
 from kb import db
 from kb.config import PASSAGE_MODES, Config, ContextConfig, PassageMode, SearchMode, parse_config
 from kb.container import Container, open_store
-from kb.indexer import FileEvent
+from kb.indexing.indexer import FileEvent
 from kb.llm import make_embedder
-from kb.query import CANDIDATES, rank
+from kb.search.query import CANDIDATES, rank
 from kb.store import Store
 from kb.store import search as store_module
 

@@ -13,7 +13,7 @@ its peak RSS from the kernel):
 - unchanged vault: `kb index` again (median of 3);
 - every note touched (new mtime, same bytes, as a sync tool does): `kb index`;
 - `kb query` in each mode (median of 5; the offline embedder takes no time), alone and
-  with a `kb daemon` running, which answers it (kb.query_socket);
+  with a `kb daemon` running, which answers it (kb.daemon.query_socket);
 - the daemon's peak RSS, through its start-up sync of the vault and those queries;
 - `kb --help`.
 
@@ -42,8 +42,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import vaultgen  # noqa: E402
 from kb import db  # noqa: E402
+from kb.daemon.query_socket import socket_path  # noqa: E402
 from kb.locations import config_identity  # noqa: E402
-from kb.query_socket import socket_path  # noqa: E402
 
 KB = [sys.executable, "-m", "kb"]
 QUERY = "project meeting notes about the garden"

@@ -22,7 +22,7 @@ from psycopg.conninfo import make_conninfo
 
 from kb.config import Config, parse_config
 from kb.container import Container, open_store
-from kb.indexer import SyncReport
+from kb.indexing.indexer import SyncReport
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.store import SearchHit, Store
 

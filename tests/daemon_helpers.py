@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from conftest import Kb, make_config
-from kb.daemon import Daemon
+from kb.daemon.daemon import Daemon
+from kb.indexing.verify import VerifyReport, verify
 from kb.store import Reconciliation, Store
-from kb.verify import VerifyReport, verify
 
 # Short enough for quick tests, long enough for a loaded machine to finish a save.
 FAST = {

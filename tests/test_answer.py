@@ -8,7 +8,11 @@ from collections.abc import Iterator
 import pytest
 
 from conftest import OWNER, Kb
-from kb.answer import (
+from kb.config import SearchMode
+from kb.errors import LLMError
+from kb.fusion import Fusion
+from kb.llm.base import Prompt, TokenUsage
+from kb.search.answer import (
     CUT_MARK,
     MIN_PASSAGE_CHARS,
     NOTHING_FOUND,
@@ -20,11 +24,7 @@ from kb.answer import (
     note_date,
     says_not_in_notes,
 )
-from kb.config import SearchMode
-from kb.errors import LLMError
-from kb.fusion import Fusion
-from kb.llm.base import Prompt, TokenUsage
-from kb.query import search
+from kb.search.query import search
 from kb.store import NoteInfo, SearchFilter
 
 # -- fitting passages --------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from conftest import OWNER, Kb, file_summaries, rows, stored_chunks, summaries_c
 from daemon_helpers import FAST, running, settle
 from kb import prompts
 from kb.errors import KbError
+from kb.indexing.verify import verify
 from kb.store import Store
-from kb.verify import verify
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """`kb daemon` against real watchdog observers, temporary vaults and a real PostgreSQL.
 
 Each scenario changes the vault the way an editor, a sync tool or a shell would, waits
-until the index equals the vault (kb.verify, which hashes every note) and the daemon is
+until the index equals the vault (kb.indexing.verify, which hashes every note) and the daemon is
 idle, and counts the fake provider's calls where the rule says a change costs nothing.
 """
 
@@ -23,11 +23,12 @@ from watchdog.observers.inotify_c import InotifyFD
 
 from conftest import rows, stored_chunks
 from daemon_helpers import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
-from kb import indexer, notes
+from kb import notes
 from kb.container import open_store
 from kb.errors import LLMUnavailable
+from kb.indexing import indexer
+from kb.indexing.verify import verify
 from kb.store import Store
-from kb.verify import verify
 
 LONG_NOTE = "Projects/Home Server.md"
 

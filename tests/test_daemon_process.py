@@ -16,8 +16,8 @@ import pytest
 from daemon_helpers import wait_for
 from kb.config import Config, load_config
 from kb.container import open_store
+from kb.indexing.verify import verify
 from kb.store import Store
-from kb.verify import verify
 
 CONFIG = """\
 owner_name = "Alex Doe"

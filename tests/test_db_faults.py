@@ -19,8 +19,8 @@ import pytest
 from conftest import Kb, make_config
 from kb.container import open_store
 from kb.errors import KbError
+from kb.indexing.verify import verify
 from kb.llm.fake import FakeEmbedder
-from kb.verify import verify
 from test_cli import FAKE, _config, kb
 
 # A trigger that makes the backend running it terminate itself, as pg_terminate_backend

@@ -17,13 +17,13 @@ import pytest
 from conftest import OWNER, Kb, file_summaries, rows, stored_chunks, summaries_config
 from kb.container import Container
 from kb.context import full_context, header_line
-from kb.enrich import Attempt
-from kb.indexer import SyncReport
+from kb.indexing.enrich import Attempt
+from kb.indexing.indexer import SyncReport
+from kb.indexing.verify import verify
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
-from kb.query import search
+from kb.search.query import search
 from kb.store import Claim, Store
-from kb.verify import verify
 
 
 @pytest.fixture

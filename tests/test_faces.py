@@ -17,12 +17,12 @@ import pytest
 from mcp import Client
 
 from conftest import run_kb
-from kb.cli import _forwarded
+from kb.cli.app import _forwarded
 from kb.config import load_config
 from kb.container import Container
+from kb.daemon.query_socket import serving
 from kb.locations import config_identity
-from kb.mcp_server import build_server
-from kb.query_socket import serving
+from kb.mcp.server import build_server
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 QUESTION = "when did I climb a mountain"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import Kb
-from kb import query as query_mod
 from kb.config import SearchMode
 from kb.errors import KbError
+from kb.search import query as query_mod
 from kb.store import SearchFilter
 from test_cli import FAKE, _config
 

@@ -15,13 +15,13 @@ from watchdog.events import FileModifiedEvent
 
 from conftest import Kb, make_config, tool_text
 from kb.config import Config, VaultConfig
+from kb.daemon.watcher import Recorder
 from kb.errors import NoteError
-from kb.mcp_server import build_server
+from kb.indexing.verify import verify
+from kb.mcp.server import build_server
 from kb.notes import Scope, folds_case, is_note, read_note, scan_vault, stat_note
 from kb.services.notes import Vaults
 from kb.store import Store
-from kb.verify import verify
-from kb.watcher import Recorder
 
 SECRET = "IGNORED-SECRET-TEXT"
 LINKS = {"Pub/link.md", "Pub/trash.md", "Pub/settings.md"}

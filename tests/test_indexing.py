@@ -21,14 +21,14 @@ from conftest import (
     stored_chunks,
     summaries_config,
 )
-from kb import indexer
 from kb.config import SearchMode
 from kb.context import LAYOUT_VERSION, full_context, header_line
 from kb.errors import Interrupted, LLMError, LockLost
+from kb.indexing import indexer
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.notes import Scope
 from kb.outputs import needs_rewrite
-from kb.query import search
+from kb.search.query import search
 from kb.store import SearchFilter, Store
 from kb.wikitext import readable
 

@@ -7,7 +7,7 @@ import threading
 
 from conftest import Kb
 from kb.container import Container
-from kb.enrich import EnrichReport
+from kb.indexing.enrich import EnrichReport
 from kb.services import indexing
 from kb.store import QueueStatus, WorkerBeat
 

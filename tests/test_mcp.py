@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import TextResourceContents
 
 from conftest import Kb, kb_command, make_config, tool_text
-from kb.mcp_server import build_server
+from kb.mcp.server import build_server
 from kb.services.notes import Vaults
 
 TOOLS = {"search", "get_note", "list_notes", "status", "ask"}

@@ -13,9 +13,9 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from conftest import Kb, tool_text
-from kb.inputs import NAME_BYTES, PATH_BYTES
-from kb.mcp_server import build_server
-from kb.mcp_stdio import rejection
+from kb.mcp.server import build_server
+from kb.mcp.stdio import rejection
+from kb.services.inputs import NAME_BYTES, PATH_BYTES
 
 VALID: dict[str, dict[str, Any]] = {
     "search": {"query": "miso ramen"},

@@ -16,17 +16,17 @@ import pytest
 from mcp import Client
 
 from conftest import Kb, run_kb, tool_text
-from kb import answer as answer_mod
-from kb import query as query_mod
-from kb.cli import _forwarded
+from kb.cli.app import _forwarded
 from kb.config import load_config
 from kb.container import Container
+from kb.daemon.query_socket import Failed, Served, ask_daemon, serving
 from kb.errors import LLMUnavailable
 from kb.llm.ollama import OllamaEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.locations import config_identity
-from kb.mcp_server import build_server
-from kb.query_socket import Failed, Served, ask_daemon, serving
+from kb.mcp.server import build_server
+from kb.search import answer as answer_mod
+from kb.search import query as query_mod
 from test_providers import (  # noqa: F401 (fixtures)
     CHAT,
     EMBED,

@@ -15,7 +15,7 @@ from kb.passages import (
     chunk_passages,
     paragraphs,
 )
-from kb.query import search
+from kb.search.query import search
 from kb.store import Store
 from kb.voices import voiced
 

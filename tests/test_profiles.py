@@ -18,7 +18,7 @@ from kb.errors import KbError
 from kb.llm import embed_name, embed_profile, embed_window, make_embedder
 from kb.llm.fake import FakeEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder, profile_for
-from kb.query import search
+from kb.search.query import search
 from kb.store import Store
 
 NOMIC = ("search_query: ", "search_document: ")

@@ -17,11 +17,11 @@ import pytest
 
 from conftest import Kb
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
+from kb.indexing.verify import verify
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.openai import OpenAIChat, OpenAIEmbedder
-from kb.verify import verify
 
 PROMPT = Prompt(
     task="rewrite", system="You rewrite.", user="Rewrite this.", max_tokens=64, num_ctx=2048

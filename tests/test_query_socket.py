@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_kb
-from kb.cli import _forwarded
+from kb.cli.app import _forwarded
 from kb.config import load_config
 from kb.container import Container
-from kb.locations import config_identity
-from kb.query_socket import (
+from kb.daemon.query_socket import (
     Failed,
     Reply,
     Served,
@@ -32,6 +31,7 @@ from kb.query_socket import (
     serving,
     socket_path,
 )
+from kb.locations import config_identity
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 

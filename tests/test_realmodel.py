@@ -24,10 +24,10 @@ from psycopg.conninfo import make_conninfo
 from conftest import EXAMPLE_VAULT, OWNER, ROOT, SUMMARIES, make_config
 from kb.config import Config
 from kb.container import Container
-from kb.indexer import SyncReport
+from kb.indexing.indexer import SyncReport
 from kb.llm import make_embedder
 from kb.outputs import first_person_words
-from kb.query import search
+from kb.search.query import search
 from kb.store import Store
 
 sys.path.insert(0, str(ROOT / "scripts"))

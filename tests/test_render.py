@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from conftest import run_kb
-from kb.render import print_results
+from kb.cli.render import print_results
 from kb.results import SearchHit, SearchResult
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'

@@ -13,8 +13,8 @@ from kb.errors import LLMUnavailable
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.outputs import parse_relevance
-from kb.query import search
-from kb.rerank import UNJUDGED, Reranker
+from kb.search.query import search
+from kb.search.rerank import UNJUDGED, Reranker
 from kb.store import SearchHit
 
 RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"

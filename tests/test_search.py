@@ -10,7 +10,7 @@ import pytest
 
 from conftest import Kb, similarity
 from kb.errors import KbError
-from kb.query import search
+from kb.search.query import search
 from kb.store import SearchFilter, SearchHit
 
 RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"

@@ -13,7 +13,7 @@ import anyio
 from mcp import Client
 
 from conftest import OWNER, Kb, run_kb
-from kb.mcp_server import build_server
+from kb.mcp.server import build_server
 from kb.services.status import status_report
 from kb.store import DaemonBeat, Reconciliation, WorkerBeat, WriterLock
 

@@ -305,7 +305,7 @@ def test_statistics_and_postings_follow_every_write(kb: Kb, vault: Path) -> None
 
 
 def _hits(kb: Kb, text: str) -> list:
-    from kb.query import search
+    from kb.search.query import search
 
     return search(kb.store, kb.embedder, text, owner=None, top_k=40, mode="text").hits
 

@@ -10,11 +10,11 @@ import pytest
 from watchdog.events import FileModifiedEvent, FileMovedEvent
 
 from conftest import Kb, make_config
+from kb.daemon.watcher import Recorder
 from kb.errors import NoteError
+from kb.indexing.verify import verify
 from kb.notes import Scope, read_note, scan_vault
 from kb.store import Store
-from kb.verify import verify
-from kb.watcher import Recorder
 
 SECRET = "TOP-SECRET-OUTSIDE-THE-VAULT"
 

@@ -23,8 +23,8 @@ from watchdog.events import (
 )
 
 from kb.config import ConflictMode, VaultConfig
+from kb.daemon.watcher import OVERFLOW_LOGGER, Debouncer, Due, OverflowAlarm, Recorder
 from kb.logfmt import LogfmtFormatter
-from kb.watcher import OVERFLOW_LOGGER, Debouncer, Due, OverflowAlarm, Recorder
 
 ROOT = Path("/vault")
 

@@ -19,10 +19,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from conftest import Kb, kb_command, run_kb
-from kb.answer import Answer, Timings
 from kb.container import Container, open_store
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
+from kb.search.answer import Answer, Timings
 from kb.services.notes import Vaults
 from kb.web.app import Parts, build_app
 from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments

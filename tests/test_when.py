@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import Kb, make_config, rows
-from kb.query import search
 from kb.results import SearchMode
+from kb.search.query import search
+from kb.search.when import Period, period_of, question_period
 from kb.store import Store
-from kb.when import Period, period_of, question_period
 
 TODAY = dt.date(2026, 11, 25)  # a Wednesday
 
@@ -82,7 +82,7 @@ def test_a_question_with_no_time_word_never_loads_the_date_parser() -> None:
     # dateparser takes most of a second to import: "the last step" or "what does this do"
     # must not pay it.
     code = (
-        "import datetime, sys; from kb.when import question_period;"
+        "import datetime, sys; from kb.search.when import question_period;"
         "assert question_period('what does this do at the last step', datetime.date.today())"
         " is None; print('dateparser' in sys.modules)"
     )

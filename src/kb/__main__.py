@@ -1,3 +1,3 @@
-from kb.launch import main
+from kb.cli.launch import main
 
 main()

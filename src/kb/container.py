@@ -24,12 +24,12 @@ from kb.store import Store
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
-    from kb.daemon import Daemon
-    from kb.enrich import Attempt, Enricher, EnrichReport
-    from kb.indexer import FileEvent, Indexer, SyncReport
-    from kb.rerank import Reranker
+    from kb.daemon.daemon import Daemon
+    from kb.indexing.enrich import Attempt, Enricher, EnrichReport
+    from kb.indexing.indexer import FileEvent, Indexer, SyncReport
+    from kb.indexing.worker import Worker
+    from kb.search.rerank import Reranker
     from kb.services.search import SearchService
-    from kb.worker import Worker
 
 
 def open_store(url: str, *, max_connections: int = 8) -> Store:
@@ -90,7 +90,7 @@ class Container:
         on_scan: Callable[[int], None] | None = None,
         checkpoint: Callable[[], None] | None = None,
     ) -> Indexer:
-        from kb.indexer import Indexer
+        from kb.indexing.indexer import Indexer
 
         return Indexer(
             self.config,
@@ -108,7 +108,7 @@ class Container:
             return indexer.sync(**options)
 
     def enricher(self) -> Enricher:
-        from kb.enrich import Enricher
+        from kb.indexing.enrich import Enricher
 
         return Enricher(self.config, self.store, self.chat, self.embedder)
 
@@ -123,7 +123,7 @@ class Container:
     ) -> Worker:
         """A worker draining the enrichment queue (`Worker.run`); it closes its enricher when
         it is done."""
-        from kb.worker import Worker
+        from kb.indexing.worker import Worker
 
         return Worker(
             self.enricher(),
@@ -139,7 +139,7 @@ class Container:
     def drain(self, on_attempt: Callable[[Attempt], None] | None = None) -> EnrichReport:
         """Enrich every queued note this process can claim, here and now (`kb index --wait`);
         a model server or database that fails stops it with the error."""
-        from kb.enrich import EnrichReport
+        from kb.indexing.enrich import EnrichReport
 
         report = EnrichReport()
         adding = threading.Lock()  # slots report from their own threads
@@ -154,7 +154,7 @@ class Container:
         return report
 
     def reranker(self) -> Reranker:
-        from kb.rerank import Reranker
+        from kb.search.rerank import Reranker
 
         q = self.config.query
         return Reranker(
@@ -197,7 +197,7 @@ class Container:
     ) -> Daemon:
         """A daemon over this config's store, given the builders of its indexer and its
         enrichment worker (not the container: the daemon sits below it)."""
-        from kb.daemon import Daemon
+        from kb.daemon.daemon import Daemon
 
         return Daemon(
             self.config,

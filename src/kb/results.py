@@ -1,7 +1,7 @@
 """What a search finds, as plain records.
 
 No database, model or command-line code behind them: the `kb` launcher rebuilds them from a
-daemon's answer and shows them (see kb.query_socket) having loaded little more than this.
+daemon's answer and shows them (see kb.daemon.query_socket) having loaded little more than this.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # The words by which a writer, or a question, speaks of themself: a writer's name in the
-# passages of their notes (kb.passages), the owner's in a first-person query (kb.query).
+# passages of their notes (kb.passages), the owner's in a first-person query (kb.search.query).
 FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.IGNORECASE)
 # What the model reads of a note: enough for a greeting, a byline or an author line.
 EXCERPT_CHARS = 1200

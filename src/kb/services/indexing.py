@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from kb.enrich import Attempt, EnrichReport
+from kb.indexing.enrich import Attempt, EnrichReport
 from kb.store import QueueStatus
 from kb.store.queue import Queue
 

@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING
 
 from kb.config import QueryConfig, SearchMode
 from kb.llm.base import ChatModel, Embedder
-from kb.query import search
 from kb.results import SearchResult
+from kb.search.query import search
 from kb.store import NO_FILTER, SearchFilter, Store
 
 if TYPE_CHECKING:
     # A search that is not re-ranked loads no prompts, and one that is not a question no
     # answering code.
-    from kb.answer import Answer
-    from kb.rerank import Reranker
+    from kb.search.answer import Answer
+    from kb.search.rerank import Reranker
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class SearchService:
         self.voiced_index = voiced_index
 
     def search(self, request: SearchRequest) -> SearchResult:
-        """The best chunks for the request, best first (see kb.query.search)."""
+        """The best chunks for the request, best first (see kb.search.query.search)."""
         return search(
             self.store,
             self.embedder,
@@ -90,8 +90,8 @@ class SearchService:
         self, request: SearchRequest, *, on_text: Callable[[str], None] | None = None
     ) -> Answer:
         """The chat model's answer to the request's question from the passages the same
-        search finds (see kb.answer.ask); `on_text` receives it as it streams."""
-        from kb.answer import AskOptions, ask
+        search finds (see kb.search.answer.ask); `on_text` receives it as it streams."""
+        from kb.search.answer import AskOptions, ask
 
         options = AskOptions(
             top_k=self._top_k(request),

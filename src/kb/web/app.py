@@ -27,11 +27,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from kb.answer import Answer
 from kb.config import Config
 from kb.db import first_line
 from kb.errors import KbError
 from kb.results import SearchHit
+from kb.search.answer import Answer
 from kb.services.notes import Vaults
 from kb.services.search import SearchService
 from kb.services.status import StatusReport, duration, status_report

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from urllib.parse import quote, urlencode
 
-from kb.answer import CITATION, Answer, note_date
 from kb.results import SearchHit, explanation
 from kb.results import scores as score_words
+from kb.search.answer import CITATION, Answer, note_date
 from kb.store import NoteInfo
 from kb.store.search import MARK_END, MARK_START
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from kb.errors import KbError
-from kb.inputs import path_text, plain_text
 from kb.results import SEARCH_MODES, SearchMode
+from kb.services.inputs import path_text, plain_text
 from kb.services.search import SearchRequest
 from kb.store import SearchFilter
 

@@ -23,7 +23,7 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kb.http_access import LOOPBACK, token_matches
+from kb.services.access import LOOPBACK, token_matches
 
 COOKIE = "kb_serve_token"
 _WILDCARDS = ("0.0.0.0", "::", "")

@@ -4,7 +4,7 @@ A `kb query` on its own spends most of its second loading Python libraries (the 
 line's, the database driver's, NumPy) before it sends one statement. A daemon has them
 loaded, and its pool connected: the `kb` launcher hands it the command line, the daemon
 reads it with the command's own options and runs the search service, and the launcher
-shows the results it gets back as the command would (kb.render). Whenever that cannot be
+shows the results it gets back as the command would (kb.cli.render). Whenever that cannot be
 done exactly as the command would do it alone (no daemon for this configuration, another
 configuration, a usage error, the database failing, a dead daemon), the launcher runs the
 command itself; forwarding only ever saves time.
@@ -36,7 +36,7 @@ from typing import Any, get_args, get_origin, get_type_hints
 from kb.locations import config_identity, private_dir, socket_dir
 from kb.results import SEARCH_MODES, SearchHit, SearchMode, SearchResult
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kb.query_socket")
 
 # The global option that may come before a forwarded `query`. `--verbose` may not: its log
 # lines are this process's to print.

@@ -1,5 +1,5 @@
 """Search results on a terminal, as `kb query` prints them: in the `kb` process that ran the
-search, or in the launcher a daemon answered (see kb.query_socket).
+search, or in the launcher a daemon answered (see kb.daemon.query_socket).
 
 Human output shows each hit as a title line (where it is, then what it scored), its header
 path and its raw text. Where a hit is (path and line span) is never cut: it wraps when the

@@ -1,5 +1,5 @@
 """The `kb` command: a `kb query` that a running daemon can answer goes to it, and its
-results are shown here as the command shows them (see kb.query_socket); everything else,
+results are shown here as the command shows them (see kb.daemon.query_socket); everything else,
 and any query the daemon does not answer, runs here."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ from __future__ import annotations
 import os
 import sys
 
+from kb.daemon.query_socket import Failed, Reply, Served, ask_daemon
 from kb.errors import EXIT_ERROR
-from kb.query_socket import Failed, Reply, Served, ask_daemon
 from kb.results import hits_json
 
 
 def main() -> None:
     reply = ask_daemon(sys.argv[1:], os.environ)
     if reply is None:
-        from kb.cli import app
+        from kb.cli.app import app
 
         app(prog_name="kb")
         return
@@ -35,7 +35,7 @@ def _show(reply: Reply) -> None:
         # of what is left of a query's time).
         sys.stdout.write(hits_json(reply.found))
         return
-    from kb.render import consoles, print_error, print_results
+    from kb.cli.render import consoles, print_error, print_results
 
     out, err = consoles()
     if isinstance(reply, Failed):

@@ -16,7 +16,7 @@ from typing import Any
 
 from kb.chunking import Chunk
 from kb.context import Contextualizer, FileContext, NoteFacts
-from kb.embedding import Embedding
+from kb.indexing.embedding import Embedding
 from kb.notes import note_title
 from kb.outputs import Output
 from kb.store import ChunkRecord

@@ -19,25 +19,25 @@ from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
-from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp.types import ToolAnnotations
 from pydantic import Field
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kb.answer import Answer, note_date
 from kb.config import Config, SearchMode
 from kb.container import Container
 from kb.errors import KbError
-from kb.http_access import check_exposure, serving_token, token_matches
-from kb.inputs import path_text
-from kb.mcp_arguments import ArgumentCheckedServer, Name, Offset, PathText, Text
+from kb.mcp.arguments import ArgumentCheckedServer, Name, Offset, PathText, Text
 from kb.results import SearchResult
+from kb.search.answer import Answer, note_date
+from kb.services.access import check_exposure, serving_token, token_matches
+from kb.services.inputs import path_text
 from kb.services.notes import NoteText, Vaults
 from kb.services.search import SearchRequest, SearchService
 from kb.services.status import status_report
 from kb.store import NoteInfo, SearchFilter, Store
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.types import ToolAnnotations
 
 Transport = Literal["stdio", "http"]
 

@@ -20,11 +20,11 @@ from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.fusion import DEFAULT_FUSION, Fusion
 from kb.llm.base import ChatModel, Embedder
-from kb.query import search
+from kb.search.query import search
 from kb.store import NO_FILTER, NoteInfo, SearchFilter, SearchHit, Store
 
 if TYPE_CHECKING:
-    from kb.rerank import Reranker
+    from kb.search.rerank import Reranker
 
 # Room for a few cited sentences; a small model that rambles past it is cut off.
 ANSWER_MAX_TOKENS = 320
@@ -86,7 +86,7 @@ class Answer:
     model: str | None  # None when no passage was found, so no model was asked
     not_in_notes: bool
     timings: Timings
-    # How the passages were found (see kb.query.SearchResult).
+    # How the passages were found (see kb.results.SearchResult).
     mode_used: SearchMode
     warnings: tuple[str, ...]
     prompt_version: str = prompts.ANSWER_VERSION
@@ -238,7 +238,7 @@ class AskOptions:
     fusion: Fusion = DEFAULT_FUSION
     filters: SearchFilter = NO_FILTER
     context_window: int = 8192
-    voiced_index: bool = False  # see kb.query.search
+    voiced_index: bool = False  # see kb.search.query.search
 
 
 def ask(

@@ -7,7 +7,7 @@ missing. Renames and moves are re-keyed without any model call.
 With enrichment on (two speeds), no chat model is asked here: a note whose LLM outputs are
 all cached is stored with its full context, any other with the outputs that are cached
 and structural context for the rest, and queued in the same transaction; workers
-(`kb.enrich`) write the missing outputs later.
+(`kb.indexing.enrich`) write the missing outputs later.
 
 A sync covers a whole vault (`kb index`, the daemon's reconciliation) or a Scope:
 the files and folders a watcher named, judged by their state on disk now.
@@ -27,14 +27,14 @@ from typing import Literal
 import psycopg
 
 from kb import db, obsidian, plan
-from kb.building import NoteBuilder, note_facts
 from kb.chunking import chunk_body
 from kb.config import Config, VaultConfig
 from kb.context import Contextualizer
 from kb.dates import note_date
 from kb.db import first_line
-from kb.embedding import Embedding
 from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
+from kb.indexing.building import NoteBuilder, note_facts
+from kb.indexing.embedding import Embedding
 from kb.llm.base import ChatModel, Embedder
 from kb.notes import (
     MISNAMED,
@@ -53,7 +53,7 @@ from kb.notes import (
 from kb.parsing import decode, parse_note
 from kb.store import DocumentRecord, NoteRows, Passages, Pending, Store, Vectors
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kb.indexer")
 
 # From this many new notes, and more than the index already holds, a sync writes them
 # first and builds the vector index after (see Indexer._bulk_load).

@@ -11,13 +11,13 @@ from kb.errors import KbError, LLMError
 from kb.fusion import DEFAULT_FUSION, Fused, Fusion, fuse, single
 from kb.llm.base import Embedder
 from kb.results import SearchHit, SearchResult
+from kb.search.when import Period, question_period
 from kb.store import NO_FILTER, Candidates, SearchFilter, Store
 from kb.voices import FIRST_PERSON, voiced
-from kb.when import Period, question_period
 
 if TYPE_CHECKING:
     # Re-ranking needs the chat model's prompts; a plain query loads none of them.
-    from kb.rerank import Reranker
+    from kb.search.rerank import Reranker
 
 # A question, or a pasted paragraph, is far shorter; PostgreSQL's full-text parser runs out
 # of stack on a query of some tens of kilobytes.
@@ -106,7 +106,7 @@ def search(
     then embedded in the owner's voice too.
 
     A question that names a time ("in March 2023", "yesterday", read from `today`) puts the
-    chunks of notes from that time first (kb.when).
+    chunks of notes from that time first (kb.search.when).
     """
     if not text.strip():
         raise KbError("the query is empty")

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import AfterValidator, Field, ValidationError
 from pydantic_core import ErrorDetails
 
-from kb.inputs import MAX_OFFSET, NAME_BYTES, path_text, plain_text
-from kb.mcp_stdio import StdioServer
+from kb.mcp.stdio import StdioServer
+from kb.services.inputs import MAX_OFFSET, NAME_BYTES, path_text, plain_text
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult
 
 Text = Annotated[str, AfterValidator(plain_text)]
 # A vault's name, as the config gives it.

@@ -6,7 +6,7 @@ hash) → write the rows and take the item off the queue in one transaction, if 
 still the version claimed (`Queue.finish`; a result for an older version is dropped).
 
 Nothing here reads the vault: a worker on another machine needs only the database and its
-model servers. The loop that drains the queue is `kb.worker`.
+model servers. The loop that drains the queue is `kb.indexing.worker`.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kb.building import NoteBuilder, note_facts
 from kb.config import Config
 from kb.context import Contextualizer
 from kb.dates import settings_build
-from kb.embedding import Embedding
 from kb.errors import KbError
+from kb.indexing.building import NoteBuilder, note_facts
+from kb.indexing.embedding import Embedding
 from kb.llm.base import ChatModel, Embedder
 from kb.store import Claim, Enriched, Store
 

@@ -5,7 +5,7 @@ Four kinds of threads:
 - watchdog's, where the Recorder only records changed paths in the Debouncer;
 - the worker, the only one that writes notes: it syncs the Scope of the paths that are
   due, or runs a full reconciliation when one was asked for;
-- enrichment (`kb.worker`, unless `enrich.in_daemon` is off): it writes the LLM context of
+- enrichment (`kb.indexing.worker`, unless `enrich.in_daemon` is off): it writes the LLM context of
   queued notes, beside any `kb worker` processes, whether this daemon writes or stands by;
 - the main thread (`run`): the writer lock, the heartbeat, and the checks that ask for a
   reconciliation (the interval, a dead observer, a replaced vault folder). Signals only
@@ -37,17 +37,17 @@ import psycopg
 
 from kb import obsidian
 from kb.config import Config
+from kb.daemon.watcher import Debouncer, Due, OverflowAlarm, Watcher
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, LockLost
-from kb.indexer import FileEvent, Indexer, SyncReport
+from kb.indexing.indexer import FileEvent, Indexer, SyncReport
+from kb.indexing.worker import Worker
 from kb.logfmt import event
 from kb.notes import Scope
 from kb.store import Reconciliation, Store
 from kb.store.lock import DaemonBeat, Role, WriterLock
-from kb.watcher import Debouncer, Due, OverflowAlarm, Watcher
-from kb.worker import Worker
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kb.daemon")
 
 # How often the main thread and the worker look around (seconds): bounds how late a stop,
 # a due path or a lost lock is noticed.

@@ -46,7 +46,7 @@ from kb import obsidian
 from kb.config import VaultConfig
 from kb.notes import is_note
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kb.watcher")
 
 # Where watchdog >= 7.1 reports a kernel queue overflow; a log record is its only signal.
 OVERFLOW_LOGGER = "watchdog.observers.inotify_c"

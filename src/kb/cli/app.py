@@ -20,12 +20,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from kb.cli.render import consoles, print_error, print_results, print_warnings
+from kb.cli.render import shown as _shown
 from kb.config import MAX_ENRICH_CONCURRENCY, MAX_TOP_K, SEARCH_MODES, Config, load_config
 from kb.errors import EXIT_ERROR, DatabaseError, KbError
 from kb.logfmt import LogfmtFormatter, event
 from kb.redact import redact
-from kb.render import consoles, print_error, print_results, print_warnings
-from kb.render import shown as _shown
 from kb.services.status import duration
 from kb.terminal import printable
 
@@ -34,11 +34,11 @@ from kb.terminal import printable
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from kb.answer import Answer
     from kb.container import Container
-    from kb.enrich import EnrichReport
-    from kb.indexer import SyncReport
-    from kb.query_socket import Reply, Runner
+    from kb.daemon.query_socket import Reply, Runner
+    from kb.indexing.enrich import EnrichReport
+    from kb.indexing.indexer import SyncReport
+    from kb.search.answer import Answer
     from kb.services import init
     from kb.services.search import SearchRequest
     from kb.services.status import StatusReport
@@ -237,7 +237,7 @@ def _progress() -> Progress:
 
 
 def _run_sync(parts: Container, *, force: bool) -> SyncReport:
-    from kb.indexer import FileEvent, SyncReport
+    from kb.indexing.indexer import FileEvent, SyncReport
 
     with _progress() as progress:
         task = progress.add_task("indexing", total=None, stats="")
@@ -632,7 +632,7 @@ def mcp_command(
     stdio by default, as desktop assistants launch it; --http serves streamable HTTP at
     http://HOST:PORT/mcp, requiring `Authorization: Bearer $KB_MCP_TOKEN` when that is set.
     """
-    from kb.mcp_server import build_server, serve
+    from kb.mcp.server import build_server, serve
 
     # Nothing to finish on a stop: no tool writes, and a stopped client wants no answer. (A
     # stdio server could not end otherwise: its reader thread blocks on stdin until exit.)
@@ -682,7 +682,7 @@ def serve_command(
 
 def _web_server(parts: Container, host: str, port: int, allow_hosts: tuple[str, ...]) -> WebServer:
     """The web page, serving: its address printed (with the token, when one is needed)."""
-    from kb.http_access import check_exposure, serving_token
+    from kb.services.access import check_exposure, serving_token
     from kb.web.server import WebServer
 
     token = serving_token(os.environ.get("KB_SERVE_TOKEN"))
@@ -816,8 +816,8 @@ def daemon(
     SIGTERM or SIGINT finishes the file in hand (or abandons it after daemon.shutdown_grace
     seconds; its transaction is rolled back) and exits. A second signal exits at once.
     """
+    from kb.daemon.query_socket import serving
     from kb.locations import config_identity
-    from kb.query_socket import serving
 
     log, stop = _service(ctx, "kb.daemon")
     options: _Options = ctx.obj
@@ -884,10 +884,10 @@ def worker_command(
 def _forwarded(parts: Container) -> Runner:
     """How the daemon answers a launcher's `kb query`: the query's arguments read with the
     command's own options, the search run by the search service; the launcher shows what it
-    finds (kb.render) as the command would."""
+    finds (kb.cli.render) as the command would."""
     import psycopg
 
-    from kb.query_socket import Failed, Served
+    from kb.daemon.query_socket import Failed, Served
 
     query_command = typer.main.get_group(app).commands["query"]
     searches = parts.search_service()
@@ -1155,7 +1155,7 @@ def verify_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Check that the index equals the vaults: exit 0 if so, else list the differences (exit 4)."""
-    from kb.verify import KINDS, verify
+    from kb.indexing.verify import KINDS, verify
 
     with _session(ctx) as parts:
         report = verify(parts.config, parts.store)

@@ -2,7 +2,7 @@
 and `kb index --wait`.
 
 `concurrency` slot threads each claim one note at a time (newest first, never one another
-worker holds), enrich it (`kb.enrich`) and claim the next. The thread that called `run`
+worker holds), enrich it (`kb.indexing.enrich`) and claim the next. The thread that called `run`
 renews the leases of the notes in hand and records the worker's heartbeat, so a note is
 taken by another worker only when this one died or lost the database.
 
@@ -27,12 +27,12 @@ from collections.abc import Callable
 import psycopg
 
 from kb.db import first_line
-from kb.enrich import Attempt, Enricher
 from kb.errors import KbError
+from kb.indexing.enrich import Attempt, Enricher
 from kb.logfmt import event
 from kb.store import Claim, Store, WorkerBeat
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kb.worker")
 
 # How often the run thread looks around (seconds); an idle slot polls the queue this often.
 TICK = 0.25
