@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 
 from conftest import run_kb
-from kb.cli.app import _forwarded
+from kb.cli.query import forwarded
 from kb.config import load_config
 from kb.container import Container
 from kb.daemon.query_socket import serving
@@ -94,7 +94,7 @@ def test_every_face_searches_as_the_configuration_says(
 
         caplog.set_level(logging.DEBUG, logger="kb.query_socket")
         identity = config_identity(config, env)
-        with serving(identity, env, _forwarded(parts)) as path:
+        with serving(identity, env, forwarded(parts)) as path:
             assert path is not None
             served = run_kb(config, env, "query", QUESTION, "--json")
     assert "answered a query for a launcher" in caplog.text

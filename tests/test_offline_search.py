@@ -16,7 +16,7 @@ import pytest
 from mcp import Client
 
 from conftest import Kb, run_kb, tool_text
-from kb.cli.app import _forwarded
+from kb.cli.query import forwarded
 from kb.config import load_config
 from kb.container import Container
 from kb.daemon.query_socket import Failed, Served, ask_daemon, serving
@@ -169,7 +169,7 @@ def test_a_daemon_answering_kb_query_passes_the_warning_and_the_exit_code_on(
     cold = {**env, "XDG_RUNTIME_DIR": tempfile.mkdtemp(prefix="kbn-")}
     with (
         Container.open(load_config(offline, env)) as parts,
-        serving(identity, env, _forwarded(parts)) as path,
+        serving(identity, env, forwarded(parts)) as path,
     ):
         assert path is not None
         served = ask_daemon(["--config", str(offline), "query", QUESTION], env)

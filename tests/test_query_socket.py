@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_kb
-from kb.cli.app import _forwarded
+from kb.cli.query import forwarded
 from kb.config import load_config
 from kb.container import Container
 from kb.daemon.query_socket import (
@@ -248,7 +248,7 @@ def test_the_daemon_runs_nothing_but_a_query_of_its_own_configuration(
     config, env = setup
     identity = config_identity(config, env)
     calls: list[tuple[str, ...]] = []
-    run = _forwarded(parts)
+    run = forwarded(parts)
 
     def counted(args: tuple[str, ...]) -> Reply | None:
         calls.append(args)
@@ -289,9 +289,9 @@ def test_one_daemon_answers_and_a_dead_ones_socket_is_taken_over(
     stale.bind(str(path))  # bound, never listening: what a killed daemon leaves
     stale.close()
     assert ask_daemon(argv, env) is None
-    with serving(identity, env, _forwarded(parts)) as first:
+    with serving(identity, env, forwarded(parts)) as first:
         assert first == path
-        with serving(identity, env, _forwarded(parts)) as second:
+        with serving(identity, env, forwarded(parts)) as second:
             assert second is None
         assert ask_daemon(argv, env) is not None
     assert not path.exists()
@@ -306,10 +306,10 @@ def test_no_socket_in_a_folder_others_can_enter(
     folder = runtime / "kb"
     folder.mkdir(mode=0o700)
     folder.chmod(0o777)
-    with serving(identity, env, _forwarded(parts)) as path:
+    with serving(identity, env, forwarded(parts)) as path:
         assert path is None
     folder.chmod(0o700)
-    with serving(identity, env, _forwarded(parts)) as path:
+    with serving(identity, env, forwarded(parts)) as path:
         assert path is not None
         folder.chmod(0o755)
         assert ask_daemon(["-c", str(config), "query", "ramen"], env) is None

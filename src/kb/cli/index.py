@@ -1,0 +1,240 @@
+"""`kb index`, `kb reindex` and `kb verify`: the vaults into the index, and the check that
+they are equal."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kb.cli.render import shown
+from kb.cli.shared import EXIT_FILES_FAILED, EXIT_OUT_OF_SYNC, session, stderr, stdout
+from kb.services.status import duration
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from kb.container import Container
+    from kb.indexing.enrich import EnrichReport
+    from kb.indexing.indexer import SyncReport
+    from kb.store import QueueStatus
+
+
+def _progress() -> Progress:
+    """A progress bar on stderr: what, a bar, done of total, the task's stats, time."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[stats]}"),
+        TimeElapsedColumn(),
+        console=stderr(),
+        transient=False,
+    )
+
+
+def _run_sync(parts: Container, *, force: bool) -> SyncReport:
+    from kb.indexing.indexer import FileEvent, SyncReport
+
+    with _progress() as progress:
+        task = progress.add_task("indexing", total=None, stats="")
+        report = SyncReport()
+
+        def on_scan(files: int) -> None:
+            total = progress.tasks[task].total or 0
+            progress.update(task, total=total + files)
+
+        def on_event(event: FileEvent) -> None:
+            report.add(event)
+            stats = (
+                f"chunks {report.chunks} · LLM calls {report.llm_calls} · "
+                f"skipped {report.unchanged + report.moved} · failed {report.failed}"
+            )
+            # Deleted rows and unreadable folders are no file of the scan's count.
+            advance = 0 if event.action in ("deleted", "unlistable") else 1
+            progress.update(task, advance=advance, stats=stats)
+
+        with parts.indexer(on_event=on_event, on_scan=on_scan) as indexer:
+            return indexer.sync(force=force)
+
+
+def _summarize(report: SyncReport) -> None:
+    stderr().print(
+        f"{report.files} files: {report.indexed} indexed, {report.unchanged} unchanged, "
+        f"{report.moved} moved, {report.deleted} deleted, {report.failed} failed; "
+        f"{report.chunks} chunks written, {report.llm_calls} LLM calls, "
+        f"{report.embedded} texts embedded"
+        + (
+            f", {report.fallbacks} model answers rejected (structural context stored; "
+            "`kb --verbose index` names them)"
+            if report.fallbacks
+            else ""
+        )
+    )
+    for failure in report.failures:
+        stderr().print(
+            f"  failed: {shown(failure.vault)}/{shown(failure.path)}: {shown(failure.error)}"
+        )
+    for folder in report.unlisted:
+        stderr().print(
+            f"  cannot read {shown(folder.vault)}/{shown(folder.path)}: {shown(folder.error)};"
+            " the notes indexed under it are kept as they were"
+        )
+
+
+def _exit_code(report: SyncReport, enriched: EnrichReport | None) -> None:
+    # A folder that could not be read is notes that could not be synced: the same status.
+    if report.failed or report.unlistable or (enriched is not None and enriched.failed):
+        raise typer.Exit(EXIT_FILES_FAILED)
+
+
+def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
+    """Say what is queued for enrichment and when it should be done; with `wait`, see it
+    done (here, or by the running workers) and report what failed."""
+
+    from kb.services import indexing
+
+    queue = parts.store.queue
+    backlog = indexing.backlog(queue)
+    if backlog is None:
+        return None
+    stderr().print(_queue_line(backlog.queue, backlog.workers))
+    if not wait:
+        if not backlog.workers:
+            stderr().print(
+                "  they are searchable now; `kb index --wait`, `kb worker` or `kb daemon` "
+                "writes their LLM context"
+            )
+        return None
+    with _progress() as progress:
+        task = progress.add_task("enriching", total=backlog.queue.items, stats="")
+
+        def show(report: EnrichReport, left: QueueStatus) -> None:
+            # Notes queued meanwhile (a daemon indexing edits) join the total.
+            total = max(progress.tasks[task].total or 0, report.done + left.items)
+            eta = f" · ETA {duration(left.eta_seconds)}" if left.eta_seconds else ""
+            stats = f"LLM calls {report.llm_calls} · failing {left.failing}{eta}"
+            progress.update(task, total=total, completed=total - left.items, stats=stats)
+
+        enriched = indexing.finish(queue, parts.drain, show)
+    report, left = enriched.report, enriched.left
+    if report.done:
+        stderr().print(
+            f"enriched {report.done} notes here: {report.llm_calls} LLM calls, "
+            f"{report.embedded} texts embedded"
+            + (f", {report.fallbacks} model answers rejected" if report.fallbacks else "")
+        )
+    stderr().print(
+        f"{left.items} notes still queued, {left.failing} failing"
+        if left.items
+        else "every note has its LLM context"
+    )
+    for f in left.failures:
+        stderr().print(
+            f"  failing: {shown(f.vault)}/{shown(f.path)}: {shown(f.error)} ({f.attempts} attempts)"
+        )
+    return report
+
+
+def _queue_line(status: QueueStatus, workers: int) -> str:
+
+    rate = (
+        f", {status.rate * 60:.1f} notes/min, ETA {duration(status.eta_seconds)}"
+        if status.rate and status.eta_seconds
+        else ""
+    )
+    held = f" by {workers} worker{'s' if workers != 1 else ''}" if workers else ""
+    return (
+        f"enrichment: {status.items} notes queued for their LLM context, "
+        f"{status.in_progress} in progress{held}, {status.failing} failing{rate}"
+    )
+
+
+Wait = Annotated[
+    bool,
+    typer.Option(
+        "--wait",
+        help="Then wait until every note has its LLM context (enriching here when no "
+        "worker is running).",
+    ),
+]
+
+
+def index(ctx: typer.Context, wait: Wait = False) -> None:
+    """Sync every configured vault into the index (adds, updates, removes).
+
+    Notes are searchable when it returns; their LLM context is written by workers (`kb
+    worker`, `kb daemon`) or, with --wait, before it returns.
+    """
+    with session(ctx) as parts:
+        report = _run_sync(parts, force=False)
+        _summarize(report)
+        enriched = _enrichment(parts, wait=wait)
+    _exit_code(report, enriched)
+
+
+def reindex(
+    ctx: typer.Context,
+    embeddings_only: Annotated[
+        bool,
+        typer.Option(
+            "--embeddings-only", help="Keep summaries; only re-embed the stored full_context."
+        ),
+    ] = False,
+    wait: Wait = False,
+) -> None:
+    """Redo everything, ignoring every cache (or only the embeddings)."""
+    with session(ctx) as parts:
+        if embeddings_only:
+            with parts.indexer() as indexer:
+                done = indexer.reembed_all()
+            passages = f" and {done.passages} passages" if done.passages else ""
+            stderr().print(
+                f"re-embedded {done.chunks} chunks{passages} with {parts.config.llm.embed_model}"
+            )
+            return
+        report = _run_sync(parts, force=True)
+        _summarize(report)
+        enriched = _enrichment(parts, wait=wait)
+    _exit_code(report, enriched)
+
+
+def verify_command(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Check that the index equals the vaults: exit 0 if so, else list the differences (exit 4)."""
+    from kb.indexing.verify import KINDS, verify
+
+    with session(ctx) as parts:
+        report = verify(parts.config, parts.store)
+    if as_json:
+        data = {
+            "in_sync": report.in_sync,
+            "notes": report.notes,
+            "rows": report.rows,
+            "differences": [asdict(d) for d in report.differences],
+        }
+        stdout().file.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    else:
+        for d in report.differences:
+            where = f"{d.vault}/{d.path}" if d.path else d.vault
+            detail = f"  ({d.detail})" if d.detail else ""
+            stdout().print(f"{d.kind:<10} {shown(where)}{shown(detail)}")
+        verdict = "in sync" if report.in_sync else f"{len(report.differences)} differences"
+        stderr().print(f"{report.notes} notes on disk, {report.rows} rows in the index: {verdict}")
+        if not report.in_sync:
+            kinds = sorted({d.kind for d in report.differences})
+            stderr().print("; ".join(f"{k}: {KINDS[k]}" for k in kinds))
+    if not report.in_sync:
+        raise typer.Exit(EXIT_OUT_OF_SYNC)

@@ -1,0 +1,181 @@
+"""`kb init`: a config written for a vault, from proposals the user accepts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tomllib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from kb.cli.render import shown
+from kb.cli.shared import Options, fail, stderr, stdout
+from kb.config import Config, load_config
+from kb.errors import EXIT_ERROR, KbError
+from kb.terminal import printable
+
+if TYPE_CHECKING:
+    from kb.services import init
+
+
+def init_command(
+    ctx: typer.Context,
+    vault: Annotated[
+        Path, typer.Argument(help="The vault's folder (default: this one).", show_default=False)
+    ] = Path("."),
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Accept every proposal.")] = False,
+    owner: Annotated[
+        str | None, typer.Option("--owner", help="The vault owner's full name.")
+    ] = None,
+    personal: Annotated[
+        list[str] | None,
+        typer.Option("--personal", help="A personal-folder glob (repeatable), with the proposals."),
+    ] = None,
+    ignore: Annotated[
+        list[str] | None, typer.Option("--ignore", help="A glob never indexed (repeatable).")
+    ] = None,
+    provider: Annotated[str, typer.Option("--provider", help="ollama, openai or fake.")] = "ollama",
+    name: Annotated[
+        str | None, typer.Option("--name", help="The vault's name (default: its folder's).")
+    ] = None,
+    add: Annotated[
+        bool, typer.Option("--add", help="Add this vault to the existing config.")
+    ] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
+) -> None:
+    """Write a config for a vault: the owner, personal folders, what to skip, the models."""
+    from kb.config import PROVIDERS, VaultConfig, parse_config
+    from kb.locations import find_config_file
+    from kb.services import init
+
+    options: Options = ctx.obj
+    target = find_config_file(options.config)
+    path = vault.expanduser().resolve()
+    try:
+        server = next((p for p in PROVIDERS if p == provider), None)
+        if server is None:
+            raise KbError(f"--provider must be one of {', '.join(PROVIDERS)}")
+        existing = target.read_text(encoding="utf-8") if target.exists() else None
+        configured = load_config(target).vaults if add and existing is not None else ()
+        if add and existing is None:
+            raise KbError(f"--add: there is no config at {target} to add to")
+        init.refuse_vault(path, configured)
+        vault_name = name or path.name or "vault"
+        if any(v.name == vault_name for v in configured):
+            raise KbError(f"a vault is already named '{vault_name}': pass --name")
+        out = stdout()
+        out.print(f"vault        {shown(str(path))} (named '{shown(vault_name)}')")
+        found = [] if add else init.owner_names(*init.names_on_this_machine())
+        owner_name = "" if add else _owner(owner, yes, found)
+        if owner_name:
+            out.print(f"owner        {shown(owner_name)}")
+        survey = init.survey(VaultConfig(vault_name, path, ignore=tuple(ignore or ())))
+    except KbError as exc:
+        raise fail(str(exc)) from None
+
+    chosen = list(_chosen(init.personal_proposals(survey), yes))
+    chosen += [init.Proposal(g, "given with --personal") for g in personal or ()]
+    out.print("skipped      " + init.ALWAYS_SKIPPED)
+    for proposal in init.ignore_proposals(survey.settings):
+        out.print(f"  {shown(proposal.glob)}  ({shown(proposal.reason)}, followed at each sync)")
+    for glob in ignore or ():
+        out.print(f"  {shown(glob)}  (given with --ignore)")
+    choices = init.Choices(
+        owner=owner_name,
+        name=vault_name,
+        path=path,
+        personal=tuple(chosen),
+        ignore=tuple(ignore or ()),
+        followed=tuple(survey.settings.lines()),
+        provider=server,
+    )
+    text = (
+        existing.rstrip("\n") + "\n" + init.vault_text(choices)
+        if add and existing is not None
+        else init.config_text(choices, dt.date.today())
+    )
+    try:
+        # Read as kb will read it, the environment's overrides (OLLAMA_HOST) included.
+        config = parse_config(tomllib.loads(text), base_dir=target.parent, env=dict(os.environ))
+    except (KbError, tomllib.TOMLDecodeError) as exc:
+        raise fail(f"the config would not be valid: {exc}") from None
+    _check_models(config)
+    if existing is not None and not add and not force:
+        stderr().print(f"{shown(str(target))} exists; --force overwrites it. It would change:")
+        for line in init.changes(existing, text, target):
+            stderr().print(printable(line), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_ERROR)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    out.print(f"wrote        {shown(str(target))}")
+    at = "" if options.config is None else f" --config {shown(str(target))}"
+    out.print(f"next         kb{at} index", soft_wrap=True)
+    out.print(f'then         kb{at} query "…"', soft_wrap=True)
+    out.print(f"or browse    kb{at} serve, then http://127.0.0.1:8766/", soft_wrap=True)
+    out.print(
+        f"in sync      kb{at} daemon keeps the index in sync; deploy/ has service files "
+        "to run it (kb.service, kb.daemon.plist)",
+        soft_wrap=True,
+    )
+
+
+def _owner(given: str | None, yes: bool, found: list[str]) -> str:
+    """The owner's name: given, proposed (and asked, unless --yes), or asked for."""
+    if given is not None:
+        name = given.strip()
+    elif yes:
+        if not found:
+            raise KbError("no owner name found (git user.name, the account's name): pass --owner")
+        name = found[0]
+    else:
+        name = typer.prompt("Your full name", default=found[0] if found else None).strip()
+    if not name:
+        raise KbError("the owner's name is empty: pass --owner NAME")
+    return name
+
+
+def _chosen(proposals: Sequence[init.Proposal], yes: bool) -> Iterator[init.Proposal]:
+    """The personal folders proposed, each shown with its reason, and those accepted."""
+    if not proposals:
+        stdout().print("personal     none proposed (--personal GLOB names one)")
+    for proposal in proposals:
+        line = f"personal     {shown(proposal.glob)}  ({shown(proposal.reason)})"
+        if yes:
+            stdout().print(line)
+            yield proposal
+        elif typer.confirm(line + "?", default=True):
+            yield proposal
+
+
+def _check_models(config: Config) -> None:
+    """Whether the model server has the chat and embedding models; how to fix what it lacks,
+    without failing the init."""
+    from kb.errors import LLMError
+    from kb.llm import served_models
+    from kb.services import init
+
+    llm = config.llm
+    if llm.provider == "fake":
+        stdout().print("models       the fake provider: no model server (for tests only)")
+        return
+    # One check a server: the chat and embedding models may be served apart.
+    wanted: dict[str, list[str]] = {}
+    for host, model in ((llm.chat_host, llm.chat_model), (llm.embed_host, llm.embed_model)):
+        wanted.setdefault(host, []).append(model)
+    for host, models in wanted.items():
+        served: list[str] | LLMError
+        try:
+            served = served_models(llm, host)
+        except LLMError as exc:
+            served = exc
+        check = init.model_check(llm.provider, host, models, served)
+        if check.ready:
+            stdout().print(f"models       {', '.join(models)} ready at {shown(host)}")
+            continue
+        state = "missing " + ", ".join(check.missing) if check.reachable else "not reachable"
+        stdout().print(f"models       {shown(host)}: {state}; to fix:")
+        for fix in check.fixes:
+            stdout().print(f"  {printable(fix)}", markup=False, highlight=False, soft_wrap=True)
