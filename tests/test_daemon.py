@@ -57,8 +57,8 @@ def test_plain_save(store: Store, vault: Path) -> None:
         kb.reset_counts()
         _edit_middle(vault / LONG_NOTE)
         settle(daemon, kb)
-    assert dict(kb.chat.calls) == {"statements": 1}
-    # The edited chunk and its paragraphs, searchable at once, then its statements: each
+    assert dict(kb.chat.calls) == {"questions": 1}
+    # The edited chunk and its paragraphs, searchable at once, then its questions: each
     # new text once (an unchanged paragraph keeps its vector).
     [edited] = [c for c in stored_chunks(kb.store, LONG_NOTE) if "EDITED" in c["content"]]
     [passages] = rows(
@@ -77,7 +77,7 @@ def test_atomic_save(store: Store, vault: Path) -> None:
         _edit_middle(tmp)
         os.replace(tmp, note)
         settle(daemon, kb)
-    assert dict(kb.chat.calls) == {"statements": 1}
+    assert dict(kb.chat.calls) == {"questions": 1}
     assert not any(".tmp" in p for p in kb.store.documents.states("v"))
 
 
@@ -114,7 +114,7 @@ def test_vim_save_never_drops_the_note(store: Store, vault: Path) -> None:
             watching.clear()
             poller.join()
     assert missing and not any(missing)
-    # The edited chunk's statements, and the writer asked again when the opening changed.
+    # The edited chunk's questions, and the writer asked again when the opening changed.
     assert kb.chat.calls["voice"] <= 1 and kb.chat.total_calls <= 2
 
 
@@ -130,7 +130,7 @@ def test_syncthing_replace_keeping_the_old_mtime(store: Store, vault: Path) -> N
         os.utime(tmp, ns=(old.st_atime_ns, old.st_mtime_ns))
         os.replace(tmp, note)
         settle(daemon, kb)
-    assert kb.chat.calls["statements"] == 1
+    assert kb.chat.calls["questions"] == 1
 
 
 def test_touch_costs_nothing(store: Store, vault: Path) -> None:
@@ -260,8 +260,8 @@ def test_edits_while_stopped_are_caught_up(store: Store, vault: Path) -> None:
     kb.reset_counts()
     with running(kb) as daemon:
         settle(daemon, kb)
-    # The edited paragraph's statements, and the new note's writer and statements.
-    assert dict(kb.chat.calls) == {"voice": 1, "statements": 2}
+    # The edited paragraph's questions, and the new note's writer and questions.
+    assert dict(kb.chat.calls) == {"voice": 1, "questions": 2}
 
 
 # --- bursts ---------------------------------------------------------------------------------------
@@ -305,10 +305,10 @@ def test_git_checkout_of_1000_files(fast_store: Store, tmp_path: Path) -> None:
             path.write_text(f"# Note {i}\n\nword{i} {text}\n")
         settle(daemon, kb)
     assert len(kb.store.documents.states("v")) == 1000
-    # Each changed one-chunk note: its writer (its opening changed) and its statements.
-    assert dict(kb.chat.calls) == {"voice": 100, "statements": 100}
-    # Each changed note once: the chunk's vector reads its own text, which statements leave
-    # as it is, and "word7 beta" holds no statement.
+    # Each changed one-chunk note: its writer (its opening changed) and its questions.
+    assert dict(kb.chat.calls) == {"voice": 100, "questions": 100}
+    # Each changed note once: the chunk's vector reads its own text, which questions leave
+    # as it is, and "word7 beta" holds no question.
     assert kb.embedder.texts == 100
 
 

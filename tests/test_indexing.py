@@ -182,36 +182,36 @@ def test_index_example_vault_at_the_default(kb: Kb) -> None:
     report = kb.sync()
     assert report.failed == 0 and report.indexed == 15
     chunks = rows(kb.store, "SELECT count(*) AS n FROM chunks")[0]["n"]
-    # Each chunk's statements once, and the writer of each note outside the owner's folders.
-    assert dict(kb.chat.calls) == {"voice": 10, "statements": chunks}
+    # Each chunk's questions once, and the writer of each note outside the owner's folders.
+    assert dict(kb.chat.calls) == {"voice": 10, "questions": chunks}
     assert report.llm_calls == 10 + chunks
     kinds = rows(kb.store, "SELECT DISTINCT kind FROM passages ORDER BY kind")
-    assert [k["kind"] for k in kinds] == ["paragraph", "statement"]
+    assert [k["kind"] for k in kinds] == ["paragraph", "question"]
     assert kb.sync().llm_calls == 0
 
 
-def test_middle_edit_costs_one_chunks_statements(kb: Kb, vault: Path) -> None:
+def test_middle_edit_costs_one_chunks_questions(kb: Kb, vault: Path) -> None:
     kb.sync()
     kb.reset_counts()
     _edit_paragraph(vault, LONG_NOTE, "middle")
     kb.sync()
-    assert dict(kb.chat.calls) == {"statements": 1}
+    assert dict(kb.chat.calls) == {"questions": 1}
 
 
-def test_an_edit_of_the_opening_asks_again_for_the_writer_and_one_chunks_statements(
+def test_an_edit_of_the_opening_asks_again_for_the_writer_and_one_chunks_questions(
     kb: Kb, vault: Path
 ) -> None:
     kb.sync()
-    before = {c["content"]: c["statements"] for c in stored_chunks(kb.store, LONG_NOTE)}
+    before = {c["content"]: c["questions"] for c in stored_chunks(kb.store, LONG_NOTE)}
     kb.reset_counts()
     _edit_paragraph(vault, LONG_NOTE, "first")
     report = kb.sync()
     # The voice's key holds the note's opening; until the model names the writer again, the
-    # other chunks' statements are kept under the writer the note was stored with.
-    assert dict(kb.chat.calls) == {"voice": 1, "statements": 1} and report.queued == 1
+    # other chunks' questions are kept under the writer the note was stored with.
+    assert dict(kb.chat.calls) == {"voice": 1, "questions": 1} and report.queued == 1
     after = stored_chunks(kb.store, LONG_NOTE)
     assert sum(c["content"] not in before for c in after) == 1
-    assert all(c["statements"] == before[c["content"]] for c in after if c["content"] in before)
+    assert all(c["questions"] == before[c["content"]] for c in after if c["content"] in before)
 
 
 def test_middle_edit_costs_one_chunk_summary(summaries_kb: Kb, vault: Path) -> None:
@@ -279,7 +279,7 @@ def test_copy_reuses_context_and_vectors(kb: Kb, vault: Path) -> None:
     shutil.copy(vault / LONG_NOTE, vault / "Projects/Home Server copy.md")
     report = kb.sync()
     assert report.indexed == 1
-    # Its writer is asked for again (a path can name one); its statements are found again
+    # Its writer is asked for again (a path can name one); its questions are found again
     # under the same writer.
     assert dict(kb.chat.calls) == {"voice": 1} and kb.embedder.calls == 0
 

@@ -195,8 +195,8 @@ def test_an_edit_of_the_daily_notes_settings_rebuilds_exactly_the_daily_notes(
     kb.reset_counts()
     again = kb.sync()
     assert (again.indexed, again.unchanged) == (2, 2)
-    # Their statements name their dates, so they alone are written again.
-    assert set(kb.chat.calls) <= {"statements"} and kb.chat.total_calls <= 2
+    # Their questions name their dates, so they alone are written again.
+    assert set(kb.chat.calls) <= {"questions"} and kb.chat.total_calls <= 2
     redated = rows(
         store,
         "SELECT note_date, date_source FROM documents WHERE path = %s",

@@ -22,7 +22,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from conftest import EXAMPLE_VAULT, OWNER, ROOT, SUMMARIES, make_config
-from kb.config import Config
+from kb.config import CHUNK_WRITES, ChunkWrite, Config
 from kb.container import Container
 from kb.indexing.indexer import SyncReport
 from kb.llm import make_embedder
@@ -266,40 +266,46 @@ def stated(
     tmp_path_factory: pytest.TempPathFactory,
     server: Callable[[str], modelstack.Server],
 ) -> Iterator[Indexed]:
-    """A personal note and a clipping at kb's default (the writer of the clipping, each
-    chunk's statements, paragraph vectors), by the 1.5B chat model."""
+    """A personal note and a clipping with both kinds of lines the model writes of a chunk
+    (kb's default writes the questions; statements are a setting), the writer of the
+    clipping and paragraph vectors, by the 1.5B chat model."""
     yield from _index(
         pg_admin_url,
         tmp_path_factory.mktemp("stated"),
         [GOALS, CLIPPING],
         server(modelstack.LARGE),
         server(modelstack.EMBED_MODEL),
+        {"writes": ["voices", "statements", "questions"]},
     )
 
 
-def _statements(indexed: Indexed, path: str) -> list[list[str]]:
-    """Each chunk's kept statements, one list a chunk."""
+def _lines(indexed: Indexed, path: str, kind: ChunkWrite) -> list[list[str]]:
+    """Each chunk's kept lines of this kind, one list a chunk."""
     return [
-        c["statements"].splitlines() if c["statements"] and not c["statements_fallback"] else []
+        c[kind].splitlines() if c[kind] and not c[f"{kind}_fallback"] else []
         for c in indexed.chunks(path)
     ]
 
 
-def test_statements_say_the_owner_where_the_note_says_i(stated: Indexed) -> None:
+@pytest.mark.parametrize("kind", CHUNK_WRITES)
+def test_the_lines_say_the_owner_where_the_note_says_i(stated: Indexed, kind: ChunkWrite) -> None:
     assert stated.report.failed == 0
-    written = _statements(stated, GOALS)
+    written = _lines(stated, GOALS, kind)
     lines = [line for chunk in written for line in chunk]
     # Most chunks keep some (a list of goals is nearly all facts), and every kept line is
     # in the third person: kb's checks drop a line that keeps "I".
     assert sum(bool(chunk) for chunk in written) >= len(written) // 2, written
     assert all(first_person_words(line) == [] for line in lines), lines
     assert sum(OWNER.split()[0] in line for line in lines) >= len(lines) // 2, lines
+    if kind == "questions":
+        assert all(line.endswith("?") for line in lines), lines
 
 
-def test_a_clipping_speaks_in_its_writer_s_voice(stated: Indexed) -> None:
+@pytest.mark.parametrize("kind", CHUNK_WRITES)
+def test_a_clipping_speaks_in_its_writer_s_voice(stated: Indexed, kind: ChunkWrite) -> None:
     [doc] = stated.rows("SELECT voice, voice_fallback FROM documents WHERE path = %s", CLIPPING)
     assert doc["voice"] == "Hannah Whitfield" and doc["voice_fallback"] is None
-    lines = [line for chunk in _statements(stated, CLIPPING) for line in chunk]
+    lines = [line for chunk in _lines(stated, CLIPPING, kind) for line in chunk]
     assert lines and all(first_person_words(line) == [] for line in lines), lines
     assert any("Hannah" in line for line in lines), lines
     assert not any(OWNER.split()[0] in line for line in lines), lines

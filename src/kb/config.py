@@ -123,7 +123,7 @@ class ContextConfig:
     # whole and chunk by chunk, in one call. 1 asks for every summary alone.
     batch_chunks: int = 6
     passages: PassageMode = "paragraphs"
-    writes: tuple[ModelWrite, ...] = ("voices", "statements")
+    writes: tuple[ModelWrite, ...] = ("voices", "questions")
 
     def asks(self, output: ModelWrite) -> bool:
         """Whether the chat model is asked for this output: only at the "llm" level."""
