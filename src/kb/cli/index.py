@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kb.cli.render import shown
-from kb.cli.shared import EXIT_FILES_FAILED, EXIT_OUT_OF_SYNC, session, stderr, stdout
+from kb.cli.shared import EXIT_FILES_FAILED, EXIT_OUT_OF_SYNC, AsJson, session, stderr, stdout
 from kb.services.status import duration
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ def reindex(
 
 def verify_command(
     ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: AsJson = False,
 ) -> None:
     """Check that the index equals the vaults: exit 0 if so, else list the differences (exit 4)."""
     from kb.indexing.verify import KINDS, verify

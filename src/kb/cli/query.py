@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 
 from kb.cli.render import print_results, print_warnings
-from kb.cli.shared import session, stderr, stdout
+from kb.cli.shared import AsJson, session, stderr, stdout
 from kb.config import MAX_TOP_K, SEARCH_MODES
 from kb.errors import DatabaseError, KbError
 from kb.terminal import printable
@@ -118,7 +118,7 @@ def query(
             help="Let the chat model re-rank the best candidates (default: query.rerank).",
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: AsJson = False,
     explain: Annotated[
         bool,
         typer.Option(

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -37,6 +37,9 @@ def stdout() -> Console:
 def stderr() -> Console:
     return _ERR
 
+
+# `--json`, as the commands that print a report or results take it.
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 EXIT_FILES_FAILED = 3
 EXIT_OUT_OF_SYNC = 4

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
 import typer
 
 from kb.cli.render import shown
-from kb.cli.shared import session, stdout
+from kb.cli.shared import AsJson, session, stdout
 from kb.services.status import duration
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def status(
     ctx: typer.Context,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: AsJson = False,
 ) -> None:
     """What the index holds, which models made it, and what failed."""
     from kb.services.status import status_report
