@@ -40,7 +40,7 @@ def web(kb: Kb) -> TestClient:
 
 
 def test_the_search_page_shows_cards_with_the_matched_words(web: TestClient) -> None:
-    page = web.get("/", params={"q": "when did I climb a mountain"})
+    page = web.get("/", params={"q": "when did I climb Mount Takao"})
     assert page.status_code == 200
     assert page.text.count('<article class="card"') == 5
     assert "<mark>climbed</mark>" in page.text
@@ -120,7 +120,7 @@ def test_a_hostile_note_is_shown_as_text(kb: Kb, vault: Path) -> None:
 
 
 def test_the_answer_streams_as_events_then_comes_whole_with_its_sources(web: TestClient) -> None:
-    with web.stream("GET", "/api/ask", params={"q": "when did I climb a mountain"}) as answer:
+    with web.stream("GET", "/api/ask", params={"q": "when did I climb Mount Takao"}) as answer:
         assert answer.headers["content-type"].startswith("text/event-stream")
         events = [
             (block.split("\n")[0].removeprefix("event: "), json.loads(block.split("data: ", 1)[1]))
