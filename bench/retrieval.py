@@ -131,6 +131,7 @@ class Query:
     gold: tuple[Gold, ...]
     vault: str = ""  # which of the dataset's vaults it is asked of
     first_person: bool = False
+    category: str = ""  # the kind of question, where a dataset labels it (personal-dev)
 
 
 @dataclass(frozen=True)
@@ -266,7 +267,9 @@ def load_dataset(folder: Path, limit: Limit = Limit()) -> Dataset:
             form == "first-person" if form else owner_query(q["query"], vault.owner) != q["query"]
         )
         gold = tuple(Gold(g["file"], g["start"], g["end"]) for g in q["gold"])
-        queries.append(Query(q["qid"], q["query"], gold, vault.name, first_person))
+        queries.append(
+            Query(q["qid"], q["query"], gold, vault.name, first_person, q.get("category", ""))
+        )
     return Dataset(folder.resolve().name, tuple(vaults), tuple(answerable(queries, vaults)))
 
 
@@ -800,6 +803,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _print_fusions(results)
         _print_summary(results)
         _print_first_person(results)
+        _print_categories(results)
     for result in results:
         if result.costs:
             _print_costs(result)
@@ -819,6 +823,7 @@ def _report(results: Sequence[DatasetResult], config: Config) -> dict:
                 "results": {n: s.summary() for n, s in r.matrix.owner.items()},
                 "fusions": {level: fusion_label(f) for level, f in r.fusions.items()},
                 "first_person": _first_person_figures(r),
+                "categories": _category_figures(r),
                 "rerank": r.rerank.summary() if r.rerank else None,
                 "costs": {lv: {k: vars(c) for k, c in v.items()} for lv, v in r.costs.items()},
                 "hybrid_latency_ms": r.latency_ms,
@@ -960,6 +965,46 @@ def _print_first_person(results: Sequence[DatasetResult]) -> None:
                 f"{f['other_r5']:>10.3f}{f['twin_r5']:>10.3f}{f['first_owner_mrr10']:>10.3f}"
                 f"{f['first_plain_mrr10']:>10.3f}{f['other_mrr10']:>10.3f}"
             )
+
+
+def _category_figures(result: DatasetResult) -> dict[str, dict[str, dict[str, float]]]:
+    """recall@5 and recall@20 of each kind of question the dataset labels, per row: where
+    the misses are."""
+    queries = result.dataset.queries
+    kinds: dict[str, list[int]] = {}
+    for i, q in enumerate(queries):
+        if q.category:
+            kinds.setdefault(q.category, []).append(i)
+    return {
+        name: {
+            kind: {
+                "questions": len(picked),
+                "recall@5": scores.summary(picked)["recall@5"],
+                "recall@20": scores.summary(picked)["recall@20"],
+            }
+            for kind, picked in sorted(kinds.items())
+        }
+        for name, scores in result.matrix.owner.items()
+        if kinds
+    }
+
+
+def _print_categories(results: Sequence[DatasetResult]) -> None:
+    for result in results:
+        figures = _category_figures(result)
+        if not figures:
+            continue
+        kinds = next(iter(figures.values()))
+        print(f"\n== {result.dataset.name}: recall@5 / recall@20 by kind of question")
+        print(
+            f"{'configuration':<30}"
+            + "".join(f"{k + ' (' + str(v['questions']) + ')':>22}" for k, v in kinds.items())
+        )
+        for name, by_kind in figures.items():
+            if not _shown(name, result.fusions):
+                continue
+            cells = (f"{f['recall@5']:.3f} / {f['recall@20']:.3f}" for f in by_kind.values())
+            print(f"{name:<30}" + "".join(f"{c:>22}" for c in cells))
 
 
 def _print_costs(result: DatasetResult) -> None:

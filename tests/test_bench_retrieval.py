@@ -243,6 +243,7 @@ def _person_dataset(root: Path) -> Path:
             "qid": qid,
             "query": text,
             "form": form,
+            "category": "single-hop" if qid in ("2", "3") else "temporal",
             "vault": vault,
             "owner": owner,
             "gold": [gold(path, needle)],
@@ -268,6 +269,9 @@ def test_a_dataset_of_several_vaults_each_with_its_owner(tmp_path: Path, fake_mo
     assert all(row["recall@5"] == 1.0 for row in result["results"].values())
     first = result["first_person"]["structure text"]
     assert first["first_owner_r5"] == 1.0 and first["other_r5"] == 1.0
+    kinds = result["categories"]["structure text"]
+    assert {k: v["questions"] for k, v in kinds.items()} == {"single-hop": 2, "temporal": 2}
+    assert kinds["temporal"]["recall@5"] == 1.0
 
 
 def test_levels_where_the_model_names_writers_and_writes_statements_and_questions(
