@@ -975,17 +975,20 @@ def _category_figures(result: DatasetResult) -> dict[str, dict[str, dict[str, fl
     for i, q in enumerate(queries):
         if q.category:
             kinds.setdefault(q.category, []).append(i)
-    return {
-        name: {
-            kind: {
-                "questions": len(picked),
-                "recall@5": scores.summary(picked)["recall@5"],
-                "recall@20": scores.summary(picked)["recall@20"],
-            }
-            for kind, picked in sorted(kinds.items())
+    if not kinds:
+        return {}
+
+    def figures(scores: Scores, picked: list[int]) -> dict[str, float]:
+        summary = scores.summary(picked)
+        return {
+            "questions": len(picked),
+            "recall@5": summary["recall@5"],
+            "recall@20": summary["recall@20"],
         }
+
+    return {
+        name: {kind: figures(scores, picked) for kind, picked in sorted(kinds.items())}
         for name, scores in result.matrix.owner.items()
-        if kinds
     }
 
 
