@@ -115,14 +115,14 @@ def test_query_before_index_says_what_to_do(cfg: Path, db_url: str) -> None:
     assert result.returncode == 1 and "run `kb index` first" in result.stderr
 
 
-def test_migrations_apply_once_even_when_racing(db_url: str) -> None:
+def test_migrations_apply_once_even_when_racing(blank_db_url: str) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda _: migrate(db_url), range(4)))
+        results = list(pool.map(lambda _: migrate(blank_db_url), range(4)))
     applied = sorted(v for r in results for v in r)
     assert applied == [m.version for m in migrations()]
-    assert migrate(db_url) == []
+    assert migrate(blank_db_url) == []
 
 
 def test_query_rerank_flag(cfg: Path, db_url: str) -> None:

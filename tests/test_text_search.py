@@ -196,11 +196,11 @@ def test_structure_level_text_counts_in_full(vault: Path, store: Store) -> None:
     assert rows and all(r["summaries_at"] is None and r["weights"] == ["A"] for r in rows)
 
 
-def test_upgrade_weighs_the_summaries_of_chunks_stored_with_llm_context(db_url: str) -> None:
+def test_upgrade_weighs_the_summaries_of_chunks_stored_with_llm_context(blank_db_url: str) -> None:
     """Migration 013 on an index made before it: chunks with LLM context get where their
     summaries begin from full_context's layout, other chunks count in full, and the text
     index is made again to match, with no note rebuilt."""
-    with psycopg.connect(db_url, autocommit=True) as conn:
+    with psycopg.connect(blank_db_url, autocommit=True) as conn:
         conn.execute(
             "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
             " applied_at timestamptz NOT NULL DEFAULT now())"
@@ -231,8 +231,8 @@ def test_upgrade_weighs_the_summaries_of_chunks_stored_with_llm_context(db_url: 
                 " VALUES (%s, 0, %s, %s, 'h', 1, 1, %s, 'k', %s, %s, 'c', 'm', %s)",
                 (doc[0], headers, content, summary, rewrite, whole, whole),
             )
-    assert migrate(db_url) == [m.version for m in migrations() if m.version >= 13]
-    with open_store(db_url) as store:
+    assert migrate(blank_db_url) == [m.version for m in migrations() if m.version >= 13]
+    with open_store(blank_db_url) as store:
         stored = {
             r["path"]: r
             for r in rows(
