@@ -120,8 +120,7 @@ def measure(
     embedder: Embedder,
     files: frozenset[str] | None,
 ) -> Row:
-    """Index into an emptied index, then again; what the first run cost."""
-    store.documents.delete_vaults_except([])
+    """Index into an empty index, then again; what the first run cost."""
     row = Row(label)
     counting = CountingChat(chat)
     parts = Container(config, store, chat=counting, embedder=embedder)
@@ -254,22 +253,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = make_embedder(base.llm)
     print(f"chat {base.llm.chat_model}, embeddings {base.llm.embed_model}", file=sys.stderr)
     rows = []
-    with open_store(db.database_on(db.embedded_url(args.data_dir), "bench_calls")) as store:
-        for name, personal in setups:
-            for writes in args.writes:
-                for batch in args.batch:
-                    config = make_config(
-                        args.vault,
-                        args.data_dir,
-                        personal,
-                        batch,
-                        args.timeout,
-                        env,
-                        writes.split(","),
-                    )
-                    label = f"{name}, batch_chunks {batch}"
-                    if args.writes != ["summaries"]:
-                        label += f", writes {writes}"
+    server = db.embedded_url(args.data_dir)
+    for name, personal in setups:
+        for writes in args.writes:
+            for batch in args.batch:
+                config = make_config(
+                    args.vault,
+                    args.data_dir,
+                    personal,
+                    batch,
+                    args.timeout,
+                    env,
+                    writes.split(","),
+                )
+                label = f"{name}, batch_chunks {batch}"
+                if args.writes != ["summaries"]:
+                    label += f", writes {writes}"
+                # A new database each time: no output of an earlier configuration is cached.
+                with open_store(db.empty_database(server, "bench_calls")) as store:
                     rows.append(measure(label, config, store, chat, embedder, files))
     print(f"\n{args.vault}" + (f" ({len(files)} notes)" if files is not None else ""))
     print_table(rows, args.real)

@@ -203,7 +203,7 @@ def test_a_path_filter_names_whole_folders_however_written(kb: Kb, vault: Path, 
     assert paths("/") == paths("./") == paths("") >= docs | {"Docs2/pelican.md"}  # the vault
     with pytest.raises(KbError, match=r"'\.\.' cannot name a folder"):
         paths("Docs/../Docs2")
-    listed = kb.store.search.list_notes(folder="./Docs")
+    listed = kb.store.search.list_notes(vaults=["v"], folder="./Docs")
     assert {n.path for n in listed.notes} == docs and listed.total == 2
 
 

@@ -297,8 +297,8 @@ def test_statistics_and_postings_follow_every_write(kb: Kb, vault: Path) -> None
     paths = {h.path for h in _hits(kb, "climb Takao mountain")}
     assert "Archive/Takao.md" in paths and "Alex/Journal/2024-04-12.md" not in paths
     assert "Inbox/Zeppelin.md" in {h.path for h in _hits(kb, "zeppelin")}
-    # A vault that is no longer configured takes its chunks, and their postings, along.
-    kb.store.documents.delete_vaults_except([])
+    # A vault forgotten takes its chunks, and their postings, along.
+    kb.store.vaults.forget("v")
     _assert_statistics_exact(kb.store)
     [left] = rows(kb.store, "SELECT count(*) AS n FROM text_postings")
     assert left["n"] == 0

@@ -134,6 +134,7 @@ class Container:
             until_empty=until_empty,
             fail_fast=fail_fast,
             on_attempt=on_attempt,
+            vaults=[v.name for v in self.config.vaults],
         )
 
     def drain(self, on_attempt: Callable[[Attempt], None] | None = None) -> EnrichReport:
@@ -175,6 +176,7 @@ class Container:
             self.embedder,
             self.config.query,
             owner_name=self.config.owner_name,
+            vaults=[v.name for v in self.config.vaults],
             context_window=self.config.llm.context_window,
             chat=lambda: self.chat,
             reranker=self.reranker,

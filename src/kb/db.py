@@ -153,6 +153,18 @@ def database_on(url: str, name: str, *, template: str | None = None) -> str:
     return make_conninfo(url, dbname=name)
 
 
+def empty_database(url: str, name: str) -> str:
+    """The URL of database `name` on the server at `url`, dropped and created again empty:
+    for tools that measure a first index, with nothing cached."""
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(drop)
+    except psycopg.Error as exc:
+        raise DatabaseError(f"cannot drop database {name}: {first_line(exc)}") from None
+    return database_on(url, name)
+
+
 def migrations() -> list[Migration]:
     """The ordered SQL files of `migrations/` (shipped inside the package when installed)."""
     checkout = Path(__file__).parents[2]

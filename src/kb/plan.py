@@ -240,3 +240,37 @@ def _same_note(rows: Mapping[str, Stored], r: Read, rules: Rules) -> Stored | No
         ),
         None,
     )
+
+
+# -- vaults ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredVault:
+    """A vault the index holds rows of."""
+
+    name: str
+    folder: str | None  # the resolved folder it was last synced from (None: not known yet)
+    notes: int
+
+
+def vault_renames(configured: Mapping[str, str], stored: Sequence[StoredVault]) -> dict[str, str]:
+    """Old name → new name: a configured vault (name → resolved folder) holding no rows takes
+    over the rows of the one stored vault no config names that was last synced from its
+    folder, as a renamed note keeps its rows: nothing is read or sent to a model again."""
+    held = {v.name for v in stored if v.notes}
+    renames = {}
+    for name, folder in configured.items():
+        if name in held:
+            continue
+        former = [v.name for v in stored if v.name not in configured and v.folder == folder]
+        if len(former) == 1:
+            renames[former[0]] = name
+    return renames
+
+
+def vault_filter(configured: Sequence[str], stored: Collection[str]) -> tuple[str, ...]:
+    """The vaults a configuration's reads must be kept to: none while the index holds only
+    its vaults (a filter costs every search a join), its own once the index holds others
+    (another configuration's, or one no config names any more)."""
+    return () if set(stored) <= set(configured) else tuple(configured)

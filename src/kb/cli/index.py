@@ -1,9 +1,10 @@
-"""`kb index`, `kb reindex` and `kb verify`: the vaults into the index, and the check that
-they are equal."""
+"""`kb index`, `kb reindex`, `kb verify` and `kb forget`: the vaults into the index, the
+check that they are equal, and a vault no config names out of it."""
 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,6 +12,7 @@ import typer
 
 from kb.cli.render import shown
 from kb.cli.shared import EXIT_FILES_FAILED, EXIT_OUT_OF_SYNC, AsJson, session, stderr, stdout
+from kb.errors import KbError
 from kb.services.status import duration
 
 if TYPE_CHECKING:
@@ -105,7 +107,8 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
     from kb.services import indexing
 
     queue = parts.store.queue
-    backlog = indexing.backlog(queue)
+    vaults = [v.name for v in parts.config.vaults]
+    backlog = indexing.backlog(queue, vaults)
     if backlog is None:
         return None
     stderr().print(_queue_line(backlog.queue, backlog.workers))
@@ -126,7 +129,7 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
             stats = f"LLM calls {report.llm_calls} · failing {left.failing}{eta}"
             progress.update(task, total=total, completed=total - left.items, stats=stats)
 
-        enriched = indexing.finish(queue, parts.drain, show)
+        enriched = indexing.finish(queue, parts.drain, show, vaults)
     report, left = enriched.report, enriched.left
     if report.done:
         stderr().print(
@@ -238,3 +241,31 @@ def verify_command(
             stderr().print("; ".join(f"{k}: {KINDS[k]}" for k in kinds))
     if not report.in_sync:
         raise typer.Exit(EXIT_OUT_OF_SYNC)
+
+
+def forget_command(
+    ctx: typer.Context,
+    vault: Annotated[str, typer.Argument(help="The vault's name, as `kb status` lists it.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask first.")] = False,
+) -> None:
+    """Remove a vault this config does not name from the index, with its notes (their model
+    outputs are kept: content enriched once is never sent to the model again)."""
+    with session(ctx) as parts:
+        if vault in {v.name for v in parts.config.vaults}:
+            raise KbError(
+                f"vault {vault!r} is in this config: remove it from the config first, or"
+                " `kb reindex` to build it again"
+            )
+        stored = {v.name: v for v in parts.store.vaults.stored()}
+        if vault not in stored:
+            known = ", ".join(sorted(stored)) or "none"
+            raise KbError(f"the index holds no vault {vault!r} (it holds: {known})")
+        notes = stored[vault].notes
+        if not yes:
+            if not sys.stdin.isatty():
+                raise KbError(
+                    f"forgetting vault {vault!r} removes its {notes} notes: add --yes to confirm"
+                )
+            typer.confirm(f"Remove vault {vault!r} and its {notes} notes?", abort=True)
+        gone = parts.store.vaults.forget(vault)
+    stderr().print(f"forgot vault {shown(vault)}: {gone} notes removed, their model outputs kept")

@@ -53,6 +53,11 @@ def status(
         stdout().print(
             f"obsidian     {shown(vault)}: {'; '.join(map(shown, lines)) or 'no settings'}"
         )
+    for other in status.other_vaults:
+        stdout().print(
+            f"other vault  {shown(other.name)}: {other.notes} notes this config does not name;"
+            f" `kb forget {shown(other.name)}` removes them"
+        )
     if status.undated:
         stdout().print(f"undated      {len(status.undated)} notes (a date property names no day)")
     _print_daemons(status)

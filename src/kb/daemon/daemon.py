@@ -114,7 +114,7 @@ class Daemon:
             else None
         )
         self._enriching: threading.Thread | None = None
-        self.lock = WriterLock(store.url)
+        self.lock = WriterLock(store.url, [v.name for v in config.vaults])
         self._writable = threading.Event()
         self._reasons: set[str] = set()
         self._reasons_lock = threading.Lock()

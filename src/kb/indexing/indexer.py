@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -186,10 +187,12 @@ class Indexer:
     def sync(
         self, *, force: bool = False, vaults: Iterable[VaultConfig] | None = None
     ) -> SyncReport:
-        """Make the index equal to every configured vault (or to the ones given)."""
+        """Make the index equal to every configured vault (or to the ones given). Vaults the
+        config does not name are left as they are: another configuration may share this
+        database, and a vault dropped from the config waits for `kb forget`."""
         report = SyncReport()
         self.ensure_embedding_space()
-        self.store.documents.delete_vaults_except([v.name for v in self.config.vaults])
+        self._follow_renames()
         for vault in self.config.vaults if vaults is None else vaults:
             if not vault.path.is_dir():
                 raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
@@ -206,6 +209,13 @@ class Indexer:
         )
         return report
 
+    def _follow_renames(self) -> None:
+        """Re-key the rows of vaults the config now names otherwise (same folder)."""
+        configured = {v.name: vault_folder(v) for v in self.config.vaults}
+        for old, new in plan.vault_renames(configured, self.store.vaults.stored()).items():
+            notes = self.store.vaults.rename(old, new)
+            log.info("vault '%s' is now '%s' in the config: its %d notes kept", old, new, notes)
+
     def sync_scope(self, vault: VaultConfig, scope: Scope) -> SyncReport:
         """Make the index equal to the vault for some files and folders, as they are now."""
         report = SyncReport()
@@ -221,6 +231,7 @@ class Indexer:
         scope: Scope | None = None,
     ) -> None:
         # Read at each sync: an edit of .obsidian/*.json is taken up as a config change is.
+        self.store.vaults.record(vault.name, vault_folder(vault))
         vault, _ = obsidian.followed(vault)
         docs = self.store.documents
         retry = self.store.caches.paths_with_fallbacks(vault.name, self.chat.name)
@@ -570,6 +581,11 @@ def _connection_needed(config: Config) -> Iterator[None]:
     except psycopg.OperationalError as exc:
         lost = DatabaseError(f"lost the database connection: {first_line(exc)}")
         raise db.disk_full(exc, config.database_url, config.data_dir) or lost from None
+
+
+def vault_folder(vault: VaultConfig) -> str:
+    """The folder a vault is read from, as its rows remember it."""
+    return os.path.realpath(vault.path)
 
 
 def _now_iso() -> str:

@@ -34,7 +34,7 @@ KINDS = {
         "a row whose hash or personal flag differs from the file, or whose context was built"
         " with other settings (owner_name, context, chunking, prompts)"
     ),
-    "extra": "a row for a file that is gone, or for a vault no longer configured",
+    "extra": "a row for a file that is gone",
     "failed": "a note that could not be indexed (its error is recorded)",
     "unembedded": "a note with chunks lacking a vector from the configured model",
     "unreadable": "a note that cannot be read",
@@ -97,11 +97,8 @@ def verify(config: Config, store: Store) -> VerifyReport:
     for problem, count in store.documents.row_problems().items():
         if count:
             diffs.append(Difference("", "", "broken", f"{count} {problem.replace('_', ' ')}"))
-    configured = {v.name for v in config.vaults}
-    for name, rows in counts.items():
-        if name not in configured:
-            report.rows += rows
-            diffs.append(Difference(name, "", "extra", f"{rows} rows of an unconfigured vault"))
+    # The rows of vaults this config does not name are no difference: another configuration
+    # may share the index (`kb status` lists them, `kb forget` removes them).
     return report
 
 

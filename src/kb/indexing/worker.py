@@ -22,7 +22,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import psycopg
 
@@ -58,8 +58,12 @@ class Worker:
         fail_fast: bool = False,
         on_attempt: Callable[[Attempt], None] | None = None,
         heartbeat: float = HEARTBEAT,
+        vaults: Sequence[str] = (),
     ) -> None:
         self.enricher = enricher
+        # The vaults whose notes it claims (empty: any): another configuration's notes on a
+        # shared index are that configuration's workers' to build.
+        self.vaults = tuple(vaults)
         self.store = store
         self.concurrency = concurrency
         self.lease = lease
@@ -131,7 +135,7 @@ class Worker:
         failures = 0
         while not self._stopping():
             try:
-                claims = self.store.queue.claim(self.id, lease=self.lease)
+                claims = self.store.queue.claim(self.id, lease=self.lease, vaults=self.vaults)
             except (KbError, psycopg.Error) as exc:
                 failures += 1
                 self._failed(None, exc, failures)
@@ -216,6 +220,7 @@ class Worker:
                     in_hand=in_hand,
                     heartbeat_interval=self.heartbeat,
                     last_error=self.last_error,
+                    vaults=self.vaults,
                 )
             )
         except psycopg.Error as exc:

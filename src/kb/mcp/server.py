@@ -125,7 +125,7 @@ def build_server(parts: Container) -> MCPServer:
     vaults = Vaults(parts.config.vaults)
     _add_search(server, searches)
     _add_get_note(server, vaults)
-    _add_list_notes(server, parts.store)
+    _add_list_notes(server, parts.store, [v.name for v in parts.config.vaults])
     _add_status(server, parts.config, parts.store)
     _add_ask(server, searches)
     _add_notes_as_resources(server, vaults)
@@ -249,7 +249,7 @@ def _add_get_note(server: MCPServer, vaults: Vaults) -> None:
             return vaults.read(vault, path, start_line, end_line)
 
 
-def _add_list_notes(server: MCPServer, store: Store) -> None:
+def _add_list_notes(server: MCPServer, store: Store, names: list[str]) -> None:
     @server.tool(annotations=_READ_ONLY)
     def list_notes(
         vault: Annotated[Name | None, Field(description="Only this vault.")] = None,
@@ -265,7 +265,12 @@ def _add_list_notes(server: MCPServer, store: Store) -> None:
         """List the indexed notes in path order, a page at a time."""
         with _as_tool_error():
             page = store.search.list_notes(
-                vault=vault, folder=folder, tags=tags or (), offset=offset, limit=limit
+                # Only this config's vaults: another may share the index.
+                vaults=[name for name in names if vault in (None, name)],
+                folder=folder,
+                tags=tags or (),
+                offset=offset,
+                limit=limit,
             )
         end = offset + len(page.notes)
         return NoteList(

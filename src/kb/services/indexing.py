@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -49,25 +49,27 @@ class Enrichment:
     left: QueueStatus
 
 
-def backlog(queue: Queue) -> Backlog | None:
-    """The queue's backlog, or None when no note is waiting."""
-    status = queue.status()
+def backlog(queue: Queue, vaults: Sequence[str] = ()) -> Backlog | None:
+    """The backlog of `vaults` (empty: every vault), or None when no note is waiting."""
+    status = queue.status(vaults)
     if not status.items:
         return None
-    return Backlog(status, sum(1 for w in queue.workers() if w.alive))
+    return Backlog(status, sum(1 for w in queue.workers() if w.alive and w.serves(vaults)))
 
 
 def finish(
     queue: Queue,
     drain: Drain,
     on_progress: Progress,
+    vaults: Sequence[str] = (),
 ) -> Enrichment:
-    """See the queue done, here or by the running workers (the policy above)."""
+    """See the queue of `vaults` (empty: every vault) done, here or by the running workers
+    (the policy above)."""
     report = EnrichReport()
     adding = threading.Lock()  # the drain's slots report from their own threads
 
     def progress() -> QueueStatus:
-        left = queue.status()
+        left = queue.status(vaults)
         on_progress(report, left)
         return left
 
@@ -77,15 +79,15 @@ def finish(
         progress()
 
     while True:
-        if any(w.alive for w in queue.workers()):
+        if any(w.alive and w.serves(vaults) for w in queue.workers()):
             left = progress()
             if not left.items or (left.items == left.failing and not left.in_progress):
                 break
             time.sleep(WATCH_INTERVAL)
             continue
         drain(on_attempt)
-        if not progress().items or not queue.waiting():
+        if not progress().items or not queue.waiting(vaults):
             break
-    left = queue.status()
+    left = queue.status(vaults)
     report.failed = left.failing
     return Enrichment(report, left)

@@ -8,12 +8,13 @@ the owner rule), so that no face can run a search the configuration does not des
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kb.config import QueryConfig, SearchMode
 from kb.llm.base import ChatModel, Embedder
+from kb.plan import vault_filter
 from kb.results import SearchResult
 from kb.search.query import search
 from kb.store import NO_FILTER, SearchFilter, Store
@@ -55,6 +56,7 @@ class SearchService:
         settings: QueryConfig,
         *,
         owner_name: str,
+        vaults: Sequence[str],
         context_window: int,
         chat: Callable[[], ChatModel],
         reranker: Callable[[], Reranker],
@@ -64,6 +66,7 @@ class SearchService:
         self.embedder = embedder
         self.settings = settings
         self.owner_name = owner_name
+        self.vaults = tuple(vaults)  # the config's: the only ones it searches
         self.context_window = context_window
         self._chat = chat
         self._reranker = reranker
@@ -81,7 +84,7 @@ class SearchService:
             threshold=request.threshold,
             mode=self._mode(request),
             fusion=self.settings.fusion,
-            filters=request.filters,
+            filters=self._filters(request),
             reranker=self._reranker_for(request),
             voiced_index=self.voiced_index,
         )
@@ -98,7 +101,7 @@ class SearchService:
             threshold=request.threshold,
             mode=self._mode(request),
             fusion=self.settings.fusion,
-            filters=request.filters,
+            filters=self._filters(request),
             context_window=self.context_window,
             voiced_index=self.voiced_index,
         )
@@ -116,6 +119,11 @@ class SearchService:
     def _owner(self, request: SearchRequest) -> str | None:
         wanted = request.owner and self.settings.owner_in_first_person
         return self.owner_name if wanted else None
+
+    def _filters(self, request: SearchRequest) -> SearchFilter:
+        # Asked at each search: another configuration may add a vault to the index meanwhile.
+        only = vault_filter(self.vaults, self.store.vaults.names())
+        return replace(request.filters, vaults=only)
 
     def _top_k(self, request: SearchRequest) -> int:
         return request.top_k or self.settings.top_k

@@ -13,6 +13,7 @@ from kb import obsidian
 from kb.config import Config, Provider
 from kb.llm import embed_profile
 from kb.llm.profiles import EmbedderProfile
+from kb.plan import StoredVault, vault_filter
 from kb.redact import redact
 from kb.store import DaemonRow, QueueStatus, Reconciliation, Status, Store, Undated, WorkerRow
 
@@ -40,6 +41,9 @@ class StatusReport:
     # Each vault's Obsidian settings kb follows, one a line (kb.obsidian).
     obsidian: dict[str, list[str]]
     undated: list[Undated]  # notes whose date property names no day
+    # Vaults the index holds that this config does not name: another configuration's, or
+    # one dropped from this config, kept until `kb forget` removes it.
+    other_vaults: list[StoredVault]
 
     @property
     def writer(self) -> DaemonRow | None:
@@ -69,6 +73,7 @@ class StatusReport:
             "configured": asdict(self.configured),
             "obsidian": self.obsidian,
             "undated": [asdict(u) for u in self.undated],
+            "other_vaults": [asdict(v) for v in self.other_vaults],
         }
         redacted: dict[str, Any] = _redacted(data)
         return redacted
@@ -85,6 +90,7 @@ class StatusReport:
             "chat_models": index.chat_models,
             "last_sync": asdict(index.last_sync) if index.last_sync else None,
             "failed_files": [f"{f.vault}/{f.path}" for f in index.failures],
+            "other_vaults": {v.name: v.notes for v in self.other_vaults},
             "daemon": self.daemon,
             # Notes searchable already, whose LLM context workers have yet to write.
             "enrichment": {
@@ -104,13 +110,15 @@ def status_report(config: Config, store: Store) -> StatusReport:
         f"embedded PostgreSQL in {config.data_dir / 'pgdata'}"
     )
     llm = config.llm
+    names = [v.name for v in config.vaults]
+    stored = store.vaults.stored()
     return StatusReport(
         database=database,
-        vaults=[v.name for v in config.vaults],
-        index=store.state.status(),
+        vaults=names,
+        index=store.state.status(vault_filter(names, [v.name for v in stored])),
         daemons=store.daemons.list(),
         last_reconcile=store.state.last_reconcile(),
-        queue=store.queue.status(),
+        queue=store.queue.status(names),
         workers=store.queue.workers(),
         configured=Configured(
             chat_model=llm.chat_model,
@@ -120,6 +128,7 @@ def status_report(config: Config, store: Store) -> StatusReport:
         ),
         obsidian={v.name: obsidian.followed(v)[1].lines() for v in config.vaults},
         undated=store.documents.undated(),
+        other_vaults=[v for v in stored if v.name not in names],
     )
 
 

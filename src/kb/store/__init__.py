@@ -8,7 +8,8 @@
 - `search`: a query's candidates, and the notes a search may name;
 - `state`: small key/value state and `kb status`'s report;
 - `daemons`: who is running (the writer lock itself is `lock.WriterLock`);
-- `queue`: notes waiting for their LLM context, the workers draining it.
+- `queue`: notes waiting for their LLM context, the workers draining it;
+- `vaults`: the vaults the index holds, the folder each was synced from.
 
 The schema is migrated once at start-up (`kb.db.migrate`, called by the composition
 root), never here.
@@ -43,6 +44,7 @@ from kb.store.search import (
     SearchFilter,
 )
 from kb.store.state import FailedFile, LastSync, Reconciliation, State, Status
+from kb.store.vaults import VaultRows
 from kb.store.vectors import Vectors
 
 __all__ = [
@@ -93,6 +95,7 @@ class Store:
         self.state = State(self.pool)
         self.daemons = Daemons(self.pool)
         self.queue = Queue(self.pool)
+        self.vaults = VaultRows(self.pool)
 
     def close(self) -> None:
         self.pool.close()

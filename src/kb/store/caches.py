@@ -45,6 +45,8 @@ class Caches:
                 UNION ALL
                 SELECT voice_key, voice, voice_fallback FROM documents
                  WHERE voice_key = ANY(%(k)s) AND voice IS NOT NULL
+                UNION ALL
+                SELECT key, text, fallback FROM kept_outputs WHERE key = ANY(%(k)s)
                 """,
                 {"k": keys},
             ).fetchall()

@@ -255,13 +255,6 @@ class Documents:
             conn.execute("DELETE FROM failures WHERE vault = %s AND path = ANY(%s)", (vault, paths))
             return cur.rowcount
 
-    def delete_vaults_except(self, vaults: Sequence[str]) -> int:
-        """Forget vaults that are no longer configured."""
-        with self.pool.connection() as conn, conn.transaction():
-            cur = conn.execute("DELETE FROM documents WHERE NOT (vault = ANY(%s))", (list(vaults),))
-            conn.execute("DELETE FROM failures WHERE NOT (vault = ANY(%s))", (list(vaults),))
-            return cur.rowcount
-
     def record_failure(self, vault: str, path: str, error: str) -> None:
         with self.pool.connection() as conn:
             conn.execute(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -45,8 +46,16 @@ class DaemonRow(DaemonBeat):
 # A daemon that missed this many heartbeats is taken for dead.
 _STALE_BEATS = 3
 
-# The writer lock's two keys ("kb", "daemon"); only the same constants matter.
-_WRITER_LOCK = (0x6B62, 0x6461)
+# The writer lock's first key ("kb"); only the same constant matters.
+_WRITER_LOCK = 0x6B62
+
+
+def writer_key(vaults: Sequence[str]) -> tuple[int, int]:
+    """The writer lock of a set of vaults: one writer per configuration's vaults, so that two
+    configurations sharing a database each have their daemon ("daemon" for no vault set)."""
+    if not vaults:
+        return (_WRITER_LOCK, 0x6461)
+    return (_WRITER_LOCK, zlib.crc32("\0".join(sorted(vaults)).encode()) & 0x7FFF_FFFF)
 
 
 class Daemons:
@@ -94,8 +103,9 @@ class WriterLock:
     next try_acquire() gets it. It is deliberately not a pooled connection.
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, vaults: Sequence[str] = ()) -> None:
         self.url = url
+        self.key = writer_key(vaults)
         self._conn: psycopg.Connection | None = None
 
     def _connection(self) -> psycopg.Connection:
@@ -129,7 +139,7 @@ class WriterLock:
 
     def try_acquire(self) -> bool:
         """Take the lock if no other daemon holds it; True when this daemon is the writer."""
-        return bool(self._run("SELECT pg_try_advisory_lock(%s, %s)", _WRITER_LOCK))
+        return bool(self._run("SELECT pg_try_advisory_lock(%s, %s)", self.key))
 
     def held(self) -> bool:
         """Whether this connection is alive and still holds the lock (never raises)."""
@@ -139,7 +149,7 @@ class WriterLock:
                     "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory'"
                     " AND pid = pg_backend_pid() AND granted"
                     " AND classid = %s AND objid = %s AND objsubid = 2)",
-                    _WRITER_LOCK,
+                    self.key,
                 )
             )
         except DatabaseError:

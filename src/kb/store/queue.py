@@ -24,6 +24,7 @@ from kb.chunking import Chunk
 from kb.store import passages
 from kb.store.chunks import ChunkRecord, VoiceRecord
 from kb.store.pool import Pool, iso
+from kb.store.vaults import DOCUMENT_IN_VAULTS
 
 # Finished items kept for the rate and the ETA, and the window the rate is measured over.
 _DONE_KEPT = "1 day"
@@ -113,6 +114,11 @@ class WorkerBeat:
     in_hand: int
     heartbeat_interval: float
     last_error: str | None = None
+    vaults: tuple[str, ...] = ()  # the vaults whose notes it claims (empty: every vault)
+
+    def serves(self, vaults: Sequence[str]) -> bool:
+        """Whether it claims notes of any of `vaults` (empty: of any vault)."""
+        return not self.vaults or not vaults or not set(self.vaults).isdisjoint(vaults)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,15 +158,21 @@ class Queue:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
-    def claim(self, owner: str, *, lease: float, limit: int = 1) -> list[Claim]:
-        """Up to `limit` items, newest note first, that no live lease holds and whose
-        back-off is over; each now leased to `owner` for `lease` seconds."""
+    def claim(
+        self, owner: str, *, lease: float, limit: int = 1, vaults: Sequence[str] = ()
+    ) -> list[Claim]:
+        """Up to `limit` items of `vaults` (empty: any), newest note first, that no live
+        lease holds and whose back-off is over; each now leased to `owner` for `lease`
+        seconds."""
         with self.pool.connection() as conn:
             rows = conn.execute(
                 """
                 WITH next AS (
                     SELECT document_id FROM enrichment_queue
                      WHERE not_before <= now() AND (lease_until IS NULL OR lease_until < now())
+                       AND """
+                + DOCUMENT_IN_VAULTS
+                + """
                      ORDER BY priority DESC, document_id
                      LIMIT %(n)s
                        FOR UPDATE SKIP LOCKED
@@ -173,7 +185,7 @@ class Queue:
                 RETURNING q.document_id, q.ticket, q.content_hash, q.fresh, q.attempts,
                           now() AS claimed_at
                 """,
-                {"n": limit, "owner": owner, "lease": lease},
+                {"n": limit, "owner": owner, "lease": lease, "vaults": list(vaults)},
             ).fetchall()
         return [Claim(**r) for r in rows]
 
@@ -290,12 +302,14 @@ class Queue:
                 (error, retry_in, claim.document_id, claim.ticket, owner),
             )
 
-    def waiting(self) -> int:
-        """Items a worker could claim now."""
+    def waiting(self, vaults: Sequence[str] = ()) -> int:
+        """Items of `vaults` (empty: any) a worker could claim now."""
         with self.pool.connection() as conn:
             row = conn.execute(
                 "SELECT count(*) AS n FROM enrichment_queue"
                 " WHERE not_before <= now() AND (lease_until IS NULL OR lease_until < now())"
+                " AND " + DOCUMENT_IN_VAULTS,
+                {"vaults": list(vaults)},
             ).fetchone()
         assert row is not None
         return int(row["n"])
@@ -310,13 +324,15 @@ class Queue:
             ).fetchall()
         return {r["path"] for r in rows}
 
-    def status(self) -> QueueStatus:
+    def status(self, vaults: Sequence[str] = ()) -> QueueStatus:
+        """The backlog of `vaults` (empty: every vault); the rate is every worker's."""
         with self.pool.connection() as conn:
             queue = conn.execute(
                 "SELECT count(*) AS items,"
                 "       count(*) FILTER (WHERE lease_until >= now()) AS in_progress,"
                 "       count(*) FILTER (WHERE last_error IS NOT NULL) AS failing"
-                "  FROM enrichment_queue"
+                "  FROM enrichment_queue WHERE " + DOCUMENT_IN_VAULTS,
+                {"vaults": list(vaults)},
             ).fetchone()
             done = conn.execute(
                 "SELECT count(*) FILTER (WHERE done_at > now() - interval '1 hour') AS hour,"
@@ -330,8 +346,10 @@ class Queue:
             failing = conn.execute(
                 "SELECT d.vault, d.path, q.last_error AS error, q.attempts"
                 "  FROM enrichment_queue q JOIN documents d ON d.id = q.document_id"
-                " WHERE q.last_error IS NOT NULL ORDER BY q.not_before DESC LIMIT %s",
-                (_FAILING_SHOWN,),
+                " WHERE q.last_error IS NOT NULL"
+                "   AND (cardinality(%(vaults)s::text[]) = 0 OR d.vault = ANY(%(vaults)s))"
+                " ORDER BY q.not_before DESC LIMIT %(n)s",
+                {"vaults": list(vaults), "n": _FAILING_SHOWN},
             ).fetchall()
         assert queue is not None and done is not None
         # Over the time since the first of the recent items was claimed: a run that began a
@@ -363,8 +381,8 @@ class Queue:
             )
             conn.execute(
                 "INSERT INTO workers (id, host, pid, concurrency, in_hand, heartbeat_interval,"
-                "   last_error)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+                "   last_error, vaults)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
                 " ON CONFLICT (id) DO UPDATE SET in_hand = EXCLUDED.in_hand,"
                 "   last_error = EXCLUDED.last_error, heartbeat_at = now()",
                 (
@@ -375,6 +393,7 @@ class Queue:
                     worker.in_hand,
                     worker.heartbeat_interval,
                     worker.last_error,
+                    list(worker.vaults),
                 ),
             )
 
@@ -387,7 +406,7 @@ class Queue:
         with self.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT id, host, pid, concurrency, in_hand, heartbeat_interval, last_error,"
-                "       started_at, heartbeat_at,"
+                "       vaults, started_at, heartbeat_at,"
                 "       extract(epoch FROM now() - heartbeat_at)::float AS heartbeat_age"
                 "  FROM workers ORDER BY started_at"
             ).fetchall()
@@ -400,6 +419,7 @@ class Queue:
                 in_hand=r["in_hand"],
                 heartbeat_interval=r["heartbeat_interval"],
                 last_error=r["last_error"],
+                vaults=tuple(r["vaults"]),
                 started_at=iso(r["started_at"]),
                 heartbeat_at=iso(r["heartbeat_at"]),
                 heartbeat_age=r["heartbeat_age"],

@@ -111,6 +111,9 @@ class SearchFilter:
     modified_after: dt.datetime | None = None
     modified_before: dt.datetime | None = None
     paths: tuple[str, ...] = ()  # only these notes (exact vault-relative paths)
+    # Only these vaults' notes (empty: every vault the index holds). Set by the search
+    # service, not by a face: see kb.plan.vault_filter.
+    vaults: tuple[str, ...] = ()
 
     @property
     def folder(self) -> str | None:
@@ -128,6 +131,7 @@ class SearchFilter:
             or self.modified_after
             or self.modified_before
             or self.paths
+            or self.vaults
         )
 
 
@@ -241,6 +245,8 @@ class Search:
             parts.append(sql.SQL("(d.path = %(exact)s OR d.path LIKE %(like)s)"))
         if filters.paths:
             parts.append(sql.SQL("d.path = ANY(%(paths)s::text[])"))
+        if filters.vaults:
+            parts.append(sql.SQL("d.vault = ANY(%(vaults)s::text[])"))
         if filters.after:
             parts.append(sql.SQL(f"{_NOTE_DAY} >= %(day_after)s"))
         if filters.before:
@@ -396,6 +402,7 @@ class Search:
             "day_before": filters.before,
             "tags": [t.lower().lstrip("#") for t in filters.tags],
             "paths": list(filters.paths),
+            "vaults": list(filters.vaults),
             "nv": 0 if lists == "text" else depth,
             "np": 0 if lists == "text" else PASSAGE_DEPTH * depth,
             "nt": 0 if lists == "vector" else depth,
@@ -437,16 +444,16 @@ class Search:
     def list_notes(
         self,
         *,
-        vault: str | None = None,
+        vaults: Sequence[str],
         folder: str | None = None,
         tags: Sequence[str] = (),
         offset: int = 0,
         limit: int = 50,
     ) -> NotePage:
-        """Indexed notes in path order, optionally of one vault, under a folder, with tags."""
+        """Indexed notes of some vaults in path order, optionally under a folder, with tags."""
         exact, like = _under(folder) if folder else (None, None)
         params = {
-            "vault": vault,
+            "vaults": list(vaults),
             "exact": exact,
             "like": like,
             "tags": [t.lower().lstrip("#") for t in tags],
@@ -454,7 +461,7 @@ class Search:
             "limit": limit,
         }
         where = (
-            """ WHERE (%(vault)s::text IS NULL OR d.vault = %(vault)s)
+            """ WHERE d.vault = ANY(%(vaults)s::text[])
                   AND (%(like)s::text IS NULL OR d.path = %(exact)s OR d.path LIKE %(like)s)
                   AND """
             + _HAS_TAGS

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -10,6 +11,7 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
 from kb.store.pool import Pool, iso
+from kb.store.vaults import DOCUMENT_IN_VAULTS, ROW_IN_VAULTS
 
 
 @dataclass(frozen=True)
@@ -102,8 +104,9 @@ class State:
     def reconciled(self, record: Reconciliation) -> None:
         self.set("last_reconcile", asdict(record))
 
-    def status(self) -> Status:
-        """One pass over each table: the counts a large index would pay for many times."""
+    def status(self, vaults: Sequence[str] = ()) -> Status:
+        """One pass over each table: the counts a large index would pay for many times; of
+        `vaults` alone when given (see kb.plan.vault_filter)."""
         with self.pool.connection() as conn:
             by_model = conn.execute(
                 "SELECT chat_model, count(*) AS chunks,"
@@ -119,16 +122,23 @@ class State:
                 "                  THEN length(questions) + 2 ELSE 0 END)) AS cut,"
                 "       count(*) FILTER (WHERE summary_fallback IS NOT NULL) AS chunk_summary,"
                 "       count(*) FILTER (WHERE rewrite_fallback IS NOT NULL) AS rewrite"
-                "  FROM chunks GROUP BY chat_model ORDER BY 2 DESC"
+                "  FROM chunks WHERE "
+                + DOCUMENT_IN_VAULTS
+                + " GROUP BY chat_model ORDER BY 2 DESC",
+                {"vaults": list(vaults)},
             ).fetchall()
             docs = conn.execute(
                 "SELECT count(*) AS documents,"
                 "       count(*) FILTER (WHERE summary_fallback IS NOT NULL) AS file_summary"
-                "  FROM documents"
+                "  FROM documents WHERE " + ROW_IN_VAULTS,
+                {"vaults": list(vaults)},
             ).fetchone()
             assert docs is not None
             failures = conn.execute(
-                "SELECT vault, path, error, failed_at FROM failures ORDER BY vault, path"
+                "SELECT vault, path, error, failed_at FROM failures WHERE "
+                + ROW_IN_VAULTS
+                + " ORDER BY vault, path",
+                {"vaults": list(vaults)},
             ).fetchall()
             space = read_state(conn, "embedding_space")
             last_sync = read_state(conn, "last_sync")

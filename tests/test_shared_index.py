@@ -1,0 +1,174 @@
+"""Several configurations on one index: a sync touches only the vaults its config names, a
+vault renamed in a config keeps its rows, and a vault no config names stays until the user
+forgets it, its model outputs kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import OWNER, Kb, rows, run_kb
+from kb.config import parse_config
+from kb.plan import StoredVault, vault_filter, vault_renames
+from kb.services.search import SearchRequest
+from kb.services.status import status_report
+from kb.store import Store, WriterLock
+
+
+def _vault(root: Path, name: str, text: str) -> Path:
+    folder = root / name
+    folder.mkdir()
+    (folder / f"{name}.md").write_text(text)
+    return folder
+
+
+def _kb(store: Store, name: str, folder: Path) -> Kb:
+    raw = {
+        "owner_name": OWNER,
+        "vaults": [{"name": name, "path": str(folder), "personal": ["**"]}],
+        "llm": {"provider": "fake", "chat_model": "fake-chat", "embed_model": "hash-256"},
+    }
+    return Kb(store, parse_config(raw, base_dir=folder.parent, env={}))
+
+
+@pytest.fixture
+def two(store: Store, tmp_path: Path) -> tuple[Kb, Kb]:
+    a = _vault(tmp_path, "a", "# A\n\nI climbed a hill near the lighthouse.\n")
+    b = _vault(tmp_path, "b", "# B\n\nI read a book about zeppelins.\n")
+    return _kb(store, "a", a), _kb(store, "b", b)
+
+
+def _notes(store: Store) -> dict[str, int]:
+    found = rows(store, "SELECT vault, count(*) AS n FROM documents GROUP BY vault")
+    return {r["vault"]: r["n"] for r in found}
+
+
+def test_a_sync_leaves_the_vaults_its_config_does_not_name(two: tuple[Kb, Kb]) -> None:
+    a, b = two
+    first = a.sync()
+    assert first.indexed == 1 and first.llm_calls
+    report = b.sync()
+    assert report.indexed == 1 and report.deleted == 0
+    assert _notes(a.store) == {"a": 1, "b": 1}
+    a.reset_counts()
+    again = a.sync()
+    assert again.unchanged == 1 and again.indexed == 0 and a.chat.total_calls == 0
+
+
+def test_each_config_searches_lists_and_reports_its_own_vaults(two: tuple[Kb, Kb]) -> None:
+    a, b = two
+    a.sync()
+    b.sync()
+    for mode in ("hybrid", "text", "vector"):
+        found = a.search_service().search(SearchRequest("zeppelins book hill", mode=mode))
+        assert {h.vault for h in found.hits} == {"a"}, mode
+    status = status_report(a.config, a.store)
+    assert status.index.documents == 1
+    assert [(v.name, v.notes) for v in status.other_vaults] == [("b", 1)]
+    assert status.summary()["other_vaults"] == {"b": 1}
+    page = a.store.search.list_notes(vaults=["a"])
+    assert [n.vault for n in page.notes] == ["a"]
+
+
+def test_a_config_enriches_only_its_own_vaults(two: tuple[Kb, Kb]) -> None:
+    a, b = two
+    # Stored and queued, not enriched: Container.sync, not the test double's drain.
+    super(Kb, b).sync()
+    assert b.store.queue.status(["b"]).items == 1
+    a.sync()
+    assert a.store.queue.status(["a"]).items == 0
+    assert b.store.queue.status(["b"]).items == 1  # b's note is b's workers' to build
+    assert b.drain().done == 1
+
+
+def test_a_vault_renamed_in_the_config_keeps_its_rows(store: Store, tmp_path: Path) -> None:
+    folder = _vault(tmp_path, "notes", "# N\n\nI planted tomatoes on the balcony.\n")
+    before = _kb(store, "notes", folder)
+    before.sync()
+    ids = rows(store, "SELECT id FROM documents")
+    renamed = _kb(store, "Notes", folder)
+    report = renamed.sync()
+    assert report.unchanged == 1 and report.indexed == 0
+    assert renamed.chat.total_calls == 0 and renamed.embedder.texts == 0
+    assert _notes(store) == {"Notes": 1}
+    assert rows(store, "SELECT id FROM documents") == ids
+    assert status_report(renamed.config, store).other_vaults == []
+
+
+def test_forgotten_outputs_are_never_asked_again(two: tuple[Kb, Kb]) -> None:
+    _, b = two
+    b.sync()
+    assert b.store.vaults.forget("b") == 1
+    assert _notes(b.store) == {}
+    b.reset_counts()
+    report = b.sync()
+    assert report.indexed == 1 and b.chat.total_calls == 0
+
+
+def test_one_writer_per_configuration(db_url: str) -> None:
+    locks = [WriterLock(db_url, ["a"]), WriterLock(db_url, ["b"]), WriterLock(db_url, ["a"])]
+    try:
+        assert [lock.try_acquire() for lock in locks] == [True, True, False]
+    finally:
+        for lock in locks:
+            lock.close()
+
+
+def test_which_vault_takes_over_which_rows() -> None:
+    stored = [StoredVault("notes", "/n", 3), StoredVault("work", "/w", 2)]
+    assert vault_renames({"Notes": "/n", "work": "/w"}, stored) == {"notes": "Notes"}
+    # A name that holds rows keeps them; another folder is another vault.
+    assert vault_renames({"notes": "/n"}, stored) == {}
+    assert vault_renames({"Notes": "/elsewhere"}, stored) == {}
+    # A folder two stored vaults were synced from is not guessed at.
+    twins = [StoredVault("x", "/n", 1), StoredVault("y", "/n", 1)]
+    assert vault_renames({"z": "/n"}, twins) == {}
+    # A vault stored before folders were recorded is never taken over.
+    assert vault_renames({"z": "/n"}, [StoredVault("x", None, 1)]) == {}
+    assert vault_filter(["a"], {"a"}) == () and vault_filter(["a"], set()) == ()
+    assert vault_filter(["a"], {"a", "b"}) == ("a",)
+
+
+def _config(tmp_path: Path, name: str, folder: Path) -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(
+        f'owner_name = "Alex Doe"\n[[vaults]]\nname = "{name}"\npath = "{folder}"\n'
+        '[llm]\nprovider = "fake"\nchat_model = "offline-digest"\nembed_model = "hash-256"\n'
+    )
+    return path
+
+
+def test_two_configs_side_by_side_and_forget(tmp_path: Path, db_url: str) -> None:
+    """The issue's commands: two configs on one database, each indexed with --wait."""
+    env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
+    configs = {
+        x: _config(tmp_path, x, _vault(tmp_path, x, f"# {x}\n\nI climbed hill {x}.\n"))
+        for x in ("a", "b")
+    }
+
+    def kb(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return run_kb(configs[name], env, *args)
+
+    assert "1 indexed" in kb("a", "index", "--wait").stderr
+    b = kb("b", "index", "--wait")
+    assert b.returncode == 0 and "1 indexed" in b.stderr
+    again = kb("a", "index", "--wait")
+    assert "1 unchanged" in again.stderr and " 0 LLM calls" in again.stderr
+    assert kb("a", "verify").returncode == 0
+    status = kb("a", "status")
+    assert "other vault  b: 1 notes" in status.stdout and "kb forget b" in status.stdout
+    assert json.loads(kb("a", "status", "--json").stdout)["other_vaults"][0]["name"] == "b"
+
+    refused = kb("a", "forget", "b")  # no terminal to ask on
+    assert refused.returncode == 1 and "add --yes" in refused.stderr
+    assert "is in this config" in kb("a", "forget", "a", "--yes").stderr
+    assert "holds no vault 'c'" in kb("a", "forget", "c", "--yes").stderr
+    done = kb("a", "forget", "b", "--yes")
+    assert done.returncode == 0 and "forgot vault b: 1 notes removed" in done.stderr
+    assert "other vault" not in kb("a", "status").stdout
+    back = kb("b", "index", "--wait")
+    assert "1 indexed" in back.stderr and " 0 LLM calls" in back.stderr
