@@ -482,14 +482,17 @@ def test_query_filters_and_threshold(kb: Kb) -> None:
     )
 
 
-def test_removed_vault_is_forgotten(kb: Kb, tmp_path: Path) -> None:
+def test_a_removed_vault_stays_until_it_is_forgotten(kb: Kb, tmp_path: Path) -> None:
     kb.sync()
+    kept = set(kb.store.documents.states("v"))
     other = tmp_path / "other"
     other.mkdir()
     (other / "note.md").write_text("# Other\n\nSomething else entirely.\n")
     Kb(kb.store, make_config(other, vaults=[{"name": "w", "path": str(other)}])).sync()
-    assert kb.store.documents.states("v") == {}
+    assert set(kb.store.documents.states("v")) == kept
     assert set(kb.store.documents.states("w")) == {"note.md"}
+    assert kb.store.vaults.forget("v") == len(kept)
+    assert kb.store.documents.states("v") == {}
 
 
 def test_llm_calls_never_exceed_the_concurrency_limit(store: Store, vault: Path) -> None:
