@@ -106,6 +106,46 @@ def test_nothing_outside_a_vault_is_ever_read(web: TestClient, path: str) -> Non
     assert web.get("/api/note", params={"vault": "v", "path": path}).status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("params", "error"),
+    [
+        ({"path": "Alex/" + "é" * 200 + ".md"}, "path: the name"),
+        # Under the system's limit alone, over it once the vault's root is in front.
+        ({"path": "a/" * 2040 + "b.md"}, "no note"),
+        ({"path": "Alex/Journal/2024-04-12.md", "start": "\u00b2"}, "start: '²' is not"),
+        ({"path": "Alex/Journal/2024-04-12.md", "end": "\u0663"}, "end: '٣' is not"),
+        ({"path": "Alex/Journal/2024-04-12.md", "start": "+3"}, "start: '+3' is not"),
+        ({"path": "Alex/Journal/2024-04-12.md", "start": " 3"}, "start: ' 3' is not"),
+    ],
+)
+def test_a_note_address_kb_cannot_read_is_one_line(
+    kb: Kb, vault: Path, params: dict[str, str], error: str, caplog: Any
+) -> None:
+    web = _served(kb)
+    for url in ("/note", "/api/note"):
+        answer = web.get(url, params={"vault": "v", **params})
+        assert answer.status_code in (400, 404), (url, answer.status_code)
+        assert str(vault) not in answer.text and "Traceback" not in answer.text
+        assert error.replace("'", "&#39;" if url == "/note" else "'") in answer.text
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+@pytest.mark.parametrize("top_k", ["\u00b2", "\u0663", "+3", "1_0"])
+def test_a_number_that_is_not_ascii_digits_is_one_line(kb: Kb, top_k: str) -> None:
+    web = _served(kb)
+    for url in ("/", "/api/search", "/ask", "/api/ask"):
+        answer = web.get(url, params={"q": "mountain", "top_k": top_k})
+        assert answer.status_code == 400, (url, answer.status_code)
+        assert "top_k: " in answer.text and "is not a number from 1 to 50" in answer.text
+
+
+def _served(kb: Kb) -> TestClient:
+    """The page as a browser meets it: a failure is the page's 500, not an exception here."""
+    kb.sync()
+    app = kb.web_app(host="127.0.0.1", token=None)
+    return TestClient(app, base_url="http://127.0.0.1:8766", raise_server_exceptions=False)
+
+
 def test_a_hostile_note_is_shown_as_text(kb: Kb, vault: Path) -> None:
     (vault / "Trap.md").write_text(HOSTILE)
     kb.sync()

@@ -13,7 +13,7 @@ import json
 import logging
 import queue
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -37,7 +37,7 @@ from kb.services.search import SearchService
 from kb.services.status import StatusReport, duration, status_report
 from kb.store import Store
 from kb.web.cards import Card, answer_pieces, cards, note_lines, obsidian_url
-from kb.web.forms import FormError, SearchForm, read_form
+from kb.web.forms import FormError, SearchForm, line_number, read_form
 from kb.web.guard import Access, Guard
 
 _HERE = files("kb.web")
@@ -115,7 +115,10 @@ class _Pages:
     def note(self, request: Request) -> Response:
         params = request.query_params
         try:
-            start, end = _line(params, "start"), _line(params, "end")
+            start, end = line_number(params, "start"), line_number(params, "end")
+        except FormError as exc:
+            return self._page("error.html", 400, title="No such lines", error=str(exc))
+        try:
             note = self.parts.vaults.read(params.get("vault", ""), params.get("path", ""))
         except KbError as exc:
             return self._page("error.html", 404, title="No such note", error=str(exc))
@@ -167,12 +170,12 @@ class _Pages:
     def note_json(self, request: Request) -> Response:
         params = request.query_params
         try:
+            start, end = line_number(params, "start"), line_number(params, "end")
             note = self.parts.vaults.read(
-                params.get("vault", ""),
-                params.get("path", ""),
-                _line(params, "start"),
-                _line(params, "end"),
+                params.get("vault", ""), params.get("path", ""), start, end
             )
+        except FormError as exc:
+            return _error_json(exc)
         except KbError as exc:
             return _error_json(exc, 404)
         return JSONResponse(asdict(note))
@@ -265,15 +268,6 @@ def _event(kind: str, data: object) -> str:
 
 def _events_url(request: Request) -> str:
     return "/api/ask?" + request.url.query if request.url.query else ""
-
-
-def _line(params: Mapping[str, str], name: str) -> int | None:
-    value = params.get(name, "")
-    if not value:
-        return None
-    if not value.isdigit() or len(value) > 9 or int(value) < 1:
-        raise KbError(f"{name}: {value[:20]!r} is not a line number")
-    return int(value)
 
 
 def _error_json(exc: KbError, status: int = 400) -> JSONResponse:
