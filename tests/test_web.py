@@ -204,6 +204,22 @@ def test_another_sites_requests_get_nothing(web: TestClient, headers: dict[str, 
         assert "Takao" not in answer.text
 
 
+@pytest.mark.parametrize(
+    "host",
+    ["localhost:1, evil.com", "127.0.0.1:8766,evil.com", "localhost evil.com", "localhost:x"],
+)
+def test_a_host_header_no_browser_sends_is_refused(kb: Kb, host: str) -> None:
+    kb.sync()
+    for app in (
+        kb.web_app(host="127.0.0.1", token=None),
+        kb.web_app(host="0.0.0.0", token="s3cret"),  # any name, with the token
+    ):
+        web = TestClient(app, base_url="http://127.0.0.1:8766")
+        answer = web.get("/api/status", headers={"host": host, "authorization": "Bearer s3cret"})
+        assert answer.status_code == 400, (host, answer.status_code)
+        assert answer.text == "the Host header is not a name and a port\n"
+
+
 def test_a_link_from_another_site_may_open_the_front_page_only(web: TestClient) -> None:
     navigation = {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}
     assert web.get("/", headers=navigation).status_code == 200
@@ -236,6 +252,9 @@ def test_the_access_rules() -> None:
     assert host_name("127.0.0.1:8766") == "127.0.0.1"
     assert host_name("[::1]:8766") == "::1"
     assert host_name("LocalHost") == "localhost"
+    assert host_name("kb.lan") == "kb.lan" and host_name("") == ""
+    assert host_name("localhost:1, evil.com") is None
+    assert host_name("[::1") is None and host_name("::1") is None
     loopback = access("127.0.0.1", None)
     assert loopback.hosts is not None and "attacker.example" not in loopback.hosts
     assert access("0.0.0.0", "t").hosts is None  # any name, but only with the token
