@@ -16,10 +16,12 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 
 from conftest import Kb, kb_command, run_kb
 from kb.container import Container, open_store
+from kb.errors import KbError
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.search.answer import Answer, Timings
@@ -28,7 +30,9 @@ from kb.web.app import Parts, build_app
 from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
 from kb.web.guard import access, host_name
+from kb.web.server import WebServer
 from test_providers import dead_url  # noqa: F401 (a fixture)
+from unprivileged import NoAccount, account, as_user
 
 HOSTILE = "# Trap\n\nA <script>alert('owned')</script> and <img src=x onerror=alert(2)> trap.\n"
 
@@ -393,6 +397,23 @@ def test_a_taken_port_is_one_line(process_config: tuple[Path, dict[str, str]]) -
         result = run_kb(config, env, "serve", "--port", str(port))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"error: cannot serve on 127.0.0.1:{port}: the address is in use" in result.stderr
+
+
+def test_a_port_kept_for_the_administrator_is_a_permission_line() -> None:
+    try:
+        who = account()
+    except NoAccount as exc:
+        pytest.skip(str(exc))
+
+    def serve_on_port_80() -> None:
+        with pytest.raises(KbError) as refused:
+            WebServer(PlainTextResponse("x"), host="127.0.0.1", port=80).start()
+        assert str(refused.value) == (
+            "cannot serve on 127.0.0.1:80: permission denied (ports below 1024 need the "
+            "administrator's rights; choose another with --port)"
+        )
+
+    as_user(who, serve_on_port_80)
 
 
 def test_kb_daemon_serves_the_page_while_it_watches(
