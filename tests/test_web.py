@@ -3,14 +3,17 @@ and that a note's text is only ever shown as text. (The browser tests: test_web_
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,8 @@ from starlette.testclient import TestClient
 from conftest import Kb, kb_command, run_kb
 from kb.container import Container, open_store
 from kb.errors import KbError
+from kb.llm.base import Prompt
+from kb.llm.fake import FakeChat
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.search.answer import Answer, Timings
@@ -348,6 +353,91 @@ def test_a_lost_database_is_one_line_and_the_server_goes_on(kb: Kb, db_url: str)
         assert page.status_code == 500 and "Traceback" not in page.text
     healthy = TestClient(kb.web_app(host="127.0.0.1", token=None), base_url="http://127.0.0.1")
     assert healthy.get("/status").status_code == 200
+
+
+class SlowChat(FakeChat):
+    """A chat model on a slow machine: it thinks until `go` is set, then writes a word every
+    20 ms for minutes; it counts the streams opened and the streams closed."""
+
+    def __init__(self) -> None:
+        super().__init__("slow-chat")
+        self.go = threading.Event()
+        self.opened = 0
+        self.closed = 0
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        with self._lock:
+            self.opened += 1
+        try:
+            self.go.wait(120)
+            for _ in range(10_000):
+                yield "word "
+                time.sleep(0.02)
+        finally:
+            with self._lock:
+                self.closed += 1
+
+
+@pytest.fixture
+def slow_server(kb: Kb) -> Iterator[tuple[str, SlowChat]]:
+    kb.sync()
+    chat = kb.chat = SlowChat()
+    server = WebServer(
+        kb.web_app(host="127.0.0.1", token=None), host="127.0.0.1", port=_free_port()
+    )
+    server.start()
+    try:
+        yield server.url.rstrip("/"), chat
+    finally:
+        chat.go.set()
+        server.server.should_exit = True
+
+
+def test_pending_answers_leave_the_pages_free(slow_server: tuple[str, SlowChat]) -> None:
+    base, chat = slow_server
+    web = httpx.Client(base_url=base, timeout=30, limits=httpx.Limits(max_connections=100))
+    with web, contextlib.ExitStack() as streams, ThreadPoolExecutor(40) as pool:
+        opened = list(
+            pool.map(
+                lambda _: streams.enter_context(web.stream("GET", "/api/ask?q=mountain")),
+                range(40),
+            )
+        )
+        answering = [r for r in opened if r.status_code == 200]
+        refused = [r for r in opened if r.status_code == 503]
+        assert 1 <= len(answering) <= 8 and len(answering) + len(refused) == 40
+        line = refused[0].read().decode()
+        assert json.loads(line) == {
+            "error": f"kb is writing {len(answering)} answers already, as many as it writes "
+            "at once: ask again when one is done"
+        }
+        assert refused[0].headers["retry-after"]
+        # The pages answer at once while every answer waits on the model.
+        fast = streams.enter_context(httpx.Client(base_url=base, timeout=5))
+        assert fast.get("/api/search", params={"q": "mountain"}).status_code == 200
+        assert fast.get("/status").status_code == 200
+        note = fast.get("/note", params={"vault": "v", "path": "Alex/Journal/2024-04-12.md"})
+        assert note.status_code == 200
+        # The page says so too, before its stream is refused.
+        ask = fast.get("/ask", params={"q": "mountain"})
+        assert ask.status_code == 503 and "as many as it writes at once" in ask.text
+        chat.go.set()
+    assert chat.opened <= len(answering)  # never more model streams than places
+
+
+def test_a_closed_stream_stops_its_answer(slow_server: tuple[str, SlowChat]) -> None:
+    base, chat = slow_server
+    chat.go.set()
+    with httpx.Client(base_url=base, timeout=30) as web:
+        with web.stream("GET", "/api/ask", params={"q": "mountain"}) as answer:
+            assert answer.status_code == 200
+            first = next(answer.iter_lines())
+            assert first == "event: text"
+        # The tab is closed: its model stream is closed too, and its place is free again.
+        _wait_for(lambda: chat.closed, lambda closed: closed == 1, seconds=15)
+        assert chat.opened == 1
+        with web.stream("GET", "/api/ask", params={"q": "mountain"}) as again:
+            assert again.status_code == 200
 
 
 def _serve(config: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
