@@ -597,3 +597,78 @@ def test_bad_conflicts_mode() -> None:
 def test_an_empty_data_dir_is_an_error_not_the_default() -> None:
     assert error(minimal(data_dir="")).startswith("config key 'data_dir' is empty: name a folder")
     assert parse(minimal(data_dir="kb")).data_dir == BASE / "kb"
+
+
+# --- every value checked at the one door --------------------------------------------------------
+
+
+def _example_values() -> dict[tuple[str, str], Any]:
+    """Every key of the example file, commented ones too, with its value there."""
+    text = re.sub(r"(?m)^# ([a-z_]+ = .*)$", r"\1", EXAMPLE.read_text(encoding="utf-8"))
+    raw = tomllib.loads(text)
+    found: dict[tuple[str, str], Any] = {}
+    for key, value in raw.items():
+        if key == "vaults":
+            found.update({("vaults", k): v for k, v in value[0].items()})
+        elif isinstance(value, dict):
+            found.update({(key, k): v for k, v in value.items()})
+        else:
+            found[("", key)] = value
+    return found
+
+
+def _with(section: str, key: str, value: Any) -> dict[str, Any]:
+    config = minimal()
+    if section == "":
+        config[key] = value
+    elif section == "vaults":
+        config["vaults"] = [{"path": "/notes", key: value}]
+    else:
+        config[section] = {key: value}
+    return config
+
+
+def _named(section: str, key: str) -> str:
+    return {"": key, "vaults": f"vaults[0].{key}"}.get(section, f"{section}.{key}")
+
+
+_NUMBERS = [
+    (s, k)
+    for (s, k), v in _example_values().items()
+    if isinstance(v, int | float) and not isinstance(v, bool)
+]
+_TEXTS = [(s, k) for (s, k), v in _example_values().items() if isinstance(v, str)]
+
+
+@pytest.mark.parametrize(("section", "key"), _NUMBERS)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf"), -5, 0, 10**18, 1e300])
+def test_every_number_is_finite_and_in_its_range(section: str, key: str, bad: Any) -> None:
+    if bad == 0 and key in ("retries", "first_chunks", "last_chunks", "timeout_per_token"):
+        bad = -1  # 0 is a fine number of retries, or of seconds more per token
+    if bad == 0 and key in ("vector_weight", "reconcile_jitter"):
+        bad = 1.5
+    message = error(_with(section, key, bad))
+    assert message.startswith(f"config key '{_named(section, key)}' must be"), message
+
+
+@pytest.mark.parametrize(("section", "key"), _TEXTS)
+def test_no_text_holds_a_nul_character(section: str, key: str) -> None:
+    message = error(_with(section, key, "a\x00b"))
+    assert message == f"config key '{_named(section, key)}' holds a NUL character"
+
+
+@pytest.mark.parametrize("key", ["personal", "ignore"])
+def test_no_glob_holds_a_nul_character(key: str) -> None:
+    message = error(_with("vaults", key, ["ok/**", "a\x00b"]))
+    assert message == f"config key 'vaults[0].{key}' holds a NUL character"
+
+
+@pytest.mark.parametrize(
+    ("env", "name"),
+    [
+        ({"KB_LLM_CONCURRENCY": "100000"}, "KB_LLM_CONCURRENCY"),
+        ({"KB_LLM_CONCURRENCY": "\u00b2"}, "KB_LLM_CONCURRENCY"),
+    ],
+)
+def test_a_number_from_the_environment_is_in_range_too(env: dict[str, str], name: str) -> None:
+    assert error(minimal(), env).startswith(f"environment variable {name} must be")

@@ -3,23 +3,30 @@ and that a note's text is only ever shown as text. (The browser tests: test_web_
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
 import signal
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 
 from conftest import Kb, kb_command, run_kb
 from kb.container import Container, open_store
+from kb.errors import KbError
+from kb.llm.base import Prompt
+from kb.llm.fake import FakeChat
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.search.answer import Answer, Timings
@@ -28,7 +35,9 @@ from kb.web.app import Parts, build_app
 from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
 from kb.web.guard import access, host_name
+from kb.web.server import WebServer
 from test_providers import dead_url  # noqa: F401 (a fixture)
+from unprivileged import NoAccount, account, as_user
 
 HOSTILE = "# Trap\n\nA <script>alert('owned')</script> and <img src=x onerror=alert(2)> trap.\n"
 
@@ -106,6 +115,46 @@ def test_nothing_outside_a_vault_is_ever_read(web: TestClient, path: str) -> Non
     assert web.get("/api/note", params={"vault": "v", "path": path}).status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("params", "error"),
+    [
+        ({"path": "Alex/" + "é" * 200 + ".md"}, "path: the name"),
+        # Under the system's limit alone, over it once the vault's root is in front.
+        ({"path": "a/" * 2040 + "b.md"}, "no note"),
+        ({"path": "Alex/Journal/2024-04-12.md", "start": "\u00b2"}, "start: '²' is not"),
+        ({"path": "Alex/Journal/2024-04-12.md", "end": "\u0663"}, "end: '٣' is not"),
+        ({"path": "Alex/Journal/2024-04-12.md", "start": "+3"}, "start: '+3' is not"),
+        ({"path": "Alex/Journal/2024-04-12.md", "start": " 3"}, "start: ' 3' is not"),
+    ],
+)
+def test_a_note_address_kb_cannot_read_is_one_line(
+    kb: Kb, vault: Path, params: dict[str, str], error: str, caplog: Any
+) -> None:
+    web = _served(kb)
+    for url in ("/note", "/api/note"):
+        answer = web.get(url, params={"vault": "v", **params})
+        assert answer.status_code in (400, 404), (url, answer.status_code)
+        assert str(vault) not in answer.text and "Traceback" not in answer.text
+        assert error.replace("'", "&#39;" if url == "/note" else "'") in answer.text
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+@pytest.mark.parametrize("top_k", ["\u00b2", "\u0663", "+3", "1_0"])
+def test_a_number_that_is_not_ascii_digits_is_one_line(kb: Kb, top_k: str) -> None:
+    web = _served(kb)
+    for url in ("/", "/api/search", "/ask", "/api/ask"):
+        answer = web.get(url, params={"q": "mountain", "top_k": top_k})
+        assert answer.status_code == 400, (url, answer.status_code)
+        assert "top_k: " in answer.text and "is not a number from 1 to 50" in answer.text
+
+
+def _served(kb: Kb) -> TestClient:
+    """The page as a browser meets it: a failure is the page's 500, not an exception here."""
+    kb.sync()
+    app = kb.web_app(host="127.0.0.1", token=None)
+    return TestClient(app, base_url="http://127.0.0.1:8766", raise_server_exceptions=False)
+
+
 def test_a_hostile_note_is_shown_as_text(kb: Kb, vault: Path) -> None:
     (vault / "Trap.md").write_text(HOSTILE)
     kb.sync()
@@ -164,6 +213,22 @@ def test_another_sites_requests_get_nothing(web: TestClient, headers: dict[str, 
         assert "Takao" not in answer.text
 
 
+@pytest.mark.parametrize(
+    "host",
+    ["localhost:1, evil.com", "127.0.0.1:8766,evil.com", "localhost evil.com", "localhost:x"],
+)
+def test_a_host_header_no_browser_sends_is_refused(kb: Kb, host: str) -> None:
+    kb.sync()
+    for app in (
+        kb.web_app(host="127.0.0.1", token=None),
+        kb.web_app(host="0.0.0.0", token="s3cret"),  # any name, with the token
+    ):
+        web = TestClient(app, base_url="http://127.0.0.1:8766")
+        answer = web.get("/api/status", headers={"host": host, "authorization": "Bearer s3cret"})
+        assert answer.status_code == 400, (host, answer.status_code)
+        assert answer.text == "the Host header is not a name and a port\n"
+
+
 def test_a_link_from_another_site_may_open_the_front_page_only(web: TestClient) -> None:
     navigation = {"sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate"}
     assert web.get("/", headers=navigation).status_code == 200
@@ -196,6 +261,9 @@ def test_the_access_rules() -> None:
     assert host_name("127.0.0.1:8766") == "127.0.0.1"
     assert host_name("[::1]:8766") == "::1"
     assert host_name("LocalHost") == "localhost"
+    assert host_name("kb.lan") == "kb.lan" and host_name("") == ""
+    assert host_name("localhost:1, evil.com") is None
+    assert host_name("[::1") is None and host_name("::1") is None
     loopback = access("127.0.0.1", None)
     assert loopback.hosts is not None and "attacker.example" not in loopback.hosts
     assert access("0.0.0.0", "t").hosts is None  # any name, but only with the token
@@ -287,6 +355,91 @@ def test_a_lost_database_is_one_line_and_the_server_goes_on(kb: Kb, db_url: str)
     assert healthy.get("/status").status_code == 200
 
 
+class SlowChat(FakeChat):
+    """A chat model on a slow machine: it thinks until `go` is set, then writes a word every
+    20 ms for minutes; it counts the streams opened and the streams closed."""
+
+    def __init__(self) -> None:
+        super().__init__("slow-chat")
+        self.go = threading.Event()
+        self.opened = 0
+        self.closed = 0
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        with self._lock:
+            self.opened += 1
+        try:
+            self.go.wait(120)
+            for _ in range(10_000):
+                yield "word "
+                time.sleep(0.02)
+        finally:
+            with self._lock:
+                self.closed += 1
+
+
+@pytest.fixture
+def slow_server(kb: Kb) -> Iterator[tuple[str, SlowChat]]:
+    kb.sync()
+    chat = kb.chat = SlowChat()
+    server = WebServer(
+        kb.web_app(host="127.0.0.1", token=None), host="127.0.0.1", port=_free_port()
+    )
+    server.start()
+    try:
+        yield server.url.rstrip("/"), chat
+    finally:
+        chat.go.set()
+        server.server.should_exit = True
+
+
+def test_pending_answers_leave_the_pages_free(slow_server: tuple[str, SlowChat]) -> None:
+    base, chat = slow_server
+    web = httpx.Client(base_url=base, timeout=30, limits=httpx.Limits(max_connections=100))
+    with web, contextlib.ExitStack() as streams, ThreadPoolExecutor(40) as pool:
+        opened = list(
+            pool.map(
+                lambda _: streams.enter_context(web.stream("GET", "/api/ask?q=mountain")),
+                range(40),
+            )
+        )
+        answering = [r for r in opened if r.status_code == 200]
+        refused = [r for r in opened if r.status_code == 503]
+        assert 1 <= len(answering) <= 8 and len(answering) + len(refused) == 40
+        line = refused[0].read().decode()
+        assert json.loads(line) == {
+            "error": f"kb is writing {len(answering)} answers already, as many as it writes "
+            "at once: ask again when one is done"
+        }
+        assert refused[0].headers["retry-after"]
+        # The pages answer at once while every answer waits on the model.
+        fast = streams.enter_context(httpx.Client(base_url=base, timeout=5))
+        assert fast.get("/api/search", params={"q": "mountain"}).status_code == 200
+        assert fast.get("/status").status_code == 200
+        note = fast.get("/note", params={"vault": "v", "path": "Alex/Journal/2024-04-12.md"})
+        assert note.status_code == 200
+        # The page says so too, before its stream is refused.
+        ask = fast.get("/ask", params={"q": "mountain"})
+        assert ask.status_code == 503 and "as many as it writes at once" in ask.text
+        chat.go.set()
+    assert chat.opened <= len(answering)  # never more model streams than places
+
+
+def test_a_closed_stream_stops_its_answer(slow_server: tuple[str, SlowChat]) -> None:
+    base, chat = slow_server
+    chat.go.set()
+    with httpx.Client(base_url=base, timeout=30) as web:
+        with web.stream("GET", "/api/ask", params={"q": "mountain"}) as answer:
+            assert answer.status_code == 200
+            first = next(answer.iter_lines())
+            assert first == "event: text"
+        # The tab is closed: its model stream is closed too, and its place is free again.
+        _wait_for(lambda: chat.closed, lambda closed: closed == 1, seconds=15)
+        assert chat.opened == 1
+        with web.stream("GET", "/api/ask", params={"q": "mountain"}) as again:
+            assert again.status_code == 200
+
+
 def _serve(config: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         kb_command(config, *args),
@@ -334,6 +487,23 @@ def test_a_taken_port_is_one_line(process_config: tuple[Path, dict[str, str]]) -
         result = run_kb(config, env, "serve", "--port", str(port))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"error: cannot serve on 127.0.0.1:{port}: the address is in use" in result.stderr
+
+
+def test_a_port_kept_for_the_administrator_is_a_permission_line() -> None:
+    try:
+        who = account()
+    except NoAccount as exc:
+        pytest.skip(str(exc))
+
+    def serve_on_port_80() -> None:
+        with pytest.raises(KbError) as refused:
+            WebServer(PlainTextResponse("x"), host="127.0.0.1", port=80).start()
+        assert str(refused.value) == (
+            "cannot serve on 127.0.0.1:80: permission denied (ports below 1024 need the "
+            "administrator's rights; choose another with --port)"
+        )
+
+    as_user(who, serve_on_port_80)
 
 
 def test_kb_daemon_serves_the_page_while_it_watches(

@@ -233,6 +233,58 @@ class Config:
     source: Path | None = None
 
 
+@dataclass(frozen=True)
+class Range:
+    """The numbers a key takes: from `low` to `high`, either end excluded where it says so.
+    Every bound is finite, so a value in range is too (no NaN, no infinity)."""
+
+    low: float
+    high: float
+    above: bool = False  # `low` itself excluded
+    below: bool = False  # `high` itself excluded
+
+    def holds(self, value: float) -> bool:
+        low_ok = value > self.low if self.above else value >= self.low
+        high_ok = value < self.high if self.below else value <= self.high
+        return low_ok and high_ok  # False for NaN, whose every comparison is
+
+    def __str__(self) -> str:
+        low = (
+            f"above {_number_text(self.low)}"
+            if self.above
+            else f"at least {_number_text(self.low)}"
+        )
+        high = (
+            f"below {_number_text(self.high)}"
+            if self.below
+            else f"at most {_number_text(self.high)}"
+        )
+        return f"{low} and {high}"
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if value == int(value) else str(value)
+
+
+# A year: past any debounce, timeout, lease or interval anyone means, and far inside what
+# timers (threading.TIMEOUT_MAX) and PostgreSQL's intervals take.
+YEAR = 365 * 24 * 3600.0
+SECONDS = Range(0, YEAR, above=True)
+# Counts of things (chunks, tokens, characters, notes): anything a machine holds, and inside
+# PostgreSQL's integers.
+COUNT = Range(1, 1_000_000_000)
+SHARE = Range(0, 1)
+# A model's window, an answer's length: past any model there is.
+TOKENS = Range(1, 100_000_000)
+# The chunks of a note's start and end a summary reads.
+CHUNKS = Range(0, 1000)
+# Each retry waits up to 20 s (kb.llm.base.with_retries): more would hold a call for hours.
+RETRIES = Range(0, 100)
+# Model calls in flight at once, each a thread.
+LLM_CONCURRENCY = Range(1, 1024)
+TOP_K = Range(1, MAX_TOP_K)
+
+
 def load_config(path: Path | None = None, env: dict[str, str] | None = None) -> Config:
     """Read, override from the environment, and validate the configuration."""
     env = dict(os.environ) if env is None else env
@@ -300,29 +352,35 @@ def parse_config(
         embed_model=_env(
             env, "KB_EMBED_MODEL", r.get("llm.embed_model", str, LLMConfig.embed_model)
         ),
-        context_window=r.positive("llm.context_window", LLMConfig.context_window),
+        context_window=r.number("llm.context_window", LLMConfig.context_window, TOKENS),
         concurrency=_env_int(
-            env, "KB_LLM_CONCURRENCY", r.positive("llm.concurrency", LLMConfig.concurrency)
+            env,
+            "KB_LLM_CONCURRENCY",
+            r.number("llm.concurrency", LLMConfig.concurrency, LLM_CONCURRENCY),
+            LLM_CONCURRENCY,
         ),
-        timeout=float(r.positive("llm.timeout", LLMConfig.timeout)),
-        timeout_per_token=r.get("llm.timeout_per_token", float, LLMConfig.timeout_per_token),
-        retries=r.get("llm.retries", int, LLMConfig.retries),
-        embed_batch=r.positive("llm.embed_batch", LLMConfig.embed_batch),
+        timeout=r.number("llm.timeout", LLMConfig.timeout, SECONDS),
+        timeout_per_token=r.number(
+            "llm.timeout_per_token", LLMConfig.timeout_per_token, Range(0, 3600)
+        ),
+        retries=r.number("llm.retries", LLMConfig.retries, RETRIES),
+        embed_batch=r.number("llm.embed_batch", LLMConfig.embed_batch, Range(1, 10_000)),
         embed_query_prefix=r.get("llm.embed_query_prefix", str, None),
         embed_document_prefix=r.get("llm.embed_document_prefix", str, None),
-        embed_window=r.get("llm.embed_window", int, None),
+        # Fewer tokens than a prefix and a few words would leave nothing to embed.
+        embed_window=r.number("llm.embed_window", None, Range(32, TOKENS.high), whole=True),
     )
-    if llm.embed_window is not None and llm.embed_window < 32:
-        raise ConfigError("config key 'llm.embed_window' must be at least 32 tokens")
     context = ContextConfig(
-        first_chunks=r.get("context.first_chunks", int, ContextConfig.first_chunks),
-        last_chunks=r.get("context.last_chunks", int, ContextConfig.last_chunks),
-        summary_max_tokens=r.positive(
-            "context.summary_max_tokens", ContextConfig.summary_max_tokens
+        first_chunks=r.number("context.first_chunks", ContextConfig.first_chunks, CHUNKS),
+        last_chunks=r.number("context.last_chunks", ContextConfig.last_chunks, CHUNKS),
+        summary_max_tokens=r.number(
+            "context.summary_max_tokens", ContextConfig.summary_max_tokens, TOKENS
         ),
         rewrite_personal=r.get("context.rewrite_personal", bool, ContextConfig.rewrite_personal),
         summaries=r.get("context.summaries", str, ContextConfig.summaries),
-        batch_chunks=r.positive("context.batch_chunks", ContextConfig.batch_chunks),
+        batch_chunks=r.number(
+            "context.batch_chunks", ContextConfig.batch_chunks, Range(1, CHUNKS.high)
+        ),
         passages=r.get("context.passages", str, ContextConfig.passages),
         writes=tuple(r.get("context.writes", list, list(ContextConfig.writes))),
     )
@@ -340,53 +398,42 @@ def parse_config(
         raise ConfigError(
             f"config key 'context.writes' must list some of {', '.join(MODEL_WRITES)}, once each"
         )
-    if (
-        context.first_chunks < 0
-        or context.last_chunks < 0
-        or (context.first_chunks + context.last_chunks == 0)
-    ):
+    if context.first_chunks + context.last_chunks == 0:
         raise ConfigError(
-            "config keys 'context.first_chunks' and 'context.last_chunks' "
-            "must be >= 0 and not both 0"
+            "config keys 'context.first_chunks' and 'context.last_chunks' must not both be 0"
         )
-    max_chars = r.positive("chunking.max_chars", ChunkingConfig.max_chars)
-    if max_chars < 200:
-        raise ConfigError("config key 'chunking.max_chars' must be at least 200")
+    # Shorter chunks than a paragraph lose what they are about; longer than a note may be.
+    max_chars = r.number("chunking.max_chars", ChunkingConfig.max_chars, Range(200, 16 << 20))
     # The model's voices and lines make the vector list strong enough for a larger share.
     fusion = default_fusion(context.names_writers())
     query = QueryConfig(
-        top_k=r.positive("query.top_k", QueryConfig.top_k),
+        top_k=r.number("query.top_k", QueryConfig.top_k, TOP_K),
         owner_in_first_person=r.get(
             "query.owner_in_first_person", bool, QueryConfig.owner_in_first_person
         ),
         mode=r.get("query.mode", str, QueryConfig.mode),
         rerank=r.get("query.rerank", bool, QueryConfig.rerank),
-        rerank_candidates=r.positive("query.rerank_candidates", QueryConfig.rerank_candidates),
-        rerank_chars=r.positive("query.rerank_chars", QueryConfig.rerank_chars),
+        rerank_candidates=r.number("query.rerank_candidates", QueryConfig.rerank_candidates, TOP_K),
+        rerank_chars=r.number("query.rerank_chars", QueryConfig.rerank_chars, COUNT),
         fusion=Fusion(
             method=r.get("query.fusion", str, fusion.method),
-            vector_weight=float(r.get("query.vector_weight", float, fusion.vector_weight)),
+            vector_weight=r.number("query.vector_weight", fusion.vector_weight, SHARE),
         ),
     )
     if query.mode not in SEARCH_MODES:
         raise ConfigError(f"config key 'query.mode' must be one of {', '.join(SEARCH_MODES)}")
     if query.fusion.method not in FUSION_METHODS:
         raise ConfigError(f"config key 'query.fusion' must be one of {', '.join(FUSION_METHODS)}")
-    if not 0 <= query.fusion.vector_weight <= 1:
-        raise ConfigError("config key 'query.vector_weight' must be between 0 and 1")
     daemon = _daemon(r, env)
     enrich = EnrichConfig(
         enabled=r.get("enrich.enabled", bool, EnrichConfig.enabled),
-        concurrency=r.positive("enrich.concurrency", EnrichConfig.concurrency),
+        concurrency=r.number(
+            "enrich.concurrency", EnrichConfig.concurrency, Range(1, MAX_ENRICH_CONCURRENCY)
+        ),
         in_daemon=r.get("enrich.in_daemon", bool, EnrichConfig.in_daemon),
-        lease=float(r.positive("enrich.lease", EnrichConfig.lease)),
+        # Shorter than a renewal's round trip, a lease would run out under a working worker.
+        lease=r.number("enrich.lease", EnrichConfig.lease, Range(5, YEAR)),
     )
-    if enrich.lease < 5:
-        raise ConfigError("config key 'enrich.lease' must be at least 5 seconds")
-    if enrich.concurrency > MAX_ENRICH_CONCURRENCY:
-        raise ConfigError(
-            f"config key 'enrich.concurrency' must be at most {MAX_ENRICH_CONCURRENCY}"
-        )
     # Only once every key has been read can the rest be called unknown.
     r.reject_unknown()
     return Config(
@@ -413,32 +460,31 @@ def _daemon(r: _Reader, env: dict[str, str]) -> DaemonConfig:
             raise ConfigError("environment variable KB_DAEMON_POLLING must be true or false")
         polling = flag in ("1", "true", "yes")
     daemon = DaemonConfig(
-        debounce=float(r.positive("daemon.debounce", d.debounce)),
-        max_delay=float(r.positive("daemon.max_delay", d.max_delay)),
-        reconcile_interval=float(r.positive("daemon.reconcile_interval", d.reconcile_interval)),
-        reconcile_jitter=float(r.get("daemon.reconcile_jitter", float, d.reconcile_jitter)),
-        max_pending=r.positive("daemon.max_pending", d.max_pending),
-        heartbeat=float(r.positive("daemon.heartbeat", d.heartbeat)),
-        shutdown_grace=float(r.positive("daemon.shutdown_grace", d.shutdown_grace)),
+        debounce=r.number("daemon.debounce", d.debounce, SECONDS),
+        max_delay=r.number("daemon.max_delay", d.max_delay, SECONDS),
+        reconcile_interval=r.number("daemon.reconcile_interval", d.reconcile_interval, SECONDS),
+        reconcile_jitter=r.number(
+            "daemon.reconcile_jitter", d.reconcile_jitter, Range(0, 1, below=True)
+        ),
+        max_pending=r.number("daemon.max_pending", d.max_pending, COUNT),
+        heartbeat=r.number("daemon.heartbeat", d.heartbeat, SECONDS),
+        shutdown_grace=r.number("daemon.shutdown_grace", d.shutdown_grace, SECONDS),
         polling=polling,
     )
     if daemon.max_delay < daemon.debounce:
         raise ConfigError("config key 'daemon.max_delay' must be at least daemon.debounce")
-    if not 0 <= daemon.reconcile_jitter < 1:
-        raise ConfigError("config key 'daemon.reconcile_jitter' must be in [0, 1)")
     return daemon
 
 
-def _env_int(env: dict[str, str], name: str, file_value: int) -> int:
-    if not env.get(name):
+def _env_int(env: dict[str, str], name: str, file_value: int, within: Range) -> int:
+    """A whole number from the environment, in the range its config key has."""
+    given = env.get(name, "").strip()
+    if not given:
         return file_value
-    try:
-        value = int(env[name])
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ConfigError(f"environment variable {name} must be a positive whole number")
-    return value
+    # ASCII digits alone: int() also reads "٣" and "1_0", and refuses "²", which isdigit takes.
+    if not (given.isascii() and given.isdigit() and len(given) < 19 and within.holds(int(given))):
+        raise ConfigError(f"environment variable {name} must be {_a_number(True, within)}")
+    return int(given)
 
 
 def _env(env: dict[str, str], name: str, file_value: str) -> str:
@@ -563,7 +609,9 @@ def _skips(vault: VaultConfig, rel: Path) -> bool:
 
 
 class _Reader:
-    """Typed access to nested TOML keys that remembers which keys were read."""
+    """Typed access to nested TOML keys that remembers which keys were read, and the one
+    place every value is checked: each text for NUL characters (PostgreSQL text and file
+    names cannot hold one), each number for its range, with one line naming the key."""
 
     _KNOWN_SECTIONS = ("database", "chunking", "context", "llm", "query", "daemon", "enrich")
 
@@ -585,12 +633,21 @@ class _Reader:
             raise ConfigError(
                 f"config key '{self.prefix}{dotted}' must be {_KIND_NAMES.get(kind, kind.__name__)}"
             )
+        texts = node if isinstance(node, list) else [node]
+        if any(isinstance(text, str) and "\x00" in text for text in texts):
+            raise ConfigError(f"config key '{self.prefix}{dotted}' holds a NUL character")
         return node
 
-    def positive(self, dotted: str, default: float) -> Any:
-        value = self.get(dotted, float if isinstance(default, float) else int, default)
-        if value <= 0:
-            raise ConfigError(f"config key '{self.prefix}{dotted}' must be a positive number")
+    def number(
+        self, dotted: str, default: float | None, within: Range, *, whole: bool | None = None
+    ) -> Any:
+        """A number key in `within`: a whole number where `whole` says, or the default is."""
+        whole = not isinstance(default, float) if whole is None else whole
+        value = self.get(dotted, int if whole else float, default)
+        if value is not None and not within.holds(value):
+            raise ConfigError(
+                f"config key '{self.prefix}{dotted}' must be {_a_number(whole, within)}"
+            )
         return value
 
     def reject_unknown(self) -> None:
@@ -603,6 +660,10 @@ class _Reader:
                         raise ConfigError(f"unknown config key '{key}.{sub}'")
             elif key not in self.seen and key not in self._KNOWN_SECTIONS:
                 raise ConfigError(f"unknown config key '{self.prefix}{key}'")
+
+
+def _a_number(whole: bool, within: Range) -> str:
+    return f"{'a whole number' if whole else 'a number'} {within}"
 
 
 _KIND_NAMES = {

@@ -132,9 +132,21 @@ def read_stream(
         return items, next(items, _END)
 
     items, item = first(start)
-    while item is not _END:
-        yield item
-        item = rest(lambda: next(items, _END))
+    try:
+        while item is not _END:
+            yield item
+            item = rest(lambda: next(items, _END))
+    finally:
+        close_stream(items)
+
+
+def close_stream(items: Iterator[Any]) -> None:
+    """Close a server's stream that its reader leaves early (a page closed mid-answer), so
+    the server stops writing now rather than when the collector gets to it; an iterator with
+    nothing to close is left as it is."""
+    close = getattr(items, "close", None)
+    if close is not None:
+        close()
 
 
 def with_retries(call: Callable[[], T], *, retries: int, backoff: float = 0.5) -> T:

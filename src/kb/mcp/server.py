@@ -30,7 +30,6 @@ from kb.mcp.arguments import ArgumentCheckedServer, Name, Offset, PathText, Text
 from kb.results import SearchResult
 from kb.search.answer import Answer, note_date
 from kb.services.access import check_exposure, serving_token, token_matches
-from kb.services.inputs import path_text
 from kb.services.notes import NoteText, Vaults
 from kb.services.search import SearchRequest, SearchService
 from kb.services.status import status_report
@@ -291,9 +290,7 @@ def _add_notes_as_resources(server: MCPServer, vaults: Vaults) -> None:
     def note(vault: str, path: str) -> str:
         """A note of the user's vault, as it is on disk now."""
         try:
-            return vaults.read(vault, path_text(path)).text
-        except ValueError as exc:
-            raise ResourceNotFoundError(f"{path[:80]!r}: {exc}") from None
+            return vaults.read(vault, path).text
         except KbError as exc:
             raise ResourceNotFoundError(str(exc)) from None
 

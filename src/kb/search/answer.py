@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -19,7 +20,7 @@ from kb import prompts
 from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.fusion import DEFAULT_FUSION, Fusion
-from kb.llm.base import ChatModel, Embedder
+from kb.llm.base import ChatModel, Embedder, close_stream
 from kb.search.query import search
 from kb.store import NO_FILTER, NoteInfo, SearchFilter, SearchHit, Store
 
@@ -44,6 +45,11 @@ _NOT_IN_NOTES = re.compile(
     r"|\bnot\s+(?:in|mentioned\s+in)\s+(?:your|the)\s+(?:notes|passages)",
     re.IGNORECASE,
 )
+
+
+class Stopped(Exception):
+    """The asker went away (`ask`'s `stop` was set): the answer is left unfinished and the
+    chat model's stream closed."""
 
 
 @dataclass(frozen=True)
@@ -251,13 +257,15 @@ def ask(
     options: AskOptions,
     reranker: Reranker | None = None,
     on_text: Callable[[str], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> Answer:
     """Retrieve passages for `question` and have the chat model answer from them alone.
 
     `owner` set: a first-person question is the owner's (retrieval adds the name, and the
     model is told which notes are theirs). With a `reranker`, the passages are the ones the
     chat model judged best, as `kb query --rerank` lists them. `on_text` receives the answer
-    as it streams, citations that name no passage already removed.
+    as it streams, citations that name no passage already removed. Once `stop` is set, the
+    model's stream is closed at its next piece and Stopped raised.
     """
     started = time.perf_counter()
     found = search(
@@ -308,13 +316,21 @@ def ask(
     citations = CitationFilter(s.number for s in sources)
     shown: list[str] = []
     first: float | None = None
-    for piece in chat.stream(prompt):
-        if first is None:
-            first = time.perf_counter() - retrieved
-        if text := citations.feed(piece):
-            shown.append(text)
-            if on_text:
-                on_text(text)
+    if stop is not None and stop.is_set():
+        raise Stopped  # gone while the passages were found: the model is not asked
+    pieces = chat.stream(prompt)
+    try:
+        for piece in pieces:
+            if stop is not None and stop.is_set():
+                raise Stopped
+            if first is None:
+                first = time.perf_counter() - retrieved
+            if text := citations.feed(piece):
+                shown.append(text)
+                if on_text:
+                    on_text(text)
+    finally:
+        close_stream(pieces)
     if tail := citations.close():
         shown.append(tail)
         if on_text:

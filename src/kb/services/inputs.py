@@ -1,8 +1,10 @@
 """What a request's text may hold, checked where it enters kb (an MCP tool's arguments, the
-web page's query string), and the one line that says what is wrong with it.
+web page's query string, the note reader every face shares), and the one line that says what
+is wrong with it.
 
 Anyone can send anything: a NUL character (PostgreSQL text cannot hold one), a lone
-surrogate, a path longer than the system allows, an offset past PostgreSQL's bigint.
+surrogate, a path longer than the system allows, an offset past PostgreSQL's bigint, a
+"number" of digits `int()` does not read ("²").
 """
 
 from __future__ import annotations
@@ -41,3 +43,19 @@ def path_text(text: str) -> str:
                 f"{NAME_BYTES} bytes"
             )
     return text
+
+
+def whole_number(text: str, low: int, high: int) -> int:
+    """`text` as a whole number from `low` to `high`, written in ASCII digits alone; else a
+    ValueError.
+
+    `str.isdigit()` is true of "²", which `int()` refuses, and `int()` reads "٣", " 3", "+3"
+    and "1_0": a number in a request is plain digits, or it is not one.
+    """
+    # Past any bound kb sets, and short enough that reading it costs nothing.
+    if not (text.isascii() and text.isdigit() and len(text) <= 18):
+        raise ValueError(f"{text[:20]!r} is not a number from {low} to {high}")
+    number = int(text)
+    if not low <= number <= high:
+        raise ValueError(f"{text[:20]!r} is not a number from {low} to {high}")
+    return number

@@ -7,12 +7,14 @@ only if it is a note kb would index (see kb.notes.read_note).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from kb.config import VaultConfig
 from kb.errors import KbError, NoteError
 from kb.notes import inside_vault, is_note, read_note
 from kb.parsing import decode
+from kb.services.inputs import path_text
 
 
 @dataclass(frozen=True)
@@ -35,16 +37,23 @@ class Vaults:
         """A note's vault and vault-relative path, or a KbError saying why there is none."""
         config = self.by_name.get(vault)
         if config is None:
-            raise KbError(f"no vault named {vault!r}; vaults: {', '.join(self.by_name)}")
+            raise KbError(f"no vault named {vault[:80]!r}; vaults: {', '.join(self.by_name)}")
+        try:
+            # Every face's request comes through here: a name the system cannot take is
+            # refused before any file call would fail on it.
+            path_text(path)
+        except ValueError as exc:
+            raise KbError(f"path: {exc}") from None
         rel = path.replace("\\", "/").strip()
-        if not rel or "\x00" in rel or rel.startswith("/") or ".." in rel.split("/"):
+        if not rel or rel.startswith("/") or ".." in rel.split("/"):
             raise KbError(f"{path!r} is not a path inside the vault")
         if not is_note(config, rel):
             raise KbError(f"{path!r} is not a note (a Markdown file that is not ignored)")
         # A symlink may point anywhere: only what really lies under the root is served.
         if not inside_vault(config, rel):
             raise KbError(f"{path!r} leads outside the vault")
-        if not (config.path / rel).is_file():
+        # os.path.isfile, not Path.is_file: a path the system refuses is no note either.
+        if not os.path.isfile(os.path.join(config.path, rel)):
             raise KbError(f"no note {path!r} in vault {vault!r}")
         return config, rel
 

@@ -8,6 +8,7 @@ the owner rule), so that no face can run a search the configuration does not des
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -90,10 +91,15 @@ class SearchService:
         )
 
     def ask(
-        self, request: SearchRequest, *, on_text: Callable[[str], None] | None = None
+        self,
+        request: SearchRequest,
+        *,
+        on_text: Callable[[str], None] | None = None,
+        stop: threading.Event | None = None,
     ) -> Answer:
         """The chat model's answer to the request's question from the passages the same
-        search finds (see kb.search.answer.ask); `on_text` receives it as it streams."""
+        search finds (see kb.search.answer.ask); `on_text` receives it as it streams, and
+        `stop`, once set, ends it (kb.search.answer.Stopped)."""
         from kb.search.answer import AskOptions, ask
 
         options = AskOptions(
@@ -114,6 +120,7 @@ class SearchService:
             options=options,
             reranker=self._reranker_for(request),
             on_text=on_text,
+            stop=stop,
         )
 
     def _owner(self, request: SearchRequest) -> str | None:

@@ -9,11 +9,12 @@ events), `/api/status`.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
-import queue
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass
 from importlib.resources import files
 from pathlib import Path
@@ -31,17 +32,29 @@ from kb.config import Config
 from kb.db import first_line
 from kb.errors import KbError
 from kb.results import SearchHit
-from kb.search.answer import Answer
+from kb.search.answer import Answer, Stopped
 from kb.services.notes import Vaults
-from kb.services.search import SearchService
+from kb.services.search import SearchRequest, SearchService
 from kb.services.status import StatusReport, duration, status_report
 from kb.store import Store
 from kb.web.cards import Card, answer_pieces, cards, note_lines, obsidian_url
-from kb.web.forms import FormError, SearchForm, read_form
+from kb.web.forms import FormError, SearchForm, line_number, read_form
 from kb.web.guard import Access, Guard
 
 _HERE = files("kb.web")
 log = logging.getLogger("kb.web")
+
+# Answers the page writes at once. Each holds the chat model for up to minutes, and more would
+# only wait at the model server (which writes llm.concurrency at a time) holding a connection
+# each; the pages are never kept waiting by them (their events are awaited, not a thread's).
+ANSWERS_AT_ONCE = 4
+BUSY = (
+    f"kb is writing {ANSWERS_AT_ONCE} answers already, as many as it writes at once: ask again "
+    "when one is done"
+)
+# While the model thinks, a comment line this often: a tab closed meanwhile is noticed (the
+# write fails) and its answer stopped, and a proxy in front keeps the connection open.
+_KEEP_ALIVE = 5.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,7 @@ class _Pages:
             undefined=jinja2.StrictUndefined,
         )
         self.templates.globals["duration"] = duration
+        self.answers = threading.BoundedSemaphore(ANSWERS_AT_ONCE)
 
     # -- pages --------------------------------------------------------------------------------
 
@@ -115,7 +129,10 @@ class _Pages:
     def note(self, request: Request) -> Response:
         params = request.query_params
         try:
-            start, end = _line(params, "start"), _line(params, "end")
+            start, end = line_number(params, "start"), line_number(params, "end")
+        except FormError as exc:
+            return self._page("error.html", 400, title="No such lines", error=str(exc))
+        try:
             note = self.parts.vaults.read(params.get("vault", ""), params.get("path", ""))
         except KbError as exc:
             return self._page("error.html", 404, title="No such note", error=str(exc))
@@ -135,6 +152,8 @@ class _Pages:
             form = read_form(request.query_params)
         except FormError as exc:
             return self._page("ask.html", 400, form=SearchForm(), error=str(exc))
+        if form.request is not None and not self._room_for_an_answer():
+            return self._page("ask.html", 503, form=form, error=BUSY)
         return self._page("ask.html", form=form, events_url=_events_url(request))
 
     def status(self, request: Request) -> Response:
@@ -167,12 +186,12 @@ class _Pages:
     def note_json(self, request: Request) -> Response:
         params = request.query_params
         try:
+            start, end = line_number(params, "start"), line_number(params, "end")
             note = self.parts.vaults.read(
-                params.get("vault", ""),
-                params.get("path", ""),
-                _line(params, "start"),
-                _line(params, "end"),
+                params.get("vault", ""), params.get("path", ""), start, end
             )
+        except FormError as exc:
+            return _error_json(exc)
         except KbError as exc:
             return _error_json(exc, 404)
         return JSONResponse(asdict(note))
@@ -182,49 +201,61 @@ class _Pages:
         text = json.dumps(self._report().as_json(), ensure_ascii=False, default=str)
         return Response(text, media_type="application/json")
 
-    def ask_events(self, request: Request) -> Response:
+    async def ask_events(self, request: Request) -> Response:
         """The answer as server-sent events: `text` for each piece as the model writes it,
         then `done` with the answer rendered (citations as links, the sources), or `failure`
-        with one line."""
+        with one line. At most ANSWERS_AT_ONCE at a time: past it, a 503 with one line."""
         try:
             form = read_form(request.query_params)
             if form.request is None:
                 raise FormError("q: a question is needed")
         except KbError as exc:
             return _error_json(exc)
+        if not self.answers.acquire(blocking=False):
+            return JSONResponse({"error": BUSY}, status_code=503, headers={"retry-after": "10"})
+        pieces: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+        stop = threading.Event()
+        # Started now, not when the body is first read: the thread gives the place back
+        # however the response ends, even one never sent.
+        self._answer(form.request, pieces, stop)
         return StreamingResponse(
-            self._answer_events(form), media_type="text/event-stream", headers=_NO_BUFFERING
+            _answer_events(pieces, stop), media_type="text/event-stream", headers=_NO_BUFFERING
         )
 
-    def _answer_events(self, form: SearchForm) -> Iterator[str]:
-        # The model is waited on in a thread of its own, its pieces handed over as they come.
-        pieces: queue.Queue[tuple[str, Any]] = queue.Queue()
-        assert form.request is not None
-        request = form.request
+    def _answer(
+        self, request: SearchRequest, pieces: asyncio.Queue[tuple[str, Any]], stop: threading.Event
+    ) -> None:
+        """The answer written in a thread of its own (the model's stream and the database
+        block), each piece handed to the event loop as it comes; `stop` ends it."""
+        loop = asyncio.get_running_loop()
+
+        def put(kind: str, value: Any) -> None:
+            with contextlib.suppress(RuntimeError):  # the server has stopped: no one to tell
+                loop.call_soon_threadsafe(pieces.put_nowait, (kind, value))
 
         def answer() -> None:
             try:
                 answered = self.parts.searches.ask(
-                    request, on_text=lambda text: pieces.put(("text", text))
+                    request, on_text=lambda text: put("text", text), stop=stop
                 )
+                put("done", self._answered(answered))
+            except Stopped:
+                pass  # the page was closed: no one is reading
             except KbError as exc:
-                pieces.put(("failure", str(exc)))
+                put("failure", str(exc))
             except Exception as exc:  # the page says so; the server goes on
-                pieces.put(("failure", f"{type(exc).__name__}: {first_line(exc)}"))
-            else:
-                pieces.put(("done", answered))
+                put("failure", f"{type(exc).__name__}: {first_line(exc)}")
+            finally:
+                self.answers.release()
 
         threading.Thread(target=answer, name="kb-web-ask", daemon=True).start()
-        while True:
-            kind, value = pieces.get()
-            if kind == "text":
-                yield _event("text", value)
-            elif kind == "failure":
-                yield _event("failure", value)
-                return
-            else:
-                yield _event("done", self._answered(value))
-                return
+
+    def _room_for_an_answer(self) -> bool:
+        # A look, not a claim: the page's stream claims its place when it opens.
+        if not self.answers.acquire(blocking=False):
+            return False
+        self.answers.release()
+        return True
 
     def _answered(self, answer: Answer) -> dict[str, Any]:
         html = self.templates.get_template("answer.html").render(
@@ -259,21 +290,30 @@ class _Pages:
 _NO_BUFFERING = {"x-accel-buffering": "no"}
 
 
+async def _answer_events(
+    pieces: asyncio.Queue[tuple[str, Any]], stop: threading.Event
+) -> AsyncIterator[str]:
+    try:
+        while True:
+            try:
+                kind, value = await asyncio.wait_for(pieces.get(), _KEEP_ALIVE)
+            except TimeoutError:
+                yield ": the model is still writing\n\n"
+                continue
+            yield _event(kind, value)
+            if kind != "text":
+                return
+    finally:
+        # Ended, or its reader went away (a closed tab): the model's stream is closed either way.
+        stop.set()
+
+
 def _event(kind: str, data: object) -> str:
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
 def _events_url(request: Request) -> str:
     return "/api/ask?" + request.url.query if request.url.query else ""
-
-
-def _line(params: Mapping[str, str], name: str) -> int | None:
-    value = params.get(name, "")
-    if not value:
-        return None
-    if not value.isdigit() or len(value) > 9 or int(value) < 1:
-        raise KbError(f"{name}: {value[:20]!r} is not a line number")
-    return int(value)
 
 
 def _error_json(exc: KbError, status: int = 400) -> JSONResponse:

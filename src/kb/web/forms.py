@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from kb.errors import KbError
 from kb.results import SEARCH_MODES, SearchMode
-from kb.services.inputs import path_text, plain_text
+from kb.services.inputs import path_text, plain_text, whole_number
 from kb.services.search import SearchRequest
 from kb.store import SearchFilter
 
@@ -22,6 +22,8 @@ MAX_QUERY_CHARS = 2000
 MAX_TAGS = 20
 # A page of cards, not a dump of the index (the command line goes to kb.config.MAX_TOP_K).
 MAX_TOP_K = 50
+# More lines than any note kb reads holds (notes are at most 16 MiB).
+MAX_LINE = 999_999_999
 
 
 class FormError(KbError):
@@ -123,8 +125,18 @@ def _mode(value: str) -> SearchMode | None:
 
 
 def _top_k(value: str) -> int | None:
+    return _number(value, "top_k", MAX_TOP_K)
+
+
+def line_number(params: Mapping[str, str], name: str) -> int | None:
+    """A note's line (`start`, `end` of a note's address), None when not given."""
+    return _number(params.get(name, ""), name, MAX_LINE)
+
+
+def _number(value: str, name: str, most: int) -> int | None:
     if not value:
         return None
-    if not value.isdigit() or not 1 <= int(value) <= MAX_TOP_K:
-        raise FormError(f"top_k: {value[:40]!r} is not a number from 1 to {MAX_TOP_K}")
-    return int(value)
+    try:
+        return whole_number(value, 1, most)
+    except ValueError as exc:
+        raise FormError(f"{name}: {exc}") from None

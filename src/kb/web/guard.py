@@ -14,6 +14,7 @@ A browser is an awkward client to trust: any page it has open may send requests 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
@@ -60,12 +61,18 @@ def access(host: str, token: str | None, allow_hosts: Iterable[str] = ()) -> Acc
     return Access(frozenset({*names, host.lower()}), token)
 
 
-def host_name(host: str) -> str:
-    """A Host header's name, without its port or an IPv6 address's brackets."""
-    host = host.strip().lower()
-    if host.startswith("["):
-        return host[1 : host.find("]")] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+# A Host header as browsers send it (RFC 9110 §7.2): a name or a bracketed IPv6 address, then
+# an optional port. No list, no space: "localhost:1, evil.com" is no browser's.
+_HOST = re.compile(r"(?:\[(?P<ip6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9._~-]*))(?::[0-9]{0,5})?")
+
+
+def host_name(host: str) -> str | None:
+    """A Host header's name, without its port or an IPv6 address's brackets; None when the
+    header is not a name and a port."""
+    found = _HOST.fullmatch(host.strip().lower())
+    if found is None:
+        return None
+    return found["ip6"] or found["name"] or ""
 
 
 def refusal(
@@ -75,8 +82,11 @@ def refusal(
     if method not in ("GET", "HEAD"):
         return 405, "kb's web page only reads: use GET"
     host = headers.get("host", "")
-    if rules.hosts is not None and host_name(host) not in rules.hosts:
-        return 403, f"this server does not answer to the name {host_name(host)!r}"
+    name = host_name(host)
+    if name is None:
+        return 400, "the Host header is not a name and a port"
+    if rules.hosts is not None and name not in rules.hosts:
+        return 403, f"this server does not answer to the name {name!r}"
     origin = headers.get("origin")
     if origin is not None and origin != f"{scheme}://{host}":
         return 403, "requests from another site's page are refused"

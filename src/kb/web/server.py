@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 import threading
 import time
 
@@ -24,7 +26,7 @@ class WebServer:
         )
         self.server = uvicorn.Server(config)
         self.host, self.port = host, port
-        self._thread = threading.Thread(target=self.server.run, name="kb-web", daemon=True)
+        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -32,18 +34,60 @@ class WebServer:
         return f"http://{host}:{self.port}/"
 
     def start(self) -> None:
-        """Serve; a KbError when the address cannot be listened on (taken, not this machine's)."""
+        """Serve; a KbError saying why when the address cannot be listened on."""
+        # Bound here, not by uvicorn, which logs the reason and exits its thread: the error's
+        # own reason is the line the user reads.
+        sockets = self._listen()
+        self._thread = threading.Thread(
+            target=self.server.run, args=(sockets,), name="kb-web", daemon=True
+        )
         self._thread.start()
         deadline = time.monotonic() + _START_TIMEOUT
         while not self.server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise KbError(
-                    f"cannot serve on {self.host}:{self.port}: the address is in use or not "
-                    "this machine's (choose another with --host or --port)"
-                )
+                raise KbError(f"cannot serve on {self.host}:{self.port}: the server did not start")
             time.sleep(0.05)
+
+    def _listen(self) -> list[socket.socket]:
+        """A bound socket for each address the host names, as asyncio's own server makes them
+        ("localhost": IPv4 and IPv6)."""
+        sockets: list[socket.socket] = []
+        try:
+            found = socket.getaddrinfo(
+                self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            )
+            for family, kind, proto, _, address in dict.fromkeys(found):
+                sock = socket.socket(family, kind, proto)
+                sockets.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                sock.bind(address)
+        except OSError as exc:
+            for sock in sockets:
+                sock.close()
+            raise KbError(cannot_listen(self.host, self.port, exc)) from None
+        return sockets
 
     def stop(self) -> None:
         """Stop taking requests and let those in hand finish."""
         self.server.should_exit = True
-        self._thread.join(timeout=10)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+
+def cannot_listen(host: str, port: int, error: OSError) -> str:
+    """The one line for an address that cannot be listened on, by what the system said."""
+    where = f"cannot serve on {host}:{port}"
+    if isinstance(error, socket.gaierror):
+        return f"{where}: no such address (choose another with --host)"
+    if error.errno == errno.EACCES and port < 1024:
+        return (
+            f"{where}: permission denied (ports below 1024 need the administrator's rights; "
+            "choose another with --port)"
+        )
+    if error.errno == errno.EADDRINUSE:
+        return f"{where}: the address is in use (choose another with --port)"
+    if error.errno == errno.EADDRNOTAVAIL:
+        return f"{where}: the address is not this machine's (choose another with --host)"
+    return f"{where}: {error.strerror or error} (choose another with --host or --port)"
