@@ -4,11 +4,20 @@ contents, and the vault as a sync then sees it."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any
 
+from conftest import run_kb
 from kb.config import VaultConfig
 from kb.dates import DailyNotes
-from kb.obsidian import excluded_glob, followed, is_settings_file, settings_of
+from kb.obsidian import (
+    excluded_glob,
+    followed,
+    is_settings_file,
+    settings_of,
+)
+from kb.store import Store
 
 
 def test_daily_notes_templates_and_excluded_files() -> None:
@@ -57,3 +66,82 @@ def test_a_vault_as_a_sync_sees_it(tmp_path: Path) -> None:
     assert followed(off)[0] is off
     assert is_settings_file(".obsidian/daily-notes.json")
     assert not is_settings_file(".obsidian/workspace.json")
+
+
+# -- folder names are names: Obsidian's settings are literal path prefixes ----------------------
+
+# Obsidian excludes every path that starts with a filter, character for character.
+ODD_NAMES: dict[str, dict[str, Any]] = {
+    "templates.json": {"folder": "Templates [old]"},
+    "app.json": {"userIgnoreFilters": ["Archive [2023-2024]/", "Drafts\\", "a*b", "Notes/#1?"]},
+}
+
+
+def test_obsidian_folder_names_are_literal_prefixes() -> None:
+    settings = settings_of(ODD_NAMES)
+    vault = VaultConfig("v", Path("/v"), ignore=settings.ignores)
+    for path in (
+        "Templates [old]/t.md",
+        "Archive [2023-2024]/old.md",
+        "Archive [2023-2024]/",
+        "Drafts\\x.md",
+        "Drafts\\/y.md",
+        "a*b.md",
+        "a*bc/d.md",
+        "Notes/#1?.md",
+    ):
+        assert vault.is_ignored(path), path
+    for path in (
+        "Templates o/t.md",
+        "Templates d/t.md",
+        "Archive 2/x.md",
+        "Archive [2023-2024].md",
+        "Drafts/x.md",
+        "axb.md",
+        "Notes/#12.md",
+        "Notes/#1.md",
+    ):
+        assert not vault.is_ignored(path), path
+    assert "excluded 'Archive [2023-2024]/' is not indexed (app.json)" in settings.lines()
+
+
+def _odd_vault(root: Path) -> Path:
+    for name, data in ODD_NAMES.items():
+        (root / ".obsidian").mkdir(parents=True, exist_ok=True)
+        (root / ".obsidian" / name).write_text(json.dumps(data))
+    for rel in (
+        "n.md",
+        "Templates o/kept.md",
+        "Templates [old]/t.md",
+        "Archive [2023-2024]/old.md",
+        "Drafts\\x.md",
+        "Notes/#1?.md",
+        "Notes/#12.md",
+    ):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"# {rel}\n\nA note about lighthouses.\n")
+    return root
+
+
+def _env(db_url: str) -> dict[str, str]:
+    return {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
+
+
+def test_kb_follows_folder_names_with_glob_characters(
+    tmp_path: Path, db_url: str, store: Store
+) -> None:
+    vault = _odd_vault(tmp_path / "vault")
+    config, env = tmp_path / "kb.toml", _env(db_url)
+    init = run_kb(config, env, "init", str(vault), "--yes", "--owner", "Ana", "--provider", "fake")
+    assert init.returncode == 0, init.stderr
+    assert "/Archive \\[2023-2024\\]/  (excluded in Obsidian" in init.stdout
+    for command in (("index",), ("verify",), ("status", "--json")):
+        done = run_kb(config, env, *command)
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+    assert set(store.documents.states("vault")) == {"n.md", "Templates o/kept.md", "Notes/#12.md"}
+    status = json.loads(run_kb(config, env, "status", "--json").stdout)
+    assert (
+        "templates in Templates [old]/ are not indexed (templates.json)"
+        in (status["obsidian"]["vault"])
+    )

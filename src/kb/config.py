@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import pathspec
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 from kb.dates import DEFAULT_DATE_KEYS, DateRules
 from kb.errors import ConfigError
@@ -86,6 +87,20 @@ def _spec(patterns: tuple[str, ...], case_sensitive: bool = True) -> pathspec.Gi
             if isinstance(p, pathspec.RegexPattern) and p.regex is not None
         ]
     )
+
+
+def escaped(name: str) -> str:
+    """A name in a glob (gitignore style), matching only itself: brackets, stars, question
+    marks and backslashes in it are only characters."""
+    return GitIgnoreSpecPattern.escape(name)
+
+
+def literal_glob(prefix: str) -> str:
+    """The ignore glob of exactly the vault-relative paths that start with `prefix`,
+    character for character, as Obsidian matches its folder settings: "Archive [2023]/" is
+    that folder and what it holds, "Drafts" every path whose name begins so at the root."""
+    glob = "/" + escaped(prefix)
+    return glob if prefix.endswith("/") else glob + "*"
 
 
 @dataclass(frozen=True)
@@ -483,7 +498,7 @@ def _vault(r: _Reader, base_dir: Path) -> VaultConfig:
         if not all(isinstance(p, str) for p in patterns):
             raise ConfigError(f"config key '{r.prefix}{key}' must be a list of glob strings")
         for pattern in patterns:
-            if problem := _glob_problem(pattern):
+            if problem := glob_problem(pattern):
                 raise ConfigError(
                     f"config key '{r.prefix}{key}' (vault '{name}') has an invalid glob "
                     f"{pattern!r}: {problem}"
@@ -501,9 +516,9 @@ def _vault(r: _Reader, base_dir: Path) -> VaultConfig:
     )
 
 
-def _glob_problem(pattern: str) -> str | None:
-    """Why a glob cannot be compiled, or None: checked here, since globs are otherwise
-    compiled only when the first path is matched, deep inside a sync."""
+def glob_problem(pattern: str) -> str | None:
+    """Why a glob cannot be compiled, or None: checked before any use, since globs are
+    otherwise compiled only when the first path is matched, deep inside a sync."""
     try:
         pathspec.GitIgnoreSpec.from_lines([pattern])
     except re.error as exc:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kb import obsidian
-from kb.config import Provider, VaultConfig
+from kb.config import Provider, VaultConfig, escaped
 from kb.errors import ConfigError, KbError, LLMError
 from kb.notes import read_note, scan_vault
 from kb.voices import FIRST_PERSON
@@ -88,15 +88,17 @@ def personal_proposals(survey: Survey) -> list[Proposal]:
     if daily is not None and daily.folder:
         found[daily.folder] = f"the daily-notes folder ({survey.settings.daily_from})"
     for folder in survey.folders:
-        if folder.name == survey.settings.templates or folder.name in found:
+        name = folder.name
+        if name == survey.settings.templates or name in found:
             continue
         if _JOURNAL_NAMES.match(folder.name):
-            found[folder.name] = "named like a journal"
+            found[name] = "named like a journal"
         elif folder.notes >= FEW and folder.first_person >= MOST * folder.notes:
-            found[folder.name] = (
+            found[name] = (
                 f"{folder.first_person} of {folder.notes} notes read are in the first person"
             )
-    return [Proposal(f"{name}/**", reason) for name, reason in found.items()]
+    # A folder's name, not a pattern: "Days [old]" is that folder, not "Days o".
+    return [Proposal(f"{escaped(name)}/**", reason) for name, reason in found.items()]
 
 
 def ignore_proposals(settings: obsidian.Settings) -> list[Proposal]:
