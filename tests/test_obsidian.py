@@ -12,9 +12,11 @@ from conftest import run_kb
 from kb.config import VaultConfig
 from kb.dates import DailyNotes
 from kb.obsidian import (
+    Settings,
     excluded_glob,
     followed,
     is_settings_file,
+    read_settings,
     settings_of,
 )
 from kb.store import Store
@@ -145,3 +147,35 @@ def test_kb_follows_folder_names_with_glob_characters(
         "templates in Templates [old]/ are not indexed (templates.json)"
         in (status["obsidian"]["vault"])
     )
+
+
+def test_a_settings_file_nested_too_deep_is_as_if_it_were_not_there(
+    tmp_path: Path, db_url: str, store: Store
+) -> None:
+    vault = tmp_path / "vault"
+    (vault / ".obsidian").mkdir(parents=True)
+    deep = "[" * 100_000 + "]" * 100_000
+    for name in ("app.json", "templates.json"):
+        (vault / ".obsidian" / name).write_text(deep)
+    os.mkfifo(vault / ".obsidian/daily-notes.json")  # read, it would wait for a writer
+    (vault / ".obsidian/plugins/periodic-notes").mkdir(parents=True)
+    (vault / ".obsidian/plugins/periodic-notes/data.json").write_text(
+        '{"daily": ' + "{" * 1000 + "}" * 1000 + "}"
+    )
+    (vault / "n.md").write_text("# n\n\nA note about lighthouses.\n")
+    assert read_settings(vault) == Settings()
+    config = tmp_path / "kb.toml"
+    config.write_text(
+        f'owner_name = "Ana"\n[[vaults]]\nname = "v"\npath = "{vault}"\n[llm]\n'
+        'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n'
+    )
+    env = _env(db_url)
+    for command in (("index",), ("verify",), ("status",)):
+        done = run_kb(config, env, *command)
+        assert done.returncode == 0, done.stderr
+        assert "Recursion" not in done.stderr and "Traceback" not in done.stderr
+        assert sum(".obsidian" in line for line in done.stderr.splitlines()) <= 1
+    assert set(store.documents.states("v")) == {"n.md"}
+    made = tmp_path / "init.toml"
+    init = run_kb(made, env, "init", str(vault), "--yes", "--owner", "A", "--provider", "fake")
+    assert init.returncode == 0, init.stderr

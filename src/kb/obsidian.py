@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,18 +179,34 @@ def settings_of(files: Mapping[str, Mapping[str, Any]]) -> Settings:
     )
 
 
+# Obsidian's settings files are a few KiB; a larger one is not a settings file kb reads.
+MAX_SETTINGS_BYTES = 1 << 20
+
+
 def read_settings(vault_path: Path) -> Settings:
     """The settings in a vault's .obsidian/ folder; a file that is missing, unreadable or
     not a JSON object is as if it were not there (Obsidian then uses its defaults)."""
     files: dict[str, Mapping[str, Any]] = {}
     for name in SETTINGS_FILES:
-        try:
-            data = json.loads((vault_path / CONFIG_DIR / name).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
-            continue
+        data = _settings_file(vault_path / CONFIG_DIR / name)
         if isinstance(data, dict):
             files[name] = data
     return settings_of(files)
+
+
+def _settings_file(path: Path) -> Any:
+    """A settings file's JSON, or None for one that cannot be read as such."""
+    try:
+        # O_NONBLOCK: a FIFO in a settings file's place does not hang the sync.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as file:
+            st = os.fstat(file.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SETTINGS_BYTES:
+                return None
+            # RecursionError: arrays or objects nested deeper than the parser goes.
+            return json.loads(file.read(MAX_SETTINGS_BYTES + 1))
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def followed(vault: VaultConfig) -> tuple[VaultConfig, Settings]:
