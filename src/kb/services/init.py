@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kb import obsidian
-from kb.config import Provider, VaultConfig, escaped
+from kb.config import Provider, VaultConfig, escaped, glob_problem
 from kb.errors import ConfigError, KbError, LLMError
 from kb.notes import read_note, scan_vault
 from kb.voices import FIRST_PERSON
@@ -223,6 +223,14 @@ def changes(old: str, new: str, path: Path) -> list[str]:
             old.splitlines(), new.splitlines(), str(path), f"{path} (new)", lineterm=""
         )
     )
+
+
+def refuse_globs(option: str, globs: Iterable[str]) -> None:
+    """ConfigError, in one line, for a glob given on the command line that cannot be
+    compiled: checked before the vault is read with it."""
+    for glob in globs:
+        if (problem := glob_problem(glob)) is not None:
+            raise ConfigError(f"{option} has an invalid glob {glob!r}: {problem}")
 
 
 def refuse_vault(path: Path, configured: Sequence[VaultConfig]) -> None:
