@@ -11,7 +11,6 @@ import itertools
 import os
 import re
 import tomllib
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -23,6 +22,7 @@ from kb.dates import DEFAULT_DATE_KEYS, DateRules
 from kb.errors import ConfigError
 from kb.fusion import FUSION_METHODS, Fusion, default_fusion
 from kb.locations import default_data_dir, find_config_file
+from kb.names import composed
 from kb.results import SEARCH_MODES, SearchMode
 
 DEFAULT_OLLAMA_HOST = "http://localhost:11434"
@@ -52,7 +52,7 @@ class VaultConfig:
     dates: DateRules = field(default_factory=DateRules)
 
     def is_personal(self, rel_path: str) -> bool:
-        return bool(self.personal) and _spec(self.personal).match_file(rel_path)
+        return bool(self.personal) and _spec(self.personal).match_file(composed(rel_path))
 
     def is_ignored(self, rel_path: str, *, case_sensitive: bool = True) -> bool:
         """Whether a path is left out; `case_sensitive` False where the vault's file system
@@ -61,10 +61,7 @@ class VaultConfig:
         # Dot-folders and dot-files (.obsidian/, .trash/, .git/) are never notes.
         if any(part.startswith(".") for part in rel_path.split("/")):
             return True
-        if not case_sensitive:
-            # Composed, as such file systems compare names: "é" as one code point or as "e"
-            # and an accent are one name on APFS and NTFS.
-            rel_path = unicodedata.normalize("NFC", rel_path)
+        rel_path = composed(rel_path)
         if self.conflicts == "ignore" and _spec(CONFLICT_PATTERNS, case_sensitive).match_file(
             rel_path
         ):
@@ -74,15 +71,16 @@ class VaultConfig:
 
 @functools.lru_cache(maxsize=64)
 def _spec(patterns: tuple[str, ...], case_sensitive: bool = True) -> pathspec.GitIgnoreSpec:
-    # Cached: the daemon's watcher asks about every event's path.
-    spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+    # Cached: the daemon's watcher asks about every event's path. Composed, as the paths
+    # matched are (kb.names).
+    spec = pathspec.GitIgnoreSpec.from_lines([composed(p) for p in patterns])
     if case_sensitive:
         return spec
     # The same expressions compiled to ignore case: folding the globs' text instead could
     # turn a valid range ("[Z-a]") into an invalid one.
     return pathspec.GitIgnoreSpec(
         [
-            type(p)(re.compile(unicodedata.normalize("NFC", p.regex.pattern), re.I), p.include)
+            type(p)(re.compile(p.regex.pattern, re.I), p.include)
             for p in spec.patterns
             if isinstance(p, pathspec.RegexPattern) and p.regex is not None
         ]
@@ -520,7 +518,7 @@ def glob_problem(pattern: str) -> str | None:
     """Why a glob cannot be compiled, or None: checked before any use, since globs are
     otherwise compiled only when the first path is matched, deep inside a sync."""
     try:
-        pathspec.GitIgnoreSpec.from_lines([pattern])
+        pathspec.GitIgnoreSpec.from_lines([composed(pattern)])
     except re.error as exc:
         return exc.msg  # without the position in the regular expression it became
     except ValueError:

@@ -23,6 +23,7 @@ from pathlib import Path
 from kb import obsidian
 from kb.config import Provider, VaultConfig, escaped, glob_problem
 from kb.errors import ConfigError, KbError, LLMError
+from kb.names import composed
 from kb.notes import read_note, scan_vault
 from kb.voices import FIRST_PERSON
 
@@ -86,10 +87,11 @@ def personal_proposals(survey: Survey) -> list[Proposal]:
     found: dict[str, str] = {}
     daily = survey.settings.daily
     if daily is not None and daily.folder:
-        found[daily.folder] = f"the daily-notes folder ({survey.settings.daily_from})"
+        found[composed(daily.folder)] = f"the daily-notes folder ({survey.settings.daily_from})"
+    templates = composed(survey.settings.templates or "")
     for folder in survey.folders:
-        name = folder.name
-        if name == survey.settings.templates or name in found:
+        name = composed(folder.name)
+        if name == templates or name in found:
             continue
         if _JOURNAL_NAMES.match(folder.name):
             found[name] = "named like a journal"
