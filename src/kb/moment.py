@@ -3,7 +3,9 @@
 
 Pure functions. A format is compiled once into a regular expression whose groups are the
 year, month and day; tokens that name no part of the date (a weekday, an hour) only have to
-match. A folder in the format ("YYYY/MM/…") is part of the path the expression reads.
+match. Each token is read once, greedily, as Moment reads it: a name costs time in
+proportion to its length, whatever the format. A folder in the format ("YYYY/MM/…") is part
+of the path the expression reads.
 """
 
 from __future__ import annotations
@@ -90,7 +92,10 @@ def compile_format(fmt: str) -> Compiled:
             i += 1
             continue
         name, expression, part = token
-        pieces.append(f"({expression})")
+        # Atomic: each token takes what it matches and is never read again, as Moment reads
+        # a name. Backtracking into adjacent variable-width tokens ("DMDM…") would try every
+        # split of a long run of digits, in every sync.
+        pieces.append(f"(?>({expression}))")
         parts.append(part)
         i += len(name)
     return Compiled(re.compile("".join(pieces), re.IGNORECASE), tuple(parts))
