@@ -46,6 +46,12 @@ def test_a_format_without_a_day_names_none() -> None:
     assert compile_format("DD.MM.YYYY").dates
 
 
+def test_a_year_0000_is_no_day() -> None:
+    assert read_date("01.01.0000", "DD.MM.YYYY") is None
+    assert read_date("01.01.00", "DD.MM.YY") == dt.date(2000, 1, 1)  # Moment's two digits
+    assert read_date("24/2024-05-03", "YY/YYYY-MM-DD") == dt.date(2024, 5, 3)
+
+
 def test_adjacent_variable_width_tokens_read_a_name_in_linear_time() -> None:
     fmt = "YYYY" + "DM" * 16
     start = time.monotonic()

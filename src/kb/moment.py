@@ -118,16 +118,15 @@ def read_date(text: str, fmt: str) -> dt.date | None:
         # A part given twice ("YYYY/MM/YYYY-MM-DD") must say the same both times.
         if found.setdefault(part, number) != number:
             return None
-    year = found["year"]
-    if year < 100:
-        year += 2000 if year < 69 else 1900  # Moment's reading of a two-digit year
     try:
-        return dt.date(year, found["month"], found["day"])
+        return dt.date(found["year"], found["month"], found["day"])
     except ValueError:
-        return None
+        return None  # no such day, or the year 0000
 
 
 def _number(part: Part, value: str) -> int:
+    if part == "year" and len(value) == 2:
+        return int(value) + (2000 if int(value) < 69 else 1900)  # Moment's two-digit year
     if value.isdigit():
         return int(value)
     if part == "day":
