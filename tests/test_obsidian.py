@@ -8,9 +8,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from conftest import run_kb
+import anyio
+import pytest
+from mcp import Client
+from starlette.testclient import TestClient
+
+from conftest import Kb, run_kb, tool_text
 from kb.config import VaultConfig
 from kb.dates import DailyNotes
+from kb.errors import KbError
+from kb.mcp.server import build_server
 from kb.obsidian import (
     Settings,
     excluded_glob,
@@ -19,7 +26,10 @@ from kb.obsidian import (
     read_settings,
     settings_of,
 )
+from kb.services.notes import Vaults
 from kb.store import Store
+
+EXCLUDED = "EXCLUDED-IN-OBSIDIAN"
 
 
 def test_daily_notes_templates_and_excluded_files() -> None:
@@ -179,3 +189,36 @@ def test_a_settings_file_nested_too_deep_is_as_if_it_were_not_there(
     made = tmp_path / "init.toml"
     init = run_kb(made, env, "init", str(vault), "--yes", "--owner", "A", "--provider", "fake")
     assert init.returncode == 0, init.stderr
+
+
+def test_the_faces_read_no_note_obsidian_excludes(kb: Kb, vault: Path) -> None:
+    (vault / ".obsidian/templates.json").write_text('{"folder": "Templates [old]"}')
+    (vault / ".obsidian/app.json").write_text('{"userIgnoreFilters": ["Archive/"]}')
+    for rel in ("Templates [old]/t.md", "Archive/a.md"):
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text(f"# Hidden\n\n{EXCLUDED} in {rel}\n")
+    (vault / "Projects/link.md").symlink_to(Path("../Archive/a.md"))
+    kb.sync()
+    hidden = ("Templates [old]/t.md", "Archive/a.md", "Projects/link.md")
+    assert not set(hidden) & set(kb.store.documents.states("v"))
+    vaults = Vaults(kb.config.vaults)
+    for path in hidden:
+        with pytest.raises(KbError):
+            vaults.read("v", path)
+    web = TestClient(kb.web_app(host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
+    for path in hidden:
+        for route in ("/note", "/api/note"):
+            page = web.get(route, params={"vault": "v", "path": path})
+            assert page.status_code == 404 and EXCLUDED not in page.text, (route, path)
+
+    async def main() -> None:
+        async with Client(build_server(kb)) as client:
+            for path in hidden:
+                result = await client.call_tool("get_note", {"vault": "v", "path": path})
+                assert result.is_error and EXCLUDED not in tool_text(result), path
+            ok = await client.call_tool(
+                "get_note", {"vault": "v", "path": "Projects/Home Server.md"}
+            )
+            assert not ok.is_error
+
+    anyio.run(main)
