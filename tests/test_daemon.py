@@ -529,3 +529,20 @@ def test_an_edit_of_the_obsidian_settings_is_a_config_change(store: Store, vault
     record = kb.store.state.last_reconcile()
     assert record is not None and record.reason == "v: .obsidian/templates.json changed"
     assert (record.indexed, record.deleted) == (0, len(inbox))
+
+
+def test_a_templates_folder_named_with_glob_characters_is_followed(
+    store: Store, vault: Path
+) -> None:
+    kb = daemon_kb(store, vault)
+    (vault / "Inbox [old]").mkdir()
+    (vault / "Inbox [old]/t.md").write_text("# Template\n\n{{date}}\n")
+    with running(kb) as daemon:
+        assert "Inbox [old]/t.md" in kb.store.documents.states("v")
+        (vault / ".obsidian").mkdir(exist_ok=True)
+        # A range that does not compile as a glob ("3-2"), and one that does ("o-l").
+        (vault / ".obsidian/templates.json").write_text('{"folder": "Inbox [old]"}')
+        (vault / ".obsidian/app.json").write_text('{"userIgnoreFilters": ["Log [3-2]/"]}')
+        settle(daemon, kb, timeout=60)
+    assert not any(p.startswith("Inbox [old]/") for p in kb.store.documents.states("v"))
+    assert any(p.startswith("Inbox/") for p in kb.store.documents.states("v"))

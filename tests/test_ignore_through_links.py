@@ -4,6 +4,7 @@ listed but not opened (a loop of links, a path too long) is named, never skipped
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import unicodedata
 from pathlib import Path
@@ -13,15 +14,18 @@ import pytest
 from mcp import Client
 from watchdog.events import FileModifiedEvent
 
-from conftest import Kb, make_config, tool_text
+from conftest import Kb, make_config, rows, tool_text
 from kb.config import Config, VaultConfig
 from kb.daemon.watcher import Recorder
+from kb.dates import DailyNotes
 from kb.errors import NoteError
 from kb.indexing.verify import verify
 from kb.mcp.server import build_server
 from kb.notes import Scope, folds_case, is_note, read_note, scan_vault, stat_note
+from kb.obsidian import settings_of
 from kb.services.notes import Vaults
-from kb.store import Store
+from kb.services.search import SearchRequest
+from kb.store import SearchFilter, Store
 
 SECRET = "IGNORED-SECRET-TEXT"
 LINKS = {"Pub/link.md", "Pub/trash.md", "Pub/settings.md"}
@@ -240,3 +244,72 @@ def test_loops_and_long_paths_are_named_by_verify_and_index(
         **dict.fromkeys(why, "failed"),
         folder: "unlistable",
     }
+
+
+# -- Unicode: a name composed in a glob, decomposed on the disk (as macOS writes it) ------------
+
+
+def _nfd(text: str) -> str:
+    return unicodedata.normalize("NFD", text)
+
+
+@pytest.mark.parametrize("glob_form", ["NFC", "NFD"])
+@pytest.mark.parametrize("path_form", ["NFC", "NFD"])
+def test_globs_and_paths_are_compared_in_one_normal_form(glob_form: str, path_form: str) -> None:
+    def written(text: str, form: str) -> str:
+        return unicodedata.normalize(form, text)  # type: ignore[arg-type]
+
+    vault = VaultConfig(
+        "v",
+        Path("/v"),
+        ignore=(written("Privé/**", glob_form),),
+        personal=(written("Journée/**", glob_form),),
+    )
+    for sensitive in (True, False):
+        assert vault.is_ignored(written("Privé/a.md", path_form), case_sensitive=sensitive)
+    assert vault.is_personal(written("Journée/a.md", path_form))
+    assert not vault.is_personal(written("Journal/a.md", path_form))
+    daily = DailyNotes(written("Journée", glob_form), "D MMMM YYYY")
+    assert daily.day(written("Journée/3 May 2024.md", path_form)) == dt.date(2024, 5, 3)
+    settings = settings_of(
+        {
+            "templates.json": {"folder": written("Modèles", glob_form)},
+            "app.json": {"userIgnoreFilters": [written("Archivé/", glob_form)]},
+        }
+    )
+    followed = VaultConfig("v", Path("/v"), ignore=settings.ignores)
+    assert followed.is_ignored(written("Modèles/t.md", path_form))
+    assert followed.is_ignored(written("Archivé/x.md", path_form))
+
+
+def test_a_decomposed_folder_is_held_to_the_composed_rules(store: Store, tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    for rel, text in (
+        (_nfd("Privé/secret.md"), f"# Hidden\n\n{SECRET}\n"),
+        (_nfd("Journée/day.md"), "# Day\n\nI walked to the lighthouse.\n"),
+        ("Pub/ok.md", "# Public\n\nA note about lighthouses.\n"),
+    ):
+        (vault / rel).parent.mkdir(parents=True, exist_ok=True)
+        (vault / rel).write_text(text)
+    config = make_config(
+        vault,
+        vaults=[
+            {"name": "v", "path": str(vault), "ignore": ["Privé/**"], "personal": ["Journée/**"]}
+        ],
+    )
+    kb = Kb(store, config)
+    kb.sync()
+    assert SECRET not in _texts(store)
+    # Stored as the disk names it, so that it can be read again.
+    states = kb.store.documents.states("v")
+    assert set(states) == {_nfd("Journée/day.md"), "Pub/ok.md"}
+    found = kb.search_service().search(
+        SearchRequest("lighthouse", filters=SearchFilter(path_prefix="Journée"))
+    )
+    assert [h.path for h in found.hits] == [_nfd("Journée/day.md")]
+    personal = rows(store, "SELECT path FROM documents WHERE personal")
+    assert personal == [{"path": _nfd("Journée/day.md")}]
+    listed = kb.store.search.list_notes(vaults=["v"], folder="Journée/")
+    assert [n.path for n in listed.notes] == [_nfd("Journée/day.md")]
+    assert "lighthouse" in Vaults(config.vaults).read("v", _nfd("Journée/day.md")).text
+    assert verify(config, store).in_sync

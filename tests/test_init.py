@@ -160,6 +160,8 @@ def test_bad_input_gets_one_line_and_a_non_zero_exit(
     for args, said in (
         ((str(note), "--yes", "--owner", "Ana"), "is not a folder"),
         ((str(obsidian_vault), "--yes", "--owner", "  "), "the owner's name is empty"),
+        ((str(obsidian_vault), "--yes", "--owner", "Ana", "--ignore", "\\"), "invalid glob"),
+        ((str(obsidian_vault), "--yes", "--owner", "Ana", "--personal", "[z-a]"), "invalid glob"),
     ):
         done = run_kb(config, env, "init", *args, "--provider", "fake")
         assert done.returncode != 0 and said in done.stderr

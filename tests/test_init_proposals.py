@@ -65,6 +65,23 @@ def test_personal_folders_each_with_its_reason() -> None:
     ]
 
 
+def test_folders_with_glob_characters_are_proposed_as_their_names() -> None:
+    settings = Settings(
+        daily=DailyNotes("Days [old]", "YYYY-MM-DD"),
+        daily_from="daily-notes.json",
+        templates="Templates [a]",
+    )
+    survey = Survey(
+        (Folder("Days [old]", 3, 3), Folder("Me*", 3, 3), Folder("Templates [a]", 4, 4)),
+        settings,
+    )
+    proposed = personal_proposals(survey)
+    assert [p.glob for p in proposed] == ["Days \\[old\\]/**", "Me\\*/**"]
+    vault = VaultConfig("v", Path("/v"), personal=tuple(p.glob for p in proposed))
+    assert vault.is_personal("Days [old]/a.md") and vault.is_personal("Me*/a.md")
+    assert not vault.is_personal("Days o/a.md") and not vault.is_personal("Mel/a.md")
+
+
 def test_what_the_model_server_lacks_and_how_to_fix_it() -> None:
     wanted = ["qwen2.5:1.5b", "nomic-embed-text"]
     ready = model_check("ollama", "h", wanted, ["qwen2.5:1.5b", "nomic-embed-text:latest"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 
 import pytest
 
@@ -43,3 +44,21 @@ def test_what_is_not_a_day_in_the_format_gives_none(text: str, fmt: str) -> None
 def test_a_format_without_a_day_names_none() -> None:
     assert not compile_format("YYYY-MM").dates
     assert compile_format("DD.MM.YYYY").dates
+
+
+def test_a_year_0000_is_no_day() -> None:
+    assert read_date("01.01.0000", "DD.MM.YYYY") is None
+    assert read_date("01.01.00", "DD.MM.YY") == dt.date(2000, 1, 1)  # Moment's two digits
+    assert read_date("24/2024-05-03", "YY/YYYY-MM-DD") == dt.date(2024, 5, 3)
+
+
+def test_adjacent_variable_width_tokens_read_a_name_in_linear_time() -> None:
+    fmt = "YYYY" + "DM" * 16
+    start = time.monotonic()
+    for digits in (40, 69):
+        assert read_date("1" * digits + "x", fmt) is None
+    assert time.monotonic() - start < 1.0
+    # Each token takes what it can, as Moment reads a name: "DM" on "112" is 11 February,
+    # and on "31" no day (D takes both digits).
+    assert read_date("2024112", "YYYYDM") == dt.date(2024, 2, 11)
+    assert read_date("202431", "YYYYDM") is None

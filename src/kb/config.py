@@ -11,17 +11,18 @@ import itertools
 import os
 import re
 import tomllib
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 import pathspec
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 from kb.dates import DEFAULT_DATE_KEYS, DateRules
 from kb.errors import ConfigError
 from kb.fusion import FUSION_METHODS, Fusion, default_fusion
 from kb.locations import default_data_dir, find_config_file
+from kb.names import composed
 from kb.results import SEARCH_MODES, SearchMode
 
 DEFAULT_OLLAMA_HOST = "http://localhost:11434"
@@ -51,7 +52,7 @@ class VaultConfig:
     dates: DateRules = field(default_factory=DateRules)
 
     def is_personal(self, rel_path: str) -> bool:
-        return bool(self.personal) and _spec(self.personal).match_file(rel_path)
+        return bool(self.personal) and _spec(self.personal).match_file(composed(rel_path))
 
     def is_ignored(self, rel_path: str, *, case_sensitive: bool = True) -> bool:
         """Whether a path is left out; `case_sensitive` False where the vault's file system
@@ -60,10 +61,7 @@ class VaultConfig:
         # Dot-folders and dot-files (.obsidian/, .trash/, .git/) are never notes.
         if any(part.startswith(".") for part in rel_path.split("/")):
             return True
-        if not case_sensitive:
-            # Composed, as such file systems compare names: "é" as one code point or as "e"
-            # and an accent are one name on APFS and NTFS.
-            rel_path = unicodedata.normalize("NFC", rel_path)
+        rel_path = composed(rel_path)
         if self.conflicts == "ignore" and _spec(CONFLICT_PATTERNS, case_sensitive).match_file(
             rel_path
         ):
@@ -73,19 +71,34 @@ class VaultConfig:
 
 @functools.lru_cache(maxsize=64)
 def _spec(patterns: tuple[str, ...], case_sensitive: bool = True) -> pathspec.GitIgnoreSpec:
-    # Cached: the daemon's watcher asks about every event's path.
-    spec = pathspec.GitIgnoreSpec.from_lines(patterns)
+    # Cached: the daemon's watcher asks about every event's path. Composed, as the paths
+    # matched are (kb.names).
+    spec = pathspec.GitIgnoreSpec.from_lines([composed(p) for p in patterns])
     if case_sensitive:
         return spec
     # The same expressions compiled to ignore case: folding the globs' text instead could
     # turn a valid range ("[Z-a]") into an invalid one.
     return pathspec.GitIgnoreSpec(
         [
-            type(p)(re.compile(unicodedata.normalize("NFC", p.regex.pattern), re.I), p.include)
+            type(p)(re.compile(p.regex.pattern, re.I), p.include)
             for p in spec.patterns
             if isinstance(p, pathspec.RegexPattern) and p.regex is not None
         ]
     )
+
+
+def escaped(name: str) -> str:
+    """A name in a glob (gitignore style), matching only itself: brackets, stars, question
+    marks and backslashes in it are only characters."""
+    return GitIgnoreSpecPattern.escape(name)
+
+
+def literal_glob(prefix: str) -> str:
+    """The ignore glob of exactly the vault-relative paths that start with `prefix`,
+    character for character, as Obsidian matches its folder settings: "Archive [2023]/" is
+    that folder and what it holds, "Drafts" every path whose name begins so at the root."""
+    glob = "/" + escaped(prefix)
+    return glob if prefix.endswith("/") else glob + "*"
 
 
 @dataclass(frozen=True)
@@ -529,7 +542,7 @@ def _vault(r: _Reader, base_dir: Path) -> VaultConfig:
         if not all(isinstance(p, str) for p in patterns):
             raise ConfigError(f"config key '{r.prefix}{key}' must be a list of glob strings")
         for pattern in patterns:
-            if problem := _glob_problem(pattern):
+            if problem := glob_problem(pattern):
                 raise ConfigError(
                     f"config key '{r.prefix}{key}' (vault '{name}') has an invalid glob "
                     f"{pattern!r}: {problem}"
@@ -547,11 +560,11 @@ def _vault(r: _Reader, base_dir: Path) -> VaultConfig:
     )
 
 
-def _glob_problem(pattern: str) -> str | None:
-    """Why a glob cannot be compiled, or None: checked here, since globs are otherwise
-    compiled only when the first path is matched, deep inside a sync."""
+def glob_problem(pattern: str) -> str | None:
+    """Why a glob cannot be compiled, or None: checked before any use, since globs are
+    otherwise compiled only when the first path is matched, deep inside a sync."""
     try:
-        pathspec.GitIgnoreSpec.from_lines([pattern])
+        pathspec.GitIgnoreSpec.from_lines([composed(pattern)])
     except re.error as exc:
         return exc.msg  # without the position in the regular expression it became
     except ValueError:

@@ -17,6 +17,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from kb.moment import read_date
+from kb.names import composed
 
 DateSource = Literal["property", "daily note", "file name", "file time"]
 
@@ -37,13 +38,20 @@ class DailyNotes:
     format: str = DEFAULT_DAILY_FORMAT
 
     def holds(self, path: str) -> bool:
-        return not self.folder or path.startswith(self.folder.rstrip("/") + "/")
+        return not self.folder or composed(path).startswith(self._prefix)
+
+    @property
+    def _prefix(self) -> str:
+        # Composed, as every name kb compares (kb.names): a folder set in Obsidian on one
+        # disk holds the notes synced to another.
+        return composed(self.folder.rstrip("/") + "/")
 
     def day(self, path: str) -> dt.date | None:
         """The day a daily note's name says; the format may name folders ("YYYY/MM/…")."""
         if not self.holds(path):
             return None
-        inside = path[len(self.folder.rstrip("/")) + 1 :] if self.folder else path
+        name = composed(path)
+        inside = name[len(self._prefix) :] if self.folder else name
         return read_date(str(PurePosixPath(inside).with_suffix("")), self.format)
 
 

@@ -3,7 +3,9 @@
 
 Pure functions. A format is compiled once into a regular expression whose groups are the
 year, month and day; tokens that name no part of the date (a weekday, an hour) only have to
-match. A folder in the format ("YYYY/MM/…") is part of the path the expression reads.
+match. Each token is read once, greedily, as Moment reads it: a name costs time in
+proportion to its length, whatever the format. A folder in the format ("YYYY/MM/…") is part
+of the path the expression reads.
 """
 
 from __future__ import annotations
@@ -90,7 +92,10 @@ def compile_format(fmt: str) -> Compiled:
             i += 1
             continue
         name, expression, part = token
-        pieces.append(f"({expression})")
+        # Atomic: each token takes what it matches and is never read again, as Moment reads
+        # a name. Backtracking into adjacent variable-width tokens ("DMDM…") would try every
+        # split of a long run of digits, in every sync.
+        pieces.append(f"(?>({expression}))")
         parts.append(part)
         i += len(name)
     return Compiled(re.compile("".join(pieces), re.IGNORECASE), tuple(parts))
@@ -113,16 +118,15 @@ def read_date(text: str, fmt: str) -> dt.date | None:
         # A part given twice ("YYYY/MM/YYYY-MM-DD") must say the same both times.
         if found.setdefault(part, number) != number:
             return None
-    year = found["year"]
-    if year < 100:
-        year += 2000 if year < 69 else 1900  # Moment's reading of a two-digit year
     try:
-        return dt.date(year, found["month"], found["day"])
+        return dt.date(found["year"], found["month"], found["day"])
     except ValueError:
-        return None
+        return None  # no such day, or the year 0000
 
 
 def _number(part: Part, value: str) -> int:
+    if part == "year" and len(value) == 2:
+        return int(value) + (2000 if int(value) < 69 else 1900)  # Moment's two-digit year
     if value.isdigit():
         return int(value)
     if part == "day":

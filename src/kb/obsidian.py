@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kb.config import VaultConfig
+from kb.config import VaultConfig, glob_problem, literal_glob
 from kb.dates import DEFAULT_DAILY_FORMAT, DailyNotes
 
 CONFIG_DIR = ".obsidian"
@@ -38,6 +40,15 @@ def is_settings_file(rel_path: str) -> bool:
 
 
 @dataclass(frozen=True)
+class Exclusion:
+    """A folder or filter the settings leave out."""
+
+    glob: str | None  # as an ignore glob; None when it cannot be followed
+    reason: str  # why it is left out, as `kb init` shows it beside the glob
+    line: str  # as `kb status` and `kb init` list the settings followed
+
+
+@dataclass(frozen=True)
 class Settings:
     """What kb follows of a vault's Obsidian settings; empty for a vault without them."""
 
@@ -54,12 +65,39 @@ class Settings:
 
     def ignored(self) -> list[tuple[str, str]]:
         """Each ignore glob the settings make, and why."""
-        out: list[tuple[str, str]] = []
+        return [(e.glob, e.reason) for e in self.exclusions() if e.glob is not None]
+
+    def exclusions(self) -> list[Exclusion]:
+        """The templates folder and each excluded-files filter, as kb follows them."""
+        out: list[Exclusion] = []
         if self.templates:
-            out.append((f"/{self.templates}/", "the templates folder (templates.json)"))
+            out.append(
+                _followed(
+                    literal_glob(self.templates + "/"),
+                    "the templates folder (templates.json)",
+                    f"templates in {self.templates}/ are not indexed (templates.json)",
+                    f"the templates folder {self.templates!r}",
+                )
+            )
         for filter_ in self.excluded:
-            if (glob := excluded_glob(filter_)) is not None:
-                out.append((glob, f"excluded in Obsidian: {filter_!r} (app.json)"))
+            if not filter_.strip():
+                continue  # names nothing
+            glob = excluded_glob(filter_)
+            if glob is None:
+                out.append(
+                    Exclusion(
+                        None, "", f"excluded {filter_!r} cannot be followed (a regular expression)"
+                    )
+                )
+                continue
+            out.append(
+                _followed(
+                    glob,
+                    f"excluded in Obsidian: {filter_!r} (app.json)",
+                    f"excluded {filter_!r} is not indexed (app.json)",
+                    f"excluded {filter_!r}",
+                )
+            )
         return out
 
     def lines(self) -> list[str]:
@@ -68,16 +106,18 @@ class Settings:
         if self.daily is not None:
             where = self.daily.folder or "the vault's root"
             out.append(f"daily notes in {where}, named {self.daily.format} ({self.daily_from})")
-        if self.templates:
-            out.append(f"templates in {self.templates}/ are not indexed (templates.json)")
-        for filter_ in self.excluded:
-            if excluded_glob(filter_) is None:
-                out.append(f"excluded {filter_!r} cannot be followed (a regular expression)")
-            else:
-                out.append(f"excluded {filter_!r} is not indexed (app.json)")
+        out += [e.line for e in self.exclusions()]
         if self.attachments:
             out.append(f"attachments in {self.attachments}/ (never notes)")
         return out
+
+
+def _followed(glob: str, reason: str, line: str, setting: str) -> Exclusion:
+    """A setting's glob, or one line saying why it cannot be followed: whatever a settings
+    file holds, a sync goes on."""
+    if (problem := glob_problem(glob)) is not None:
+        return Exclusion(None, "", f"{setting} cannot be followed: {problem}")
+    return Exclusion(glob, reason, line)
 
 
 def _folder(value: Any) -> str | None:
@@ -90,12 +130,13 @@ def _folder(value: Any) -> str | None:
 
 def excluded_glob(filter_: str) -> str | None:
     """An excluded-files filter as an ignore glob. Obsidian excludes every path that starts
-    with a filter ("Archive/", "Drafts"); one written /like this/ is a regular expression,
-    which a glob cannot say (None)."""
+    with a filter ("Archive/", "Drafts"), whatever characters it holds; one written /like
+    this/ is a regular expression, which a glob cannot say (None)."""
     text = filter_.strip()
     if not text or (len(text) > 1 and text.startswith("/") and text.endswith("/")):
         return None
-    return f"/{text.lstrip('/')}" if text.endswith("/") else f"/{text.lstrip('/')}*"
+    prefix = text.lstrip("/")
+    return literal_glob(prefix) if prefix else None
 
 
 def daily_notes(data: Mapping[str, Any]) -> DailyNotes:
@@ -138,18 +179,34 @@ def settings_of(files: Mapping[str, Mapping[str, Any]]) -> Settings:
     )
 
 
+# Obsidian's settings files are a few KiB; a larger one is not a settings file kb reads.
+MAX_SETTINGS_BYTES = 1 << 20
+
+
 def read_settings(vault_path: Path) -> Settings:
     """The settings in a vault's .obsidian/ folder; a file that is missing, unreadable or
     not a JSON object is as if it were not there (Obsidian then uses its defaults)."""
     files: dict[str, Mapping[str, Any]] = {}
     for name in SETTINGS_FILES:
-        try:
-            data = json.loads((vault_path / CONFIG_DIR / name).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError):
-            continue
+        data = _settings_file(vault_path / CONFIG_DIR / name)
         if isinstance(data, dict):
             files[name] = data
     return settings_of(files)
+
+
+def _settings_file(path: Path) -> Any:
+    """A settings file's JSON, or None for one that cannot be read as such."""
+    try:
+        # O_NONBLOCK: a FIFO in a settings file's place does not hang the sync.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as file:
+            st = os.fstat(file.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SETTINGS_BYTES:
+                return None
+            # RecursionError: arrays or objects nested deeper than the parser goes.
+            return json.loads(file.read(MAX_SETTINGS_BYTES + 1))
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def followed(vault: VaultConfig) -> tuple[VaultConfig, Settings]:

@@ -62,6 +62,8 @@ def init_command(
         configured = load_config(target).vaults if add and existing is not None else ()
         if add and existing is None:
             raise KbError(f"--add: there is no config at {target} to add to")
+        init.refuse_globs("--ignore", ignore or ())
+        init.refuse_globs("--personal", personal or ())
         init.refuse_vault(path, configured)
         vault_name = name or path.name or "vault"
         if any(v.name == vault_name for v in configured):

@@ -8,6 +8,8 @@ terminal is narrower than it, and the scores move to the next line, whole words 
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
@@ -34,7 +36,17 @@ def consoles() -> tuple[Console, Console]:
 
 def shown(text: str) -> str:
     """Text from a note, a path or an error, safe to print in Rich markup on a terminal."""
-    return escape(printable(redact(text)))
+    # Rich's escape leaves a backslash before a "[" that opens no tag alone (an escaped
+    # glob: /Archive \[2023\]/), and Rich then prints the two as "[": it is doubled.
+    return escape(_LONE_BACKSLASH.sub(_doubled, printable(redact(text))))
+
+
+# A run of backslashes before a "[" that does not open what Rich takes for a tag.
+_LONE_BACKSLASH = re.compile(r"(\\+)(?=\[(?![a-z#/@][^[]*?\]))")
+
+
+def _doubled(match: re.Match[str]) -> str:
+    return match.group(1) + "\\"
 
 
 def print_error(err: Console, message: str) -> None:

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kb import obsidian
-from kb.config import Provider, VaultConfig
+from kb.config import Provider, VaultConfig, escaped, glob_problem
 from kb.errors import ConfigError, KbError, LLMError
+from kb.names import composed
 from kb.notes import read_note, scan_vault
 from kb.voices import FIRST_PERSON
 
@@ -86,17 +87,20 @@ def personal_proposals(survey: Survey) -> list[Proposal]:
     found: dict[str, str] = {}
     daily = survey.settings.daily
     if daily is not None and daily.folder:
-        found[daily.folder] = f"the daily-notes folder ({survey.settings.daily_from})"
+        found[composed(daily.folder)] = f"the daily-notes folder ({survey.settings.daily_from})"
+    templates = composed(survey.settings.templates or "")
     for folder in survey.folders:
-        if folder.name == survey.settings.templates or folder.name in found:
+        name = composed(folder.name)
+        if name == templates or name in found:
             continue
         if _JOURNAL_NAMES.match(folder.name):
-            found[folder.name] = "named like a journal"
+            found[name] = "named like a journal"
         elif folder.notes >= FEW and folder.first_person >= MOST * folder.notes:
-            found[folder.name] = (
+            found[name] = (
                 f"{folder.first_person} of {folder.notes} notes read are in the first person"
             )
-    return [Proposal(f"{name}/**", reason) for name, reason in found.items()]
+    # A folder's name, not a pattern: "Days [old]" is that folder, not "Days o".
+    return [Proposal(f"{escaped(name)}/**", reason) for name, reason in found.items()]
 
 
 def ignore_proposals(settings: obsidian.Settings) -> list[Proposal]:
@@ -221,6 +225,14 @@ def changes(old: str, new: str, path: Path) -> list[str]:
             old.splitlines(), new.splitlines(), str(path), f"{path} (new)", lineterm=""
         )
     )
+
+
+def refuse_globs(option: str, globs: Iterable[str]) -> None:
+    """ConfigError, in one line, for a glob given on the command line that cannot be
+    compiled: checked before the vault is read with it."""
+    for glob in globs:
+        if (problem := glob_problem(glob)) is not None:
+            raise ConfigError(f"{option} has an invalid glob {glob!r}: {problem}")
 
 
 def refuse_vault(path: Path, configured: Sequence[VaultConfig]) -> None:

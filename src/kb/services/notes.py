@@ -2,7 +2,9 @@
 request's vault name and path become a note's text.
 
 A path is only ever read inside a configured vault's root, after links are resolved, and
-only if it is a note kb would index (see kb.notes.read_note).
+only if it is a note kb would index: the config's rules and the vault's Obsidian settings
+(its templates folder, its excluded files), read as a sync reads them (kb.obsidian.followed),
+for the path and for where it leads (see kb.notes.read_note).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from kb.config import VaultConfig
 from kb.errors import KbError, NoteError
 from kb.notes import inside_vault, is_note, read_note
+from kb.obsidian import followed
 from kb.parsing import decode
 from kb.services.inputs import path_text
 
@@ -35,8 +38,8 @@ class Vaults:
 
     def resolve(self, vault: str, path: str) -> tuple[VaultConfig, str]:
         """A note's vault and vault-relative path, or a KbError saying why there is none."""
-        config = self.by_name.get(vault)
-        if config is None:
+        listed = self.by_name.get(vault)
+        if listed is None:
             raise KbError(f"no vault named {vault[:80]!r}; vaults: {', '.join(self.by_name)}")
         try:
             # Every face's request comes through here: a name the system cannot take is
@@ -44,6 +47,8 @@ class Vaults:
             path_text(path)
         except ValueError as exc:
             raise KbError(f"path: {exc}") from None
+        # Read at each request, as at each sync: what the indexer refuses is never served.
+        config, _ = followed(listed)
         rel = path.replace("\\", "/").strip()
         if not rel or rel.startswith("/") or ".." in rel.split("/"):
             raise KbError(f"{path!r} is not a path inside the vault")

@@ -12,6 +12,7 @@ from psycopg import sql
 
 from kb.errors import KbError
 from kb.fusion import Ranked
+from kb.names import composed
 from kb.store.pool import Pool, Vector, epoch_ns, like_prefix, vector_param
 
 
@@ -144,12 +145,17 @@ def _under(prefix: str) -> tuple[str, str]:
 
     A filter names whole folders ("Docs" is the folder Docs/, never Docs2/), written as the
     user may: "./Docs/", "/Docs" and "Docs\\" are Docs too, and "/" is the whole vault.
-    A filter cannot leave its vault ("..")."""
+    A filter cannot leave its vault (".."). Composed, as paths are compared (kb.names)."""
     parts = [p for p in prefix.replace("\\", "/").split("/") if p not in ("", ".")]
     if ".." in parts:
         raise KbError(f"path filter {prefix!r}: '..' cannot name a folder of the vault")
-    path = "/".join(parts)
+    path = composed("/".join(parts))
     return path, like_prefix(path + "/") if path else "%"
+
+
+# A note is in a path filter's folder (or is its note), names compared composed (kb.names):
+# a stored path is the disk's own name, which may be decomposed.
+_IN_FOLDER = "(normalize(d.path, NFC) = %(exact)s OR normalize(d.path, NFC) LIKE %(like)s)"
 
 
 # The day of a note of `d` (kb.dates); a row stored before notes had one always dated has
@@ -242,7 +248,7 @@ class Search:
         # Only the parts of the filter in use: the others would still be evaluated per row.
         parts = [sql.SQL("TRUE")]
         if filters.folder:
-            parts.append(sql.SQL("(d.path = %(exact)s OR d.path LIKE %(like)s)"))
+            parts.append(sql.SQL(_IN_FOLDER))
         if filters.paths:
             parts.append(sql.SQL("d.path = ANY(%(paths)s::text[])"))
         if filters.vaults:
@@ -462,7 +468,9 @@ class Search:
         }
         where = (
             """ WHERE d.vault = ANY(%(vaults)s::text[])
-                  AND (%(like)s::text IS NULL OR d.path = %(exact)s OR d.path LIKE %(like)s)
+                  AND (%(like)s::text IS NULL OR """
+            + _IN_FOLDER
+            + """)
                   AND """
             + _HAS_TAGS
         )
