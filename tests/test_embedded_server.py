@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 import psycopg
 import pytest
@@ -299,3 +300,82 @@ def test_a_killed_holder_does_not_keep_the_server_running(config: Path, data_dir
     assert _kb(config, "status").returncode == 0
     assert _gone(postmaster)
     assert _holders(pgdata) == []
+
+
+def _started_again(log: Path) -> list[str]:
+    return [line for line in log.read_text().splitlines() if "started again" in line]
+
+
+def _kill_the_server(pgdata: Path) -> int:
+    """The embedded PostgreSQL killed outright, as the OOM killer does; its pid."""
+    postmaster = _postmaster(pgdata)
+    os.kill(postmaster, signal.SIGKILL)
+    assert _gone(postmaster)
+    return postmaster
+
+
+def _until(done: Any, what: str, within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not done():
+        assert time.monotonic() < deadline, f"not {what} after {within:.0f} s"
+        time.sleep(0.1)
+
+
+def test_kb_serve_starts_a_killed_embedded_server_again(
+    tmp_path: Path, config: Path, data_dir: Path
+) -> None:
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            kb_command(config, "serve", "--port", str(port)),
+            stdout=subprocess.DEVNULL, stderr=err, env=_env(),
+        )  # fmt: skip
+    pgdata = data_dir / "pgdata"
+    page = f"http://127.0.0.1:{port}/api/status"
+    try:
+        _held_by(proc, pgdata, port)
+        assert httpx.get(page, timeout=10).status_code == 200
+        killed = _kill_the_server(pgdata)
+        _until(lambda: _started_again(log), "started again")
+        started = time.monotonic()
+        assert httpx.get(page, timeout=30).status_code == 200
+        assert time.monotonic() - started < 10, "the page took long to answer again"
+        assert _postmaster(pgdata) != killed
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = log.read_text()
+    assert proc.returncode == 0, said
+    assert len(_started_again(log)) == 1 and "Traceback" not in said, said
+    assert not (pgdata / "postmaster.pid").exists(), "the restarted server outlived kb serve"
+
+
+def test_kb_daemon_starts_a_killed_embedded_server_again(
+    tmp_path: Path, vault: Path, short_tmp: Path
+) -> None:
+    data_dir = short_tmp / "data"
+    config = _config(tmp_path, vault, data_dir)
+    log = tmp_path / "daemon.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            kb_command(config, "daemon"), stdout=subprocess.DEVNULL, stderr=err, env=_env()
+        )
+    pgdata = data_dir / "pgdata"
+    try:
+        _until(lambda: "reconciliation done" in log.read_text(), "reconciled", within=120)
+        _kill_the_server(pgdata)
+        _until(lambda: _started_again(log), "started again")
+        (vault / "Lighthouse.md").write_text("# Lighthouse\n\nThe keeper waved.\n")
+        _until(lambda: "path=Lighthouse.md" in log.read_text(), "indexed the new note")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = log.read_text()
+    assert proc.returncode == 0, said
+    assert len(_started_again(log)) == 1 and "Traceback" not in said, said
+    assert not (pgdata / "postmaster.pid").exists(), "the restarted server outlived kb daemon"
