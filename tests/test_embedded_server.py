@@ -255,13 +255,27 @@ def _held_by(proc: subprocess.Popen[Any], pgdata: Path, port: int | None) -> Non
         (["mcp"], signal.SIGINT),
         (["mcp", "--http"], signal.SIGTERM),
         (["worker"], signal.SIGTERM),
+        # The terminal closed.
+        (["serve"], signal.SIGHUP),
+        (["mcp"], signal.SIGHUP),
+        (["worker"], signal.SIGHUP),
+        (["daemon"], signal.SIGHUP),
     ],
-    ids=["mcp-stdio-term", "mcp-stdio-int", "mcp-http-term", "worker-term"],
+    ids=[
+        "mcp-stdio-term",
+        "mcp-stdio-int",
+        "mcp-http-term",
+        "worker-term",
+        "serve-hup",
+        "mcp-stdio-hup",
+        "worker-hup",
+        "daemon-hup",
+    ],
 )
 def test_a_stopped_command_stops_the_embedded_server(
     config: Path, data_dir: Path, command: list[str], stop: signal.Signals
 ) -> None:
-    port = _free_port() if "--http" in command else None
+    port = _free_port() if "--http" in command or command == ["serve"] else None
     args = [*command, "--port", str(port)] if port else command
     proc = subprocess.Popen(
         kb_command(config, *args),
