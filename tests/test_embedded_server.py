@@ -393,3 +393,15 @@ def test_kb_daemon_starts_a_killed_embedded_server_again(
     assert proc.returncode == 0, said
     assert len(_started_again(log)) == 1 and "Traceback" not in said, said
     assert not (pgdata / "postmaster.pid").exists(), "the restarted server outlived kb daemon"
+
+
+@pytest.mark.parametrize("command", ["status", "index"])
+def test_a_data_dir_name_too_long_for_the_file_system_is_one_line(
+    tmp_path: Path, short_tmp: Path, command: str
+) -> None:
+    data_dir = short_tmp / ("d" * 300)
+    result = _kb(_config(tmp_path, EXAMPLE_VAULT, data_dir), command)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert f"data_dir {data_dir}" in lines[0], lines

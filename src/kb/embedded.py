@@ -262,8 +262,9 @@ def release() -> None:
 def full_disk(folder: Path, *, said: bool = False) -> str | None:
     """That the disk holding `folder` is full, with its free space, when less than the
     server needs is free (or when the server `said` so); else None."""
-    existing = next((p for p in [folder, *folder.parents] if p.exists()), folder)
     try:
+        # exists() raises on a name the file system refuses (too long): then nothing is known.
+        existing = next((p for p in [folder, *folder.parents] if p.exists()), folder)
         free = shutil.disk_usage(existing).free
     except OSError:
         return None
