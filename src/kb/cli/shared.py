@@ -76,8 +76,10 @@ def setup_logging(verbose: bool) -> None:
     )
     for noisy in ("httpx", "pgserver", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    # The pool warns at each failed reconnection; the command's own error says it once.
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    # The pool warns at each failed reconnection, and psycopg of the errors it ignored while
+    # cleaning up after the first (a COPY or a rollback on a lost connection): the command's
+    # own error says it once.
+    logging.getLogger("psycopg").setLevel(logging.ERROR)
 
 
 def fail(message: str) -> typer.Exit:
