@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -54,7 +54,7 @@ def daemon(
             parts.close()
             raise fail(str(exc)) from None
         # The URL alone: the log is kept and read by others; the token is the user's own.
-        required = {"token": "required"} if token else {}
+        required: dict[str, Any] = {"token": "required"} if token else {}
         event(log, "serving the web page", url=web.url, **required)
     with serving(identity, os.environ, forwarded(parts)) as path:
         if path is not None:
