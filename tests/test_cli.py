@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 
+import psycopg
 import pytest
 
-from conftest import run_kb
+from conftest import kb_command, run_kb
+from daemon_helpers import wait_for
 from kb.db import migrate, migrations
 
 
@@ -213,3 +216,48 @@ def test_a_path_filter_ends_at_a_folder_and_stays_in_the_vault(
     assert outside.returncode == 1
     [error] = outside.stderr.splitlines()
     assert error.startswith("error: ") and "'..'" in error
+
+
+def _queued(db_url: str) -> int:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute("SELECT count(*) FROM enrichment_queue").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.parametrize("command", ["index", "reindex"])
+def test_ctrl_c_while_waiting_for_enrichment_is_one_line(
+    tmp_path: Path, db_url: str, command: str
+) -> None:
+    vault = tmp_path / "many"
+    vault.mkdir()
+    for i in range(120):
+        (vault / f"walk {i}.md").write_text(
+            f"# Walk {i}\n\nI climbed hill {i} with Bob in the rain.\n\n"
+            f"## After\n\nWe ate sandwiches at the top and talked about work {i}.\n"
+        )
+    cfg = _config(tmp_path, vault, FAKE)
+    assert kb(cfg, db_url, "index").returncode == 0
+    queued = _queued(db_url)
+    env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
+    proc = subprocess.Popen(
+        kb_command(cfg, command, "--wait"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        # Interrupted with notes in the enrichment threads' hands.
+        wait_for(lambda: _queued(db_url) < queued - 5, "enrichment under way", every=0.02)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    said = [line for line in err.splitlines() if not line.startswith(("indexing ", "enriching "))]
+    left = _queued(db_url)
+    assert 0 < left < queued
+    assert said[-1] == f"interrupted: {left} notes still queued for their LLM context", err
+    assert len(said) == 3 and said[1].startswith("enrichment: "), err  # the sync, the queue
+    # Nothing is held by the stopped process: the next wait finishes them.
+    done = kb(cfg, db_url, "index", "--wait")
+    assert done.returncode == 0 and "every note has its LLM context" in done.stderr

@@ -74,6 +74,26 @@ def test_reembed_with_the_connection_cut_is_one_line(
     assert len(lines) == 1 and lines[0].startswith("error: database error:"), lines
 
 
+def test_the_server_gone_in_the_middle_of_a_copy_is_one_line(
+    tmp_path: Path, vault: Path, db_url: str
+) -> None:
+    cfg = _config(tmp_path, vault, FAKE)
+    assert kb(cfg, db_url, "index").returncode == 0
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute(TERMINATE.format(event="INSERT"))
+    # A note's chunks go in by one COPY: one long enough that kb is still sending rows when
+    # the server goes (as when a full disk stops it mid-write).
+    sections = "".join(
+        f"## Part {i}\n\n" + f"Words of part {i}. " * 60 + "\n\n" for i in range(300)
+    )
+    (vault / "Long.md").write_text("# Long\n\n" + sections)
+    result = kb(cfg, db_url, "index")
+    assert result.returncode == 1
+    *progress, said = result.stderr.strip().splitlines()
+    assert all(line.startswith("indexing ") for line in progress), result.stderr
+    assert said.startswith("error: lost the database connection: "), result.stderr
+
+
 class OwnServer:
     """A PostgreSQL of this test's own, to crash and start again."""
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 import psycopg
 import pytest
@@ -254,13 +255,27 @@ def _held_by(proc: subprocess.Popen[Any], pgdata: Path, port: int | None) -> Non
         (["mcp"], signal.SIGINT),
         (["mcp", "--http"], signal.SIGTERM),
         (["worker"], signal.SIGTERM),
+        # The terminal closed.
+        (["serve"], signal.SIGHUP),
+        (["mcp"], signal.SIGHUP),
+        (["worker"], signal.SIGHUP),
+        (["daemon"], signal.SIGHUP),
     ],
-    ids=["mcp-stdio-term", "mcp-stdio-int", "mcp-http-term", "worker-term"],
+    ids=[
+        "mcp-stdio-term",
+        "mcp-stdio-int",
+        "mcp-http-term",
+        "worker-term",
+        "serve-hup",
+        "mcp-stdio-hup",
+        "worker-hup",
+        "daemon-hup",
+    ],
 )
 def test_a_stopped_command_stops_the_embedded_server(
     config: Path, data_dir: Path, command: list[str], stop: signal.Signals
 ) -> None:
-    port = _free_port() if "--http" in command else None
+    port = _free_port() if "--http" in command or command == ["serve"] else None
     args = [*command, "--port", str(port)] if port else command
     proc = subprocess.Popen(
         kb_command(config, *args),
@@ -299,3 +314,94 @@ def test_a_killed_holder_does_not_keep_the_server_running(config: Path, data_dir
     assert _kb(config, "status").returncode == 0
     assert _gone(postmaster)
     assert _holders(pgdata) == []
+
+
+def _started_again(log: Path) -> list[str]:
+    return [line for line in log.read_text().splitlines() if "started again" in line]
+
+
+def _kill_the_server(pgdata: Path) -> int:
+    """The embedded PostgreSQL killed outright, as the OOM killer does; its pid."""
+    postmaster = _postmaster(pgdata)
+    os.kill(postmaster, signal.SIGKILL)
+    assert _gone(postmaster)
+    return postmaster
+
+
+def _until(done: Any, what: str, within: float = 30.0) -> None:
+    deadline = time.monotonic() + within
+    while not done():
+        assert time.monotonic() < deadline, f"not {what} after {within:.0f} s"
+        time.sleep(0.1)
+
+
+def test_kb_serve_starts_a_killed_embedded_server_again(
+    tmp_path: Path, config: Path, data_dir: Path
+) -> None:
+    port = _free_port()
+    log = tmp_path / "serve.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            kb_command(config, "serve", "--port", str(port)),
+            stdout=subprocess.DEVNULL, stderr=err, env=_env(),
+        )  # fmt: skip
+    pgdata = data_dir / "pgdata"
+    page = f"http://127.0.0.1:{port}/api/status"
+    try:
+        _held_by(proc, pgdata, port)
+        assert httpx.get(page, timeout=10).status_code == 200
+        killed = _kill_the_server(pgdata)
+        _until(lambda: _started_again(log), "started again")
+        started = time.monotonic()
+        assert httpx.get(page, timeout=30).status_code == 200
+        assert time.monotonic() - started < 10, "the page took long to answer again"
+        assert _postmaster(pgdata) != killed
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = log.read_text()
+    assert proc.returncode == 0, said
+    assert len(_started_again(log)) == 1 and "Traceback" not in said, said
+    assert not (pgdata / "postmaster.pid").exists(), "the restarted server outlived kb serve"
+
+
+def test_kb_daemon_starts_a_killed_embedded_server_again(
+    tmp_path: Path, vault: Path, short_tmp: Path
+) -> None:
+    data_dir = short_tmp / "data"
+    config = _config(tmp_path, vault, data_dir)
+    log = tmp_path / "daemon.log"
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            kb_command(config, "daemon"), stdout=subprocess.DEVNULL, stderr=err, env=_env()
+        )
+    pgdata = data_dir / "pgdata"
+    try:
+        _until(lambda: "reconciliation done" in log.read_text(), "reconciled", within=120)
+        _kill_the_server(pgdata)
+        _until(lambda: _started_again(log), "started again")
+        (vault / "Lighthouse.md").write_text("# Lighthouse\n\nThe keeper waved.\n")
+        _until(lambda: "path=Lighthouse.md" in log.read_text(), "indexed the new note")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = log.read_text()
+    assert proc.returncode == 0, said
+    assert len(_started_again(log)) == 1 and "Traceback" not in said, said
+    assert not (pgdata / "postmaster.pid").exists(), "the restarted server outlived kb daemon"
+
+
+@pytest.mark.parametrize("command", ["status", "index"])
+def test_a_data_dir_name_too_long_for_the_file_system_is_one_line(
+    tmp_path: Path, short_tmp: Path, command: str
+) -> None:
+    data_dir = short_tmp / ("d" * 300)
+    result = _kb(_config(tmp_path, EXAMPLE_VAULT, data_dir), command)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert f"data_dir {data_dir}" in lines[0], lines

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from conftest import Kb
+from conftest import Kb, rows
+from daemon_helpers import wait_for
 from kb.container import Container
 from kb.indexing.enrich import EnrichReport
 from kb.services import indexing
@@ -52,3 +53,32 @@ def test_running_workers_are_watched_not_competed_with(kb: Kb) -> None:
 
     assert done.report.done == 0 and done.left.items == 0, "every note enriched by the worker"
     assert seen and all(enriched_here == 0 for enriched_here, _ in seen)
+
+
+def test_a_dead_workers_leases_are_waited_out_and_their_notes_enriched(kb: Kb) -> None:
+    Container.sync(kb)
+    # A worker that died holding three notes: no heartbeat, its leases good for an hour.
+    assert len(kb.store.queue.claim("died-meanwhile", lease=3600, limit=3)) == 3
+    seen, on_progress = _progress()
+    waited: list[indexing.Enrichment] = []
+    waiting = threading.Thread(
+        target=lambda: waited.append(indexing.finish(kb.store.queue, kb.drain, on_progress)),
+        name="test-wait",
+        daemon=True,
+    )
+    waiting.start()
+    wait_for(lambda: seen and seen[-1] == (QUEUED - 3, 3), "the other notes enriched")
+    waiting.join(0.5)
+    assert waiting.is_alive(), "returned while a dead worker's notes were still to enrich"
+    # Their leases run out (written into the past rather than waited for).
+    expired = rows(
+        kb.store,
+        "UPDATE enrichment_queue SET lease_until = now() - interval '1 second'"
+        " WHERE lease_owner = %s RETURNING document_id",
+        "died-meanwhile",
+    )
+    assert len(expired) == 3
+    waiting.join(30)
+    assert not waiting.is_alive() and waited, "still waiting after the leases ran out"
+    done = waited[0]
+    assert (done.report.done, done.left.items) == (QUEUED, 0)

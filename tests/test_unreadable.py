@@ -327,6 +327,47 @@ def test_the_daemon_keeps_an_unreadable_folder_and_catches_up(
         daemon.wait(60)
 
 
+def test_a_folder_is_not_readable_again_while_its_vault_cannot_be_read(
+    site: Site, indexed: tuple[Path, Path]
+) -> None:
+    vault, _ = indexed
+    config = site.config(
+        vault,
+        "\n[daemon]\ndebounce = 0.2\nmax_delay = 2.0\nheartbeat = 0.5\nreconcile_interval = 1.0\n"
+        "reconcile_jitter = 0.0\n",
+    )
+    log = site.home / f"{vault.name}.log"
+    daemon = start(site.who, [*KB, "--config", str(config), "daemon"], site.env, log)
+    try:
+        (vault / "Reference").chmod(0)
+        _wait(lambda: _log_lines(log, "cannot read a folder"), "the folder's warning")
+        vault.chmod(0)
+        _wait(lambda: len(_log_lines(log, "cannot read a folder")) == 2, "the vault's warning")
+        seen = len(_log_lines(log, "reconciliation done"))
+        _wait(
+            lambda: len(_log_lines(log, "reconciliation done")) >= seen + 2,
+            "reconciliations of the unreadable vault",
+        )
+        assert not _log_lines(log, "folder readable again"), "said of a folder not looked at"
+        vault.chmod(0o755)
+        _wait(lambda: _log_lines(log, "folder readable again"), "the vault readable again")
+        seen = len(_log_lines(log, "reconciliation done"))
+        _wait(
+            lambda: len(_log_lines(log, "reconciliation done")) >= seen + 2,
+            "reconciliations of the readable vault",
+        )
+        again = _log_lines(log, "folder readable again")
+        assert len(again) == 1 and again[0].endswith('path=""'), again  # the root alone
+        (vault / "Reference").chmod(0o755)
+        _wait(lambda: len(_log_lines(log, "folder readable again")) == 2, "Reference/ readable")
+        assert "path=Reference/" in _log_lines(log, "folder readable again")[1]
+        assert len(_log_lines(log, "cannot read a folder")) == 2
+    finally:
+        vault.chmod(0o755)
+        daemon.terminate()
+        daemon.wait(60)
+
+
 def test_the_daemon_keeps_a_note_changed_in_a_folder_it_cannot_read(
     site: Site, indexed: tuple[Path, Path]
 ) -> None:

@@ -548,3 +548,27 @@ def _wait_for(read: Callable[[], Any], done: Callable[[Any], bool], seconds: flo
             value = None
         assert time.monotonic() < deadline, f"still {value!r}"
         time.sleep(0.3)
+
+
+def test_kb_daemon_serve_keeps_the_token_out_of_its_log(
+    process_config: tuple[Path, dict[str, str]], tmp_path: Path
+) -> None:
+    config, env = process_config
+    token = "s3cret-t0ken-of-the-page"
+    env["KB_SERVE_TOKEN"] = token
+    port = _free_port()
+    log = tmp_path / "daemon.log"
+    with log.open("w") as err:
+        daemon = subprocess.Popen(
+            kb_command(config, "daemon", "--serve", "--port", str(port)),
+            env=env, stdout=subprocess.DEVNULL, stderr=err,
+        )  # fmt: skip
+    try:
+        _wait_for(log.read_text, lambda said: "reconciliation done" in said)
+        page = httpx.get(f"http://127.0.0.1:{port}/api/status", headers={"host": "127.0.0.1"})
+        assert page.status_code == 401
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        assert daemon.wait(timeout=60) == 0, log.read_text()
+    said = log.read_text()
+    assert "serving the web page" in said and token not in said, said

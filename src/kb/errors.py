@@ -7,6 +7,12 @@ from __future__ import annotations
 EXIT_ERROR = 1
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception told in one line: the first of its message, else its kind."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class KbError(Exception):
     """An error whose message is fit to print as the whole story."""
 

@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -49,11 +49,13 @@ def daemon(
     web = None
     if serve:
         try:
-            web = web_server(parts, host, port, tuple(allow_host or ()))
+            web, token = web_server(parts, host, port, tuple(allow_host or ()))
         except KbError as exc:
             parts.close()
             raise fail(str(exc)) from None
-        event(log, "serving the web page", url=web.url)
+        # The URL alone: the log is kept and read by others; the token is the user's own.
+        required: dict[str, Any] = {"token": "required"} if token else {}
+        event(log, "serving the web page", url=web.url, **required)
     with serving(identity, os.environ, forwarded(parts)) as path:
         if path is not None:
             event(log, "answering queries", socket=str(path))

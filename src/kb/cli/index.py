@@ -4,14 +4,25 @@ check that they are equal, and a vault no config names out of it."""
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kb.cli.render import shown
-from kb.cli.shared import EXIT_FILES_FAILED, EXIT_OUT_OF_SYNC, AsJson, session, stderr, stdout
+from kb.cli.shared import (
+    EXIT_FILES_FAILED,
+    EXIT_OUT_OF_SYNC,
+    AsJson,
+    interrupted_status,
+    interruptible,
+    session,
+    stderr,
+    stdout,
+)
 from kb.errors import KbError
 from kb.services.status import duration
 
@@ -129,8 +140,14 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
             stats = f"LLM calls {report.llm_calls} · failing {left.failing}{eta}"
             progress.update(task, total=total, completed=total - left.items, stats=stats)
 
-        enriched = indexing.finish(queue, parts.drain, show, vaults)
+        stop = threading.Event()
+        with interruptible(stop):
+            enriched = indexing.finish(queue, parts.drain, show, vaults, stop=stop)
     report, left = enriched.report, enriched.left
+    if enriched.stopped:
+        # The enrichment threads have finished the notes in hand; the rest stay queued.
+        stderr().print(f"interrupted: {left.items} notes still queued for their LLM context")
+        raise typer.Exit(interrupted_status(signal.SIGINT))
     if report.done:
         stderr().print(
             f"enriched {report.done} notes here: {report.llm_calls} LLM calls, "

@@ -75,13 +75,19 @@ def serve_command(
     stop = threading.Event()
     stop_on_signals(lambda _signum: stop.set())
     with session(ctx) as parts:
-        server = web_server(parts, host, port, tuple(allow_host or ()))
+        server, token = web_server(parts, host, port, tuple(allow_host or ()))
+        # The address to open, for the person who started it in a terminal: with the token.
+        address = server.url + (f"?token={token}" if token else "")
+        stderr().print(f"kb serve: {address}", markup=False, highlight=False, soft_wrap=True)
         stop.wait()
         server.stop()
 
 
-def web_server(parts: Container, host: str, port: int, allow_hosts: tuple[str, ...]) -> WebServer:
-    """The web page, serving: its address printed (with the token, when one is needed)."""
+def web_server(
+    parts: Container, host: str, port: int, allow_hosts: tuple[str, ...]
+) -> tuple[WebServer, str | None]:
+    """The web page, serving, and the token it asks for (None on loopback without one).
+    Nothing is printed here: a service's log (`kb daemon --serve`) must not hold the token."""
     from kb.services.access import check_exposure, serving_token
     from kb.web.server import WebServer
 
@@ -91,6 +97,4 @@ def web_server(parts: Container, host: str, port: int, allow_hosts: tuple[str, .
         parts.web_app(host=host, token=token, allow_hosts=allow_hosts), host=host, port=port
     )
     server.start()
-    address = server.url + (f"?token={token}" if token else "")
-    stderr().print(f"kb serve: {address}", markup=False, highlight=False, soft_wrap=True)
-    return server
+    return server, token

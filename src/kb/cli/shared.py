@@ -76,8 +76,10 @@ def setup_logging(verbose: bool) -> None:
     )
     for noisy in ("httpx", "pgserver", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    # The pool warns at each failed reconnection; the command's own error says it once.
-    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
+    # The pool warns at each failed reconnection, and psycopg of the errors it ignored while
+    # cleaning up after the first (a COPY or a rollback on a lost connection): the command's
+    # own error says it once.
+    logging.getLogger("psycopg").setLevel(logging.ERROR)
 
 
 def fail(message: str) -> typer.Exit:
@@ -111,11 +113,17 @@ def session(ctx: typer.Context) -> Iterator[Container]:
         raise fail(str(exc)) from None
 
 
+# The signals that stop a command: SIGHUP is the terminal closed, the usual end of a `kb
+# serve` run in a terminal window.
+STOPPING = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def stop_on_signals(stopping: Callable[[signal.Signals], None]) -> None:
-    """How every command that runs until stopped (mcp, daemon, worker) takes SIGTERM and
-    SIGINT: the first calls `stopping`, which ends the command as a normal exit would; a
-    second exits at once. Either way an embedded PostgreSQL this process was the last to
-    hold is stopped: an assistant or a service manager stops kb with SIGTERM."""
+    """How every command that runs until stopped (mcp, serve, daemon, worker) takes SIGTERM,
+    SIGINT and SIGHUP: the first calls `stopping`, which ends the command as a normal exit
+    would; a second exits at once. Either way an embedded PostgreSQL this process was the
+    last to hold is stopped: an assistant or a service manager stops kb with SIGTERM, a
+    closed terminal with SIGHUP."""
     signalled = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -124,15 +132,44 @@ def stop_on_signals(stopping: Callable[[signal.Signals], None]) -> None:
         signalled.set()
         stopping(signal.Signals(signum))
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    for signum in STOPPING:
+        signal.signal(signum, on_signal)
+
+
+@contextmanager
+def interruptible(stop: threading.Event) -> Iterator[None]:
+    """While the block runs, a stopping signal sets `stop` instead of raising in the main
+    thread: the block stops its threads before the database goes (a KeyboardInterrupt in a
+    thread's join would let the block end with them still writing). A second signal exits
+    at once with the signal's status."""
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stop.is_set():
+            exit_now(interrupted_status(signum))
+        stop.set()
+
+    before = {signum: signal.signal(signum, on_signal) for signum in STOPPING}
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+
+
+def interrupted_status(signum: int) -> int:
+    """A command's exit status when a signal stopped it, as a shell reports it (130 for
+    Ctrl-C)."""
+    return 128 + signum
 
 
 def exit_now(code: int) -> NoReturn:
     """Exit without waiting for threads still at work (their transactions roll back). Exit
-    handlers are skipped, so the embedded PostgreSQL is let go of here."""
+    handlers are skipped, so the embedded PostgreSQL is let go of here; what the threads
+    say as it goes (a connection closed under them) is no news, and is not shown."""
     from kb.db import release_embedded
 
     logging.shutdown()
+    logging.disable()
+    threading.excepthook = lambda _args: None
     release_embedded()
     os._exit(code)

@@ -30,7 +30,7 @@ import socket
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import psycopg
@@ -470,10 +470,9 @@ class Daemon:
     def _readable_again(self, reconciled: set[str]) -> None:
         """Forget the folders a reconciliation of their vault could read, and plan the next
         look at those it still cannot."""
-        for key in [k for k in self._unreadable if k[0] in reconciled]:
-            if key not in self._seen_unreadable:
-                del self._unreadable[key]
-                event(log, "folder readable again", vault=key[0], path=key[1])
+        for key in readable_again(self._unreadable, self._seen_unreadable, reconciled):
+            del self._unreadable[key]
+            event(log, "folder readable again", vault=key[0], path=key[1])
         if self._unreadable:
             self._retry_unreadable()
         else:
@@ -512,6 +511,22 @@ class Daemon:
             event(log, "failed", logging.WARNING, **fields, error=file.error)
         else:
             event(log, file.action, **fields)
+
+
+def readable_again(
+    unreadable: Iterable[tuple[str, str]], seen: set[tuple[str, str]], reconciled: set[str]
+) -> list[tuple[str, str]]:
+    """Of the (vault, folder) pairs once unreadable, those a reconciliation of the vaults
+    `reconciled` read: not `seen` unreadable again, nor under a folder (or a vault's root,
+    "") it could not read, where it never looked."""
+
+    def looked_at(vault: str, path: str) -> bool:
+        return not any(
+            v == vault and p != path and (p == "" or p.endswith("/")) and path.startswith(p)
+            for v, p in seen
+        )
+
+    return [k for k in unreadable if k[0] in reconciled and k not in seen and looked_at(*k)]
 
 
 def _counts(report: SyncReport) -> dict[str, int]:
