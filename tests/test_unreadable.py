@@ -311,7 +311,9 @@ def test_the_daemon_keeps_an_unreadable_folder_and_catches_up(
         folder.chmod(0)
         # Reconciliations run every second: the folder is seen unreadable, and kept.
         _wait(lambda: _log_lines(log, "cannot read a folder"), "the daemon's warning")
-        time.sleep(2.5)
+        # Two more reconciliations that met the folder unreadable, and kept its notes.
+        seen = len(_log_lines(log, "reconciliation done"))
+        _wait(lambda: len(_log_lines(log, "reconciliation done")) >= seen + 2, "reconciliations")
         report = site.verify(config)
         assert ("unlistable", "Reference/Recipes/") in _kinds(report)
         assert report["rows"] == NOTES
