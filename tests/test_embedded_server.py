@@ -356,7 +356,17 @@ def test_kb_serve_starts_a_killed_embedded_server_again(
         assert httpx.get(page, timeout=30).status_code == 200
         assert time.monotonic() - started < 10, "the page took long to answer again"
         assert _postmaster(pgdata) != killed
-        proc.send_signal(signal.SIGTERM)
+    except BaseException:
+        proc.kill()
+        raise
+    _stopped_after_one_restart(proc, log, pgdata)
+
+
+def _stopped_after_one_restart(proc: subprocess.Popen[bytes], log: Path, pgdata: Path) -> None:
+    """Stop a kb process that started the killed server again: it exits cleanly, having said
+    so once, and the restarted server does not outlive it."""
+    proc.send_signal(signal.SIGTERM)
+    try:
         proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
@@ -364,7 +374,7 @@ def test_kb_serve_starts_a_killed_embedded_server_again(
     said = log.read_text()
     assert proc.returncode == 0, said
     assert len(_started_again(log)) == 1 and "Traceback" not in said, said
-    assert not (pgdata / "postmaster.pid").exists(), "the restarted server outlived kb serve"
+    assert not (pgdata / "postmaster.pid").exists(), "the restarted server outlived kb"
 
 
 def test_kb_daemon_starts_a_killed_embedded_server_again(
@@ -384,15 +394,10 @@ def test_kb_daemon_starts_a_killed_embedded_server_again(
         _until(lambda: _started_again(log), "started again")
         (vault / "Lighthouse.md").write_text("# Lighthouse\n\nThe keeper waved.\n")
         _until(lambda: "path=Lighthouse.md" in log.read_text(), "indexed the new note")
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    said = log.read_text()
-    assert proc.returncode == 0, said
-    assert len(_started_again(log)) == 1 and "Traceback" not in said, said
-    assert not (pgdata / "postmaster.pid").exists(), "the restarted server outlived kb daemon"
+    except BaseException:
+        proc.kill()
+        raise
+    _stopped_after_one_restart(proc, log, pgdata)
 
 
 @pytest.mark.parametrize("command", ["status", "index"])

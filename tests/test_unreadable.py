@@ -293,17 +293,23 @@ def _log_lines(log: Path, message: str) -> list[str]:
     ]
 
 
-def test_the_daemon_keeps_an_unreadable_folder_and_catches_up(
-    site: Site, indexed: tuple[Path, Path]
-) -> None:
-    vault, _ = indexed
+def _quick_daemon(site: Site, vault: Path) -> tuple[Path, Path, subprocess.Popen[bytes]]:
+    """A daemon on the vault as the unprivileged user, reconciling every second: its config,
+    its log and its process."""
     config = site.config(
         vault,
         "\n[daemon]\ndebounce = 0.2\nmax_delay = 2.0\nheartbeat = 0.5\nreconcile_interval = 1.0\n"
         "reconcile_jitter = 0.0\n",
     )
     log = site.home / f"{vault.name}.log"
-    daemon = start(site.who, [*KB, "--config", str(config), "daemon"], site.env, log)
+    return config, log, start(site.who, [*KB, "--config", str(config), "daemon"], site.env, log)
+
+
+def test_the_daemon_keeps_an_unreadable_folder_and_catches_up(
+    site: Site, indexed: tuple[Path, Path]
+) -> None:
+    vault, _ = indexed
+    config, log, daemon = _quick_daemon(site, vault)
     try:
         folder = vault / "Reference/Recipes"
         note = folder / "Weeknight Miso Ramen.md"
@@ -333,13 +339,7 @@ def test_a_folder_is_not_readable_again_while_its_vault_cannot_be_read(
     site: Site, indexed: tuple[Path, Path]
 ) -> None:
     vault, _ = indexed
-    config = site.config(
-        vault,
-        "\n[daemon]\ndebounce = 0.2\nmax_delay = 2.0\nheartbeat = 0.5\nreconcile_interval = 1.0\n"
-        "reconcile_jitter = 0.0\n",
-    )
-    log = site.home / f"{vault.name}.log"
-    daemon = start(site.who, [*KB, "--config", str(config), "daemon"], site.env, log)
+    _, log, daemon = _quick_daemon(site, vault)
     try:
         (vault / "Reference").chmod(0)
         _wait(lambda: _log_lines(log, "cannot read a folder"), "the folder's warning")
