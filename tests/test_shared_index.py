@@ -13,6 +13,8 @@ import pytest
 
 from conftest import OWNER, Kb, rows, run_kb
 from kb.config import parse_config
+from kb.errors import KbError
+from kb.llm.fake import FakeEmbedder
 from kb.plan import StoredVault, vault_filter, vault_renames
 from kb.services.search import SearchRequest
 from kb.services.status import status_report
@@ -172,3 +174,27 @@ def test_two_configs_side_by_side_and_forget(tmp_path: Path, db_url: str) -> Non
     assert "other vault" not in kb("a", "status").stdout
     back = kb("b", "index", "--wait")
     assert "1 indexed" in back.stderr and " 0 LLM calls" in back.stderr
+
+
+def test_another_embedding_model_never_re_embeds_another_configs_vaults(
+    store: Store, tmp_path: Path
+) -> None:
+    a = _kb(store, "a", _vault(tmp_path, "a", "# A\n\nThe lighthouse keeper.\n"))
+    b_folder = _vault(tmp_path, "b", "# B\n\nThe zeppelin pilot.\n")
+    a.sync()
+    raw = {
+        "owner_name": OWNER,
+        "vaults": [{"name": "b", "path": str(b_folder)}],
+        "llm": {"provider": "fake", "chat_model": "fake-chat", "embed_model": "hash-128"},
+    }
+    b = Kb(store, parse_config(raw, base_dir=tmp_path, env={}))
+    before = rows(store, "SELECT id, embedding::text FROM chunks ORDER BY id")
+    with pytest.raises(KbError, match=r"vaults a also use.*kb forget"):
+        b.sync()
+    with b.indexer() as indexer, pytest.raises(KbError, match=r"vaults a also use"):
+        indexer.reembed_all()
+    assert rows(store, "SELECT id, embedding::text FROM chunks ORDER BY id") == before
+    # Renamed in the same change as its model: its own rows, re-embedded.
+    c = _kb(store, "A", tmp_path / "a")
+    c.embedder = FakeEmbedder("hash-128")
+    assert c.sync().unchanged == 1 and _notes(store) == {"A": 1}

@@ -191,8 +191,8 @@ class Indexer:
         config does not name are left as they are: another configuration may share this
         database, and a vault dropped from the config waits for `kb forget`."""
         report = SyncReport()
-        self.ensure_embedding_space()
         self._follow_renames()
+        self.ensure_embedding_space()
         for vault in self.config.vaults if vaults is None else vaults:
             if not vault.path.is_dir():
                 raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
@@ -536,6 +536,8 @@ class Indexer:
         """
         space = self.store.vectors.space()
         if space is None or space[0] != self.embedder.name:
+            if space is not None:
+                self._refuse_switch_under(space[0])
             dimensions = len(self.embedding.embed(["dimension probe"], probe=True)[0])
             if space is not None:
                 log.info(
@@ -550,6 +552,19 @@ class Indexer:
             self.store.vectors.build_index(*space)  # a bulk load was cut short
         self.embedding.space = space
         return self.embed_missing()
+
+    def _refuse_switch_under(self, model: str) -> None:
+        """A switch re-embeds every vault of the index: never those of another configuration
+        (or ones no config names any more) without a word."""
+        mine = {v.name for v in self.config.vaults}
+        stored = self.store.vaults.stored()
+        others = sorted(v.name for v in stored if v.notes and v.name not in mine)
+        if others:
+            raise KbError(
+                f"the index is embedded with {model}, which vaults {', '.join(others)} also use;"
+                f" this config embeds with {self.embedder.name}: give it a data_dir or database"
+                " of its own, the same embed_model, or `kb forget` those vaults"
+            )
 
     def embed_missing(self) -> Embedded:
         """Embed the chunks, then the passages, that wait for a vector of the active model."""
@@ -568,6 +583,9 @@ class Indexer:
         return done
 
     def reembed_all(self) -> Embedded:
+        space = self.store.vectors.space()
+        if space is not None and space[0] != self.embedder.name:
+            self._refuse_switch_under(space[0])
         self.store.vectors.clear()
         return self.ensure_embedding_space()
 
