@@ -261,3 +261,20 @@ def test_ctrl_c_while_waiting_for_enrichment_is_one_line(
     # Nothing is held by the stopped process: the next wait finishes them.
     done = kb(cfg, db_url, "index", "--wait")
     assert done.returncode == 0 and "every note has its LLM context" in done.stderr
+
+
+def test_a_query_loads_neither_markdown_parsing_nor_file_watching(cfg: Path, db_url: str) -> None:
+    """`kb query` in a fresh process, its imports listed by Python itself: a search reads
+    rows, so the parser and the watcher are never loaded."""
+    assert kb(cfg, db_url, "index").returncode == 0
+    env = {**os.environ, "KB_DATABASE_URL": db_url, "PYTHONPROFILEIMPORTTIME": "1"}
+    result = run_kb(cfg, env, "query", "miso ramen", "--json")
+    assert result.returncode == 0 and json.loads(result.stdout), result.stderr[-500:]
+    imported = {
+        line.rsplit("|", 1)[-1].strip()
+        for line in result.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "kb.search.query" in imported
+    loaded = {name.split(".")[0] for name in imported}
+    assert not loaded & {"markdown_it", "mdit_py_plugins", "watchdog"}, loaded

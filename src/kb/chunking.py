@@ -9,20 +9,33 @@ code lines (re-opening the fence), sentences.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
-_md = MarkdownIt("commonmark").enable("table")
-# markdown-it compiles its rule chains on first use, and two threads doing that at once can
-# see them half-built ("none of the block rules matched"): compile them here, once, before
-# any indexing thread parses.
-_md.parse("# a\n\n- *b* `c` [d](e)\n\n| f |\n|---|\n| g |\n")
+
+@functools.cache
+def _markdown() -> MarkdownIt:
+    """The parser, built at the first note: a search, which only reads Chunk records, never
+    loads markdown-it."""
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt("commonmark").enable("table")
+    # markdown-it compiles its rule chains on first use, and two threads doing that at once
+    # can see them half-built ("none of the block rules matched"): compile them here, before
+    # it is returned (two threads that both build one each warm their own).
+    md.parse("# a\n\n- *b* `c` [d](e)\n\n| f |\n|---|\n| g |\n")
+    return md
+
+
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -64,7 +77,7 @@ CHUNKER_VERSION = "2"
 def chunk_body(body: str, *, max_chars: int, first_line: int = 1) -> list[Chunk]:
     """Chunks of `body`; `first_line` is the file line where the body starts."""
     lines = body.split("\n")
-    sections = _sections(_md.parse(body), lines)
+    sections = _sections(_markdown().parse(body), lines)
     chunks: list[Chunk] = []
     carried: list[_Block] = []
     for index, (path, blocks) in enumerate(sections):
