@@ -132,9 +132,9 @@ def _synthetic(questions: int, seed: int) -> list:
         rows[-1, own] = rows[:, own].max() + 1.0
         spans = [(f"n{n}.md", i * 100, i * 100 + 50) for i in range(40)]
         gold = retrieval.Gold(f"n{n}.md", 3900, 3950)
-        query = retrieval.Query(str(n), "?", (gold,))
+        query = retrieval.Query(str(n), "?", (gold,), vault=f"v{n % 10}")
         labels = [0] * 39 + [1]
-        asked.append(ranker.Asked(query, spans, labels, rows, f"n{n % 10}.md"))
+        asked.append(ranker.Asked(query, spans, labels, rows))
     return asked
 
 
