@@ -18,10 +18,10 @@ against kb's own order of the same candidates. docs-rag is also scored by cross-
 (its folds grouped by the note of each question's gold, each fold's model fitted on
 personal-train and the other folds).
 
-    .venv/bin/python bench/ranker.py --data-dir ~/.cache/kb/bench-judge \\
-        --train ../shared/eval/personal-train \\
-        --evaluate ../shared/eval/personal-dev ../shared/eval/docs-rag --limit-docs docs-rag=25 \\
+    .venv/bin/python bench/ranker.py --train ../shared/eval/personal-train \\
+        --evaluate ../shared/eval/personal-dev ../shared/eval/docs-rag \\
         --save bench/models/ranker-structure-minilm
+    .venv/bin/python bench/ranker.py ... --limit-docs docs-rag=25   # its 25 smallest notes
 
 The indexes are bench/retrieval.py's (the same databases in --data-dir, indexed here if
 they are not yet). Models come from the environment, as for bench/retrieval.py.
