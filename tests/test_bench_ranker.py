@@ -1,0 +1,181 @@
+"""The learned ranker's benchmark: feature rows from a real index (fake models), fitting,
+scoring against kb's order, cross-validation and the saved models."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+import pytest
+
+from kb.llm.fake import FakeChat, FakeEmbedder
+from kb.store import NO_FILTER, Store
+
+ROOT = Path(__file__).resolve().parents[1]
+# bench/ranker.py imports its neighbour bench/retrieval.py as a script would.
+sys.path.insert(0, str(ROOT / "bench"))
+ranker = importlib.import_module("ranker")
+retrieval = importlib.import_module("retrieval")
+# The fake models of the retrieval benchmark's tests.
+from test_bench_retrieval import fake_models  # noqa: E402
+
+__all__ = ["fake_models"]
+
+
+# Sections of two paragraphs or more, so that each chunk has paragraph vectors (kb.passages);
+# Alex's journal is personal, and one note is dated.
+NOTES = {
+    "Alex/journal.md": "---\ndate: 2024-03-10\n---\n# Sunday\n\n## Cooking\n\n"
+    "I cooked a spicy lentil soup with cumin and lemon.\n\n"
+    "The soup needed more salt than the recipe said.\n",
+    "pets/cats.md": "# Cats\n\n## Sleep\n\nCats sleep sixteen hours a day on the sofa.\n\n"
+    "Kittens and old cats sleep even longer than that.\n\n## Food\n\n"
+    "Cats eat tuna and chicken twice a day.\n\nFresh water should always stand nearby.\n",
+    "garden.md": "# Garden\n\n## Tomatoes\n\nWater the tomatoes every evening in July.\n\n"
+    "Tie the tall tomato plants to wooden stakes early.\n",
+}
+QUESTIONS = {
+    "how long do cats sleep": ("pets/cats.md", "Cats sleep sixteen"),
+    "what soup did I cook in March 2024": ("Alex/journal.md", "I cooked"),
+    "when to water the tomatoes": ("garden.md", "Water the tomatoes"),
+}
+
+
+def _vault(root: Path) -> Path:
+    """A docs-rag-style dataset of NOTES, owned by Alex Doe, asked QUESTIONS."""
+    for path, text in NOTES.items():
+        (root / "corpus_md" / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / "corpus_md" / path).write_text(text)
+    (root / "documents.jsonl").write_text("".join(json.dumps({"file": p}) + "\n" for p in NOTES))
+    (root / "dataset.json").write_text(json.dumps({"owner": "Alex Doe", "personal": ["Alex/**"]}))
+    rows = []
+    for n, (question, (path, needle)) in enumerate(QUESTIONS.items()):
+        start = NOTES[path].index(needle)
+        gold = {"file": path, "start": start, "end": start + len(needle)}
+        rows.append({"qid": str(n), "query": question, "gold": [gold]})
+    (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root
+
+
+def test_feature_rows_of_a_real_index(tmp_path: Path, store: Store, fake_models: None) -> None:
+    dataset = retrieval.load_dataset(_vault(tmp_path / "tiny"))
+    vault = dataset.vaults[0]
+    config = retrieval.make_config(vault, tmp_path, ranker.LEVEL)
+    embedder = FakeEmbedder()
+    retrieval.index(config, store, FakeChat(), embedder, (), tmp_path / "cost.json")
+
+    asked, facts_ms, features_ms = ranker.ask_all(
+        dataset,
+        {vault.name: store},
+        embedder,
+        config.query.fusion,
+        {vault.name: NO_FILTER},
+        voiced_queries=config.context.voiced_passages(),
+        today=dt.date(2026, 1, 1),
+    )
+    assert len(asked) == len(facts_ms) == len(features_ms) == 3
+    column = {name: i for i, name in enumerate(ranker.FEATURES)}
+    for a in asked:
+        assert a.features.shape == (len(a.labels), len(ranker.FEATURES))
+        # Three notes: every question's gold chunk is among its candidates.
+        assert sum(a.labels) == 1
+        assert a.query.qid in {"0", "1", "2"}
+        # The rows come in kb's order, each with its place in it.
+        places = a.features[:, column["fused_rank"]]
+        assert places.tolist() == list(range(1, len(a.labels) + 1))
+        assert (np.diff(a.features[:, column["fused_score"]]) <= 1e-12).all()
+        # Each chunk's own vector and its paragraphs' are read from the index.
+        assert (a.features[:, column["own_similarity"]] > ranker.NO_SIMILARITY).all()
+        assert (a.features[:, column["paragraph_similarity"]] > ranker.NO_SIMILARITY).all()
+        # No model writes statements or questions at the structure level.
+        assert (a.features[:, column["statement_similarity"]] == ranker.NO_SIMILARITY).all()
+    cats = next(a for a in asked if a.query.text == "how long do cats sleep")
+    gold = cats.labels.index(1)
+    # "cats" and "sleep" of "long", "cats", "sleep": words as written (the chunk says "longer").
+    assert cats.features[gold, column["word_overlap"]] == pytest.approx(2 / 3)
+    assert cats.spans[gold][0] == "pets/cats.md"
+    assert cats.features[:, column["first_person"]].tolist() == [0.0] * len(cats.labels)
+    assert cats.features[:, column["dated"]].tolist() == [0.0] * len(cats.labels)
+    # The note's other chunk is a candidate too, and the gold one's neighbour.
+    assert cats.features[gold, column["note_candidates"]] == 2
+    assert cats.features[gold, column["neighbour_score"]] > 0
+    # A first-person question of a time, and the owner's note of that time.
+    soup = next(a for a in asked if a.query.text.startswith("what soup"))
+    gold = soup.labels.index(1)
+    mine = {n: soup.features[gold, column[n]] for n in ("first_person_personal", "in_period")}
+    assert mine == {"first_person_personal": 1.0, "in_period": 1.0}
+    assert soup.features[gold, column["log_days_apart"]] >= 0
+    others = [i for i in range(len(soup.labels)) if i != gold]
+    assert all(soup.features[i, column["personal"]] == 0.0 for i in others)
+    assert all(soup.features[i, column["log_days_apart"]] == -1.0 for i in others)
+
+    # Scored in kb's own order and by fitted models: the same scores as the retrieval
+    # benchmark's for kb's order, and models that fit and score without error.
+    assert ranker.score(asked, None).summary()["recall@5"] == 1.0
+    for fit in (ranker.fit_lightgbm, ranker.fit_linear):
+        assert ranker.score(asked, fit(asked)).summary()["recall@20"] == 1.0
+
+
+def _synthetic(questions: int, seed: int) -> list:
+    """Questions of 40 candidates each whose one gold chunk stands out in a single feature
+    (its own similarity) while kb's order puts it last."""
+    rng = np.random.default_rng(seed)
+    own = ranker.FEATURES.index("own_similarity")
+    asked = []
+    for n in range(questions):
+        rows = rng.normal(size=(40, len(ranker.FEATURES)))
+        rows[-1, own] = rows[:, own].max() + 1.0
+        spans = [(f"n{n}.md", i * 100, i * 100 + 50) for i in range(40)]
+        gold = retrieval.Gold(f"n{n}.md", 3900, 3950)
+        query = retrieval.Query(str(n), "?", (gold,), vault=f"v{n % 10}")
+        labels = [0] * 39 + [1]
+        asked.append(ranker.Asked(query, spans, labels, rows))
+    return asked
+
+
+def test_a_ranker_learns_what_kb_order_misses(tmp_path: Path) -> None:
+    train, held_out = _synthetic(120, seed=1), _synthetic(40, seed=2)
+    assert ranker.score(held_out, None).summary()["recall@5"] == 0.0
+    assert ranker.best_possible(held_out).summary()["recall@1"] == 1.0
+    fitted = [ranker.fit_lightgbm(train, rounds=30), ranker.fit_linear(train)]
+    for model in fitted:
+        assert ranker.score(held_out, model).summary()["recall@1"] >= 0.9
+        times = ranker.inference_ms(held_out, model)
+        assert len(times) == 40 and all(t >= 0 for t in times)
+    folds = ranker.cross_validated(held_out, train, ranker.fit_linear)
+    assert folds.summary()["recall@1"] >= 0.9
+
+    booster = fitted[0].model
+    assert isinstance(booster, lgb.Booster)
+    shares = dict(ranker.importance(booster))
+    assert max(shares, key=lambda name: shares[name]) == "own_similarity"
+
+    report = {"features": list(ranker.FEATURES), "fitted_on": {"synthetic": 120}}
+    prefix = tmp_path / "models/ranker"
+    ranker.save(prefix, fitted, report)
+    assert json.loads(Path(f"{prefix}.json").read_text()) == report
+    # The saved models order as the fitted ones do.
+    reloaded = lgb.Booster(model_file=f"{prefix}.lightgbm.txt")
+    rows = held_out[0].features
+    assert np.allclose(reloaded.predict(rows), fitted[0].score(rows))
+    linear = json.loads(Path(f"{prefix}.linear.json").read_text())
+    scaled = (rows - np.asarray(linear["mean"])) / np.asarray(linear["scale"])
+    by_hand = scaled @ np.asarray(linear["weights"]) + linear["intercept"]
+    assert np.allclose(by_hand, fitted[1].score(rows))
+
+
+@pytest.mark.parametrize(
+    ("question", "names"),
+    [
+        ("What did Caroline tell Melanie about Paris?", {"caroline", "melanie", "paris"}),
+        ("When did I meet John?", {"john"}),
+        ("how long do cats sleep", set()),
+    ],
+)
+def test_names_of_a_question(question: str, names: set[str]) -> None:
+    assert ranker._names(question) == names
