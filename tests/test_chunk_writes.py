@@ -12,7 +12,8 @@ from kb.chunk_writes import QUESTIONS, STATEMENTS, ChunkWriteSpec, read_lines
 from kb.chunking import Chunk
 from kb.config import ContextConfig, ModelWrite
 from kb.context.layout import header_line
-from kb.context.needs import ContextBuild, Needs, cache_key
+from kb.context.needs import ContextBuild, Needs
+from kb.hashes import cache_key
 from kb.prompts import lines_prompt
 
 SOURCE = (

@@ -10,12 +10,13 @@ code lines (re-opening the fence), sentences.
 from __future__ import annotations
 
 import functools
-import hashlib
 import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from kb.hashes import content_hash
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -49,7 +50,7 @@ class Chunk:
 
     @property
     def content_hash(self) -> str:
-        return hashlib.sha256(self.content.encode()).hexdigest()
+        return content_hash(self.content)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import hashlib
 import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -362,10 +361,6 @@ def read_note(vault: VaultConfig, rel_path: str) -> bytes:
             return file.read()
         except OSError as exc:
             raise NoteError(f"cannot be read: {exc.strerror or exc}") from None
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def note_title(metadata: Mapping[str, Any], chunks: Sequence[Chunk], path: str) -> str:

@@ -16,10 +16,10 @@ the date only.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 
+from kb.hashes import content_hash
 from kb.store.passages import PassageKind
 from kb.voices import voiced
 
@@ -43,7 +43,7 @@ class Passage:
 
     @property
     def text_hash(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
+        return content_hash(self.text)
 
 
 @dataclass(frozen=True)

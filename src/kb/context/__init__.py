@@ -15,7 +15,7 @@ is made of the answers, is decided without waiting on a model.
 
 from kb.context.contextualizer import Contextualizer
 from kb.context.layout import LAYOUT_VERSION, fit, full_context, header_line, summaries_start
-from kb.context.needs import ContextBuild, cache_key
+from kb.context.needs import ContextBuild
 from kb.context.records import ContextChunk, FileContext, NoteFacts
 
 __all__ = [
@@ -25,7 +25,6 @@ __all__ = [
     "Contextualizer",
     "FileContext",
     "NoteFacts",
-    "cache_key",
     "fit",
     "full_context",
     "header_line",

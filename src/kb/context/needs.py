@@ -19,7 +19,6 @@ that fell back are asked again. Pure functions.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -30,18 +29,10 @@ from kb.config import Config, ContextConfig
 from kb.context.layout import LAYOUT_VERSION, header_line
 from kb.context.records import NoteFacts
 from kb.dates import spoken
+from kb.hashes import cache_key
 from kb.llm import embed_window
 from kb.outputs import Output
 from kb.store.chunks import VoiceRecord
-
-
-def cache_key(*parts: str) -> str:
-    """A hash of exactly these parts, in order: the key every cached model output is kept under."""
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part.encode())
-        digest.update(b"\x1f")
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,6 +11,7 @@ from kb import passages
 from kb.chunking import Chunk
 from kb.config import ChunkWrite
 from kb.context.layout import Texts
+from kb.hashes import content_hash
 from kb.outputs import Output
 from kb.store.chunks import VoiceRecord
 
@@ -113,7 +113,7 @@ class ContextChunk:
 
     @property
     def context_hash(self) -> str:
-        return hashlib.sha256(self.embed_text.encode()).hexdigest()
+        return content_hash(self.embed_text)
 
 
 @dataclass(frozen=True)

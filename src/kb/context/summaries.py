@@ -22,8 +22,9 @@ from kb.chunking import Chunk
 from kb.config import ContextConfig
 from kb.context.driver import Asking
 from kb.context.layout import header_line, plain_headers, sections, texts
-from kb.context.needs import Needs, cache_key
+from kb.context.needs import Needs
 from kb.context.records import ContextChunk, Draft, FileContext, Window
+from kb.hashes import cache_key
 from kb.llm.base import Prompt
 from kb.outputs import Output
 

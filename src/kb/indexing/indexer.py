@@ -34,6 +34,7 @@ from kb.context import Contextualizer
 from kb.dates import note_date
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
+from kb.hashes import content_hash
 from kb.indexing.building import NoteBuilder, note_facts
 from kb.indexing.embedding import Embedding
 from kb.llm.base import ChatModel, Embedder
@@ -47,7 +48,6 @@ from kb.notes import (
     read_note,
     scan_scope,
     scan_vault,
-    sha256,
     shown_path,
     stat_note,
 )
@@ -269,7 +269,7 @@ class Indexer:
         for f in to_read:
             self.checkpoint()
             try:
-                read.append(plan.Read(f, sha256(read_note(vault, f.path))))
+                read.append(plan.Read(f, content_hash(read_note(vault, f.path))))
             except FileNotFoundError:
                 del on_disk[f.path]  # gone since the scan: treated as deleted
             except NoteError as exc:
@@ -501,7 +501,7 @@ class Indexer:
         doc = DocumentRecord(
             vault=vault.name,
             path=path,
-            content_hash=sha256(data),
+            content_hash=content_hash(data),
             size=size,
             mtime_ns=mtime_ns,
             metadata=metadata,

@@ -14,6 +14,7 @@ from kb import obsidian
 from kb.config import Config, VaultConfig
 from kb.context import ContextBuild
 from kb.errors import NoteError
+from kb.hashes import content_hash
 from kb.llm import embed_name
 from kb.notes import (
     MISNAMED,
@@ -22,7 +23,6 @@ from kb.notes import (
     nameable,
     read_note,
     scan_vault,
-    sha256,
     shown_path,
 )
 from kb.plan import Stored, pair
@@ -115,7 +115,7 @@ def _check(
     if note is None:
         return False, extra
     try:
-        digest = sha256(read_note(vault, note.path))
+        digest = content_hash(read_note(vault, note.path))
     except FileNotFoundError:
         return False, extra  # deleted while being verified
     except NoteError as exc:

@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 from kb import prompts
-from kb.context import cache_key
 from kb.errors import LLMError
+from kb.hashes import cache_key
 from kb.llm.base import ChatModel
 from kb.outputs import parse_relevance
 from kb.store import SearchHit, Store
