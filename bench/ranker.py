@@ -7,8 +7,9 @@ embedder where the level's passages speak in writers' voices), and every chunk o
 candidate lists (CANDIDATES each) becomes a row of FEATURES: what each list said of it,
 kb's fused score and place, its own and its paragraphs' similarity, its note's other
 candidates, the owner and first-person rule, the time the question names against the
-note's date, its words against the question's. Its label: the chunk hits a gold section
-(retrieval._hit).
+note's date, its words against the question's (found, by BM25 in each field, weighted by
+their rarity in the vault), the question's names against the note's writer, and its words
+against the other candidates'. Its label: the chunk hits a gold section (retrieval._hit).
 
 Two models are fitted on personal-train only (personal-dev is never fitted or tuned on):
 gradient-boosted trees with LightGBM's lambdarank objective, and a logistic regression over
