@@ -7,8 +7,9 @@ embedder where the level's passages speak in writers' voices), and every chunk o
 candidate lists (CANDIDATES each) becomes a row of FEATURES: what each list said of it,
 kb's fused score and place, its own and its paragraphs' similarity, its note's other
 candidates, the owner and first-person rule, the time the question names against the
-note's date, its words against the question's. Its label: the chunk hits a gold section
-(retrieval._hit).
+note's date, its words against the question's (found, by BM25 in each field, weighted by
+their rarity in the vault), the question's names against the note's writer, and its words
+against the other candidates'. Its label: the chunk hits a gold section (retrieval._hit).
 
 Two models are fitted on personal-train only (personal-dev is never fitted or tuned on):
 gradient-boosted trees with LightGBM's lambdarank objective, and a logistic regression over
@@ -38,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,6 +138,27 @@ FEATURES: tuple[str, ...] = (
     "names",
     "header_overlap",
     "query_words",
+    # BM25 of the question's words in each field of the chunk (its note's file name and
+    # title, its header path, its text), their document frequencies over the vault's chunks;
+    # and the question's words found, weighted by their rarity (idf) in the vault.
+    "bm25_title",
+    "bm25_header",
+    "bm25_body",
+    "idf_coverage",  # share of the question's idf found in the chunk
+    "idf_found",  # the idf found, summed
+    # Names: the question's names in the header path and file name (the writer of a letter,
+    # the person a note is about), how many in the chunk, and the owner as the writer.
+    "name_header",
+    "names_found",
+    "owner_header",
+    "first_person_owner_header",
+    # Across the candidates: how rare the chunk's words are among the first TOP candidates,
+    # the words no better-placed candidate has, and how spread its note's chunks are.
+    "candidate_rarity",
+    "novel_words",
+    "shared_top",
+    "note_spread",
+    "top_notes",
 )
 
 _WORD = re.compile(r"[A-Za-z0-9']+")
@@ -199,6 +222,72 @@ def chunk_facts(
     }
 
 
+@dataclass(frozen=True)
+class VaultStats:
+    """What BM25 and idf need of a vault: its chunks, each word's count of chunks that hold
+    it (in any field) and each field's mean length in characters."""
+
+    chunks: int
+    frequency: Mapping[str, int]
+    mean_title: float
+    mean_header: float
+    mean_body: float
+
+    def idf(self, word: str) -> float:
+        df = self.frequency.get(word, 0)
+        return math.log(1 + (self.chunks - df + 0.5) / (df + 0.5))
+
+
+NO_STATS = VaultStats(0, {}, 1.0, 1.0, 1.0)
+# BM25's constants, as commonly set.
+BM25_K1 = 1.2
+BM25_B = 0.75
+# The candidates the cross-candidate features compare a chunk with: kb's first TOP.
+TOP = 10
+
+
+def _title(path: str, header_path: Sequence[str]) -> str:
+    """A chunk's title field: its note's file name and first header."""
+    return " ".join([Path(path).stem, *header_path[:1]])
+
+
+def vault_stats(store: Store) -> VaultStats:
+    """The stats of the vault of `store`, read from its chunks."""
+    with store.pool.connection() as conn:
+        rows = conn.execute(
+            "SELECT d.path, c.header_path, c.content FROM chunks c "
+            "JOIN documents d ON d.id = c.document_id"
+        ).fetchall()
+    frequency: dict[str, int] = {}
+    title = header = body = 0
+    for r in rows:
+        path, headers, content = r["path"], r["header_path"] or [], r["content"]
+        fields = (_title(path, headers), " ".join([*headers, path]), content)
+        for word in set().union(*(_words(f) for f in fields)):
+            frequency[word] = frequency.get(word, 0) + 1
+        title, header, body = (
+            title + len(fields[0]),
+            header + len(fields[1]),
+            body + len(fields[2]),
+        )
+    n = max(1, len(rows))
+    return VaultStats(len(rows), frequency, title / n or 1.0, header / n or 1.0, body / n or 1.0)
+
+
+def _counts(pattern: re.Pattern[str] | None, text: str) -> Counter[str]:
+    """How often each of the words `pattern` finds occurs in `text`: one scan."""
+    return Counter(pattern.findall(text.lower())) if pattern else Counter()
+
+
+def _bm25(counts: Mapping[str, int], length: int, mean: float, idf: Mapping[str, float]) -> float:
+    """BM25 of the words `idf` weighs, counted in a field of `length` characters (the
+    vault's mean length of that field: `mean`)."""
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / mean)
+    return sum(
+        w * c * (BM25_K1 + 1) / (c + norm) for word, w in idf.items() if (c := counts.get(word, 0))
+    )
+
+
 def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text)}
 
@@ -230,9 +319,11 @@ def features(
     order: Sequence[SearchHit],
     facts: Mapping[int, ChunkFacts],
     period: Period | None,
+    stats: VaultStats = NO_STATS,
 ) -> tuple[list[int], np.ndarray]:
     """Each candidate's row of FEATURES, in kb's order (`order`, as kb.search.query.rank
-    returns it); the candidates' ids in that order."""
+    returns it); the candidates' ids in that order. `stats` are the vault's, for BM25 and
+    idf."""
     by_place = {(h.vault, h.path, h.start_line, h.end_line): h for h in order}
     place = {key: i for i, key in enumerate(by_place, 1)}
     rows = list(found.rows.values())
@@ -258,6 +349,25 @@ def features(
     owner_words = _words(owner)
     matcher = _matcher(asked | names | owner_words)
     middle = period.first + (period.last - period.first) / 2 if period else None
+    idf = {w: stats.idf(w) for w in asked}
+    total_idf = sum(idf.values())
+    counted = {i: _counts(matcher, found.rows[i].content) for i in ids}
+    found_words = {i: set(counted[i]) for i in ids}
+    top = ids[:TOP]
+    # How many of the first TOP candidates hold each word; each chunk's words that none
+    # placed before it holds.
+    in_top: dict[str, int] = {}
+    for i in top:
+        for w in found_words[i] & (asked | names):
+            in_top[w] = in_top.get(w, 0) + 1
+    seen: set[str] = set()
+    novel: dict[int, int] = {}
+    for i in ids:
+        mine = found_words[i] & (asked | names)
+        novel[i] = len(mine - seen)
+        if place_of[i] <= TOP:
+            seen |= mine
+    top_notes = len({(found.rows[i].vault, found.rows[i].path) for i in top})
 
     matrix = []
     for rank_, i in enumerate(ids, 1):
@@ -265,8 +375,14 @@ def features(
         fact = facts.get(i)
         note = (row.vault, row.path)
         siblings = notes[note]
-        words = _found(matcher, row.content)
-        header = _found(matcher, " ".join([*row.header_path, row.path]))
+        words = found_words[i]
+        header_text = " ".join([*row.header_path, row.path])
+        header_counts = _counts(matcher, header_text)
+        header = set(header_counts)
+        title = _title(row.path, row.header_path)
+        mine = words & (asked | names)
+        shared = [in_top.get(w, 0) - (1 if i in top else 0) for w in mine]
+        owner_header = bool(owner_words & header)
         neighbours = (
             [positions.get((row.vault, row.path, fact.position + d)) for d in (-1, 1)]
             if fact
@@ -318,6 +434,20 @@ def features(
                 len(names),
                 len(asked & header) / len(asked) if asked else 0.0,
                 len(asked),
+                _bm25(_counts(matcher, title), len(title), stats.mean_title, idf),
+                _bm25(header_counts, len(header_text), stats.mean_header, idf),
+                _bm25(counted[i], len(row.content), stats.mean_body, idf),
+                sum(idf[w] for w in asked & words) / total_idf if total_idf else 0.0,
+                sum(idf[w] for w in asked & words),
+                len(names & header) / len(names) if names else 0.0,
+                len(names & words),
+                float(owner_header),
+                float(first_person and owner_header),
+                sum(math.log((TOP + 1) / (1 + in_top.get(w, 0))) for w in mine),
+                novel[i] / len(asked | names) if asked | names else 0.0,
+                sum(shared) / len(shared) if shared else 0.0,
+                place_of[siblings[-1]] - place_of[siblings[0]],
+                top_notes,
             ]
         )
     return ids, np.asarray(matrix, dtype=np.float64).reshape(len(ids), len(FEATURES))
@@ -368,6 +498,7 @@ def ask_all(
     asked: list[Asked] = []
     facts_ms: list[float] = []
     features_ms: list[float] = []
+    stats = {name: vault_stats(store) for name, store in stores.items()}
     for n, q in enumerate(dataset.queries, 1):
         store, owner = stores[q.vault], owners[q.vault]
         space = store.vectors.space()
@@ -387,7 +518,7 @@ def ask_all(
         facts = chunk_facts(store, list(found.rows), vector, *space)
         facts_ms.append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        ids, matrix = features(q.text, owner, found, order, facts, period)
+        ids, matrix = features(q.text, owner, found, order, facts, period, stats[q.vault])
         features_ms.append((time.perf_counter() - started) * 1000)
         chunk_spans = [spans[q.vault](_as_hit(found.rows[i])) for i in ids]
         labels = [int(any(_hit(s, g) for g in q.gold)) for s in chunk_spans]
@@ -563,8 +694,8 @@ def load_asked(
     docs = args.limit.get(folder.resolve().name)
     dataset = load_dataset(folder, Limit(docs, smallest=bool(docs)))
     cache = args.data_dir / f"ranker-{dataset.name}-{LEVEL}-{docs or 'all'}.json"
-    if cache.exists() and not args.fresh:
-        kept = json.loads(cache.read_text())
+    kept = json.loads(cache.read_text()) if cache.exists() and not args.fresh else {}
+    if kept.get("features") == list(FEATURES):
         by_qid = {q.qid: q for q in dataset.queries}
         asked = [
             Asked(
@@ -575,8 +706,7 @@ def load_asked(
             )
             for r in kept["questions"]
         ]
-        if kept["features"] == list(FEATURES):
-            return dataset, asked, kept["facts_ms"], kept["features_ms"]
+        return dataset, asked, kept["facts_ms"], kept["features_ms"]
     print(f"{dataset.name}: {len(dataset.queries)} questions", file=sys.stderr)
     stores = open_indexes(dataset, args.data_dir, embedder, subset=bool(docs))
     config = make_config(dataset.vaults[0], args.data_dir, LEVEL)

@@ -104,12 +104,26 @@ def test_feature_rows_of_a_real_index(tmp_path: Path, store: Store, fake_models:
     # The note's other chunk is a candidate too, and the gold one's neighbour.
     assert cats.features[gold, column["note_candidates"]] == 2
     assert cats.features[gold, column["neighbour_score"]] > 0
+    # Its words by BM25 in its text and title ("Cats"), weighed by their rarity in the vault.
+    assert cats.features[gold, column["bm25_body"]] > 0
+    assert cats.features[gold, column["bm25_title"]] > 0
+    assert 0 < cats.features[gold, column["idf_coverage"]] < 1  # not "long"
+    # Across the candidates: the first one's words are all new, and its note among the first.
+    first = cats.features[0]
+    assert first[column["novel_words"]] == first[column["word_overlap"]]
+    assert 1 <= first[column["top_notes"]] <= 3
+    assert (cats.features[:, column["note_spread"]] >= 0).all()
     # A first-person question of a time, and the owner's note of that time.
     soup = next(a for a in asked if a.query.text.startswith("what soup"))
     gold = soup.labels.index(1)
     mine = {n: soup.features[gold, column[n]] for n in ("first_person_personal", "in_period")}
     assert mine == {"first_person_personal": 1.0, "in_period": 1.0}
     assert soup.features[gold, column["log_days_apart"]] >= 0
+    # The owner as the writer: Alex's folder, for a question in the first person.
+    owner = {
+        n: soup.features[gold, column[n]] for n in ("owner_header", "first_person_owner_header")
+    }
+    assert owner == {"owner_header": 1.0, "first_person_owner_header": 1.0}
     others = [i for i in range(len(soup.labels)) if i != gold]
     assert all(soup.features[i, column["personal"]] == 0.0 for i in others)
     assert all(soup.features[i, column["log_days_apart"]] == -1.0 for i in others)
@@ -179,3 +193,19 @@ def test_a_ranker_learns_what_kb_order_misses(tmp_path: Path) -> None:
 )
 def test_names_of_a_question(question: str, names: set[str]) -> None:
     assert ranker._names(question) == names
+
+
+def test_bm25_and_idf_of_a_vault() -> None:
+    stats = ranker.VaultStats(
+        chunks=10, frequency={"cat": 9, "lentil": 1}, mean_title=10, mean_header=20, mean_body=100
+    )
+    assert stats.idf("lentil") > stats.idf("cat") > 0
+    assert stats.idf("unseen") > stats.idf("lentil")
+    idf = {w: stats.idf(w) for w in ("cat", "lentil")}
+    # A rare word outweighs a common one; more of a word counts, with diminishing returns;
+    # and a longer text counts it less.
+    assert ranker._bm25({"lentil": 1}, 100, 100, idf) > ranker._bm25({"cat": 1}, 100, 100, idf)
+    once, twice = (ranker._bm25({"lentil": n}, 100, 100, idf) for n in (1, 2))
+    assert once < twice < 2 * once
+    assert ranker._bm25({"lentil": 1}, 400, 100, idf) < once
+    assert ranker._bm25({}, 100, 100, idf) == 0.0
