@@ -23,13 +23,13 @@ SQL_WORDS = re.compile(
 EXECUTE = {"execute", "executemany"}
 
 
-def _is_sql_composition(node: ast.expr) -> bool:
+def _is_sql_composition(node: ast.expr, names: dict[str, ast.expr]) -> bool:
     """sql.SQL("…"), optionally .format(…)-ed: psycopg quotes whatever is put in it."""
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         if node.func.attr == "format":
-            return _is_sql_composition(node.func.value)
+            return _is_sql_composition(node.func.value, names)
         if node.func.attr == "SQL" and node.args:
-            return _is_static(node.args[0], {})
+            return _is_static(node.args[0], names)
     return False
 
 
@@ -41,7 +41,7 @@ def _is_static(node: ast.expr, names: dict[str, ast.expr]) -> bool:
         return _is_static(node.left, names) and _is_static(node.right, names)
     if isinstance(node, ast.Name) and node.id in names:
         return _is_static(names[node.id], {k: v for k, v in names.items() if k != node.id})
-    if _is_sql_composition(node):
+    if _is_sql_composition(node, names):
         return True
     # A migration file's own text, read from migrations/ (the one other home of SQL).
     return (
@@ -84,9 +84,22 @@ def _forwarded(tree: ast.AST, function: ast.FunctionDef, names: dict[str, ast.ex
     }
 
 
+def _imported(tree: ast.AST) -> dict[str, ast.expr]:
+    """The constants a module imports from another of kb's (a fragment of SQL the store's
+    modules share), as that module assigns them."""
+    found: dict[str, ast.expr] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("kb."):
+            path = ROOT / "src" / Path(*node.module.split(".")).with_suffix(".py")
+            if path.is_file():
+                theirs = _assignments(ast.parse(path.read_text()))
+                found.update({a.name: theirs[a.name] for a in node.names if a.name in theirs})
+    return found
+
+
 def violations(source: str) -> list[str]:
     tree = ast.parse(source)
-    module_names = _assignments(tree)
+    module_names = {**_imported(tree), **_assignments(tree)}
     # Each call is judged with the names of the functions around it.
     enclosing: dict[ast.AST, list[ast.FunctionDef]] = {}
 
