@@ -60,13 +60,20 @@ def test_connection_terminated_mid_transaction(kb: Kb) -> None:
     assert verify(kb.config, kb.store).in_sync and kb.store.documents.row_problems() == CLEAN
 
 
-def test_reembed_with_the_connection_cut_is_one_line(
-    tmp_path: Path, vault: Path, db_url: str
-) -> None:
+def _indexed_then_cut_at(tmp_path: Path, vault: Path, db_url: str, event: str) -> Path:
+    """The vault indexed through the command line, its config returned; from now on the
+    server ends the connection of the next statement that writes chunks by `event`."""
     cfg = _config(tmp_path, vault, FAKE)
     assert kb(cfg, db_url, "index").returncode == 0
     with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute(TERMINATE.format(event="UPDATE"))
+        conn.execute(TERMINATE.format(event=event))
+    return cfg
+
+
+def test_reembed_with_the_connection_cut_is_one_line(
+    tmp_path: Path, vault: Path, db_url: str
+) -> None:
+    cfg = _indexed_then_cut_at(tmp_path, vault, db_url, "UPDATE")
     result = kb(cfg, db_url, "reindex", "--embeddings-only")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
@@ -77,10 +84,7 @@ def test_reembed_with_the_connection_cut_is_one_line(
 def test_the_server_gone_in_the_middle_of_a_copy_is_one_line(
     tmp_path: Path, vault: Path, db_url: str
 ) -> None:
-    cfg = _config(tmp_path, vault, FAKE)
-    assert kb(cfg, db_url, "index").returncode == 0
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        conn.execute(TERMINATE.format(event="INSERT"))
+    cfg = _indexed_then_cut_at(tmp_path, vault, db_url, "INSERT")
     # A note's chunks go in by one COPY: one long enough that kb is still sending rows when
     # the server goes (as when a full disk stops it mid-write).
     sections = "".join(

@@ -24,7 +24,7 @@ from kb.chunking import Chunk
 from kb.store import passages
 from kb.store.chunks import ChunkRecord, VoiceRecord
 from kb.store.pool import Pool, iso
-from kb.store.vaults import DOCUMENT_IN_VAULTS
+from kb.store.vaults import DOCUMENT_IN_VAULTS, ROW_IN_VAULTS
 
 # Finished items kept for the rate and the ETA, and the window the rate is measured over.
 _DONE_KEPT = "1 day"
@@ -346,9 +346,9 @@ class Queue:
             failing = conn.execute(
                 "SELECT d.vault, d.path, q.last_error AS error, q.attempts"
                 "  FROM enrichment_queue q JOIN documents d ON d.id = q.document_id"
-                " WHERE q.last_error IS NOT NULL"
-                "   AND (cardinality(%(vaults)s::text[]) = 0 OR d.vault = ANY(%(vaults)s))"
-                " ORDER BY q.not_before DESC LIMIT %(n)s",
+                " WHERE q.last_error IS NOT NULL AND "
+                + ROW_IN_VAULTS
+                + " ORDER BY q.not_before DESC LIMIT %(n)s",
                 {"vaults": list(vaults), "n": _FAILING_SHOWN},
             ).fetchall()
         assert queue is not None and done is not None
