@@ -4,12 +4,12 @@ better than kb's fusion does?
 Every question is searched as kb searches (bench/retrieval.py: the owner's name for
 full-text search on a first-person question, the question in the owner's voice for the
 embedder where the level's passages speak in writers' voices), and every chunk of its two
-candidate lists (CANDIDATES each) becomes a row of FEATURES: what each list said of it,
-kb's fused score and place, its own and its paragraphs' similarity, its note's other
-candidates, the owner and first-person rule, the time the question names against the
-note's date, its words against the question's (found, by BM25 in each field, weighted by
-their rarity in the vault), the question's names against the note's writer, and its words
-against the other candidates'. Its label: the chunk hits a gold section (retrieval._hit).
+candidate lists (CANDIDATES each) becomes a row of kb.search.features.FEATURES, made as a
+query makes it: what each list said of it, kb's fused score and place, its own and its
+passages' similarity, its note's other candidates, the owner and first-person rule, the
+time the question names against the note's date, its words and names against the
+question's, and its words against the other candidates'. Its label: the chunk hits a gold
+section (retrieval._hit).
 
 Two models are fitted on personal-train only (personal-dev is never fitted or tuned on):
 gradient-boosted trees with LightGBM's lambdarank objective, and a logistic regression over
@@ -21,7 +21,7 @@ personal-train and the other folds).
 
     .venv/bin/python bench/ranker.py --train ../shared/eval/personal-train \\
         --evaluate ../shared/eval/personal-dev ../shared/eval/docs-rag \\
-        --save bench/models/ranker-structure-minilm
+        --save src/kb/search/ranker.json
     .venv/bin/python bench/ranker.py ... --limit-docs docs-rag=25   # its 25 smallest notes
 
 The indexes are bench/retrieval.py's (the same databases in --data-dir, indexed here if
@@ -33,13 +33,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
-import re
 import statistics
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +44,6 @@ from typing import Any
 
 import lightgbm as lgb
 import numpy as np
-from psycopg import sql
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GroupKFold
 from sklearn.pipeline import Pipeline, make_pipeline
@@ -55,15 +51,17 @@ from sklearn.preprocessing import StandardScaler
 
 from kb import db
 from kb.container import open_store
-from kb.fusion import Fusion
+from kb.fusion import Fused, Fusion
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import Embedder
 from kb.results import SearchHit
-from kb.search.query import CANDIDATES, owner_query, rank
-from kb.search.when import Period, question_period
-from kb.store import NO_FILTER, Candidate, Candidates, SearchFilter, Store
-from kb.store.pool import vector_param
-from kb.voices import FIRST_PERSON, voiced
+from kb.search import features
+from kb.search import ranker as kb_ranker
+from kb.search.features import FEATURES
+from kb.search.query import CANDIDATES, fused_order, owner_query
+from kb.search.when import question_period
+from kb.store import NO_FILTER, Candidate, SearchFilter, Store
+from kb.voices import voiced
 from retrieval import (
     PARAGRAPHS,
     CachedEmbedder,
@@ -82,379 +80,6 @@ from retrieval import (
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVEL = f"structure{PARAGRAPHS}"
-
-# Where a chunk is missing from a list: one place past its end, and no score.
-ABSENT = CANDIDATES + 1
-# A passage kind the level does not write, or a chunk without such a passage.
-NO_SIMILARITY = -1.0
-PASSAGE_KINDS = ("paragraph", "statement", "question")
-
-FEATURES: tuple[str, ...] = (
-    # What each list said of it.
-    "vector_rank",
-    "vector_inverse_rank",
-    "similarity",
-    "similarity_gap",  # below the query's best similarity
-    "text_rank",
-    "text_inverse_rank",
-    "text_score",
-    "text_share",  # of the query's best BM25
-    "in_both",
-    # kb's order: the fused score under the level's fusion, and its place after the time
-    # the question names (kb.search.query.rank).
-    "fused_score",
-    "fused_share",
-    "fused_rank",
-    # The chunk's own vector and its best passage of each kind.
-    "own_similarity",
-    *(f"{kind}_similarity" for kind in PASSAGE_KINDS),
-    "passages",
-    # The chunk in its note.
-    "chars",
-    "header_depth",
-    "position",
-    "relative_position",
-    "note_chunks",
-    # Its note among the candidates: how many, the best place, whether this is that one,
-    # and its neighbours' fused score (the chunk before or after it, when a candidate).
-    "note_candidates",
-    "note_best_rank",
-    "note_best",
-    "note_rank",
-    "neighbour_score",
-    # The owner and the first person: kb's rule reads a first-person question as the owner's.
-    "first_person",
-    "personal",
-    "first_person_personal",
-    "owner_named",
-    # A time the question names, against the note's own date.
-    "dated",
-    "note_dated",
-    "in_period",
-    "log_days_apart",
-    # The question's words in the chunk, its names (capitalised words) and its title path.
-    "word_overlap",
-    "name_overlap",
-    "names",
-    "header_overlap",
-    "query_words",
-    # BM25 of the question's words in each field of the chunk (its note's file name and
-    # title, its header path, its text), their document frequencies over the vault's chunks;
-    # and the question's words found, weighted by their rarity (idf) in the vault.
-    "bm25_title",
-    "bm25_header",
-    "bm25_body",
-    "idf_coverage",  # share of the question's idf found in the chunk
-    "idf_found",  # the idf found, summed
-    # Names: the question's names in the header path and file name (the writer of a letter,
-    # the person a note is about), how many in the chunk, and the owner as the writer.
-    "name_header",
-    "names_found",
-    "owner_header",
-    "first_person_owner_header",
-    # Across the candidates: how rare the chunk's words are among the first TOP candidates,
-    # the words no better-placed candidate has, and how spread its note's chunks are.
-    "candidate_rarity",
-    "novel_words",
-    "shared_top",
-    "note_spread",
-    "top_notes",
-)
-
-_WORD = re.compile(r"[A-Za-z0-9']+")
-# Words too common to tell chunks apart: a short list, as BM25's idf already weighs the rest.
-_COMMON = frozenset(
-    "the a an and or of to in on at for with from by about is are was were be been did do "
-    "does what when where who whom which why how that this these those it its as has have "
-    "had he she they them his her their you your we our any some ever".split()
-)
-
-
-@dataclass(frozen=True)
-class ChunkFacts:
-    """What the index knows of one candidate beyond the candidate row."""
-
-    position: int
-    note_chunks: int
-    personal: bool
-    own_similarity: float
-    kinds: Mapping[str, float]  # best similarity of each passage kind it has
-    passages: int
-
-
-_FACTS = """
-    SELECT c.id, c.position, d.personal,
-           (SELECT count(*) FROM chunks o WHERE o.document_id = c.document_id) AS note_chunks,
-           1 - (c.embedding::vector({dim}) <=> %(v)s::vector({dim})) AS own_similarity,
-           (SELECT count(*) FROM passages p WHERE p.chunk_id = c.id) AS passages,
-           (SELECT jsonb_object_agg(k.kind, k.similarity) FROM (
-                SELECT p.kind, max(1 - (p.embedding::vector({dim}) <=> %(v)s::vector({dim})))
-                       AS similarity
-                  FROM passages p
-                 WHERE p.chunk_id = c.id AND p.embed_model = %(model)s
-                 GROUP BY p.kind) AS k) AS kinds
-      FROM chunks c JOIN documents d ON d.id = c.document_id
-     WHERE c.id = ANY(%(ids)s::bigint[])
-"""
-
-
-def chunk_facts(
-    store: Store, ids: Sequence[int], vector: Sequence[float], model: str, dimensions: int
-) -> dict[int, ChunkFacts]:
-    """The facts of the candidates `ids`, in one round trip. The candidates query computes
-    the same similarities but returns only their best: until the ranker is wired into kb,
-    the benchmark asks again."""
-    query = sql.SQL(_FACTS).format(dim=sql.Literal(dimensions))
-    with store.pool.connection() as conn:
-        rows = conn.execute(
-            query, {"v": vector_param(vector), "model": model, "ids": list(ids)}, prepare=False
-        ).fetchall()
-    return {
-        r["id"]: ChunkFacts(
-            position=r["position"],
-            note_chunks=r["note_chunks"],
-            personal=r["personal"],
-            own_similarity=r["own_similarity"],
-            kinds=r["kinds"] or {},
-            passages=r["passages"],
-        )
-        for r in rows
-    }
-
-
-@dataclass(frozen=True)
-class VaultStats:
-    """What BM25 and idf need of a vault: its chunks, each word's count of chunks that hold
-    it (in any field) and each field's mean length in characters."""
-
-    chunks: int
-    frequency: Mapping[str, int]
-    mean_title: float
-    mean_header: float
-    mean_body: float
-
-    def idf(self, word: str) -> float:
-        df = self.frequency.get(word, 0)
-        return math.log(1 + (self.chunks - df + 0.5) / (df + 0.5))
-
-
-NO_STATS = VaultStats(0, {}, 1.0, 1.0, 1.0)
-# BM25's constants, as commonly set.
-BM25_K1 = 1.2
-BM25_B = 0.75
-# The candidates the cross-candidate features compare a chunk with: kb's first TOP.
-TOP = 10
-
-
-def _title(path: str, header_path: Sequence[str]) -> str:
-    """A chunk's title field: its note's file name and first header."""
-    return " ".join([Path(path).stem, *header_path[:1]])
-
-
-def vault_stats(store: Store) -> VaultStats:
-    """The stats of the vault of `store`, read from its chunks."""
-    with store.pool.connection() as conn:
-        rows = conn.execute(
-            "SELECT d.path, c.header_path, c.content FROM chunks c "
-            "JOIN documents d ON d.id = c.document_id"
-        ).fetchall()
-    frequency: dict[str, int] = {}
-    title = header = body = 0
-    for r in rows:
-        path, headers, content = r["path"], r["header_path"] or [], r["content"]
-        fields = (_title(path, headers), " ".join([*headers, path]), content)
-        for word in set().union(*(_words(f) for f in fields)):
-            frequency[word] = frequency.get(word, 0) + 1
-        title, header, body = (
-            title + len(fields[0]),
-            header + len(fields[1]),
-            body + len(fields[2]),
-        )
-    n = max(1, len(rows))
-    return VaultStats(len(rows), frequency, title / n or 1.0, header / n or 1.0, body / n or 1.0)
-
-
-def _counts(pattern: re.Pattern[str] | None, text: str) -> Counter[str]:
-    """How often each of the words `pattern` finds occurs in `text`: one scan."""
-    return Counter(pattern.findall(text.lower())) if pattern else Counter()
-
-
-def _bm25(counts: Mapping[str, int], length: int, mean: float, idf: Mapping[str, float]) -> float:
-    """BM25 of the words `idf` weighs, counted in a field of `length` characters (the
-    vault's mean length of that field: `mean`)."""
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / mean)
-    return sum(
-        w * c * (BM25_K1 + 1) / (c + norm) for word, w in idf.items() if (c := counts.get(word, 0))
-    )
-
-
-def _words(text: str) -> set[str]:
-    return {w.lower() for w in _WORD.findall(text)}
-
-
-def _matcher(words: set[str]) -> re.Pattern[str] | None:
-    """A pattern that finds any of `words` (lower case) as a whole word of a lower-cased text,
-    as _WORD splits it: one scan of a chunk, not a set of all its words (most of the rows'
-    cost when they were made so)."""
-    if not words:
-        return None
-    alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
-    return re.compile(rf"(?<![A-Za-z0-9'])(?:{alternatives})(?![A-Za-z0-9'])")
-
-
-def _found(pattern: re.Pattern[str] | None, text: str) -> set[str]:
-    return set(pattern.findall(text.lower())) if pattern else set()
-
-
-def _names(question: str) -> set[str]:
-    """The question's capitalised words past its first: names of people, places, things."""
-    words = _WORD.findall(question)[1:]
-    return {w.lower() for w in words if w[0].isupper() and w.lower() not in ("i", "i'm")}
-
-
-def features(
-    question: str,
-    owner: str,
-    found: Candidates,
-    order: Sequence[SearchHit],
-    facts: Mapping[int, ChunkFacts],
-    period: Period | None,
-    stats: VaultStats = NO_STATS,
-) -> tuple[list[int], np.ndarray]:
-    """Each candidate's row of FEATURES, in kb's order (`order`, as kb.search.query.rank
-    returns it); the candidates' ids in that order. `stats` are the vault's, for BM25 and
-    idf."""
-    by_place = {(h.vault, h.path, h.start_line, h.end_line): h for h in order}
-    place = {key: i for i, key in enumerate(by_place, 1)}
-    rows = list(found.rows.values())
-    ids = sorted(
-        (r.id for r in rows),
-        key=lambda i: place[_key(found.rows[i])],
-    )
-    best_similarity = max((r.similarity or 0.0) for r in rows) if rows else 0.0
-    best_text = max((r.text_score or 0.0) for r in rows) if rows else 0.0
-    fused = {i: by_place[_key(found.rows[i])].score for i in ids}
-    best_fused = max(fused.values(), default=0.0) or 1.0
-    notes: dict[tuple[str, str], list[int]] = {}
-    for i in ids:
-        notes.setdefault((found.rows[i].vault, found.rows[i].path), []).append(i)
-    note_order = {note: n for n, note in enumerate(notes, 1)}  # by their best chunk
-    place_of = {i: n for n, i in enumerate(ids, 1)}
-    positions = {
-        (found.rows[i].vault, found.rows[i].path, facts[i].position): i for i in ids if i in facts
-    }
-    asked = _words(question) - _COMMON - {"i", "me", "my", "mine", "myself"}
-    names = _names(question)
-    first_person = bool(FIRST_PERSON.search(question))
-    owner_words = _words(owner)
-    matcher = _matcher(asked | names | owner_words)
-    middle = period.first + (period.last - period.first) / 2 if period else None
-    idf = {w: stats.idf(w) for w in asked}
-    total_idf = sum(idf.values())
-    counted = {i: _counts(matcher, found.rows[i].content) for i in ids}
-    found_words = {i: set(counted[i]) for i in ids}
-    top = ids[:TOP]
-    # How many of the first TOP candidates hold each word; each chunk's words that none
-    # placed before it holds.
-    in_top: dict[str, int] = {}
-    for i in top:
-        for w in found_words[i] & (asked | names):
-            in_top[w] = in_top.get(w, 0) + 1
-    seen: set[str] = set()
-    novel: dict[int, int] = {}
-    for i in ids:
-        mine = found_words[i] & (asked | names)
-        novel[i] = len(mine - seen)
-        if place_of[i] <= TOP:
-            seen |= mine
-    top_notes = len({(found.rows[i].vault, found.rows[i].path) for i in top})
-
-    matrix = []
-    for rank_, i in enumerate(ids, 1):
-        row = found.rows[i]
-        fact = facts.get(i)
-        note = (row.vault, row.path)
-        siblings = notes[note]
-        words = found_words[i]
-        header_text = " ".join([*row.header_path, row.path])
-        header_counts = _counts(matcher, header_text)
-        header = set(header_counts)
-        title = _title(row.path, row.header_path)
-        mine = words & (asked | names)
-        shared = [in_top.get(w, 0) - (1 if i in top else 0) for w in mine]
-        owner_header = bool(owner_words & header)
-        neighbours = (
-            [positions.get((row.vault, row.path, fact.position + d)) for d in (-1, 1)]
-            if fact
-            else []
-        )
-        note_day = row.own_date
-        matrix.append(
-            [
-                row.vector_rank or ABSENT,
-                1 / row.vector_rank if row.vector_rank else 0.0,
-                row.similarity or 0.0,
-                best_similarity - (row.similarity or 0.0),
-                row.text_rank or ABSENT,
-                1 / row.text_rank if row.text_rank else 0.0,
-                row.text_score or 0.0,
-                (row.text_score or 0.0) / best_text if best_text else 0.0,
-                float(bool(row.vector_rank and row.text_rank)),
-                fused[i],
-                fused[i] / best_fused,
-                rank_,
-                fact.own_similarity if fact else NO_SIMILARITY,
-                *(
-                    fact.kinds.get(k, NO_SIMILARITY) if fact else NO_SIMILARITY
-                    for k in PASSAGE_KINDS
-                ),
-                fact.passages if fact else 0,
-                math.log1p(len(row.content)),
-                len(row.header_path),
-                fact.position if fact else 0,
-                fact.position / max(1, fact.note_chunks - 1) if fact else 0.0,
-                fact.note_chunks if fact else 1,
-                len(siblings),
-                place_of[siblings[0]],
-                float(siblings[0] == i),
-                note_order[note],
-                max((fused[n] for n in neighbours if n is not None), default=0.0),
-                float(first_person),
-                float(bool(fact and fact.personal)),
-                float(first_person and bool(fact and fact.personal)),
-                float(bool(owner_words & words)),
-                float(period is not None),
-                float(note_day is not None),
-                float(period is not None and period.holds(note_day)),
-                math.log1p(abs((note_day - middle).days))
-                if middle is not None and note_day is not None
-                else -1.0,
-                len(asked & words) / len(asked) if asked else 0.0,
-                len(names & words) / len(names) if names else 0.0,
-                len(names),
-                len(asked & header) / len(asked) if asked else 0.0,
-                len(asked),
-                _bm25(_counts(matcher, title), len(title), stats.mean_title, idf),
-                _bm25(header_counts, len(header_text), stats.mean_header, idf),
-                _bm25(counted[i], len(row.content), stats.mean_body, idf),
-                sum(idf[w] for w in asked & words) / total_idf if total_idf else 0.0,
-                sum(idf[w] for w in asked & words),
-                len(names & header) / len(names) if names else 0.0,
-                len(names & words),
-                float(owner_header),
-                float(first_person and owner_header),
-                sum(math.log((TOP + 1) / (1 + in_top.get(w, 0))) for w in mine),
-                novel[i] / len(asked | names) if asked | names else 0.0,
-                sum(shared) / len(shared) if shared else 0.0,
-                place_of[siblings[-1]] - place_of[siblings[0]],
-                top_notes,
-            ]
-        )
-    return ids, np.asarray(matrix, dtype=np.float64).reshape(len(ids), len(FEATURES))
-
-
-def _key(row: Candidate) -> tuple[str, str, int, int]:
-    return row.vault, row.path, row.start_line, row.end_line
 
 
 @dataclass
@@ -492,18 +117,18 @@ def ask_all(
     today: dt.date,
 ) -> tuple[list[Asked], list[float], list[float]]:
     """Every question searched as kb searches it, its candidates as feature rows; and the
-    milliseconds per question of the extra facts' query and of the feature rows."""
+    milliseconds per question of the candidates query and of the feature rows."""
     owners = {v.name: v.owner for v in dataset.vaults}
     spans = {v.name: Spans(v.path, v.prefix) for v in dataset.vaults}
     asked: list[Asked] = []
-    facts_ms: list[float] = []
+    search_ms: list[float] = []
     features_ms: list[float] = []
-    stats = {name: vault_stats(store) for name, store in stores.items()}
     for n, q in enumerate(dataset.queries, 1):
         store, owner = stores[q.vault], owners[q.vault]
         space = store.vectors.space()
         assert space is not None, "an indexed vault has an embedding space"
         vector = embedder.embed_query(voiced(q.text, owner) if voiced_queries else q.text)
+        asked_at = time.perf_counter()
         found = store.search.candidates(
             vector,
             owner_query(q.text, owner),
@@ -512,20 +137,18 @@ def ask_all(
             depth=CANDIDATES,
             filters=filters[q.vault],
         )
+        search_ms.append((time.perf_counter() - asked_at) * 1000)
         period = question_period(q.text, today)
-        order = rank(found, "hybrid", fusion, period)
+        order = fused_order(found, "hybrid", fusion, period)
         started = time.perf_counter()
-        facts = chunk_facts(store, list(found.rows), vector, *space)
-        facts_ms.append((time.perf_counter() - started) * 1000)
-        started = time.perf_counter()
-        ids, matrix = features(q.text, owner, found, order, facts, period, stats[q.vault])
+        matrix = np.asarray(features.rows(q.text, owner, found, order, period), dtype=np.float64)
         features_ms.append((time.perf_counter() - started) * 1000)
-        chunk_spans = [spans[q.vault](_as_hit(found.rows[i])) for i in ids]
+        chunk_spans = [spans[q.vault](_as_hit(found.rows[f.id])) for f in order]
         labels = [int(any(_hit(s, g) for g in q.gold)) for s in chunk_spans]
-        asked.append(Asked(q, chunk_spans, labels, matrix))
+        asked.append(Asked(q, chunk_spans, labels, matrix.reshape(len(order), len(FEATURES))))
         if n % 100 == 0:
             print(f"    {n} questions", file=sys.stderr, flush=True)
-    return asked, facts_ms, features_ms
+    return asked, search_ms, features_ms
 
 
 def _as_hit(row: Candidate) -> SearchHit:
@@ -657,13 +280,17 @@ def cross_validated(
     return scores
 
 
-def inference_ms(asked: Sequence[Asked], ranker: Ranker) -> list[float]:
-    """Milliseconds to order each question's candidates from their feature rows: the
-    ranker's scoring and the sort (the rows' own cost is measured as they are made)."""
+def inference_ms(asked: Sequence[Asked], booster: lgb.Booster) -> list[float]:
+    """Milliseconds to order each question's candidates from their feature rows as a query
+    does: the trees exported to kb's ranker file and scored by kb.search.ranker, and the
+    sort (the rows' own cost is measured as they are made)."""
+    shipped = kb_ranker.parse(export(booster, {"level": LEVEL, "embed_model": ""}), FEATURES)
     times = []
     for a in asked:
+        rows = a.features.tolist()
+        order = [Fused(i, 0.0, None, None, None, None) for i in range(len(rows))]
         started = time.perf_counter()
-        order_by(ranker, a)
+        kb_ranker.order(shipped, order, rows)
         times.append((time.perf_counter() - started) * 1000)
     return times
 
@@ -690,7 +317,7 @@ def load_asked(
     folder: Path, args: argparse.Namespace, embedder: Embedder
 ) -> tuple[Dataset, list[Asked], list[float], list[float]]:
     """A dataset's questions as feature rows (kept in --data-dir, made again with --fresh),
-    and the milliseconds per question of the extra facts' query and of the feature rows."""
+    and the milliseconds per question of the candidates query and of the feature rows."""
     docs = args.limit.get(folder.resolve().name)
     dataset = load_dataset(folder, Limit(docs, smallest=bool(docs)))
     cache = args.data_dir / f"ranker-{dataset.name}-{LEVEL}-{docs or 'all'}.json"
@@ -706,14 +333,14 @@ def load_asked(
             )
             for r in kept["questions"]
         ]
-        return dataset, asked, kept["facts_ms"], kept["features_ms"]
+        return dataset, asked, kept["search_ms"], kept["features_ms"]
     print(f"{dataset.name}: {len(dataset.queries)} questions", file=sys.stderr)
     stores = open_indexes(dataset, args.data_dir, embedder, subset=bool(docs))
     config = make_config(dataset.vaults[0], args.data_dir, LEVEL)
     filters = {v.name: SearchFilter(paths=v.files) if docs else NO_FILTER for v in dataset.vaults}
     try:
         started = time.perf_counter()
-        asked, facts_ms, features_ms = ask_all(
+        asked, search_ms, features_ms = ask_all(
             dataset,
             stores,
             embedder,
@@ -730,13 +357,13 @@ def load_asked(
         json.dumps(
             {
                 "features": list(FEATURES),
-                "facts_ms": facts_ms,
+                "search_ms": search_ms,
                 "features_ms": features_ms,
                 "questions": [a.to_json() for a in asked],
             }
         )
     )
-    return dataset, asked, facts_ms, features_ms
+    return dataset, asked, search_ms, features_ms
 
 
 def _limits(values: Sequence[str]) -> dict[str, int]:
@@ -787,7 +414,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=Path.home() / ".cache/kb/bench")
     parser.add_argument("--fresh", action="store_true", help="search again, not the kept rows")
     parser.add_argument("--rounds", type=int, default=LGB_ROUNDS, help="LightGBM's trees")
-    parser.add_argument("--save", type=Path, help="write the models and their record here")
+    parser.add_argument(
+        "--save", type=Path, help="write the LightGBM model and its record as kb's ranker file"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     args.limit = _limits(args.limit_docs)
@@ -831,7 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows["best possible"] = _figures(best_possible(asked))
         report.setdefault("training", {})[name] = {**fitted_on[name], "figures": rows}
     for folder in args.evaluate:
-        dataset, asked, facts_ms, features_ms = load_asked(folder, args, embedder)
+        dataset, asked, search_ms, features_ms = load_asked(folder, args, embedder)
         rows = {"kb fusion": _figures(score(asked, None))}
         for ranker in rankers:
             rows[ranker.name] = _figures(score(asked, ranker))
@@ -842,7 +471,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows["linear, cross-validated"] = _figures(cross_validated(asked, train, fit_linear))
         rows["best possible"] = _figures(best_possible(asked))
         kinds = {"kb fusion": score(asked, None)} | {r.name: score(asked, r) for r in rankers}
-        timing = {ranker.name: inference_ms(asked, ranker) for ranker in rankers}
+        timing = {"kb's trees": inference_ms(asked, booster)}
         report["datasets"][dataset.name] = {
             **_coverage(dataset, asked),
             "figures": rows,
@@ -856,9 +485,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "p50": statistics.median(features_ms),
                     "p95": percentile(features_ms, 0.95),
                 },
-                "facts query": {
-                    "p50": statistics.median(facts_ms),
-                    "p95": percentile(facts_ms, 0.95),
+                "candidates query": {
+                    "p50": statistics.median(search_ms),
+                    "p95": percentile(search_ms, 0.95),
                 },
             },
         }
@@ -867,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     if args.save:
-        save(args.save, rankers, report)
+        save(args.save, booster, report)
     return 0
 
 
@@ -896,28 +525,45 @@ def _coverage(dataset: Dataset, asked: Sequence[Asked]) -> dict[str, Any]:
     }
 
 
-def save(prefix: Path, rankers: Sequence[Ranker], report: Mapping[str, Any]) -> None:
-    """The LightGBM model as its text file, the linear one as its coefficients, and the
-    record of what they were fitted on and what they measured, beside them."""
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    for ranker in rankers:
-        if isinstance(ranker.model, lgb.Booster):
-            ranker.model.save_model(f"{prefix}.lightgbm.txt")
-        else:
-            scaler, logistic = ranker.model[0], ranker.model[-1]
-            Path(f"{prefix}.linear.json").write_text(
-                json.dumps(
-                    {
-                        "features": list(FEATURES),
-                        "mean": scaler.mean_.tolist(),
-                        "scale": scaler.scale_.tolist(),
-                        "weights": logistic.coef_[0].tolist(),
-                        "intercept": float(logistic.intercept_[0]),
-                    },
-                    indent=1,
-                )
-            )
-    Path(f"{prefix}.json").write_text(json.dumps(report, indent=2) + "\n")
+def export(booster: lgb.Booster, record: Mapping[str, Any]) -> dict[str, Any]:
+    """The trees in kb's ranker file format (kb.search.ranker): each tree's split nodes as
+    [feature, threshold, left, right, mean output] (a child below zero is the leaf ~child)
+    and its leaf values."""
+    trees = []
+    for info in booster.dump_model()["tree_info"]:
+        nodes: list[list[float]] = []
+        leaves: list[float] = []
+
+        def add(node: Mapping[str, Any], nodes: list = nodes, leaves: list = leaves) -> int:
+            if "leaf_value" in node:
+                leaves.append(node["leaf_value"])
+                return ~(len(leaves) - 1)
+            # kb's rows hold no missing values, so "<=" is the whole decision.
+            assert node["decision_type"] == "<=", node["decision_type"]
+            at = len(nodes)
+            nodes.append([])
+            left, right = add(node["left_child"]), add(node["right_child"])
+            nodes[at] = [
+                node["split_feature"], node["threshold"], left, right, node["internal_value"]
+            ]  # fmt: skip
+            return at
+
+        add(info["tree_structure"])
+        trees.append([nodes, leaves])
+    return {
+        "format": kb_ranker.FORMAT,
+        "name": f"lightgbm-{record['level']}-{record['embed_model']}",
+        "features": list(FEATURES),
+        "record": record,
+        "trees": trees,
+    }
+
+
+def save(path: Path, booster: lgb.Booster, report: Mapping[str, Any]) -> None:
+    """The LightGBM model as kb's ranker file, with the record of what it was fitted on and
+    what it measured."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(export(booster, report), separators=(",", ":")) + "\n")
 
 
 def _print(report: Mapping[str, Any]) -> None:

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 from kb.llm.fake import FakeChat, FakeEmbedder
+from kb.search import features
+from kb.search import ranker as kb_ranker
 from kb.store import NO_FILTER, Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +71,7 @@ def test_feature_rows_of_a_real_index(tmp_path: Path, store: Store, fake_models:
     embedder = FakeEmbedder()
     retrieval.index(config, store, FakeChat(), embedder, (), tmp_path / "cost.json")
 
-    asked, facts_ms, features_ms = ranker.ask_all(
+    asked, search_ms, features_ms = ranker.ask_all(
         dataset,
         {vault.name: store},
         embedder,
@@ -78,7 +80,7 @@ def test_feature_rows_of_a_real_index(tmp_path: Path, store: Store, fake_models:
         voiced_queries=config.context.voiced_passages(),
         today=dt.date(2026, 1, 1),
     )
-    assert len(asked) == len(facts_ms) == len(features_ms) == 3
+    assert len(asked) == len(search_ms) == len(features_ms) == 3
     column = {name: i for i, name in enumerate(ranker.FEATURES)}
     for a in asked:
         assert a.features.shape == (len(a.labels), len(ranker.FEATURES))
@@ -90,10 +92,10 @@ def test_feature_rows_of_a_real_index(tmp_path: Path, store: Store, fake_models:
         assert places.tolist() == list(range(1, len(a.labels) + 1))
         assert (np.diff(a.features[:, column["fused_score"]]) <= 1e-12).all()
         # Each chunk's own vector and its paragraphs' are read from the index.
-        assert (a.features[:, column["own_similarity"]] > ranker.NO_SIMILARITY).all()
-        assert (a.features[:, column["paragraph_similarity"]] > ranker.NO_SIMILARITY).all()
+        assert (a.features[:, column["own_similarity"]] > features.NO_SIMILARITY).all()
+        assert (a.features[:, column["paragraph_similarity"]] > features.NO_SIMILARITY).all()
         # No model writes statements or questions at the structure level.
-        assert (a.features[:, column["statement_similarity"]] == ranker.NO_SIMILARITY).all()
+        assert (a.features[:, column["statement_similarity"]] == features.NO_SIMILARITY).all()
     cats = next(a for a in asked if a.query.text == "how long do cats sleep")
     gold = cats.labels.index(1)
     # "cats" and "sleep" of "long", "cats", "sleep": words as written (the chunk says "longer").
@@ -104,10 +106,8 @@ def test_feature_rows_of_a_real_index(tmp_path: Path, store: Store, fake_models:
     # The note's other chunk is a candidate too, and the gold one's neighbour.
     assert cats.features[gold, column["note_candidates"]] == 2
     assert cats.features[gold, column["neighbour_score"]] > 0
-    # Its words by BM25 in its text and title ("Cats"), weighed by their rarity in the vault.
-    assert cats.features[gold, column["bm25_body"]] > 0
-    assert cats.features[gold, column["bm25_title"]] > 0
-    assert 0 < cats.features[gold, column["idf_coverage"]] < 1  # not "long"
+    # "cats" and "sleep" are in its header path ("Cats > Sleep"), "long" is not.
+    assert cats.features[gold, column["header_overlap"]] == pytest.approx(2 / 3)
     # Across the candidates: the first one's words are all new, and its note among the first.
     first = cats.features[0]
     assert first[column["novel_words"]] == first[column["word_overlap"]]
@@ -159,28 +159,24 @@ def test_a_ranker_learns_what_kb_order_misses(tmp_path: Path) -> None:
     fitted = [ranker.fit_lightgbm(train, rounds=30), ranker.fit_linear(train)]
     for model in fitted:
         assert ranker.score(held_out, model).summary()["recall@1"] >= 0.9
-        times = ranker.inference_ms(held_out, model)
-        assert len(times) == 40 and all(t >= 0 for t in times)
     folds = ranker.cross_validated(held_out, train, ranker.fit_linear)
     assert folds.summary()["recall@1"] >= 0.9
 
     booster = fitted[0].model
     assert isinstance(booster, lgb.Booster)
+    times = ranker.inference_ms(held_out, booster)
+    assert len(times) == 40 and all(t >= 0 for t in times)
     shares = dict(ranker.importance(booster))
     assert max(shares, key=lambda name: shares[name]) == "own_similarity"
 
-    report = {"features": list(ranker.FEATURES), "fitted_on": {"synthetic": 120}}
-    prefix = tmp_path / "models/ranker"
-    ranker.save(prefix, fitted, report)
-    assert json.loads(Path(f"{prefix}.json").read_text()) == report
-    # The saved models order as the fitted ones do.
-    reloaded = lgb.Booster(model_file=f"{prefix}.lightgbm.txt")
+    report = {"level": "synthetic", "embed_model": "none", "fitted_on": {"synthetic": 120}}
+    path = tmp_path / "models/ranker.json"
+    ranker.save(path, booster, report)
+    # kb's ranker file orders as the fitted trees do, and keeps their record.
+    shipped = kb_ranker.load(path, features.FEATURES)
+    assert shipped.record == report
     rows = held_out[0].features
-    assert np.allclose(reloaded.predict(rows), fitted[0].score(rows))
-    linear = json.loads(Path(f"{prefix}.linear.json").read_text())
-    scaled = (rows - np.asarray(linear["mean"])) / np.asarray(linear["scale"])
-    by_hand = scaled @ np.asarray(linear["weights"]) + linear["intercept"]
-    assert np.allclose(by_hand, fitted[1].score(rows))
+    assert np.allclose(shipped.scores(rows.tolist()), fitted[0].score(rows))
 
 
 @pytest.mark.parametrize(
@@ -192,20 +188,4 @@ def test_a_ranker_learns_what_kb_order_misses(tmp_path: Path) -> None:
     ],
 )
 def test_names_of_a_question(question: str, names: set[str]) -> None:
-    assert ranker._names(question) == names
-
-
-def test_bm25_and_idf_of_a_vault() -> None:
-    stats = ranker.VaultStats(
-        chunks=10, frequency={"cat": 9, "lentil": 1}, mean_title=10, mean_header=20, mean_body=100
-    )
-    assert stats.idf("lentil") > stats.idf("cat") > 0
-    assert stats.idf("unseen") > stats.idf("lentil")
-    idf = {w: stats.idf(w) for w in ("cat", "lentil")}
-    # A rare word outweighs a common one; more of a word counts, with diminishing returns;
-    # and a longer text counts it less.
-    assert ranker._bm25({"lentil": 1}, 100, 100, idf) > ranker._bm25({"cat": 1}, 100, 100, idf)
-    once, twice = (ranker._bm25({"lentil": n}, 100, 100, idf) for n in (1, 2))
-    assert once < twice < 2 * once
-    assert ranker._bm25({"lentil": 1}, 400, 100, idf) < once
-    assert ranker._bm25({}, 100, 100, idf) == 0.0
+    assert features._names(question) == names

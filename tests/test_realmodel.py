@@ -38,6 +38,18 @@ pytestmark = pytest.mark.realmodel
 JOURNAL = "Alex/Journal/2024-04-12.md"
 CLIPPING = "Clippings/How I Climbed Mount Fuji in One Night.md"
 GOALS = "Alex/Goals 2024.md"
+# A note of each kind the example vault holds, a quarter of its text: a journal day, a
+# saved first-person article, meeting minutes, a person's card, an empty note, and a note in
+# Obsidian's trash. The model's cost is per chunk, and the whole vault took 20 minutes of
+# the 0.5B on two cores for no behaviour these notes do not show.
+SAMPLE = (
+    JOURNAL,
+    CLIPPING,
+    "Meetings/2024-05-06 Planning.md",
+    "People/Kenji Sato.md",
+    "Inbox/Untitled.md",
+    ".trash/Deleted idea.md",
+)
 
 
 @pytest.fixture(scope="session")
@@ -115,17 +127,16 @@ class Indexed:
 def _index(
     pg_admin_url: str,
     tmp: Path,
-    notes: Sequence[str] | None,
+    notes: Sequence[str],
     chat: modelstack.Server,
     embed: modelstack.Server,
     context: dict | None = None,
 ) -> Iterator[Indexed]:
-    """A vault of these notes of the example vault (all of them for None), indexed with
-    these models in a database of its own, dropped afterwards."""
+    """A vault of these notes of the example vault, with its Obsidian settings, indexed
+    with these models in a database of its own, dropped afterwards."""
     vault = tmp / "vault"
-    if notes is None:
-        shutil.copytree(EXAMPLE_VAULT, vault)
-    for note in notes or ():
+    shutil.copytree(EXAMPLE_VAULT / ".obsidian", vault / ".obsidian")
+    for note in notes:
         (vault / note).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(EXAMPLE_VAULT / note, vault / note)
     name = f"kb_real_{os.getpid()}_{tmp.name}".replace("-", "_").lower()
@@ -150,22 +161,22 @@ def small(
     tmp_path_factory: pytest.TempPathFactory,
     server: Callable[[str], modelstack.Server],
 ) -> Iterator[Indexed]:
-    """examples/vault indexed with the 0.5B chat model and MiniLM, with summaries (a call
-    per few chunks: statements, a call per chunk, are tested on two notes below)."""
+    """SAMPLE indexed with the 0.5B chat model and MiniLM, with summaries (a call per few
+    chunks: statements, a call per chunk, are tested on two notes below)."""
     yield from _index(
         pg_admin_url,
         tmp_path_factory.mktemp("small"),
-        None,
+        SAMPLE,
         server(modelstack.SMALL),
         server(modelstack.EMBED_MODEL),
         SUMMARIES,
     )
 
 
-def test_whole_vault_indexes_without_failures(small: Indexed) -> None:
+def test_every_kind_of_note_indexes_without_failures(small: Indexed) -> None:
     assert small.report.failed == 0
-    assert small.report.indexed == 15
-    assert small.report.chunks == len(small.chunks()) > 50
+    assert small.report.indexed == len(SAMPLE) - 1  # the trash is not indexed
+    assert small.report.chunks == len(small.chunks()) > 10
 
 
 def test_every_chunk_has_context_that_is_no_echo(small: Indexed) -> None:

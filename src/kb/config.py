@@ -184,6 +184,12 @@ class LLMConfig:
 MAX_TOP_K = 1000
 
 
+# How a hybrid search orders the candidates of both lists: by the learned ranker
+# (kb.search.ranker), or by fusion's score alone.
+Ordering = Literal["learned", "fusion"]
+ORDERINGS: tuple[Ordering, ...] = get_args(Ordering)
+
+
 @dataclass(frozen=True)
 class QueryConfig:
     top_k: int = 5
@@ -191,6 +197,9 @@ class QueryConfig:
     mode: SearchMode = "hybrid"
     # How hybrid mode joins the vector list and the text list (see kb.fusion).
     fusion: Fusion = field(default_factory=Fusion)
+    ranker: Ordering = "learned"
+    # A ranker file of one's own (bench/ranker.py --save); None: the one kb ships.
+    ranker_file: Path | None = None
     # Re-ranking by the chat model: how many of the best candidates it reads, and how much
     # of each, bound its cost (one short call per candidate, cached).
     rerank: bool = False
@@ -419,6 +428,7 @@ def parse_config(
     max_chars = r.number("chunking.max_chars", ChunkingConfig.max_chars, Range(200, 16 << 20))
     # The model's voices and lines make the vector list strong enough for a larger share.
     fusion = default_fusion(context.names_writers())
+    ranker_file = r.get("query.ranker_file", str, None)
     query = QueryConfig(
         top_k=r.number("query.top_k", QueryConfig.top_k, TOP_K),
         owner_in_first_person=r.get(
@@ -432,7 +442,11 @@ def parse_config(
             method=r.get("query.fusion", str, fusion.method),
             vector_weight=r.number("query.vector_weight", fusion.vector_weight, SHARE),
         ),
+        ranker=r.get("query.ranker", str, QueryConfig.ranker),
+        ranker_file=_path(ranker_file, base_dir) if ranker_file else None,
     )
+    if query.ranker not in ORDERINGS:
+        raise ConfigError(f"config key 'query.ranker' must be one of {', '.join(ORDERINGS)}")
     if query.mode not in SEARCH_MODES:
         raise ConfigError(f"config key 'query.mode' must be one of {', '.join(SEARCH_MODES)}")
     if query.fusion.method not in FUSION_METHODS:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from kb.indexing.enrich import Attempt, Enricher, EnrichReport
     from kb.indexing.indexer import FileEvent, Indexer, SyncReport
     from kb.indexing.worker import Worker
+    from kb.search.ranker import Ranker
     from kb.search.rerank import Reranker
     from kb.services.search import SearchService
 
@@ -186,8 +187,16 @@ class Container:
             context_window=self.config.llm.context_window,
             chat=lambda: self.chat,
             reranker=self.reranker,
+            ranker=self.ranker if self.config.query.ranker == "learned" else None,
             voiced_index=self.config.context.voiced_passages(),
         )
+
+    def ranker(self) -> Ranker:
+        """The learned ranker of `query.ranker_file`, or the one kb ships."""
+        from kb.search import ranker
+        from kb.search.features import FEATURES
+
+        return ranker.load(self.config.query.ranker_file or ranker.DEFAULT_MODEL, FEATURES)
 
     def web_app(
         self, *, host: str, token: str | None, allow_hosts: tuple[str, ...] = ()

@@ -40,6 +40,12 @@ class SearchHit:
     text_score: float | None = None
     # The note's date (kb.dates), YYYY-MM-DD: what --after and --before filter on.
     date: str | None = None
+    # The learned ranker's verdict (kb.search.ranker), None where it did not order the
+    # hits: the chunk's place in fusion's order, its score, and the features that moved
+    # that score most ("text_rank +0.42").
+    fused_rank: int | None = None
+    judged: float | None = None
+    lifted_by: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,10 +78,14 @@ def explanation(hit: SearchHit) -> str:
     def place(rank: int | None, score: float | None, what: str) -> str:
         return f"{what} #{rank} ({score:.3f})" if rank is not None else f"{what} -"
 
-    return (
+    line = (
         f"{place(hit.vector_rank, hit.vector_score, 'vector')}  "
         f"{place(hit.text_rank, hit.text_score, 'text BM25')}  score {hit.score:.4f}"
     )
+    if hit.judged is None:
+        return line
+    lifted = f": {', '.join(hit.lifted_by)}" if hit.lifted_by else ""
+    return f"{line}  fused #{hit.fused_rank}  ranker {hit.judged:+.3f}{lifted}"
 
 
 def hits_json(found: SearchResult) -> str:

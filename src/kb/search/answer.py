@@ -22,6 +22,7 @@ from kb.errors import LLMError
 from kb.fusion import DEFAULT_FUSION, Fusion
 from kb.llm.base import ChatModel, Embedder, close_stream
 from kb.search.query import search
+from kb.search.ranker import Ranker
 from kb.store import NO_FILTER, NoteInfo, SearchFilter, SearchHit, Store
 
 if TYPE_CHECKING:
@@ -245,6 +246,7 @@ class AskOptions:
     filters: SearchFilter = NO_FILTER
     context_window: int = 8192
     voiced_index: bool = False  # see kb.search.query.search
+    learned: Ranker | None = None  # see kb.search.query.search
 
 
 def ask(
@@ -279,6 +281,7 @@ def ask(
         fusion=options.fusion,
         filters=options.filters,
         reranker=reranker,
+        learned=options.learned,
         voiced_index=options.voiced_index,
     )
     hits = found.hits

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kb.config import MAX_TOP_K, SearchMode
@@ -11,6 +12,8 @@ from kb.errors import KbError, LLMError
 from kb.fusion import DEFAULT_FUSION, Fused, Fusion, fuse, single
 from kb.llm.base import Embedder
 from kb.results import SearchHit, SearchResult
+from kb.search import features, ranker
+from kb.search.ranker import Ranker
 from kb.search.when import Period, question_period
 from kb.store import NO_FILTER, Candidates, SearchFilter, Store
 from kb.voices import FIRST_PERSON, voiced
@@ -40,9 +43,9 @@ def owner_query(text: str, owner: str) -> str:
 CANDIDATES = 40
 
 
-def rank(
+def fused_order(
     found: Candidates, mode: SearchMode, fusion: Fusion, period: Period | None = None
-) -> list[SearchHit]:
+) -> list[Fused]:
     """The candidates in the mode's order: one list alone, or both fused; those of notes
     from the `period` a question names first, each group in that order."""
     if mode == "vector":
@@ -53,7 +56,47 @@ def rank(
         order = fuse(found.vector, found.text, fusion)
     if period is not None:
         order.sort(key=lambda f: not period.holds(found.rows[f.id].own_date))
-    return [_hit(found, f) for f in order]
+    return order
+
+
+@dataclass(frozen=True)
+class Judge:
+    """The learned ranker, and what it reads of the question beside the candidates."""
+
+    ranker: Ranker
+    question: str
+    owner: str | None
+
+
+# The hits whose explanation (what lifted them) is worked out: as many as anyone reads.
+EXPLAINED = 10
+
+
+def rank(
+    found: Candidates,
+    mode: SearchMode,
+    fusion: Fusion,
+    period: Period | None = None,
+    *,
+    judge: Judge | None = None,
+) -> list[SearchHit]:
+    """The candidates best first: kb's order (`fused_order`), then, with a `judge` and both
+    lists, the learned ranker's order of them (kb.search.ranker)."""
+    order = fused_order(found, mode, fusion, period)
+    if judge is None or mode != "hybrid" or not order:
+        return [_hit(found, f) for f in order]
+    rows = features.rows(judge.question, judge.owner, found, order, period)
+    judged = ranker.order(judge.ranker, order, rows)
+    row_of = {f.id: row for f, row in zip(order, rows, strict=True)}
+    return [
+        replace(
+            _hit(found, f),
+            fused_rank=judged.fused_rank[f.id],
+            judged=judged.scores[f.id],
+            lifted_by=ranker.reasons(judge.ranker, row_of[f.id]) if n < EXPLAINED else None,
+        )
+        for n, f in enumerate(judged.order)
+    ]
 
 
 def _hit(found: Candidates, fused: Fused) -> SearchHit:
@@ -87,6 +130,7 @@ def search(
     fusion: Fusion = DEFAULT_FUSION,
     filters: SearchFilter = NO_FILTER,
     reranker: Reranker | None = None,
+    learned: Ranker | None = None,
     depth: int = CANDIDATES,
     voiced_index: bool = False,
     today: dt.date | None = None,
@@ -95,7 +139,9 @@ def search(
 
     `threshold` is a minimum cosine similarity in every mode, so it means the same thing
     whichever list a chunk came from. With a `reranker`, its candidates are fetched and
-    judged by the chat model before the top `top_k` are kept.
+    judged by the chat model before the top `top_k` are kept. With a `learned` ranker, a
+    hybrid search orders its candidates by it (kb.search.ranker), fusion's order where the
+    query could not be embedded.
 
     Full-text search needs no model: text mode embeds the query only for a `threshold`, and
     a hybrid search whose embedder fails answers from the text list, with a warning. Vector
@@ -157,7 +203,8 @@ def search(
         filters=filters,
     )
     period = question_period(text, today or dt.date.today())
-    hits = rank(found, used, fusion, period)[:fetch]
+    judge = Judge(learned, text, owner) if learned else None
+    hits = rank(found, used, fusion, period, judge=judge)[:fetch]
     if threshold is not None:
         hits = [h for h in hits if h.similarity is not None and h.similarity >= threshold]
     if reranker:

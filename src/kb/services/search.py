@@ -18,6 +18,7 @@ from kb.llm.base import ChatModel, Embedder
 from kb.plan import vault_filter
 from kb.results import SearchResult
 from kb.search.query import search
+from kb.search.ranker import Ranker
 from kb.store import NO_FILTER, SearchFilter, Store
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ class SearchService:
         context_window: int,
         chat: Callable[[], ChatModel],
         reranker: Callable[[], Reranker],
+        ranker: Callable[[], Ranker] | None = None,
         voiced_index: bool = False,
     ) -> None:
         self.store = store
@@ -71,6 +73,9 @@ class SearchService:
         self.context_window = context_window
         self._chat = chat
         self._reranker = reranker
+        # The learned ranker (kb.search.ranker), read on the first search; None: fusion's
+        # order.
+        self._ranker = ranker
         # The index's passages say writers' names for "I" (ContextConfig.voiced_passages).
         self.voiced_index = voiced_index
 
@@ -87,6 +92,7 @@ class SearchService:
             fusion=self.settings.fusion,
             filters=self._filters(request),
             reranker=self._reranker_for(request),
+            learned=self._ranker() if self._ranker else None,
             voiced_index=self.voiced_index,
         )
 
@@ -110,6 +116,7 @@ class SearchService:
             filters=self._filters(request),
             context_window=self.context_window,
             voiced_index=self.voiced_index,
+            learned=self._ranker() if self._ranker else None,
         )
         return ask(
             self.store,

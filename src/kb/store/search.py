@@ -33,6 +33,15 @@ class Candidate:
     text_score: float | None
     note_date: dt.date | None = None  # its note's date (kb.dates)
     date_source: str | None = None  # where that date was read (kb.dates.DateSource)
+    # What the learned ranker (kb.search.features) reads beyond both lists' verdicts: the
+    # chunk's place in its note, the note's kind, and each of its vectors' similarity.
+    position: int = 0
+    note_chunks: int = 1
+    personal: bool = False
+    own_similarity: float | None = None  # the chunk's own vector; None without a query one
+    # The best similarity of each kind of passage it has (kb.passages), by kind.
+    kinds: dict[str, float] | None = None
+    passages: int = 0
 
     @property
     def own_date(self) -> dt.date | None:
@@ -381,7 +390,19 @@ class Search:
                    1 - coalesce(v.distance, {best}) AS similarity, v.rank AS vector_rank,
                    t.rank AS text_rank, t.score::float8 AS text_score,
                    coalesce(d.note_date, to_timestamp(d.mtime_ns / 1e9)::date) AS note_date,
-                   coalesce(d.date_source, 'file time') AS date_source
+                   coalesce(d.date_source, 'file time') AS date_source,
+                   c.position, d.personal,
+                   (SELECT count(*) FROM chunks o WHERE o.document_id = c.document_id)::int
+                       AS note_chunks,
+                   1 - ({distance}) AS own_similarity,
+                   (SELECT jsonb_object_agg(k.kind, k.similarity) FROM (
+                        SELECT p.kind, max(1 - ({passage_distance})) AS similarity
+                          FROM passages p
+                         WHERE p.chunk_id = c.id AND p.embed_model = {model}
+                         GROUP BY p.kind) AS k
+                     WHERE k.similarity IS NOT NULL) AS kinds,
+                   (SELECT count(*) FROM passages p
+                     WHERE p.chunk_id = c.id AND p.embed_model = {model})::int AS passages
               FROM v FULL OUTER JOIN t ON v.id = t.id
               JOIN chunks c ON c.id = coalesce(v.id, t.id) JOIN documents d ON d.id = c.document_id
             """

@@ -1,0 +1,238 @@
+"""What the learned ranker reads of each candidate: a row of numbers from the signals kb
+already has in one search (both lists' verdicts, the chunk's vectors, its note, the
+question's words, names, person and time), pure and in milliseconds.
+
+The ranker (kb.search.ranker) is fitted on these rows by bench/ranker.py, which makes them
+with this module: what it was fitted on is what a query computes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from kb.fusion import Fused
+from kb.search.when import Period
+from kb.store import Candidate, Candidates
+from kb.voices import FIRST_PERSON
+
+# Where a chunk is missing from a list: one place past the end of a list of 40.
+ABSENT = 41
+# A passage kind the level does not write, or a chunk without such a passage.
+NO_SIMILARITY = -1.0
+PASSAGE_KINDS = ("paragraph", "statement", "question")
+# The candidates the cross-candidate features compare a chunk with: kb's first TOP.
+TOP = 10
+
+FEATURES: tuple[str, ...] = (
+    # What each list said of it.
+    "vector_rank",
+    "vector_inverse_rank",
+    "similarity",
+    "similarity_gap",  # below the query's best similarity
+    "text_rank",
+    "text_inverse_rank",
+    "text_score",
+    "text_share",  # of the query's best BM25
+    "in_both",
+    # kb's order: the fused score, and its place after the time the question names.
+    "fused_score",
+    "fused_share",
+    "fused_rank",
+    # The chunk's own vector and its best passage of each kind.
+    "own_similarity",
+    *(f"{kind}_similarity" for kind in PASSAGE_KINDS),
+    "passages",
+    # The chunk in its note.
+    "chars",
+    "header_depth",
+    "position",
+    "relative_position",
+    "note_chunks",
+    # Its note among the candidates: how many, the best place, whether this is that one,
+    # and its neighbours' fused score (the chunk before or after it, when a candidate).
+    "note_candidates",
+    "note_best_rank",
+    "note_best",
+    "note_rank",
+    "neighbour_score",
+    # The owner and the first person: kb's rule reads a first-person question as the owner's.
+    "first_person",
+    "personal",
+    "first_person_personal",
+    "owner_named",
+    # A time the question names, against the note's own date.
+    "dated",
+    "note_dated",
+    "in_period",
+    "log_days_apart",
+    # The question's words in the chunk, its names (capitalised words) and its title path.
+    "word_overlap",
+    "name_overlap",
+    "names",
+    "header_overlap",
+    "query_words",
+    # Names: the question's names in the header path and file name (the writer of a letter,
+    # the person a note is about), how many in the chunk, and the owner as the writer.
+    "name_header",
+    "names_found",
+    "owner_header",
+    "first_person_owner_header",
+    # Across the candidates: how rare the chunk's words are among the first TOP candidates,
+    # the words no better-placed candidate has, how many of the first TOP share them, how
+    # spread its note's chunks are, and how many notes the first TOP hold.
+    "candidate_rarity",
+    "novel_words",
+    "shared_top",
+    "note_spread",
+    "top_notes",
+)
+
+_WORD = re.compile(r"[A-Za-z0-9']+")
+# Words too common to tell chunks apart.
+_COMMON = frozenset(
+    "the a an and or of to in on at for with from by about is are was were be been did do "
+    "does what when where who whom which why how that this these those it its as has have "
+    "had he she they them his her their you your we our any some ever".split()
+)
+_SELF = frozenset({"i", "me", "my", "mine", "myself"})
+
+
+def _words(text: str) -> set[str]:
+    return {w.lower() for w in _WORD.findall(text)}
+
+
+def _names(question: str) -> set[str]:
+    """The question's capitalised words past its first: names of people, places, things."""
+    words = _WORD.findall(question)[1:]
+    return {w.lower() for w in words if w[0].isupper() and w.lower() not in ("i", "i'm")}
+
+
+def _matcher(words: set[str]) -> re.Pattern[str] | None:
+    """A pattern that finds any of `words` (lower case) as a whole word of a lower-cased
+    text, as _WORD splits it: one scan of a chunk rather than a set of all its words."""
+    if not words:
+        return None
+    alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+    return re.compile(rf"(?<![A-Za-z0-9'])(?:{alternatives})(?![A-Za-z0-9'])")
+
+
+def _found(pattern: re.Pattern[str] | None, text: str) -> set[str]:
+    return set(pattern.findall(text.lower())) if pattern else set()
+
+
+def _note(row: Candidate) -> tuple[str, str]:
+    return row.vault, row.path
+
+
+def rows(
+    question: str,
+    owner: str | None,
+    found: Candidates,
+    order: Sequence[Fused],
+    period: Period | None,
+) -> list[list[float]]:
+    """Each candidate's row of FEATURES, in kb's order (`order`: every candidate of `found`,
+    fused, the time the question names first)."""
+    ids = [f.id for f in order]
+    cands = [found.rows[i] for i in ids]
+    best_similarity = max((r.similarity or 0.0 for r in cands), default=0.0)
+    best_text = max((r.text_score or 0.0 for r in cands), default=0.0)
+    fused = {f.id: f.score for f in order}
+    best_fused = max(fused.values(), default=0.0) or 1.0
+    notes: dict[tuple[str, str], list[int]] = {}
+    for row in cands:
+        notes.setdefault(_note(row), []).append(row.id)
+    note_order = {note: n for n, note in enumerate(notes, 1)}  # by their best chunk
+    place_of = {i: n for n, i in enumerate(ids, 1)}
+    at_position = {(*_note(r), r.position): r.id for r in cands}
+    asked = _words(question) - _COMMON - _SELF
+    names = _names(question)
+    first_person = bool(FIRST_PERSON.search(question))
+    owner_words = _words(owner or "")
+    matcher = _matcher(asked | names | owner_words)
+    middle = period.first + (period.last - period.first) / 2 if period else None
+    found_words = {r.id: _found(matcher, r.content) for r in cands}
+    top = ids[:TOP]
+    # How many of the first TOP candidates hold each word; each chunk's words that none
+    # placed before it holds.
+    in_top: Counter[str] = Counter()
+    for i in top:
+        in_top.update(found_words[i] & (asked | names))
+    seen: set[str] = set()
+    novel: dict[int, int] = {}
+    for i in ids:
+        mine = found_words[i] & (asked | names)
+        novel[i] = len(mine - seen)
+        if place_of[i] <= TOP:
+            seen |= mine
+    top_notes = len({_note(found.rows[i]) for i in top})
+
+    matrix = []
+    for place, row in enumerate(cands, 1):
+        i = row.id
+        siblings = notes[_note(row)]
+        words = found_words[i]
+        header = _found(matcher, " ".join([*row.header_path, row.path]))
+        mine = words & (asked | names)
+        shared = [in_top[w] - (1 if i in top else 0) for w in mine]
+        owner_header = bool(owner_words & header)
+        neighbours = (at_position.get((*_note(row), row.position + d)) for d in (-1, 1))
+        kinds = row.kinds or {}
+        day = row.own_date
+        matrix.append(
+            [
+                row.vector_rank or ABSENT,
+                1 / row.vector_rank if row.vector_rank else 0.0,
+                row.similarity or 0.0,
+                best_similarity - (row.similarity or 0.0),
+                row.text_rank or ABSENT,
+                1 / row.text_rank if row.text_rank else 0.0,
+                row.text_score or 0.0,
+                (row.text_score or 0.0) / best_text if best_text else 0.0,
+                float(bool(row.vector_rank and row.text_rank)),
+                fused[i],
+                fused[i] / best_fused,
+                place,
+                NO_SIMILARITY if row.own_similarity is None else row.own_similarity,
+                *(kinds.get(k, NO_SIMILARITY) for k in PASSAGE_KINDS),
+                row.passages,
+                math.log1p(len(row.content)),
+                len(row.header_path),
+                row.position,
+                row.position / max(1, row.note_chunks - 1),
+                row.note_chunks,
+                len(siblings),
+                place_of[siblings[0]],
+                float(siblings[0] == i),
+                note_order[_note(row)],
+                max((fused[n] for n in neighbours if n is not None), default=0.0),
+                float(first_person),
+                float(row.personal),
+                float(first_person and row.personal),
+                float(bool(owner_words & words)),
+                float(period is not None),
+                float(day is not None),
+                float(period is not None and period.holds(day)),
+                math.log1p(abs((day - middle).days))
+                if middle is not None and day is not None
+                else -1.0,
+                len(asked & words) / len(asked) if asked else 0.0,
+                len(names & words) / len(names) if names else 0.0,
+                len(names),
+                len(asked & header) / len(asked) if asked else 0.0,
+                len(asked),
+                len(names & header) / len(names) if names else 0.0,
+                len(names & words),
+                float(owner_header),
+                float(first_person and owner_header),
+                sum(math.log((TOP + 1) / (1 + in_top[w])) for w in mine),
+                novel[i] / len(asked | names) if asked | names else 0.0,
+                sum(shared) / len(shared) if shared else 0.0,
+                place_of[siblings[-1]] - place_of[siblings[0]],
+                top_notes,
+            ]
+        )
+    return matrix

@@ -1,0 +1,144 @@
+"""The learned ranker: gradient-boosted trees over each candidate's features
+(kb.search.features) put the passages kb found into a better order than fusion alone.
+
+The trees are fitted by bench/ranker.py with LightGBM's ranking objective and shipped as a
+small versioned JSON file beside this module, with the record of what they were fitted on
+and what they measured. They are evaluated here in plain Python: a few hundred shallow
+trees over some sixty rows take milliseconds, where loading LightGBM (or NumPy) would cost a
+standalone `kb query` more than the whole search.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from kb.errors import KbError
+from kb.fusion import Fused
+
+# The file format this module reads; bench/ranker.py writes it.
+FORMAT = 1
+DEFAULT_MODEL = Path(__file__).with_name("ranker.json")
+# Leaves are written as ~index into a tree's leaf values, so a node reference below zero is
+# a leaf.
+
+
+@dataclass(frozen=True)
+class Tree:
+    """One regression tree: split nodes (feature, threshold, left, right, value) and leaf
+    values. A child below zero is the leaf ~child; `value` is the node's mean output, what
+    an explanation measures each split's lift against."""
+
+    nodes: tuple[tuple[int, float, int, int, float], ...]
+    leaves: tuple[float, ...]
+
+    def path(self, row: Sequence[float]) -> tuple[float, list[tuple[int, float]]]:
+        """The tree's output for `row`, and each split's feature with what it added."""
+        lifts = []
+        node = 0 if self.nodes else ~0
+        value = self.nodes[0][4] if self.nodes else self.leaves[0]
+        while node >= 0:
+            feature, threshold, left, right, _ = self.nodes[node]
+            node = left if row[feature] <= threshold else right
+            after = self.leaves[~node] if node < 0 else self.nodes[node][4]
+            lifts.append((feature, after - value))
+            value = after
+        return value, lifts
+
+
+@dataclass(frozen=True)
+class Ranker:
+    """A fitted ranker: its trees, the features it reads (by name, in order) and the record
+    of its fitting."""
+
+    name: str
+    features: tuple[str, ...]
+    trees: tuple[Tree, ...]
+    record: Mapping[str, Any]
+
+    def scores(self, rows: Sequence[Sequence[float]]) -> list[float]:
+        """Each row's score, higher first."""
+        out = []
+        for row in rows:
+            total = 0.0
+            for tree in self.trees:
+                nodes, node = tree.nodes, 0 if tree.nodes else ~0
+                while node >= 0:
+                    feature, threshold, left, right, _ = nodes[node]
+                    node = left if row[feature] <= threshold else right
+                total += tree.leaves[~node]
+            out.append(total)
+        return out
+
+    def lifts(self, row: Sequence[float]) -> dict[str, float]:
+        """What each feature added to this row's score, summed over the trees' splits on its
+        path (each split's change of the mean output): why the row scored as it did."""
+        by_feature: dict[str, float] = {}
+        for tree in self.trees:
+            for feature, lift in tree.path(row)[1]:
+                name = self.features[feature]
+                by_feature[name] = by_feature.get(name, 0.0) + lift
+        return by_feature
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The candidates in the ranker's order: each one's score, its place in kb's fused order
+    and what lifted or lowered it most."""
+
+    order: list[Fused]
+    scores: dict[int, float]
+    fused_rank: dict[int, int]
+
+
+def order(ranker: Ranker, fused: Sequence[Fused], rows: Sequence[Sequence[float]]) -> Judged:
+    """`fused` (kb's order) reordered by the ranker's scores of its `rows`; equal scores
+    keep kb's order."""
+    scores = ranker.scores(rows)
+    places = sorted(range(len(fused)), key=lambda i: (-scores[i], i))
+    return Judged(
+        order=[fused[i] for i in places],
+        scores={f.id: s for f, s in zip(fused, scores, strict=True)},
+        fused_rank={f.id: n for n, f in enumerate(fused, 1)},
+    )
+
+
+def reasons(ranker: Ranker, row: Sequence[float], *, most: int = 3) -> list[str]:
+    """The features that moved a row's score most, as "name +0.42"."""
+    lifts = sorted(ranker.lifts(row).items(), key=lambda item: -abs(item[1]))
+    return [f"{name} {lift:+.2f}" for name, lift in lifts[:most] if abs(lift) >= 0.005]
+
+
+def parse(data: Mapping[str, Any], expected: Sequence[str]) -> Ranker:
+    """A ranker from its file's contents; a KbError when it is not one this kb can use (an
+    unknown format, or features other than `expected`, those kb.search.features makes)."""
+    if data.get("format") != FORMAT:
+        raise KbError(f"ranker file format {data.get('format')!r}: this kb reads {FORMAT}")
+    features = tuple(data["features"])
+    if features != tuple(expected):
+        raise KbError("the ranker file was fitted on other features than this kb computes")
+    trees = tuple(
+        Tree(
+            nodes=tuple((int(f), float(t), int(a), int(b), float(v)) for f, t, a, b, v in tree[0]),
+            leaves=tuple(float(v) for v in tree[1]),
+        )
+        for tree in data["trees"]
+    )
+    return Ranker(str(data["name"]), features, trees, data.get("record", {}))
+
+
+@cache
+def load(path: Path, expected: tuple[str, ...]) -> Ranker:
+    """The ranker in `path`, read once a process."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise KbError(f"cannot read the ranker file {path}: {exc}") from None
+    try:
+        return parse(data, expected)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise KbError(f"the ranker file {path} is damaged: {exc!r}") from None

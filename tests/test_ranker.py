@@ -1,0 +1,154 @@
+"""The learned ranker: its file, its plain-Python trees against LightGBM's own, and every
+search of a face ordered by it (a real index, the fake provider)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+import pytest
+
+from conftest import Kb
+from kb.config import Config, SearchMode
+from kb.errors import KbError, LLMError
+from kb.results import explanation
+from kb.search import ranker
+from kb.search.features import FEATURES
+from kb.services.search import SearchRequest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+bench_ranker = importlib.import_module("ranker")
+
+TAKAO = "Alex/Journal/2024-04-12.md"
+
+
+def _fitted(seed: int = 3, trees: int = 40) -> lgb.Booster:
+    """A small LightGBM ranker fitted on random rows of FEATURES."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(600, len(FEATURES)))
+    y = (x[:, 2] + 0.5 * x[:, 7] + rng.normal(scale=0.3, size=600) > 1).astype(float)
+    data = lgb.Dataset(x, y, group=[30] * 20, feature_name=list(FEATURES))
+    params = {**bench_ranker.LGB_PARAMS, "min_data_in_leaf": 5}
+    return lgb.train(params, data, num_boost_round=trees)
+
+
+RECORD = {"level": "test", "embed_model": "fake", "fitted_on": {"random": {}}}
+
+
+def test_the_trees_score_as_lightgbm_does(tmp_path: Path) -> None:
+    booster = _fitted()
+    path = tmp_path / "ranker.json"
+    bench_ranker.save(path, booster, RECORD)
+    loaded = ranker.load(path, FEATURES)
+    rows = np.random.default_rng(9).normal(size=(200, len(FEATURES)))
+    ours = loaded.scores(rows.tolist())
+    assert ours == pytest.approx(list(booster.predict(rows)), abs=1e-9)
+    # What lifted a row adds up to its score: each tree's mean output plus its splits' lifts.
+    base = sum(t.nodes[0][4] if t.nodes else t.leaves[0] for t in loaded.trees)
+    for row, score in zip(rows[:5].tolist(), ours, strict=False):
+        assert base + sum(loaded.lifts(row).values()) == pytest.approx(score, abs=1e-9)
+
+
+def test_the_shipped_ranker_reads_kb_s_features_and_says_what_it_was_fitted_on() -> None:
+    shipped = ranker.load(ranker.DEFAULT_MODEL, FEATURES)
+    assert shipped.features == FEATURES and len(shipped.trees) >= 50
+    fitted_on = shipped.record["fitted_on"]
+    # Fitted on the training vaults alone: personal-dev is what it is judged by.
+    assert "personal-train" in fitted_on and "personal-dev" not in fitted_on
+    assert fitted_on["personal-train"]["questions"] > 500
+    assert "personal-dev" in shipped.record["datasets"]
+
+
+def test_a_ranker_file_that_is_not_one_is_one_line(tmp_path: Path) -> None:
+    damaged = tmp_path / "damaged.json"
+    damaged.write_text('{"format": 1, "features": []')
+    with pytest.raises(KbError, match="cannot read the ranker file"):
+        ranker.load(damaged, FEATURES)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"format": 1, "name": "x", "features": ["a"], "trees": []}))
+    with pytest.raises(KbError, match="other features"):
+        ranker.load(other, FEATURES)
+    newer = tmp_path / "newer.json"
+    newer.write_text(json.dumps({"format": 99}))
+    with pytest.raises(KbError, match="format 99"):
+        ranker.load(newer, FEATURES)
+
+
+def _one_split(tmp_path: Path, feature: str, threshold: float) -> Path:
+    """A ranker of one tree: rows whose `feature` is above `threshold` score 1, others 0."""
+    path = tmp_path / f"{feature}.json"
+    at = FEATURES.index(feature)
+    path.write_text(
+        json.dumps(
+            {
+                "format": ranker.FORMAT,
+                "name": f"by-{feature}",
+                "features": list(FEATURES),
+                "trees": [[[[at, threshold, ~0, ~1, 0.5]], [0.0, 1.0]]],
+            }
+        )
+    )
+    return path
+
+
+def _kb(kb: Kb, **query: object) -> Kb:
+    config: Config = kb.config
+    settings = dataclasses.replace(config.query, **query)  # type: ignore[arg-type]
+    return Kb(kb.store, dataclasses.replace(config, query=settings))
+
+
+def test_every_face_s_search_is_ordered_by_the_ranker(kb: Kb, tmp_path: Path) -> None:
+    kb.sync()
+    question = "when did Alex climb Mount Takao"
+    plain = _kb(kb, ranker="fusion").search_service().search(SearchRequest(question, top_k=40))
+    assert all(h.judged is None and h.fused_rank is None for h in plain.hits)
+
+    learned = kb.search_service().search(SearchRequest(question, top_k=10))
+    hits = learned.hits
+    assert hits[0].path == TAKAO
+    assert [h.judged for h in hits] == sorted((h.judged or 0.0 for h in hits), reverse=True)
+    # Each hit keeps its place in fusion's order, and says what moved it.
+    fused = [(h.path, h.start_line) for h in plain.hits]
+    assert all(fused[(h.fused_rank or 0) - 1] == (h.path, h.start_line) for h in hits)
+    assert hits[0].lifted_by and "ranker" in explanation(hits[0])
+
+    # A ranker that puts the longest chunk first does so, whatever fusion said.
+    longest = _one_split(tmp_path, "chars", float(np.log1p(700)))
+    by_length = _kb(kb, ranker_file=longest).search_service().search(SearchRequest(question))
+    top = by_length.hits[0]
+    assert len(top.content) > 700 and top.fused_rank != 1
+    assert top.lifted_by == ["chars +0.50"]
+
+
+def test_one_list_alone_is_in_that_list_s_order(kb: Kb) -> None:
+    kb.sync()
+    service = kb.search_service()
+    modes: tuple[SearchMode, ...] = ("text", "vector")
+    for mode in modes:
+        found = service.search(SearchRequest("miso ramen broth", mode=mode))
+        assert found.hits and all(h.judged is None for h in found.hits)
+
+
+def test_a_search_that_cannot_embed_is_in_fusion_s_order(kb: Kb) -> None:
+    kb.sync()
+
+    def down(text: str) -> list[float]:
+        raise LLMError("the embedder is down")
+
+    kb.embedder.embed_query = down  # type: ignore[method-assign]
+    found = kb.search_service().search(SearchRequest("miso ramen broth"))
+    assert found.mode_used == "text" and found.hits
+    assert all(h.judged is None for h in found.hits)
+
+
+def test_a_missing_ranker_file_is_one_line(kb: Kb, tmp_path: Path) -> None:
+    kb.sync()
+    service = _kb(kb, ranker_file=tmp_path / "nowhere.json").search_service()
+    with pytest.raises(KbError, match=r"cannot read the ranker file .*nowhere\.json"):
+        service.search(SearchRequest("miso ramen"))
