@@ -63,7 +63,9 @@ from kb.indexing.indexer import FileEvent
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
 from kb.notes import Scope
-from kb.search.query import CANDIDATES, owner_query, rank
+from kb.search import ranker
+from kb.search.features import FEATURES
+from kb.search.query import CANDIDATES, Judge, owner_query, rank
 from kb.search.rerank import Reranker
 from kb.search.when import question_period
 from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
@@ -411,16 +413,24 @@ def index(
     return run, paid.plus(run)
 
 
-def configurations(level: str, default: Fusion) -> list[tuple[str, SearchMode, Fusion]]:
-    """(row name, mode, fusion) of every row a level's index is scored in: each single
-    list, and every fusion compared with the level's `default` among them."""
-    rows: list[tuple[str, SearchMode, Fusion]] = [
-        (f"{level} vector", "vector", default),
-        (f"{level} text", "text", default),
-    ]
+@dataclass(frozen=True)
+class Row:
+    """One way of ordering a level's candidates: a mode, its fusion, and whether the learned
+    ranker orders the fused candidates (kb's default search)."""
+
+    name: str
+    mode: SearchMode
+    fusion: Fusion
+    learned: bool = False
+
+
+def configurations(level: str, default: Fusion) -> list[Row]:
+    """Every row a level's index is scored in: each single list, every fusion compared with
+    the level's `default` among them, and the learned ranker over the default fusion."""
+    rows = [Row(f"{level} vector", "vector", default), Row(f"{level} text", "text", default)]
     fusions = {**FUSIONS, fusion_label(default): default}
-    rows += [(f"{level} hybrid {label}", "hybrid", f) for label, f in fusions.items()]
-    return rows
+    rows += [Row(f"{level} hybrid {label}", "hybrid", f) for label, f in fusions.items()]
+    return [*rows, Row(f"{level} learned ranker", "hybrid", default, learned=True)]
 
 
 @dataclass
@@ -442,15 +452,16 @@ def score_level(
     matrix: Matrix,
     *,
     fusion: Fusion,
+    learned: ranker.Ranker,
     voiced_queries: bool = False,
     dated_queries: bool = True,
 ) -> None:
     """Search every question once (twice if in the first person) and score every row;
-    `fusion` is the level's own (kb's default for its index)."""
+    `fusion` is the level's own (kb's default for its index), `learned` kb's ranker."""
     rows = configurations(level, fusion)
     for table in (matrix.owner, matrix.plain):
-        for name, _, _ in rows:
-            table.setdefault(name, Scores())
+        for row in rows:
+            table.setdefault(row.name, Scores())
     owners = {v.name: v.owner for v in dataset.vaults}
     for q in dataset.queries:
         store = stores[q.vault]
@@ -486,9 +497,13 @@ def score_level(
         period = question_period(q.text, dt.date.today()) if dated_queries else None
         for variant, table in (("owner", matrix.owner), ("plain", matrix.plain)):
             found, seconds = found_by[variant]
-            for name, mode, fusion in rows:
-                hits = rank(found, mode, fusion, period)[: max(KS)]
-                table[name].add(q, [spans[q.vault](h) for h in hits], seconds)
+            owner = owners[q.vault] if variant == "owner" else None
+            judge = Judge(learned, q.text, owner)
+            for row in rows:
+                hits = rank(
+                    found, row.mode, row.fusion, period, judge=judge if row.learned else None
+                )[: max(KS)]
+                table[row.name].add(q, [spans[q.vault](h) for h in hits], seconds)
 
 
 def rerank_row(
@@ -499,7 +514,9 @@ def rerank_row(
     spans: Mapping[str, Callable[[SearchHit], tuple[str, int, int]]],
     filters: dict[str, SearchFilter],
     fusion: Fusion,
+    learned: ranker.Ranker,
 ) -> Scores:
+    """The chat model's judgement of kb's default order (the learned ranker's)."""
     from kb.search.query import search
 
     scores = Scores()
@@ -513,6 +530,7 @@ def rerank_row(
             owner=owners[q.vault],
             top_k=max(KS),
             reranker=reranker,
+            learned=learned,
             fusion=fusion,
             filters=filters[q.vault],
         ).hits
@@ -526,9 +544,10 @@ def latency(
     queries: Sequence[Query],
     filters: SearchFilter,
     fusion: Fusion,
+    learned: ranker.Ranker | None = None,
 ) -> tuple[float, float]:
-    """Milliseconds of one hybrid top-10 search in the database (candidates and fusion),
-    p50 and p95."""
+    """Milliseconds of one hybrid top-10 search in the database (candidates and fusion, and
+    the `learned` ranker's features and order with one), p50 and p95."""
     space = store.vectors.space()
     assert space is not None
     times = []
@@ -538,7 +557,8 @@ def latency(
         found = store.search.candidates(
             vector, q.text, model=space[0], dimensions=space[1], depth=CANDIDATES, filters=filters
         )
-        rank(found, "hybrid", fusion)[:10]
+        judge = Judge(learned, q.text, None) if learned else None
+        rank(found, "hybrid", fusion, judge=judge)[:10]
         times.append((time.perf_counter() - started) * 1000)
     times.sort()
     return statistics.median(times), times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
@@ -575,6 +595,8 @@ class DatasetResult:
     # Per level: hybrid top-10 in the database, p50 and p95 ms; the vectors the index holds
     # (chunks, passages).
     latency_ms: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # The same with the learned ranker's features and order.
+    ranker_ms: dict[str, tuple[float, float]] = field(default_factory=dict)
     vectors: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
@@ -678,6 +700,7 @@ def run_dataset(
 
     spans = {v.name: Spans(v.path, v.prefix) for v in dataset.vaults}
     filters = {v.name: SearchFilter(paths=v.files) if subset else NO_FILTER for v in dataset.vaults}
+    learned = ranker.load(args.ranker_file or ranker.DEFAULT_MODEL, FEATURES)
     for level, by_vault in stores.items():
         print(f"querying: {level}", file=sys.stderr)
         score_level(
@@ -689,6 +712,7 @@ def run_dataset(
             filters,
             result.matrix,
             fusion=fusions[level],
+            learned=learned,
             voiced_queries=voiced[level],
             dated_queries=not args.undated,
         )
@@ -704,17 +728,14 @@ def run_dataset(
             concurrency=1,
         )
         result.rerank = rerank_row(
-            stores[top], embedder, reranker, dataset, spans, filters, fusions[top]
+            stores[top], embedder, reranker, dataset, spans, filters, fusions[top], learned
         )
     biggest = max(dataset.vaults, key=lambda v: len(v.files))
     for level, by_vault in stores.items():
-        result.latency_ms[level] = latency(
-            by_vault[biggest.name],
-            embedder,
-            [q for q in dataset.queries if q.vault == biggest.name],
-            filters[biggest.name],
-            fusions[level],
-        )
+        asked = [q for q in dataset.queries if q.vault == biggest.name]
+        store, only = by_vault[biggest.name], filters[biggest.name]
+        result.latency_ms[level] = latency(store, embedder, asked, only, fusions[level])
+        result.ranker_ms[level] = latency(store, embedder, asked, only, fusions[level], learned)
         result.vectors[level] = (
             sum(s.state.status().chunks for s in by_vault.values()),
             sum(s.passages.count() for s in by_vault.values()),
@@ -764,6 +785,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config-level", default="index", help=argparse.SUPPRESS)
     parser.add_argument("--levels", default=",".join(LEVELS), help="context levels to index")
     parser.add_argument("--rerank", action="store_true", help="add the re-ranking row")
+    parser.add_argument(
+        "--ranker-file", type=Path, help="a learned ranker's file (default: the one kb ships)"
+    )
     parser.add_argument("--rerank-candidates", type=int, default=10)
     parser.add_argument("--rerank-chars", type=int, default=600)
     parser.add_argument(
@@ -827,6 +851,7 @@ def _report(results: Sequence[DatasetResult], config: Config) -> dict:
                 "rerank": r.rerank.summary() if r.rerank else None,
                 "costs": {lv: {k: vars(c) for k, c in v.items()} for lv, v in r.costs.items()},
                 "hybrid_latency_ms": r.latency_ms,
+                "ranker_latency_ms": r.ranker_ms,
                 "vectors": r.vectors,
             }
             for r in results
@@ -868,6 +893,9 @@ def _print_dataset(result: DatasetResult) -> None:
             f"{level}: hybrid top-10 in the database p50 {p50:.1f} ms, p95 {p95:.1f} ms; "
             f"{chunks} chunks, {passages} passages"
         )
+        if level in result.ranker_ms:
+            p50, p95 = result.ranker_ms[level]
+            print(f"{level}: with the learned ranker p50 {p50:.1f} ms, p95 {p95:.1f} ms")
 
 
 def _shown(name: str, fusions: Mapping[str, Fusion]) -> bool:

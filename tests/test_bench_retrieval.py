@@ -144,11 +144,13 @@ def test_a_whole_run_on_fake_models(
     assert result["queries"] == 3
     rows = result["results"]
     expected = {
-        name
+        row.name
         for level in retrieval.LEVELS
-        for name, _, _ in retrieval.configurations(level, retrieval.FUSIONS["dbsf"])
+        for row in retrieval.configurations(level, retrieval.FUSIONS["dbsf"])
     }
     assert set(rows) == expected
+    # kb's default order, the learned ranker's, is among them at every level.
+    assert all(f"{level} learned ranker" in rows for level in retrieval.LEVELS)
     # None of these levels puts the model's voices or lines among the vectors.
     assert result["fusions"] == {level: "dbsf w.15" for level in retrieval.LEVELS}
     for row in rows.values():
