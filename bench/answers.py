@@ -59,7 +59,8 @@ from kb.container import Container, open_store
 from kb.errors import KbError
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
-from kb.search.answer import Answer, AskOptions, ask
+from kb.search.answer import Answer, ask
+from kb.search.plan import SearchPlan
 from kb.store import Store
 from retrieval import Gold, Spans, Vault, _hit, make_config
 
@@ -233,19 +234,19 @@ def run(
                         continue
                     config = configs[q.corpus, setup.level]
                     try:
+                        owned = setup.owner and corpora[q.corpus].owner
+                        plan = SearchPlan(
+                            q.text,
+                            owner=config.owner_name if owned else None,
+                            top_k=args.top_k,
+                            mode=setup.mode,
+                        )
                         answer = ask(
                             stores[q.corpus, setup.level],
                             embedder,
                             chat,
-                            q.text,
-                            owner=config.owner_name
-                            if setup.owner and corpora[q.corpus].owner
-                            else None,
-                            options=AskOptions(
-                                top_k=args.top_k,
-                                mode=setup.mode,
-                                context_window=config.llm.context_window,
-                            ),
+                            plan,
+                            context_window=config.llm.context_window,
                         )
                     except KbError as exc:
                         # Not recorded: a later run asks again.

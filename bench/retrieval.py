@@ -65,7 +65,8 @@ from kb.llm.base import ChatModel, Embedder
 from kb.notes import Scope
 from kb.search import ranker
 from kb.search.features import FEATURES
-from kb.search.query import CANDIDATES, Judge, owner_query, rank
+from kb.search.plan import CANDIDATES
+from kb.search.query import Judge, owner_query, rank
 from kb.search.rerank import Reranker
 from kb.search.when import question_period
 from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
@@ -517,15 +518,14 @@ def rerank_row(
     learned: ranker.Ranker,
 ) -> Scores:
     """The chat model's judgement of kb's default order (the learned ranker's)."""
+    from kb.search.plan import SearchPlan
     from kb.search.query import search
 
     scores = Scores()
     owners = {v.name: v.owner for v in dataset.vaults}
     for q in dataset.queries:
         started = time.perf_counter()
-        hits = search(
-            stores[q.vault],
-            embedder,
+        judged = SearchPlan(
             q.text,
             owner=owners[q.vault],
             top_k=max(KS),
@@ -533,7 +533,8 @@ def rerank_row(
             learned=learned,
             fusion=fusion,
             filters=filters[q.vault],
-        ).hits
+        )
+        hits = search(stores[q.vault], embedder, judged).hits
         scores.add(q, [spans[q.vault](h) for h in hits], time.perf_counter() - started)
     return scores
 

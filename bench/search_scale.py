@@ -52,7 +52,8 @@ from kb.config import PASSAGE_MODES, Config, ContextConfig, PassageMode, SearchM
 from kb.container import Container, open_store
 from kb.indexing.indexer import FileEvent
 from kb.llm import make_embedder
-from kb.search.query import CANDIDATES, rank
+from kb.search.plan import CANDIDATES
+from kb.search.query import rank
 from kb.store import Store
 from kb.store import search as store_module
 

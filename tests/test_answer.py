@@ -3,7 +3,8 @@ recognising "your notes don't say", and the flow against a real index with the f
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -11,12 +12,12 @@ from conftest import OWNER, Kb
 from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.fusion import Fusion
-from kb.llm.base import Prompt, TokenUsage
+from kb.llm.base import ChatModel, Prompt, TokenUsage
 from kb.search.answer import (
     CUT_MARK,
     MIN_PASSAGE_CHARS,
     NOTHING_FOUND,
-    AskOptions,
+    Answer,
     CitationFilter,
     ask,
     filter_citations,
@@ -24,6 +25,7 @@ from kb.search.answer import (
     note_date,
     says_not_in_notes,
 )
+from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.store import NoteInfo, SearchFilter
 
@@ -141,18 +143,31 @@ class ScriptedChat:
             yield self.answer[i : i + 3]
 
 
+def _ask(
+    kb: Kb,
+    chat: ChatModel,
+    question: str,
+    *,
+    context_window: int = 8192,
+    on_text: Callable[[str], None] | None = None,
+    **plan: Any,
+) -> Answer:
+    return ask(
+        kb.store,
+        kb.embedder,
+        chat,
+        SearchPlan(question, **plan),
+        context_window=context_window,
+        on_text=on_text,
+    )
+
+
 def test_ask_answers_from_numbered_passages_and_cites_them(kb: Kb) -> None:
     kb.sync()
     kb.reset_counts()
     streamed: list[str] = []
-    answer = ask(
-        kb.store,
-        kb.embedder,
-        kb.chat,
-        "Which miso goes into the weeknight ramen?",
-        owner=None,
-        options=AskOptions(top_k=4),
-        on_text=streamed.append,
+    answer = _ask(
+        kb, kb.chat, "Which miso goes into the weeknight ramen?", top_k=4, on_text=streamed.append
     )
     assert kb.chat.calls == {"answer": 1}
     assert [s.number for s in answer.sources] == [1, 2, 3, 4]
@@ -171,14 +186,7 @@ def test_ask_answers_from_numbered_passages_and_cites_them(kb: Kb) -> None:
 def test_a_first_person_question_is_the_owners(kb: Kb) -> None:
     kb.sync()
     chat = ScriptedChat("You climbed Mount Takao [1].")
-    answer = ask(
-        kb.store,
-        kb.embedder,
-        chat,
-        "when did I climb a mountain",
-        owner=OWNER,
-        options=AskOptions(top_k=3),
-    )
+    answer = _ask(kb, chat, "when did I climb a mountain", owner=OWNER, top_k=3)
     [prompt] = chat.prompts
     assert f"The user is {OWNER}" in prompt.system
     mine = [s for s in answer.sources if s.hit.path.startswith("Alex/")]
@@ -194,15 +202,7 @@ def test_a_citation_naming_no_passage_is_never_shown(kb: Kb) -> None:
     kb.sync()
     chat = ScriptedChat("It runs ZFS [1] and Proxmox [8].")
     streamed: list[str] = []
-    answer = ask(
-        kb.store,
-        kb.embedder,
-        chat,
-        "what does the home server run",
-        owner=None,
-        options=AskOptions(top_k=3),
-        on_text=streamed.append,
-    )
+    answer = _ask(kb, chat, "what does the home server run", top_k=3, on_text=streamed.append)
     assert answer.text == "It runs ZFS [1] and Proxmox."
     assert answer.cited == [1]
     assert "8" not in "".join(streamed)
@@ -211,26 +211,12 @@ def test_a_citation_naming_no_passage_is_never_shown(kb: Kb) -> None:
 def test_an_empty_answer_is_an_error_not_a_blank(kb: Kb) -> None:
     kb.sync()
     with pytest.raises(LLMError, match="returned an empty answer"):
-        ask(
-            kb.store,
-            kb.embedder,
-            ScriptedChat("  \n"),
-            "what does the home server run",
-            owner=None,
-            options=AskOptions(top_k=2),
-        )
+        _ask(kb, ScriptedChat("  \n"), "what does the home server run", top_k=2)
 
 
 def test_the_model_saying_the_notes_do_not_know_is_reported(kb: Kb) -> None:
     kb.sync()
-    answer = ask(
-        kb.store,
-        kb.embedder,
-        kb.chat,
-        "xylophone zeppelin quasar",
-        owner=None,
-        options=AskOptions(top_k=2),
-    )
+    answer = _ask(kb, kb.chat, "xylophone zeppelin quasar", top_k=2)
     assert answer.not_in_notes
     assert answer.text.startswith("Your notes don't say")
     assert answer.cited == []
@@ -239,13 +225,12 @@ def test_the_model_saying_the_notes_do_not_know_is_reported(kb: Kb) -> None:
 def test_no_passage_found_means_no_model_call(kb: Kb) -> None:
     kb.sync()
     kb.reset_counts()
-    answer = ask(
-        kb.store,
-        kb.embedder,
+    answer = _ask(
+        kb,
         kb.chat,
         "when did I climb a mountain",
         owner=OWNER,
-        options=AskOptions(filters=SearchFilter(path_prefix="Nowhere/")),
+        filters=SearchFilter(path_prefix="Nowhere/"),
     )
     assert kb.chat.total_calls == 0
     assert answer.text == NOTHING_FOUND and answer.not_in_notes
@@ -255,14 +240,7 @@ def test_no_passage_found_means_no_model_call(kb: Kb) -> None:
 def test_passages_are_cut_to_fit_a_small_context_window(kb: Kb) -> None:
     kb.sync()
     chat = ScriptedChat("Noted [1].")
-    answer = ask(
-        kb.store,
-        kb.embedder,
-        chat,
-        "postgres backups restore vacuum",
-        owner=None,
-        options=AskOptions(top_k=8, context_window=2048),
-    )
+    answer = _ask(kb, chat, "postgres backups restore vacuum", top_k=8, context_window=2048)
     [prompt] = chat.prompts
     best = answer.sources[0]
     assert not best.cut and best.text == best.hit.content.strip()
@@ -277,18 +255,11 @@ def test_passages_are_retrieved_with_the_configured_fusion(kb: Kb) -> None:
     question = "when did Alex climb Mount Takao"
 
     def order(fusion: Fusion) -> list[tuple[str, int]]:
-        answer = ask(
-            kb.store,
-            kb.embedder,
-            kb.chat,
-            question,
-            owner=None,
-            options=AskOptions(top_k=6, fusion=fusion),
-        )
+        answer = _ask(kb, kb.chat, question, top_k=6, fusion=fusion)
         return [(s.hit.path, s.hit.start_line) for s in answer.sources]
 
     def listed(mode: SearchMode) -> list[tuple[str, int]]:
-        hits = search(kb.store, kb.embedder, question, owner=None, top_k=6, mode=mode).hits
+        hits = search(kb.store, kb.embedder, SearchPlan(question, top_k=6, mode=mode)).hits
         return [(h.path, h.start_line) for h in hits]
 
     # All the weight on one list: the passages come in that list's order.

@@ -22,6 +22,7 @@ from kb.indexing.indexer import SyncReport
 from kb.indexing.verify import verify
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
+from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.store import Claim, Store
 
@@ -83,7 +84,7 @@ def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
             chunk["content"],
         )  # fmt: skip
     assert verify(kb.config, kb.store).in_sync
-    hits = search(kb.store, kb.embedder, "restic offsite backups", owner=None, top_k=3).hits
+    hits = search(kb.store, kb.embedder, SearchPlan("restic offsite backups", top_k=3)).hits
     assert hits and hits[0].path == LONG_NOTE
 
     enriched = kb.drain()

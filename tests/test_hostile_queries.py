@@ -15,6 +15,7 @@ from conftest import Kb
 from kb.config import SearchMode
 from kb.errors import KbError
 from kb.search import query as query_mod
+from kb.search.plan import MAX_QUERY_CHARS, SearchPlan
 from kb.store import SearchFilter
 from test_cli import FAKE, _config
 
@@ -42,16 +43,16 @@ METACHARACTERS = [
 def test_metacharacters_are_only_text(kb: Kb, mode: SearchMode) -> None:
     kb.sync()
     for text in METACHARACTERS:
-        hits = query_mod.search(kb.store, kb.embedder, text, owner=None, top_k=3, mode=mode).hits
+        hits = query_mod.search(kb.store, kb.embedder, SearchPlan(text, top_k=3, mode=mode)).hits
         assert len(hits) <= 3, text
     assert kb.store.documents.states("v"), "the index is intact"
 
 
-@pytest.mark.parametrize("text", ["", "   ", "x" * (query_mod.MAX_QUERY_CHARS + 1), "\udce9"])
+@pytest.mark.parametrize("text", ["", "   ", "x" * (MAX_QUERY_CHARS + 1), "\udce9"])
 def test_unusable_queries_are_one_clear_error(kb: Kb, text: str) -> None:
     kb.sync()
     with pytest.raises(KbError):
-        query_mod.search(kb.store, kb.embedder, text, owner=None, top_k=3)
+        query_mod.search(kb.store, kb.embedder, SearchPlan(text, top_k=3))
 
 
 def test_extreme_dates_filter_without_error(kb: Kb) -> None:
@@ -66,7 +67,7 @@ def test_extreme_dates_filter_without_error(kb: Kb) -> None:
     ]:
         filters = SearchFilter(modified_after=after, modified_before=before)
         hits = query_mod.search(
-            kb.store, kb.embedder, "ramen", owner=None, top_k=3, filters=filters
+            kb.store, kb.embedder, SearchPlan("ramen", top_k=3, filters=filters)
         ).hits
         assert bool(hits) == found, (after, before)
 

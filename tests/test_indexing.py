@@ -28,6 +28,7 @@ from kb.indexing import indexer
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.notes import Scope
 from kb.outputs import needs_rewrite
+from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.store import SearchFilter, Store
 from kb.wikitext import readable
@@ -269,7 +270,7 @@ def test_rename_and_move_make_no_calls(kb: Kb, vault: Path) -> None:
     assert report.moved == 4 and report.deleted == 0
     assert [c["id"] for c in stored_chunks(kb.store, "Archive/Homelab.md")] == ids
     assert not _stored(kb.store, LONG_NOTE)
-    hits = search(kb.store, kb.embedder, "restic offsite backups", owner=None, top_k=20).hits
+    hits = search(kb.store, kb.embedder, SearchPlan("restic offsite backups", top_k=20)).hits
     assert not any(h.path == LONG_NOTE for h in hits)
 
 
@@ -297,7 +298,7 @@ def test_delete_removes_rows_and_results(kb: Kb, vault: Path) -> None:
         " WHERE d.id IS NULL",
     )
     assert orphans["n"] == 0
-    hits = search(kb.store, kb.embedder, "home server restic backups", owner=None, top_k=50).hits
+    hits = search(kb.store, kb.embedder, SearchPlan("home server restic backups", top_k=50)).hits
     assert not {h.path for h in hits} & {LONG_NOTE, "Reference/Postgres Cheatsheet.md"}
 
 
@@ -317,11 +318,11 @@ def test_embedding_model_change_reembeds_without_summaries(kb: Kb, vault: Path) 
         ).fetchall()
     assert models == [{"embed_model": "hash-64", "d": 64}]
     hits = search(
-        kb.store, other.embedder, "miso ramen recipe", owner=None, top_k=3, mode="vector"
+        kb.store, other.embedder, SearchPlan("miso ramen recipe", top_k=3, mode="vector")
     ).hits
     assert hits and hits[0].path.endswith("Weeknight Miso Ramen.md")
     with pytest.raises(Exception, match="run `kb index`"):
-        search(kb.store, kb.embedder, "miso ramen", owner=None, top_k=3)
+        search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3))
 
 
 def test_reindex_forces_everything_or_only_embeddings(kb: Kb) -> None:
@@ -376,7 +377,9 @@ def test_first_person_query_prefers_the_owners_notes(kb: Kb) -> None:
     mine = "Alex/Journal/2024-04-12.md"
 
     def rank(owner: str | None, mode: SearchMode) -> int:
-        hits = search(kb.store, kb.embedder, question, owner=owner, top_k=30, mode=mode).hits
+        hits = search(
+            kb.store, kb.embedder, SearchPlan(question, owner=owner, top_k=30, mode=mode)
+        ).hits
         paths = [h.path for h in hits]
         return paths.index(mine) if mine in paths else len(paths)
 
@@ -398,7 +401,9 @@ def test_the_owners_name_is_for_full_text_search_only(kb: Kb) -> None:
 
     def text_scores(owner: str | None) -> list[float]:
         embedder = Recording(kb.embedder.name)
-        hits = search(kb.store, embedder, question, owner=owner, top_k=30, mode="hybrid").hits
+        hits = search(
+            kb.store, embedder, SearchPlan(question, owner=owner, top_k=30, mode="hybrid")
+        ).hits
         return [h.text_score or 0.0 for h in hits]
 
     assert text_scores(OWNER) != text_scores(None)
@@ -451,10 +456,7 @@ def test_query_filters_and_threshold(kb: Kb) -> None:
     hits = search(
         kb.store,
         kb.embedder,
-        "postgres migration",
-        owner=None,
-        top_k=5,
-        filters=SearchFilter(path_prefix="Alex/"),
+        SearchPlan("postgres migration", top_k=5, filters=SearchFilter(path_prefix="Alex/")),
     ).hits
     assert hits and all(h.path.startswith("Alex/") for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
@@ -462,21 +464,14 @@ def test_query_filters_and_threshold(kb: Kb) -> None:
     strict = search(
         kb.store,
         kb.embedder,
-        "postgres migration",
-        owner=None,
-        top_k=5,
-        threshold=best,
-        mode="vector",
+        SearchPlan("postgres migration", top_k=5, threshold=best, mode="vector"),
     ).hits
     assert len(strict) >= 1 and all(similarity(h) >= best for h in strict)
     assert (
         search(
             kb.store,
             kb.embedder,
-            "postgres",
-            owner=None,
-            top_k=5,
-            filters=SearchFilter(path_prefix="Nope/"),
+            SearchPlan("postgres", top_k=5, filters=SearchFilter(path_prefix="Nope/")),
         ).hits
         == []
     )
@@ -624,7 +619,7 @@ def test_a_bulk_load_builds_the_vector_index_once_after_the_rows(
     monkeypatch.setattr(kb.store.vectors, "drop_index", watched_drop)
     kb.sync()  # the first sync learns the embedding space, then loads 15 notes in bulk
     assert dropped and kb.store.vectors.has_index()
-    hits = search(kb.store, kb.embedder, "miso ramen", owner=None, top_k=3).hits
+    hits = search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3)).hits
     assert hits and "ramen" in hits[0].content.lower()
 
 

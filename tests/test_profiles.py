@@ -18,6 +18,7 @@ from kb.errors import KbError
 from kb.llm import embed_name, embed_profile, embed_window, make_embedder
 from kb.llm.fake import FakeEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder, profile_for
+from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.store import Store
 
@@ -118,10 +119,10 @@ def test_a_change_of_prefixes_re_embeds_without_a_model_call(kb: Kb, vault: Path
     assert not kb.chat.calls
     assert fake.texts >= chunks  # every chunk again, with its prefix
     assert kb.store.vectors.space() == (prefixed.name, 256)
-    assert search(kb.store, prefixed, "miso ramen", owner=None, top_k=3).hits
+    assert search(kb.store, prefixed, SearchPlan("miso ramen", top_k=3)).hits
     # A search with the old prefixes would compare vectors of two kinds: it is refused.
     with pytest.raises(KbError, match="re-embed"):
-        search(kb.store, kb.embedder, "miso ramen", owner=None, top_k=3)
+        search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3))
 
 
 def test_fit_cuts_a_full_context_at_the_window_and_keeps_one_that_fits() -> None:

@@ -27,6 +27,7 @@ from kb.container import Container
 from kb.indexing.indexer import SyncReport
 from kb.llm import make_embedder
 from kb.outputs import first_person_words
+from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.store import Store
 
@@ -242,7 +243,9 @@ def test_related_texts_are_closer_than_unrelated(small: Indexed) -> None:
 
 def test_owner_activity_query_ranks_the_personal_note_first(small: Indexed) -> None:
     embedder = make_embedder(small.config.llm)
-    hits = search(small.store, embedder, "when did I climb a mountain", owner=OWNER, top_k=50).hits
+    hits = search(
+        small.store, embedder, SearchPlan("when did I climb a mountain", owner=OWNER, top_k=50)
+    ).hits
     paths = [h.path for h in hits]
     assert JOURNAL in paths
     assert CLIPPING not in paths or paths.index(JOURNAL) < paths.index(CLIPPING)
@@ -322,7 +325,7 @@ def test_a_clipping_speaks_in_its_writer_s_voice(stated: Indexed, kind: ChunkWri
     assert not any(OWNER.split()[0] in line for line in lines), lines
     embedder = make_embedder(stated.config.llm)
     hits = search(
-        stated.store, embedder, "who climbed Mount Fuji overnight", owner=OWNER, top_k=3
+        stated.store, embedder, SearchPlan("who climbed Mount Fuji overnight", owner=OWNER, top_k=3)
     ).hits
     assert hits[0].path == CLIPPING
 

@@ -13,6 +13,7 @@ from kb.errors import LLMUnavailable
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.outputs import parse_relevance
+from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.search.rerank import UNJUDGED, Reranker
 from kb.store import SearchHit
@@ -103,16 +104,12 @@ def test_parse_relevance(answer: str, score: int | None) -> None:
 @pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
 def test_search_with_reranker_returns_top_k_of_the_judged(indexed: Kb, mode: SearchMode) -> None:
     plain = search(
-        indexed.store, indexed.embedder, "miso ramen", owner=None, top_k=3, mode=mode
+        indexed.store, indexed.embedder, SearchPlan("miso ramen", top_k=3, mode=mode)
     ).hits
     reranked = search(
         indexed.store,
         indexed.embedder,
-        "miso ramen",
-        owner=None,
-        top_k=3,
-        mode=mode,
-        reranker=_reranker(indexed, candidates=6),
+        SearchPlan("miso ramen", top_k=3, mode=mode, reranker=_reranker(indexed, candidates=6)),
     ).hits
     assert len(plain) == 3 and len(reranked) == 3
     assert reranked[0].path == RAMEN and reranked[0].relevance == 10
@@ -121,7 +118,7 @@ def test_search_with_reranker_returns_top_k_of_the_judged(indexed: Kb, mode: Sea
         (h.relevance for h in reranked), key=lambda r: -(r if r is not None else UNJUDGED)
     )
     top6 = search(
-        indexed.store, indexed.embedder, "miso ramen", owner=None, top_k=6, mode=mode
+        indexed.store, indexed.embedder, SearchPlan("miso ramen", top_k=6, mode=mode)
     ).hits
     assert {(h.path, h.start_line) for h in reranked} <= {(h.path, h.start_line) for h in top6}
 
@@ -133,15 +130,12 @@ class Unreachable(FakeChat):
 
 
 def test_a_dead_chat_server_leaves_the_search_order(indexed: Kb) -> None:
-    plain = search(indexed.store, indexed.embedder, "miso ramen", owner=None, top_k=3)
+    plain = search(indexed.store, indexed.embedder, SearchPlan("miso ramen", top_k=3))
     dead = Unreachable("dead")
     found = search(
         indexed.store,
         indexed.embedder,
-        "miso ramen",
-        owner=None,
-        top_k=3,
-        reranker=_reranker(indexed, dead),
+        SearchPlan("miso ramen", top_k=3, reranker=_reranker(indexed, dead)),
     )
     assert found.hits == plain.hits and found.mode_used == "hybrid"
     [warning] = found.warnings
@@ -175,10 +169,7 @@ def test_a_note_cannot_score_itself(indexed: Kb) -> None:
     hits = search(
         indexed.store,
         indexed.embedder,
-        "miso ramen chili oil",
-        owner=None,
-        top_k=10,
-        reranker=reranker,
+        SearchPlan("miso ramen chili oil", top_k=10, reranker=reranker),
     ).hits
     trick = [h for h in hits if h.path == "Inbox/Trick.md"]
     assert trick, "the note is among the candidates"

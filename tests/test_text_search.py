@@ -305,9 +305,10 @@ def test_statistics_and_postings_follow_every_write(kb: Kb, vault: Path) -> None
 
 
 def _hits(kb: Kb, text: str) -> list:
+    from kb.search.plan import SearchPlan
     from kb.search.query import search
 
-    return search(kb.store, kb.embedder, text, owner=None, top_k=40, mode="text").hits
+    return search(kb.store, kb.embedder, SearchPlan(text, top_k=40, mode="text")).hits
 
 
 def test_text_search_after_an_embedding_model_switch(kb: Kb, store: Store, vault: Path) -> None:

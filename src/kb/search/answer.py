@@ -19,14 +19,12 @@ from typing import TYPE_CHECKING
 from kb import prompts
 from kb.config import SearchMode
 from kb.errors import LLMError
-from kb.fusion import DEFAULT_FUSION, Fusion
 from kb.llm.base import ChatModel, Embedder, close_stream
 from kb.search.query import search
-from kb.search.ranker import Ranker
-from kb.store import NO_FILTER, NoteInfo, SearchFilter, SearchHit, Store
+from kb.store import NoteInfo, SearchHit, Store
 
 if TYPE_CHECKING:
-    from kb.search.rerank import Reranker
+    from kb.search.plan import SearchPlan
 
 # Room for a few cited sentences; a small model that rambles past it is cut off.
 ANSWER_MAX_TOKENS = 320
@@ -235,55 +233,28 @@ def _personal(facts: dict[tuple[str, str], NoteInfo], hit: SearchHit) -> bool:
     return bool(info and info.personal)
 
 
-@dataclass(frozen=True)
-class AskOptions:
-    """How to retrieve the passages, and the chat model's context window."""
-
-    top_k: int = 5
-    threshold: float | None = None
-    mode: SearchMode = "hybrid"
-    fusion: Fusion = DEFAULT_FUSION
-    filters: SearchFilter = NO_FILTER
-    context_window: int = 8192
-    voiced_index: bool = False  # see kb.search.query.search
-    learned: Ranker | None = None  # see kb.search.query.search
-
-
 def ask(
     store: Store,
     embedder: Embedder,
     chat: ChatModel,
-    question: str,
+    plan: SearchPlan,
     *,
-    owner: str | None,
-    options: AskOptions,
-    reranker: Reranker | None = None,
+    context_window: int,
     on_text: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
 ) -> Answer:
-    """Retrieve passages for `question` and have the chat model answer from them alone.
+    """Retrieve the passages of the plan's question and have the chat model answer from them
+    alone, in a prompt that fits `context_window` tokens.
 
-    `owner` set: a first-person question is the owner's (retrieval adds the name, and the
-    model is told which notes are theirs). With a `reranker`, the passages are the ones the
-    chat model judged best, as `kb query --rerank` lists them. `on_text` receives the answer
-    as it streams, citations that name no passage already removed. Once `stop` is set, the
-    model's stream is closed at its next piece and Stopped raised.
+    With the plan's owner, a first-person question is the owner's (retrieval adds the name,
+    and the model is told which notes are theirs). With its reranker, the passages are the
+    ones the chat model judged best, as `kb query --rerank` lists them. `on_text` receives
+    the answer as it streams, citations that name no passage already removed. Once `stop` is
+    set, the model's stream is closed at its next piece and Stopped raised.
     """
+    question, owner = plan.text, plan.owner
     started = time.perf_counter()
-    found = search(
-        store,
-        embedder,
-        question,
-        owner=owner,
-        top_k=options.top_k,
-        threshold=options.threshold,
-        mode=options.mode,
-        fusion=options.fusion,
-        filters=options.filters,
-        reranker=reranker,
-        learned=options.learned,
-        voiced_index=options.voiced_index,
-    )
+    found = search(store, embedder, plan)
     hits = found.hits
     retrieved = time.perf_counter()
     if not hits:
@@ -306,7 +277,7 @@ def ask(
         question,
         owner=owner,
         max_tokens=ANSWER_MAX_TOKENS,
-        context_window=options.context_window,
+        context_window=context_window,
     )
     sources = number_sources(hits, facts, budget)
     prompt = prompts.answer_prompt(
@@ -314,7 +285,7 @@ def ask(
         [(s.header(), s.text) for s in sources],
         owner=owner,
         max_tokens=ANSWER_MAX_TOKENS,
-        context_window=options.context_window,
+        context_window=context_window,
     )
     citations = CitationFilter(s.number for s in sources)
     shown: list[str] = []

@@ -2,31 +2,22 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from kb.config import MAX_TOP_K, SearchMode
+from kb.config import SearchMode
 from kb.errors import KbError, LLMError
-from kb.fusion import DEFAULT_FUSION, Fused, Fusion, fuse, single
+from kb.fusion import Fused, Fusion, fuse, single
 from kb.llm.base import Embedder
 from kb.results import SearchHit, SearchResult
 from kb.search import features, ranker
 from kb.search.ranker import Ranker
 from kb.search.when import Period, question_period
-from kb.store import NO_FILTER, Candidates, SearchFilter, Store
+from kb.store import Candidates, Store
 from kb.voices import FIRST_PERSON, voiced
 
 if TYPE_CHECKING:
-    # Re-ranking needs the chat model's prompts; a plain query loads none of them.
-    from kb.search.rerank import Reranker
-
-# A question, or a pasted paragraph, is far shorter; PostgreSQL's full-text parser runs out
-# of stack on a query of some tens of kilobytes.
-MAX_QUERY_CHARS = 10_000
-# Undecodable bytes on the command line arrive as lone surrogates (PEP 383).
-_SURROGATE = re.compile("[\ud800-\udfff]")
+    from kb.search.plan import SearchPlan
 
 
 def owner_query(text: str, owner: str) -> str:
@@ -37,10 +28,6 @@ def owner_query(text: str, owner: str) -> str:
     if FIRST_PERSON.search(text) and owner.lower() not in text.lower():
         return f"{owner}: {text}"
     return text
-
-
-# How many chunks each list contributes to a hybrid search before fusion.
-CANDIDATES = 40
 
 
 def fused_order(
@@ -118,52 +105,20 @@ def _hit(found: Candidates, fused: Fused) -> SearchHit:
     )
 
 
-def search(
-    store: Store,
-    embedder: Embedder,
-    text: str,
-    *,
-    owner: str | None,
-    top_k: int,
-    threshold: float | None = None,
-    mode: SearchMode = "hybrid",
-    fusion: Fusion = DEFAULT_FUSION,
-    filters: SearchFilter = NO_FILTER,
-    reranker: Reranker | None = None,
-    learned: Ranker | None = None,
-    depth: int = CANDIDATES,
-    voiced_index: bool = False,
-    today: dt.date | None = None,
-) -> SearchResult:
-    """Best chunks first; `owner` set means first-person queries are about the owner.
+def search(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
+    """The plan's best chunks, best first (what each part of it means: kb.search.plan).
 
-    `threshold` is a minimum cosine similarity in every mode, so it means the same thing
-    whichever list a chunk came from. With a `reranker`, its candidates are fetched and
-    judged by the chat model before the top `top_k` are kept. With a `learned` ranker, a
-    hybrid search orders its candidates by it (kb.search.ranker), fusion's order where the
-    query could not be embedded.
+    With a reranker, its candidates are fetched and judged by the chat model before the top
+    `top_k` are kept. With a learned ranker, a hybrid search orders its candidates by it,
+    fusion's order where the query could not be embedded.
 
-    Full-text search needs no model: text mode embeds the query only for a `threshold`, and
+    Full-text search needs no model: text mode embeds the query only for a threshold, and
     a hybrid search whose embedder fails answers from the text list, with a warning. Vector
     mode, and a threshold, cannot do without the embedder: its error is raised.
 
-    `voiced_index`: the index's passages speak in their writers' voices (context.passages),
-    so the owner's notes say the owner's name where they said "I"; a first-person query is
-    then embedded in the owner's voice too.
-
-    A question that names a time ("in March 2023", "yesterday", read from `today`) puts the
-    chunks of notes from that time first (kb.search.when).
+    A question that names a time ("in March 2023", "yesterday", read from the plan's
+    `today`) puts the chunks of notes from that time first (kb.search.when).
     """
-    if not text.strip():
-        raise KbError("the query is empty")
-    if len(text) > MAX_QUERY_CHARS:
-        raise KbError(f"the query is {len(text)} characters long; at most {MAX_QUERY_CHARS}")
-    if not text.isascii() and _SURROGATE.search(text):
-        raise KbError("the query holds bytes that are not valid UTF-8")
-    if not 1 <= top_k <= MAX_TOP_K:
-        raise KbError(f"top_k is {top_k}: it must be from 1 to {MAX_TOP_K}")
-    if threshold is not None and not -1 <= threshold <= 1:
-        raise KbError(f"the threshold is {threshold}: a cosine similarity, from -1 to 1")
     space = store.vectors.space()
     if space is None:
         raise KbError("the index is empty: run `kb index` first")
@@ -178,40 +133,42 @@ def search(
     # toward every note that names the owner (first-person questions on personal-dev: vector
     # recall@5 0.41 with the name, 0.63 without, with e5; 0.24 and 0.38 with MiniLM).
     vector: list[float] | None = None
-    used: SearchMode = mode
+    used: SearchMode = plan.mode
     warnings: list[str] = []
-    if mode != "text" or threshold is not None:
+    if plan.mode != "text" or plan.threshold is not None:
         try:
-            vector = embedder.embed_query(voiced(text, owner) if owner and voiced_index else text)
+            vector = embedder.embed_query(
+                voiced(plan.text, plan.owner) if plan.owner and plan.voiced_index else plan.text
+            )
         except LLMError as exc:
-            if threshold is not None:
+            if plan.threshold is not None:
                 raise type(exc)(f"a similarity threshold needs the embedder: {exc}") from None
-            if mode == "vector":
+            if plan.mode == "vector":
                 raise
             # A model server that is off (a laptop after a restart) must not stop a search
             # that full-text search alone can answer.
             used = "text"
             warnings.append(f"full-text search only (the query could not be embedded): {exc}")
-    fetch = max(top_k, reranker.candidates) if reranker else top_k
+    fetch = max(plan.top_k, plan.reranker.candidates) if plan.reranker else plan.top_k
     found = store.search.candidates(
         vector,
-        owner_query(text, owner) if owner else text,
+        owner_query(plan.text, plan.owner) if plan.owner else plan.text,
         model=model,
         dimensions=dimensions,
-        depth=max(depth, fetch),
+        depth=max(plan.depth, fetch),
         lists="both" if used == "hybrid" else used,
-        filters=filters,
+        filters=plan.filters,
     )
-    period = question_period(text, today or dt.date.today())
-    judge = Judge(learned, text, owner) if learned else None
-    hits = rank(found, used, fusion, period, judge=judge)[:fetch]
-    if threshold is not None:
-        hits = [h for h in hits if h.similarity is not None and h.similarity >= threshold]
-    if reranker:
+    period = question_period(plan.text, plan.today)
+    judge = Judge(plan.learned, plan.text, plan.owner) if plan.learned else None
+    hits = rank(found, used, plan.fusion, period, judge=judge)[:fetch]
+    if plan.threshold is not None:
+        hits = [h for h in hits if h.similarity is not None and h.similarity >= plan.threshold]
+    if plan.reranker:
         try:
             # The model reads the user's own words; the owner's name is for full-text search.
-            hits = reranker.rerank(text, hits)
+            hits = plan.reranker.rerank(plan.text, hits)
         except LLMError as exc:
             # The search itself worked: its answer is still worth having.
             warnings.append(f"re-ranking skipped, results in search order: {exc}")
-    return SearchResult(hits[:top_k], used, tuple(warnings))
+    return SearchResult(hits[: plan.top_k], used, tuple(warnings))

@@ -1,9 +1,10 @@
 """Searching and asking, for every face: `kb query`, `kb ask`, the MCP tools `search` and
 `ask`, and the daemon answering a launcher's `kb query`.
 
-A face hands over what its user asked for as a `SearchRequest`; what the user left out is
-taken from the `[query]` settings here, once (the mode, how many, re-ranking, the fusion,
-the owner rule), so that no face can run a search the configuration does not describe.
+A face hands over what its user asked for as a `SearchRequest`; it is resolved here, once,
+into the `SearchPlan` that runs (kb.search.plan): what the user left out taken from the
+`[query]` settings (the mode, how many, re-ranking, the fusion, the owner rule), so that no
+face can run a search the configuration does not describe.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from kb.config import QueryConfig, SearchMode
 from kb.llm.base import ChatModel, Embedder
 from kb.plan import vault_filter
 from kb.results import SearchResult
+from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.search.ranker import Ranker
 from kb.store import NO_FILTER, SearchFilter, Store
@@ -79,22 +81,30 @@ class SearchService:
         # The index's passages say writers' names for "I" (ContextConfig.voiced_passages).
         self.voiced_index = voiced_index
 
+    def plan(self, request: SearchRequest) -> SearchPlan:
+        """The request resolved into the one plan its search runs: what it leaves out taken
+        from `[query]`, the vault filter set, the rankers made. A KbError says what is wrong
+        with it (kb.search.plan)."""
+        owner = request.owner and self.settings.owner_in_first_person
+        rerank = self.settings.rerank if request.rerank is None else request.rerank
+        # The vaults are asked at each search: another configuration may add one meanwhile.
+        only = vault_filter(self.vaults, self.store.vaults.names())
+        return SearchPlan(
+            request.text,
+            owner=self.owner_name if owner else None,
+            top_k=request.top_k or self.settings.top_k,
+            threshold=request.threshold,
+            mode=request.mode or self.settings.mode,
+            fusion=self.settings.fusion,
+            filters=replace(request.filters, vaults=only),
+            voiced_index=self.voiced_index,
+            learned=self._ranker() if self._ranker else None,
+            reranker=self._reranker() if rerank else None,
+        )
+
     def search(self, request: SearchRequest) -> SearchResult:
         """The best chunks for the request, best first (see kb.search.query.search)."""
-        return search(
-            self.store,
-            self.embedder,
-            request.text,
-            owner=self._owner(request),
-            top_k=self._top_k(request),
-            threshold=request.threshold,
-            mode=self._mode(request),
-            fusion=self.settings.fusion,
-            filters=self._filters(request),
-            reranker=self._reranker_for(request),
-            learned=self._ranker() if self._ranker else None,
-            voiced_index=self.voiced_index,
-        )
+        return search(self.store, self.embedder, self.plan(request))
 
     def ask(
         self,
@@ -106,45 +116,15 @@ class SearchService:
         """The chat model's answer to the request's question from the passages the same
         search finds (see kb.search.answer.ask); `on_text` receives it as it streams, and
         `stop`, once set, ends it (kb.search.answer.Stopped)."""
-        from kb.search.answer import AskOptions, ask
+        from kb.search.answer import ask
 
-        options = AskOptions(
-            top_k=self._top_k(request),
-            threshold=request.threshold,
-            mode=self._mode(request),
-            fusion=self.settings.fusion,
-            filters=self._filters(request),
-            context_window=self.context_window,
-            voiced_index=self.voiced_index,
-            learned=self._ranker() if self._ranker else None,
-        )
+        plan = self.plan(request)
         return ask(
             self.store,
             self.embedder,
             self._chat(),
-            request.text,
-            owner=self._owner(request),
-            options=options,
-            reranker=self._reranker_for(request),
+            plan,
+            context_window=self.context_window,
             on_text=on_text,
             stop=stop,
         )
-
-    def _owner(self, request: SearchRequest) -> str | None:
-        wanted = request.owner and self.settings.owner_in_first_person
-        return self.owner_name if wanted else None
-
-    def _filters(self, request: SearchRequest) -> SearchFilter:
-        # Asked at each search: another configuration may add a vault to the index meanwhile.
-        only = vault_filter(self.vaults, self.store.vaults.names())
-        return replace(request.filters, vaults=only)
-
-    def _top_k(self, request: SearchRequest) -> int:
-        return request.top_k or self.settings.top_k
-
-    def _mode(self, request: SearchRequest) -> SearchMode:
-        return request.mode or self.settings.mode
-
-    def _reranker_for(self, request: SearchRequest) -> Reranker | None:
-        wanted = self.settings.rerank if request.rerank is None else request.rerank
-        return self._reranker() if wanted else None
