@@ -195,6 +195,30 @@ def test_status_and_ask(kb: Kb) -> None:
     run(kb, check)
 
 
+def test_ask_keeps_to_the_filters_search_has(kb: Kb) -> None:
+    """`ask` takes `search`'s filters: here `after` and `before`, the note's own date."""
+    kb.sync()
+    question = "when did I climb a mountain"
+
+    async def check(client: Client) -> None:
+        day = await client.call_tool(
+            "ask", {"question": question, "after": "2024-04-12", "before": "2024-04-13"}
+        )
+        assert not day.is_error, tool_text(day)
+        sources = day.structured_content["sources"]
+        assert sources and {s["path"] for s in sources} == {"Alex/Journal/2024-04-12.md"}
+        assert {s["date"] for s in sources} == {"2024-04-12"}
+        later = await client.call_tool("ask", {"question": question, "after": "2999-01-01"})
+        assert later.structured_content["sources"] == []
+        assert later.structured_content["model"] is None  # nothing found: no model asked
+        wrong = await client.call_tool("ask", {"question": question, "before": "soon"})
+        assert tool_text(wrong) == (
+            "invalid arguments to ask: before: 'soon' is not a day (YYYY-MM-DD)"
+        )
+
+    run(kb, check)
+
+
 def test_notes_are_resources(kb: Kb, vault: Path) -> None:
     async def check(client: Client) -> None:
         [template] = (await client.list_resource_templates()).resource_templates

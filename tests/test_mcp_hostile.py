@@ -15,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 from conftest import Kb, tool_text
 from kb.mcp.server import build_server
 from kb.mcp.stdio import rejection
+from kb.services.filters import FILTERS
 from kb.services.inputs import NAME_BYTES, PATH_BYTES
 
 VALID: dict[str, dict[str, Any]] = {
@@ -24,12 +25,13 @@ VALID: dict[str, dict[str, Any]] = {
     "status": {},
     "ask": {"question": "which miso goes into the ramen"},
 }
+FILTERED = [f.name for f in FILTERS]
 ARGUMENTS = {
-    "search": ["query", "mode", "top_k", "path_prefix", "tags", "after", "before"],
+    "search": ["query", "mode", "top_k", *FILTERED],
     "get_note": ["vault", "path", "start_line", "end_line"],
     "list_notes": ["vault", "folder", "tags", "offset", "limit"],
     "status": ["unexpected"],
-    "ask": ["question", "top_k", "path_prefix", "tags"],
+    "ask": ["question", "top_k", *FILTERED],
 }
 HOSTILE: list[Any] = [
     "a\x00b",

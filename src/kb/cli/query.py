@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,6 +13,14 @@ from kb.cli.render import print_results, print_warnings
 from kb.cli.shared import AsJson, session, stderr, stdout
 from kb.config import MAX_TOP_K, SEARCH_MODES
 from kb.errors import DatabaseError, KbError
+from kb.services.filters import (
+    FilterField,
+    FilterKind,
+    FilterValue,
+    read,
+    search_filter,
+    with_filters,
+)
 from kb.terminal import printable
 
 if TYPE_CHECKING:
@@ -22,9 +28,6 @@ if TYPE_CHECKING:
     from kb.daemon.query_socket import Reply, Runner
     from kb.search.answer import Answer
     from kb.services.search import SearchRequest
-    from kb.store import SearchFilter
-
-_DATE_FORMATS = ["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S%z"]
 
 
 def _similarity(value: float | None) -> float | None:
@@ -41,53 +44,37 @@ Threshold = Annotated[
         "--threshold", "-t", help="Minimum cosine similarity, -1 to 1.", callback=_similarity
     ),
 ]
-PathPrefix = Annotated[
-    str | None,
-    typer.Option(
-        "--path", "-p", help="Only notes in this folder (with its subfolders), or this note."
-    ),
-]
-Tags = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--tag",
-        help="Only notes with this tag (or a tag nested under it); repeat for all of several.",
-    ),
-]
-After = Annotated[
-    dt.datetime | None,
-    typer.Option(
-        "--after",
-        help="Only notes dated on or after this day (the note's date: its date property, "
-        "its daily-note name, a date in its file name, else its file's day).",
-        formats=_DATE_FORMATS,
-    ),
-]
-Before = Annotated[
-    dt.datetime | None,
-    typer.Option("--before", help="Only notes dated before this day.", formats=_DATE_FORMATS),
-]
-ModifiedAfter = Annotated[
-    dt.datetime | None,
-    typer.Option(
-        "--modified-after",
-        help="Only notes whose file was modified at or after this date/time.",
-        formats=_DATE_FORMATS,
-    ),
-]
-ModifiedBefore = Annotated[
-    dt.datetime | None,
-    typer.Option(
-        "--modified-before",
-        help="Only notes whose file was modified before this date/time.",
-        formats=_DATE_FORMATS,
-    ),
-]
 NoOwner = Annotated[
     bool, typer.Option("--no-owner", help="Do not read first-person text as about the owner.")
 ]
+_METAVARS: dict[FilterKind, str] = {
+    "path": "PATH",
+    "tags": "TAG",
+    "day": "YYYY-MM-DD",
+    "time": "YYYY-MM-DD[THH:MM:SS]",
+}
 
 
+def _option(field: FilterField) -> object:
+    """A search filter as `kb query` and `kb ask` take it (kb.services.filters): tags as
+    often as wanted, the rest once; a value it cannot read is a usage error naming the
+    option."""
+
+    def parsed(value: str | list[str] | None) -> FilterValue:
+        try:
+            return read(field, value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+
+    option = typer.Option(
+        *field.options, help=field.help, metavar=_METAVARS[field.kind], callback=parsed
+    )
+    if field.kind == "tags":
+        return Annotated[list[str] | None, option]
+    return Annotated[str | None, option]
+
+
+@with_filters(_option)
 def query(
     ctx: typer.Context,
     text: Annotated[str, typer.Argument(help="What to look for.")],
@@ -96,12 +83,6 @@ def query(
         typer.Option("--top-k", "-k", min=1, max=MAX_TOP_K, help="How many chunks (default 5)."),
     ] = None,
     threshold: Threshold = None,
-    path: PathPrefix = None,
-    tag: Tags = None,
-    after: After = None,
-    before: Before = None,
-    modified_after: ModifiedAfter = None,
-    modified_before: ModifiedBefore = None,
     mode: Annotated[
         str | None,
         typer.Option(
@@ -126,23 +107,19 @@ def query(
         ),
     ] = False,
     no_owner: NoOwner = False,
+    **filters: FilterValue,
 ) -> None:
     """Search the index; prints the raw chunks, best first."""
     call = _query_call(
         text=text,
         top_k=top_k,
         threshold=threshold,
-        path=path,
-        tag=tag,
-        after=after,
-        before=before,
-        modified_after=modified_after,
-        modified_before=modified_before,
         mode=mode,
         rerank=rerank,
         as_json=as_json,
         explain=explain,
         no_owner=no_owner,
+        **filters,
     )
     with session(ctx) as parts:
         found = parts.search_service().search(call.request)
@@ -163,17 +140,12 @@ def _query_call(
     text: str,
     top_k: int | None,
     threshold: float | None,
-    path: str | None,
-    tag: Sequence[str] | None,
-    after: dt.datetime | None,
-    before: dt.datetime | None,
-    modified_after: dt.datetime | None,
-    modified_before: dt.datetime | None,
     mode: str | None,
     rerank: bool | None,
     as_json: bool,
     explain: bool,
     no_owner: bool,
+    **filters: FilterValue,
 ) -> _QueryCall:
     """`kb query`'s options as a request (they are read here, wherever the search runs: in
     this process, or in a daemon answering a launcher)."""
@@ -186,34 +158,14 @@ def _query_call(
         top_k=top_k,
         mode=mode,
         threshold=threshold,
-        filters=_filters(path, tag, (after, before), (modified_after, modified_before)),
+        filters=search_filter(filters),
         rerank=rerank,
         owner=not no_owner,
     )
     return _QueryCall(request, as_json=as_json, explain=explain)
 
 
-def _filters(
-    path: str | None,
-    tag: Sequence[str] | None,
-    dated: tuple[dt.datetime | None, dt.datetime | None],
-    modified: tuple[dt.datetime | None, dt.datetime | None],
-) -> SearchFilter:
-    """The filters of `kb query` and `kb ask`: `dated` the note's date (its day is what
-    counts), `modified` the file's time (to the second), each (after, before)."""
-    from kb.store import SearchFilter
-
-    after, before = (t.date() if t else None for t in dated)
-    return SearchFilter(
-        path_prefix=path,
-        tags=tuple(tag or ()),
-        after=after,
-        before=before,
-        modified_after=modified[0],
-        modified_before=modified[1],
-    )
-
-
+@with_filters(_option)
 def ask_command(
     ctx: typer.Context,
     question: Annotated[str, typer.Argument(help="What to ask your notes.")],
@@ -224,16 +176,11 @@ def ask_command(
         ),
     ] = None,
     threshold: Threshold = None,
-    path: PathPrefix = None,
-    tag: Tags = None,
-    after: After = None,
-    before: Before = None,
-    modified_after: ModifiedAfter = None,
-    modified_before: ModifiedBefore = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")] = (
         False
     ),
     no_owner: NoOwner = False,
+    **filters: FilterValue,
 ) -> None:
     """Answer a question from your notes, citing the passages it used."""
     from kb.services.search import SearchRequest
@@ -242,7 +189,7 @@ def ask_command(
         question,
         top_k=top_k,
         threshold=threshold,
-        filters=_filters(path, tag, (after, before), (modified_after, modified_before)),
+        filters=search_filter(filters),
         owner=not no_owner,
     )
 

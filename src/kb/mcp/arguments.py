@@ -52,9 +52,6 @@ _MUST = {
     "int_parsing": "must be a whole number",
     "int_from_float": "must be a whole number",
     "bool_type": "must be true or false",
-    "date_type": "must be a date, YYYY-MM-DD",
-    "date_parsing": "must be a date, YYYY-MM-DD",
-    "date_from_datetime_parsing": "must be a date, YYYY-MM-DD",
     "string_unicode": "must be valid Unicode (no lone surrogate)",
 }
 

@@ -16,10 +16,11 @@ import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -30,10 +31,11 @@ from kb.mcp.arguments import ArgumentCheckedServer, Name, Offset, PathText, Text
 from kb.results import SearchResult
 from kb.search.answer import Answer, note_date
 from kb.services.access import check_exposure, serving_token, token_matches
+from kb.services.filters import FilterField, FilterValue, read, search_filter, with_filters
 from kb.services.notes import NoteText, Vaults
 from kb.services.search import SearchRequest, SearchService
 from kb.services.status import status_report
-from kb.store import NoteInfo, SearchFilter, Store
+from kb.store import NoteInfo, Store
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import ToolAnnotations
@@ -53,7 +55,6 @@ _ASK = (
     "cites numbered sources ([1], [2]), or one sentence saying the notes don't say. Slower "
     "than `search` (seconds on a local model)."
 )
-_PATH_PREFIX = "Only notes in this folder (and its subfolders), e.g. 'Projects/', or this note."
 _INSTRUCTIONS = (
     "kb is a search index of the user's Markdown notes. Use `search` to find passages (each "
     "with its vault, path and line span), `get_note` to read a note or some of its lines, "
@@ -131,8 +132,19 @@ def build_server(parts: Container) -> MCPServer:
     return server
 
 
+def _argument(field: FilterField) -> object:
+    """A search filter as the tools `search` and `ask` take it (kb.services.filters); a value
+    it cannot read is an invalid argument, said in one line (ArgumentCheckedServer)."""
+    parsed = AfterValidator(partial(read, field))
+    described = Field(description=field.help)
+    if field.kind == "tags":
+        return Annotated[Annotated[list[Text], parsed] | None, described]
+    return Annotated[Annotated[Text, parsed] | None, described]
+
+
 def _add_search(server: MCPServer, searches: SearchService) -> None:
     @server.tool(annotations=_READ_ONLY, description=_SEARCH)
+    @with_filters(_argument)
     def search(
         query: Annotated[Text, Field(description="What to look for, in plain words.")],
         mode: Annotated[
@@ -145,46 +157,24 @@ def _add_search(server: MCPServer, searches: SearchService) -> None:
         top_k: Annotated[
             int | None, Field(ge=1, le=50, description="How many passages (default 5).")
         ] = None,
-        path_prefix: Annotated[PathText | None, Field(description=_PATH_PREFIX)] = None,
-        tags: Annotated[
-            list[Text] | None,
-            Field(description="Only notes with all these tags (or nested ones)."),
-        ] = None,
-        after: Annotated[
-            dt.date | None,
-            Field(description="Only notes dated on or after this day (the note's own date)."),
-        ] = None,
-        before: Annotated[
-            dt.date | None, Field(description="Only notes dated before this day.")
-        ] = None,
-        modified_after: Annotated[
-            dt.date | None,
-            Field(description="Only notes whose file was modified on or after this day."),
-        ] = None,
-        modified_before: Annotated[
-            dt.date | None,
-            Field(description="Only notes whose file was modified before this day."),
-        ] = None,
+        **filters: FilterValue,
     ) -> SearchResult:
-        filters = _filters(path_prefix, tags, (after, before), (modified_after, modified_before))
-        request = SearchRequest(query, top_k=top_k, mode=mode, filters=filters)
+        request = SearchRequest(query, top_k=top_k, mode=mode, filters=search_filter(filters))
         with _as_tool_error():
             return searches.search(request)
 
 
 def _add_ask(server: MCPServer, searches: SearchService) -> None:
     @server.tool(annotations=_READ_ONLY, description=_ASK)
+    @with_filters(_argument)
     def ask(
         question: Annotated[Text, Field(description="The question, in plain words.")],
         top_k: Annotated[
             int | None, Field(ge=1, le=20, description="How many passages to read (default 5).")
         ] = None,
-        path_prefix: Annotated[PathText | None, Field(description=_PATH_PREFIX)] = None,
-        tags: Annotated[
-            list[Text] | None, Field(description="Only notes with all these tags.")
-        ] = None,
+        **filters: FilterValue,
     ) -> AskResult:
-        request = SearchRequest(question, top_k=top_k, filters=_filters(path_prefix, tags))
+        request = SearchRequest(question, top_k=top_k, filters=search_filter(filters))
         with _as_tool_error():
             return _ask_result(searches.ask(request))
 
@@ -211,23 +201,6 @@ def _ask_result(answer: Answer) -> AskResult:
         answer.model,
         answer.mode_used,
         list(answer.warnings),
-    )
-
-
-def _filters(
-    path_prefix: str | None,
-    tags: list[str] | None,
-    dated: tuple[dt.date | None, dt.date | None] = (None, None),
-    modified: tuple[dt.date | None, dt.date | None] = (None, None),
-) -> SearchFilter:
-    """`dated`: the note's own date; `modified`: the file's time; each (after, before)."""
-    return SearchFilter(
-        path_prefix=path_prefix or None,
-        tags=tuple(tags or ()),
-        after=dated[0],
-        before=dated[1],
-        modified_after=_midnight(modified[0]),
-        modified_before=_midnight(modified[1]),
     )
 
 
@@ -293,10 +266,6 @@ def _add_notes_as_resources(server: MCPServer, vaults: Vaults) -> None:
             return vaults.read(vault, path).text
         except KbError as exc:
             raise ResourceNotFoundError(str(exc)) from None
-
-
-def _midnight(day: dt.date | None) -> dt.datetime | None:
-    return dt.datetime.combine(day, dt.time()) if day else None
 
 
 def _entry(info: NoteInfo) -> NoteEntry:

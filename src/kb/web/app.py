@@ -33,6 +33,7 @@ from kb.db import first_line
 from kb.errors import KbError
 from kb.results import SearchHit
 from kb.search.answer import Answer, Stopped
+from kb.services.filters import FILTERS
 from kb.services.notes import Vaults
 from kb.services.search import SearchRequest, SearchService
 from kb.services.status import StatusReport, duration, status_report
@@ -102,6 +103,7 @@ class _Pages:
             undefined=jinja2.StrictUndefined,
         )
         self.templates.globals["duration"] = duration
+        self.templates.globals["filters"] = FILTERS
         self.answers = threading.BoundedSemaphore(ANSWERS_AT_ONCE)
 
     # -- pages --------------------------------------------------------------------------------

@@ -7,19 +7,17 @@ wrong; an empty field means "as configured".
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from kb.errors import KbError
 from kb.results import SEARCH_MODES, SearchMode
-from kb.services.inputs import path_text, plain_text, whole_number
+from kb.services.filters import FILTERS, FilterField, FilterValue, read, search_filter
+from kb.services.inputs import plain_text, whole_number
 from kb.services.search import SearchRequest
-from kb.store import SearchFilter
 
 # Longer than any question a person types; a URL of this size still fits every browser.
 MAX_QUERY_CHARS = 2000
-MAX_TAGS = 20
 # A page of cards, not a dump of the index (the command line goes to kb.config.MAX_TOP_K).
 MAX_TOP_K = 50
 # More lines than any note kb reads holds (notes are at most 16 MiB).
@@ -35,17 +33,15 @@ class SearchForm:
     """The search box and its filters, as given (for the form to show them again) and read."""
 
     q: str = ""
-    path: str = ""
-    tags: str = ""  # as typed: words separated by spaces or commas
-    after: str = ""
-    before: str = ""
     mode: str = ""
     top_k: str = ""
+    # Each filter's field as typed, by its name in the query string (kb.services.filters).
+    filters: Mapping[str, str] = field(default_factory=dict)
     request: SearchRequest | None = field(default=None, compare=False)
 
     @property
     def filtered(self) -> bool:
-        return bool(self.path or self.tags or self.after or self.before or self.mode)
+        return bool(self.mode or any(self.filters.values()))
 
 
 def read_form(params: Mapping[str, str]) -> SearchForm:
@@ -57,12 +53,9 @@ def read_form(params: Mapping[str, str]) -> SearchForm:
 
     form = SearchForm(
         q=given("q"),
-        path=given("path"),
-        tags=given("tags"),
-        after=given("after"),
-        before=given("before"),
         mode=given("mode"),
         top_k=given("top_k"),
+        filters={f.form: given(f.form) for f in FILTERS},
     )
     if not form.q:
         return form
@@ -72,12 +65,7 @@ def read_form(params: Mapping[str, str]) -> SearchForm:
         form.q,
         top_k=_top_k(form.top_k),
         mode=_mode(form.mode),
-        filters=SearchFilter(
-            path_prefix=_path(form.path),
-            tags=_tags(form.tags),
-            after=_day(form.after, "after"),
-            before=_day(form.before, "before"),
-        ),
+        filters=search_filter({f.name: _filter(f, form.filters[f.form]) for f in FILTERS}),
     )
     return replace(form, request=request)
 
@@ -89,30 +77,11 @@ def _text(value: str, name: str) -> str:
         raise FormError(f"{name}: {exc}") from None
 
 
-def _path(value: str) -> str | None:
-    if not value:
-        return None
+def _filter(field: FilterField, value: str) -> FilterValue:
     try:
-        return path_text(value)
+        return read(field, value)
     except ValueError as exc:
-        raise FormError(f"path: {exc}") from None
-
-
-def _tags(value: str) -> tuple[str, ...]:
-    tags = tuple(t.lstrip("#") for t in value.replace(",", " ").split() if t.lstrip("#"))
-    if len(tags) > MAX_TAGS:
-        raise FormError(f"tags: {len(tags)} tags; at most {MAX_TAGS}")
-    return tags
-
-
-def _day(value: str, name: str) -> dt.date | None:
-    # The note's own date (kb.dates), as --after and --before read it.
-    if not value:
-        return None
-    try:
-        return dt.date.fromisoformat(value)
-    except ValueError:
-        raise FormError(f"{name}: {value[:40]!r} is not a day (YYYY-MM-DD)") from None
+        raise FormError(f"{field.form}: {exc}") from None
 
 
 def _mode(value: str) -> SearchMode | None:
