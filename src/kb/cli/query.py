@@ -122,7 +122,9 @@ def query(
     explain: Annotated[
         bool,
         typer.Option(
-            "--explain", help="Show each hit's vector and text rank and score, and the fused score."
+            "--explain",
+            help="Show each hit's vector and text rank and score, the fused score, and what "
+            "the learned ranker made of it.",
         ),
     ] = False,
     no_owner: NoOwner = False,

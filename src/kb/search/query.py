@@ -61,15 +61,14 @@ def fused_order(
 
 @dataclass(frozen=True)
 class Judge:
-    """The learned ranker, and what it reads of the question beside the candidates."""
+    """The learned ranker, what it reads of the question beside the candidates, and how
+    many of its first hits are explained (what moved them costs as much again as their
+    scores: worked out only for the hits a search returns)."""
 
     ranker: Ranker
     question: str
     owner: str | None
-
-
-# The hits whose explanation (what lifted them) is worked out: as many as anyone reads.
-EXPLAINED = 10
+    explained: int = 10
 
 
 def rank(
@@ -93,7 +92,7 @@ def rank(
             _hit(found, f),
             fused_rank=judged.fused_rank[f.id],
             judged=judged.scores[f.id],
-            lifted_by=ranker.reasons(judge.ranker, row_of[f.id]) if n < EXPLAINED else None,
+            lifted_by=ranker.reasons(judge.ranker, row_of[f.id]) if n < judge.explained else None,
         )
         for n, f in enumerate(judged.order)
     ]
@@ -203,7 +202,7 @@ def search(
         filters=filters,
     )
     period = question_period(text, today or dt.date.today())
-    judge = Judge(learned, text, owner) if learned else None
+    judge = Judge(learned, text, owner, explained=fetch) if learned else None
     hits = rank(found, used, fusion, period, judge=judge)[:fetch]
     if threshold is not None:
         hits = [h for h in hits if h.similarity is not None and h.similarity >= threshold]
