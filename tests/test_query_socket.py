@@ -107,6 +107,7 @@ HIT = {
     "start_line": 1,
     "end_line": 2,
     "relevance": 7,
+    "rerank_score": -1.25,
     "vector_rank": None,
     "vector_score": None,
     "text_rank": 1,
@@ -120,6 +121,7 @@ def test_a_reply_is_rebuilt_as_the_daemon_found_it() -> None:
     reply = decode_reply(RESULT)
     assert isinstance(reply, Served) and reply.explain and not reply.as_json
     assert reply.found.mode_used == "text" and reply.found.hits[0].relevance == 7
+    assert reply.found.hits[0].rerank_score == -1.25
     assert decode_reply({"error": "the index is empty"}) == Failed("the index is empty")
 
 
@@ -135,6 +137,7 @@ def test_a_reply_is_rebuilt_as_the_daemon_found_it() -> None:
         {**RESULT, "hits": [{**HIT, "extra": 1}]},
         {**RESULT, "hits": [{**HIT, "start_line": "1"}]},
         {**RESULT, "hits": [{**HIT, "score": True}]},
+        {**RESULT, "hits": [{**HIT, "rerank_score": "high"}]},
         {**RESULT, "hits": [{**HIT, "header_path": "# A"}]},
         {"error": None},
     ],

@@ -32,6 +32,9 @@ class SearchHit:
     # The chat model's 0-10 judgement when the hit was re-ranked; None otherwise, or when
     # its answer was unusable.
     relevance: int | None = None
+    # A cross-encoder's score when the hit was re-ranked by one (rerank.backend "http" or
+    # "onnx"): on that model's own scale, comparable only within one query and model.
+    rerank_score: float | None = None
     # Where each list put the chunk (1-based) and what it scored there; None when the
     # chunk was not among that list's candidates: why a note came first.
     vector_rank: int | None = None
@@ -75,7 +78,7 @@ def explanation(hit: SearchHit) -> str:
     return (
         f"{place(hit.vector_rank, hit.vector_score, 'vector')}  "
         f"{place(hit.text_rank, hit.text_score, 'text BM25')}  score {hit.score:.4f}"
-    )
+    ) + (f"  rerank {hit.rerank_score:.4f}" if hit.rerank_score is not None else "")
 
 
 def hits_json(found: SearchResult) -> str:
