@@ -17,7 +17,7 @@ from kb.voices import FIRST_PERSON, voiced
 
 if TYPE_CHECKING:
     # Re-ranking needs the chat model's prompts; a plain query loads none of them.
-    from kb.search.rerank import Reranker
+    from kb.search.rerank import HitReranker
 
 # A question, or a pasted paragraph, is far shorter; PostgreSQL's full-text parser runs out
 # of stack on a query of some tens of kilobytes.
@@ -86,7 +86,7 @@ def search(
     mode: SearchMode = "hybrid",
     fusion: Fusion = DEFAULT_FUSION,
     filters: SearchFilter = NO_FILTER,
-    reranker: Reranker | None = None,
+    reranker: HitReranker | None = None,
     depth: int = CANDIDATES,
     voiced_index: bool = False,
     today: dt.date | None = None,
@@ -95,7 +95,7 @@ def search(
 
     `threshold` is a minimum cosine similarity in every mode, so it means the same thing
     whichever list a chunk came from. With a `reranker`, its candidates are fetched and
-    judged by the chat model before the top `top_k` are kept.
+    judged by it (the chat model or a cross-encoder) before the top `top_k` are kept.
 
     Full-text search needs no model: text mode embeds the query only for a `threshold`, and
     a hybrid search whose embedder fails answers from the text list, with a warning. Vector
