@@ -6,6 +6,7 @@ so the order they give is known. Searched on the example vault, in a real databa
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import Kb, make_config
+from conftest import Kb, make_config, run_kb
 from kb.errors import KbError, LLMError, LLMUnavailable
 from kb.llm.onnx_crossencoder import OnnxCrossEncoder
 from kb.llm.rerank_server import RerankServer, read_scores
@@ -426,6 +427,33 @@ def test_nothing_to_score_loads_nothing(tmp_path: Path) -> None:
     # An empty list, or every score cached, never opens the folder's model.
     encoder = OnnxCrossEncoder(tmp_path / "absent")
     assert encoder.score("q", []) == []
+
+
+def test_kb_query_explains_a_local_models_order(
+    tmp_path: Path, vault: Path, model: Path, db_url: str
+) -> None:
+    """Whole `kb` processes: the scores in --explain and --json, a missing folder's line."""
+    config = tmp_path / "kb.toml"
+    config.write_text(
+        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n\n'
+        '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n\n'
+        f'[rerank]\nbackend = "onnx"\nfolder = "{model}"\ncandidates = 5\n'
+    )
+    env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
+    assert run_kb(config, env, "index").returncode == 0
+    found = run_kb(config, env, "query", QUERY, "--json", "--top-k", "6")
+    assert found.returncode == 0, found.stderr
+    hits = json.loads(found.stdout)
+    assert hits[0]["path"] == DINNER and hits[0]["rerank_score"] > 0
+    assert hits[5]["rerank_score"] is None
+    shown = run_kb(config, env, "query", QUERY, "--explain", "--top-k", "1")
+    assert f"rerank {hits[0]['rerank_score']:.4f}" in shown.stdout, shown.stdout
+    shutil.rmtree(model)
+    failed = run_kb(config, env, "query", QUERY, "--rerank")
+    assert failed.returncode == 1 and failed.stdout == ""
+    assert failed.stderr == (
+        f"error: the re-ranking model folder {model} does not exist (rerank.folder)\n"
+    )
 
 
 def test_the_chat_judge_is_still_the_default(store: Store, vault: Path) -> None:
