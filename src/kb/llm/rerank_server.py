@@ -59,7 +59,9 @@ class RerankServer:
         self._opening = threading.Lock()
 
     def identity(self) -> str:
-        return f"http {self.name}"
+        # The address too: two servers may name one model and score it on two scales (a
+        # logit, or text-embeddings-inference's probability).
+        return f"http {redact(self.url)} {self.model} {self.style}"
 
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         if not passages:
