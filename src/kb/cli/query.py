@@ -115,7 +115,8 @@ def query(
         bool | None,
         typer.Option(
             "--rerank/--no-rerank",
-            help="Let the chat model re-rank the best candidates (default: query.rerank).",
+            help="Re-rank the best candidates with rerank.backend, the chat model unless set "
+            "(default: query.rerank).",
         ),
     ] = None,
     as_json: AsJson = False,
@@ -123,8 +124,8 @@ def query(
         bool,
         typer.Option(
             "--explain",
-            help="Show each hit's vector and text rank and score, the fused score, and what "
-            "the learned ranker made of it.",
+            help="Show each hit's vector and text rank and score, the fused score, what the "
+            "learned ranker made of it, and a cross-encoder's score.",
         ),
     ] = False,
     no_owner: NoOwner = False,

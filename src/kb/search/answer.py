@@ -26,7 +26,7 @@ from kb.search.ranker import Ranker
 from kb.store import NO_FILTER, NoteInfo, SearchFilter, SearchHit, Store
 
 if TYPE_CHECKING:
-    from kb.search.rerank import Reranker
+    from kb.search.rerank import HitReranker
 
 # Room for a few cited sentences; a small model that rambles past it is cut off.
 ANSWER_MAX_TOKENS = 320
@@ -257,15 +257,15 @@ def ask(
     *,
     owner: str | None,
     options: AskOptions,
-    reranker: Reranker | None = None,
+    reranker: HitReranker | None = None,
     on_text: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
 ) -> Answer:
     """Retrieve passages for `question` and have the chat model answer from them alone.
 
     `owner` set: a first-person question is the owner's (retrieval adds the name, and the
-    model is told which notes are theirs). With a `reranker`, the passages are the ones the
-    chat model judged best, as `kb query --rerank` lists them. `on_text` receives the answer
+    model is told which notes are theirs). With a `reranker`, the passages are the ones it
+    judged best, as `kb query --rerank` lists them. `on_text` receives the answer
     as it streams, citations that name no passage already removed. Once `stop` is set, the
     model's stream is closed at its next piece and Stopped raised.
     """

@@ -20,7 +20,7 @@ from kb.voices import FIRST_PERSON, voiced
 
 if TYPE_CHECKING:
     # Re-ranking needs the chat model's prompts; a plain query loads none of them.
-    from kb.search.rerank import Reranker
+    from kb.search.rerank import HitReranker
 
 # A question, or a pasted paragraph, is far shorter; PostgreSQL's full-text parser runs out
 # of stack on a query of some tens of kilobytes.
@@ -128,7 +128,7 @@ def search(
     mode: SearchMode = "hybrid",
     fusion: Fusion = DEFAULT_FUSION,
     filters: SearchFilter = NO_FILTER,
-    reranker: Reranker | None = None,
+    reranker: HitReranker | None = None,
     learned: Ranker | None = None,
     depth: int = CANDIDATES,
     voiced_index: bool = False,
@@ -138,9 +138,9 @@ def search(
 
     `threshold` is a minimum cosine similarity in every mode, so it means the same thing
     whichever list a chunk came from. With a `reranker`, its candidates are fetched and
-    judged by the chat model before the top `top_k` are kept. With a `learned` ranker, a
-    hybrid search orders its candidates by it (kb.search.ranker), fusion's order where the
-    query could not be embedded.
+    judged by it (the chat model or a cross-encoder) before the top `top_k` are kept. With a
+    `learned` ranker, a hybrid search orders its candidates by it (kb.search.ranker),
+    fusion's order where the query could not be embedded.
 
     Full-text search needs no model: text mode embeds the query only for a `threshold`, and
     a hybrid search whose embedder fails answers from the text list, with a warning. Vector

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     # A search that is not re-ranked loads no prompts, and one that is not a question no
     # answering code.
     from kb.search.answer import Answer
-    from kb.search.rerank import Reranker
+    from kb.search.rerank import HitReranker
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class SearchService:
         vaults: Sequence[str],
         context_window: int,
         chat: Callable[[], ChatModel],
-        reranker: Callable[[], Reranker],
+        reranker: Callable[[], HitReranker],
         ranker: Callable[[], Ranker] | None = None,
         voiced_index: bool = False,
     ) -> None:
@@ -145,6 +145,6 @@ class SearchService:
     def _mode(self, request: SearchRequest) -> SearchMode:
         return request.mode or self.settings.mode
 
-    def _reranker_for(self, request: SearchRequest) -> Reranker | None:
+    def _reranker_for(self, request: SearchRequest) -> HitReranker | None:
         wanted = self.settings.rerank if request.rerank is None else request.rerank
         return self._reranker() if wanted else None

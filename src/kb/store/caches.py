@@ -1,6 +1,6 @@
 """Model outputs already paid for, found by content-hash key: summaries, rewrites, voices, a
-chunk's lines (statements, questions), vectors and re-ranking judgements. Nothing unchanged
-is sent to a model twice."""
+chunk's lines (statements, questions), vectors, re-ranking judgements and cross-encoder
+scores. Nothing unchanged is sent to a model twice."""
 
 from __future__ import annotations
 
@@ -117,4 +117,25 @@ class Caches:
                 " ON CONFLICT (key) DO UPDATE SET score = EXCLUDED.score,"
                 "   chat_model = EXCLUDED.chat_model, judged_at = now()",
                 [(key, score, chat_model) for key, score in scores.items()],
+            )
+
+    def known_rerank_scores(self, keys: Sequence[str]) -> dict[str, float]:
+        """A cross-encoder's scores already paid for, by cache key."""
+        if not keys:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT key, score FROM rerank_scores WHERE key = ANY(%s)", (list(set(keys)),)
+            ).fetchall()
+        return {r["key"]: r["score"] for r in rows}
+
+    def save_rerank_scores(self, model: str, scores: Mapping[str, float]) -> None:
+        if not scores:
+            return
+        with self.pool.connection() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO rerank_scores (key, score, model) VALUES (%s, %s, %s)"
+                " ON CONFLICT (key) DO UPDATE SET score = EXCLUDED.score,"
+                "   model = EXCLUDED.model, scored_at = now()",
+                [(key, score, model) for key, score in scores.items()],
             )
