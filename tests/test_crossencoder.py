@@ -13,13 +13,14 @@ import socket
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import Kb, make_config, run_kb
+from http_stub import QuietHandler, serving
 from kb.errors import KbError, LLMError, LLMUnavailable
 from kb.llm.onnx_crossencoder import OnnxCrossEncoder
 from kb.llm.rerank_server import RerankServer, read_scores
@@ -75,7 +76,7 @@ class RerankStub:
 
 
 def _handler(stub: RerankStub) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
             stub.received.append((body, {k.lower(): v for k, v in self.headers.items()}))
@@ -85,14 +86,7 @@ def _handler(stub: RerankStub) -> type[BaseHTTPRequestHandler]:
                 status, data = 404, b'{"error": "Not Found"}'
             else:
                 status, data = 200, json.dumps(stub.answer(body)).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+            self.send(status, data)
 
     return Handler
 
@@ -100,16 +94,9 @@ def _handler(stub: RerankStub) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def server() -> Iterator[RerankStub]:
     stub = RerankStub()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stub))
-    stub.url = f"http://127.0.0.1:{httpd.server_address[1]}/rerank"
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
+    with serving(_handler(stub)) as url:
+        stub.url = f"{url}/rerank"
         yield stub
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join()
 
 
 @pytest.fixture
