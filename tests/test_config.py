@@ -18,6 +18,7 @@ from kb.config import (
     DaemonConfig,
     LLMConfig,
     QueryConfig,
+    RerankConfig,
     VaultConfig,
     load_config,
     parse_config,
@@ -529,6 +530,7 @@ def test_each_example_key_is_accepted_on_its_own(section: str, key: str) -> None
         ("context", ContextConfig),
         ("llm", LLMConfig),
         ("query", QueryConfig),
+        ("rerank", RerankConfig),
         ("daemon", DaemonConfig),
         ("vaults", VaultConfig),
     ],
@@ -540,6 +542,49 @@ def test_example_documents_every_setting(section: str, cls: type) -> None:
     assert {f.name for f in dataclasses.fields(cls)} - made <= documented
     if cls is VaultConfig:
         assert "date_key" in documented
+
+
+# --- re-ranking ---------------------------------------------------------------------------------
+
+
+def test_the_chat_judge_is_the_default_reranker_and_waits_to_be_asked() -> None:
+    cfg = parse(minimal())
+    assert cfg.rerank == RerankConfig() and not cfg.query.rerank
+    assert cfg.rerank.bounds(cfg.query) == (10, 600)
+    cfg = parse(minimal(query={"rerank": True, "rerank_candidates": 4, "rerank_chars": 300}))
+    assert cfg.query.rerank and cfg.rerank.bounds(cfg.query) == (4, 300)
+    cfg = parse(minimal(query={"rerank_candidates": 4}, rerank={"candidates": 7}))
+    assert cfg.rerank.bounds(cfg.query) == (7, 600)
+
+
+def test_a_cross_encoder_is_used_unasked() -> None:
+    raw = minimal(rerank={"backend": "http", "url": " http://gpu-box:8080/rerank "})
+    cfg = parse(raw)
+    assert cfg.query.rerank and cfg.rerank.url == "http://gpu-box:8080/rerank"
+    assert cfg.rerank.bounds(cfg.query) == (20, 1600)
+    assert not parse({**raw, "query": {"rerank": False}}).query.rerank
+    assert parse(raw, {"KB_RERANK_API_KEY": "k"}).rerank.api_key == "k"
+    cfg = parse(minimal(rerank={"backend": "onnx", "folder": "models/minilm", "chars": 900}))
+    assert cfg.rerank.folder == BASE / "models" / "minilm"
+    assert cfg.query.rerank and cfg.rerank.bounds(cfg.query) == (20, 900)
+
+
+@pytest.mark.parametrize(
+    ("rerank", "says"),
+    [
+        ({"backend": "colbert"}, "config key 'rerank.backend' must be one of chat, http, onnx"),
+        ({"backend": "http"}, "config key 'rerank.url' must be the http(s) address of a /rerank"),
+        ({"backend": "http", "url": "localhost:8080/rerank"}, "config key 'rerank.url' must be"),
+        ({"backend": "onnx", "folder": " "}, "config key 'rerank.folder' is required with"),
+        ({"style": "cohere"}, "config key 'rerank.style' must be one of jina, tei"),
+        ({"candidates": 0}, "config key 'rerank.candidates' must be a whole number at least 1"),
+        ({"chars": 1.5}, "config key 'rerank.chars' must be an integer"),
+        ({"timeout": 0}, "config key 'rerank.timeout' must be a number above 0"),
+        ({"backend": "http", "url": "http://h/rerank", "retries": 2}, "unknown config key 're"),
+    ],
+)
+def test_bad_rerank_settings_are_one_line(rerank: dict[str, Any], says: str) -> None:
+    assert error(minimal(rerank=rerank)).startswith(says)
 
 
 # --- the daemon and conflict copies -------------------------------------------------------------

@@ -3,19 +3,21 @@ speaks each protocol: request shapes, response parsing, retries and error mappin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
 from collections import defaultdict, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
 
 from conftest import Kb
+from http_stub import QuietHandler, serving
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
 from kb.indexing.verify import verify
 from kb.llm.base import Prompt
@@ -75,7 +77,7 @@ class Stub:
 
 
 def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
             headers = {k.lower(): v for k, v in self.headers.items()}
@@ -93,17 +95,8 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
                 data, content_type = body, "application/json"
             else:
                 data, content_type = json.dumps(body).encode(), "application/json"
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-            except OSError:
-                pass  # the client gave up waiting
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+            with contextlib.suppress(OSError):  # the client gave up waiting
+                self.send(status, data, content_type)
 
     return Handler
 
@@ -111,18 +104,11 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def stub() -> Iterator[Stub]:
     s = Stub()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(s))
-    s.url = f"http://127.0.0.1:{server.server_address[1]}"
-    # A short poll interval, so shutdown does not wait the default half second.
-    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
-    thread.start()
-    try:
-        yield s
-    finally:
-        s.stop.set()
-        server.shutdown()
-        server.server_close()
-        thread.join()
+    with serving(_handler(s)) as s.url:
+        try:
+            yield s
+        finally:
+            s.stop.set()  # before the server stops: a slow reply must not hold it
 
 
 @pytest.fixture

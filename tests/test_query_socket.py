@@ -107,11 +107,15 @@ HIT = {
     "start_line": 1,
     "end_line": 2,
     "relevance": 7,
+    "rerank_score": -1.25,
     "vector_rank": None,
     "vector_score": None,
     "text_rank": 1,
     "text_score": 0.5,
     "date": "2024-04-12",
+    "fused_rank": 3,
+    "judged": 1.5,
+    "lifted_by": ["text_share +0.42"],
 }
 RESULT = {"hits": [HIT], "mode_used": "text", "warnings": [], "json": False, "explain": True}
 
@@ -120,6 +124,8 @@ def test_a_reply_is_rebuilt_as_the_daemon_found_it() -> None:
     reply = decode_reply(RESULT)
     assert isinstance(reply, Served) and reply.explain and not reply.as_json
     assert reply.found.mode_used == "text" and reply.found.hits[0].relevance == 7
+    assert reply.found.hits[0].rerank_score == -1.25
+    assert reply.found.hits[0].lifted_by == ["text_share +0.42"]
     assert decode_reply({"error": "the index is empty"}) == Failed("the index is empty")
 
 
@@ -135,7 +141,9 @@ def test_a_reply_is_rebuilt_as_the_daemon_found_it() -> None:
         {**RESULT, "hits": [{**HIT, "extra": 1}]},
         {**RESULT, "hits": [{**HIT, "start_line": "1"}]},
         {**RESULT, "hits": [{**HIT, "score": True}]},
+        {**RESULT, "hits": [{**HIT, "rerank_score": "high"}]},
         {**RESULT, "hits": [{**HIT, "header_path": "# A"}]},
+        {**RESULT, "hits": [{**HIT, "lifted_by": [0.42]}]},
         {"error": None},
     ],
 )

@@ -200,11 +200,58 @@ class QueryConfig:
     ranker: Ordering = "learned"
     # A ranker file of one's own (bench/ranker.py --save); None: the one kb ships.
     ranker_file: Path | None = None
-    # Re-ranking by the chat model: how many of the best candidates it reads, and how much
-    # of each, bound its cost (one short call per candidate, cached).
+    # Re-ranking (by the re-ranker of [rerank]) unless a query says otherwise. The chat
+    # model's bounds: how many of the best candidates it reads, and how much of each, bound
+    # its cost (one short call per candidate, cached); rerank.candidates and rerank.chars,
+    # when set, take their place.
     rerank: bool = False
     rerank_candidates: int = 10
     rerank_chars: int = 600
+
+
+# Who re-ranks a search's best candidates (kb query --rerank, query.rerank): the chat model
+# judging each one 0-10 (kb.search.rerank), or a cross-encoder (kb.search.crossencoder)
+# behind a /rerank endpoint (kb.llm.rerank_server) or run here from an ONNX export
+# (kb.llm.onnx_crossencoder).
+RerankBackend = Literal["chat", "http", "onnx"]
+RERANK_BACKENDS: tuple[RerankBackend, ...] = get_args(RerankBackend)
+# The request a /rerank endpoint takes: Jina's and Cohere's `documents` (llama-server,
+# Infinity, vLLM, hosted APIs) or text-embeddings-inference's own `texts`.
+RerankStyle = Literal["jina", "tei"]
+RERANK_STYLES: tuple[RerankStyle, ...] = get_args(RerankStyle)
+
+
+# What a cross-encoder reads unless told: more candidates, and more of each, than the chat
+# judge (query.rerank_candidates, query.rerank_chars), since it scores them all in one batch.
+CROSS_ENCODER_CANDIDATES = 20
+CROSS_ENCODER_CHARS = 1600
+
+
+@dataclass(frozen=True)
+class RerankConfig:
+    backend: RerankBackend = "chat"
+    # backend "http": the endpoint itself (http://localhost:8080/rerank), the model to name
+    # in the request (servers that hold one take none), a key sent as a Bearer token.
+    url: str = ""
+    model: str = ""
+    api_key: str = ""
+    style: RerankStyle = "jina"
+    timeout: float = 30.0
+    # backend "onnx": the folder holding model.onnx and tokenizer.json.
+    folder: Path | None = None
+    # How many of the best candidates the re-ranker reads, and how much of each; None: the
+    # backend's own bounds (see `bounds`).
+    candidates: int | None = None
+    chars: int | None = None
+
+    def bounds(self, query: QueryConfig) -> tuple[int, int]:
+        """The candidates the re-ranker reads and the characters of each: as set here, else
+        the chat judge's `[query]` keys (as before this section), else a cross-encoder's."""
+        if self.backend == "chat":
+            defaults = (query.rerank_candidates, query.rerank_chars)
+        else:
+            defaults = (CROSS_ENCODER_CANDIDATES, CROSS_ENCODER_CHARS)
+        return (self.candidates or defaults[0], self.chars or defaults[1])
 
 
 @dataclass(frozen=True)
@@ -250,6 +297,7 @@ class Config:
     context: ContextConfig = field(default_factory=ContextConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
+    rerank: RerankConfig = field(default_factory=RerankConfig)
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     enrich: EnrichConfig = field(default_factory=EnrichConfig)
     source: Path | None = None
@@ -429,13 +477,16 @@ def parse_config(
     # The model's voices and lines make the vector list strong enough for a larger share.
     fusion = default_fusion(context.names_writers())
     ranker_file = r.get("query.ranker_file", str, None)
+    rerank = _rerank(r, env, base_dir)
     query = QueryConfig(
         top_k=r.number("query.top_k", QueryConfig.top_k, TOP_K),
         owner_in_first_person=r.get(
             "query.owner_in_first_person", bool, QueryConfig.owner_in_first_person
         ),
         mode=r.get("query.mode", str, QueryConfig.mode),
-        rerank=r.get("query.rerank", bool, QueryConfig.rerank),
+        # A cross-encoder someone set up is cheap enough to use by default; the chat judge
+        # (about 50 s a query on a laptop) waits to be asked.
+        rerank=r.get("query.rerank", bool, rerank.backend != "chat"),
         rerank_candidates=r.number("query.rerank_candidates", QueryConfig.rerank_candidates, TOP_K),
         rerank_chars=r.number("query.rerank_chars", QueryConfig.rerank_chars, COUNT),
         fusion=Fusion(
@@ -472,9 +523,45 @@ def parse_config(
         context=context,
         llm=llm,
         query=query,
+        rerank=rerank,
         daemon=daemon,
         enrich=enrich,
         source=source,
+    )
+
+
+def _rerank(r: _Reader, env: dict[str, str], base_dir: Path) -> RerankConfig:
+    d = RerankConfig
+    backend = r.get("rerank.backend", str, d.backend)
+    if backend not in RERANK_BACKENDS:
+        raise ConfigError(
+            f"config key 'rerank.backend' must be one of {', '.join(RERANK_BACKENDS)}"
+        )
+    url = r.get("rerank.url", str, d.url).strip()
+    if backend == "http" and not re.match(r"https?://[^/\s]", url, re.I):
+        raise ConfigError(
+            "config key 'rerank.url' must be the http(s) address of a /rerank endpoint, "
+            "e.g. http://localhost:8080/rerank"
+        )
+    folder = r.get("rerank.folder", str, "").strip()
+    if backend == "onnx" and not folder:
+        raise ConfigError(
+            "config key 'rerank.folder' is required with rerank.backend = \"onnx\" "
+            "(the folder holding model.onnx and tokenizer.json)"
+        )
+    style = r.get("rerank.style", str, d.style)
+    if style not in RERANK_STYLES:
+        raise ConfigError(f"config key 'rerank.style' must be one of {', '.join(RERANK_STYLES)}")
+    return RerankConfig(
+        backend=backend,
+        url=url,
+        model=r.get("rerank.model", str, d.model),
+        api_key=_env(env, "KB_RERANK_API_KEY", r.get("rerank.api_key", str, d.api_key)),
+        style=style,
+        timeout=r.number("rerank.timeout", d.timeout, SECONDS),
+        folder=_path(folder, base_dir) if folder else None,
+        candidates=r.number("rerank.candidates", d.candidates, TOP_K, whole=True),
+        chars=r.number("rerank.chars", d.chars, COUNT, whole=True),
     )
 
 
@@ -640,7 +727,16 @@ class _Reader:
     place every value is checked: each text for NUL characters (PostgreSQL text and file
     names cannot hold one), each number for its range, with one line naming the key."""
 
-    _KNOWN_SECTIONS = ("database", "chunking", "context", "llm", "query", "daemon", "enrich")
+    _KNOWN_SECTIONS = (
+        "database",
+        "chunking",
+        "context",
+        "llm",
+        "query",
+        "rerank",
+        "daemon",
+        "enrich",
+    )
 
     def __init__(self, raw: dict[str, Any], prefix: str = "") -> None:
         self.raw = raw

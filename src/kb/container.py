@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from kb.indexing.enrich import Attempt, Enricher, EnrichReport
     from kb.indexing.indexer import FileEvent, Indexer, SyncReport
     from kb.indexing.worker import Worker
+    from kb.llm.base import CrossEncoder
     from kb.search.ranker import Ranker
-    from kb.search.rerank import Reranker
+    from kb.search.rerank import HitReranker
     from kb.services.search import SearchService
 
 
@@ -58,6 +59,10 @@ class Container:
         self.store = store
         self._chat = chat
         self._embedder = embedder
+        # Kept once made: a local cross-encoder loads its model on its first use, once for
+        # all the searches of a daemon or a web page.
+        self._cross_encoder: CrossEncoder | None = None
+        self._making = threading.Lock()
 
     @classmethod
     def open(cls, config: Config, *, url: str | None = None) -> Container:
@@ -161,18 +166,47 @@ class Container:
         self.worker(stop=stop, until_empty=True, fail_fast=True, on_attempt=attempted).run()
         return report
 
-    def reranker(self) -> Reranker:
+    def reranker(self) -> HitReranker:
+        """The re-ranker `rerank.backend` names: the chat model's judge, or a cross-encoder."""
+        candidates, chars = self.config.rerank.bounds(self.config.query)
+        if self.config.rerank.backend != "chat":
+            from kb.search.crossencoder import CrossEncoderReranker
+
+            return CrossEncoderReranker(
+                self.cross_encoder(), self.store, candidates=candidates, chars=chars
+            )
         from kb.search.rerank import Reranker
 
-        q = self.config.query
         return Reranker(
             self.chat,
             self.store,
-            candidates=q.rerank_candidates,
-            chars=q.rerank_chars,
+            candidates=candidates,
+            chars=chars,
             context_window=self.config.llm.context_window,
             concurrency=self.config.llm.concurrency,
         )
+
+    def cross_encoder(self) -> CrossEncoder:
+        """The cross-encoder of `[rerank]`: a /rerank server's client, or a local ONNX model
+        (loaded when it first scores)."""
+        with self._making:
+            if self._cross_encoder is None:
+                self._cross_encoder = self._make_cross_encoder()
+            return self._cross_encoder
+
+    def _make_cross_encoder(self) -> CrossEncoder:
+        r = self.config.rerank
+        if r.backend == "onnx" and r.folder is not None:
+            from kb.llm.onnx_crossencoder import OnnxCrossEncoder
+
+            return OnnxCrossEncoder(r.folder)
+        if r.backend == "http":
+            from kb.llm.rerank_server import RerankServer
+
+            return RerankServer(
+                r.url, model=r.model, api_key=r.api_key, style=r.style, timeout=r.timeout
+            )
+        raise ValueError(f"rerank.backend {r.backend!r} is not a cross-encoder")
 
     def search_service(self) -> SearchService:
         """Searches and questions with this config's `[query]` settings, for every face."""
@@ -226,6 +260,9 @@ class Container:
         )
 
     def close(self) -> None:
+        with self._making:
+            if self._cross_encoder is not None:
+                self._cross_encoder.close()
         self.store.close()
 
     def __enter__(self) -> Container:

@@ -32,6 +32,9 @@ class SearchHit:
     # The chat model's 0-10 judgement when the hit was re-ranked; None otherwise, or when
     # its answer was unusable.
     relevance: int | None = None
+    # A cross-encoder's score when the hit was re-ranked by one (rerank.backend "http" or
+    # "onnx"): on that model's own scale, comparable only within one query and model.
+    rerank_score: float | None = None
     # Where each list put the chunk (1-based) and what it scored there; None when the
     # chunk was not among that list's candidates: why a note came first.
     vector_rank: int | None = None
@@ -73,19 +76,23 @@ def scores(hit: SearchHit) -> list[str]:
 
 def explanation(hit: SearchHit) -> str:
     """Why a hit is where it is (`kb query --explain`, the web page's cards): its place and
-    score in each list, and the fused score."""
+    score in each list, the fused score, what the learned ranker made of it, and a
+    cross-encoder's score, in the order they were applied."""
 
     def place(rank: int | None, score: float | None, what: str) -> str:
         return f"{what} #{rank} ({score:.3f})" if rank is not None else f"{what} -"
 
-    line = (
-        f"{place(hit.vector_rank, hit.vector_score, 'vector')}  "
-        f"{place(hit.text_rank, hit.text_score, 'text BM25')}  score {hit.score:.4f}"
-    )
-    if hit.judged is None:
-        return line
-    lifted = f": {', '.join(hit.lifted_by)}" if hit.lifted_by else ""
-    return f"{line}  fused #{hit.fused_rank}  ranker {hit.judged:+.3f}{lifted}"
+    parts = [
+        place(hit.vector_rank, hit.vector_score, "vector"),
+        place(hit.text_rank, hit.text_score, "text BM25"),
+        f"score {hit.score:.4f}",
+    ]
+    if hit.judged is not None:
+        lifted = f": {', '.join(hit.lifted_by)}" if hit.lifted_by else ""
+        parts.append(f"fused #{hit.fused_rank}  ranker {hit.judged:+.3f}{lifted}")
+    if hit.rerank_score is not None:
+        parts.append(f"rerank {hit.rerank_score:.4f}")
+    return "  ".join(parts)
 
 
 def hits_json(found: SearchResult) -> str:

@@ -96,14 +96,17 @@ def query(
         bool | None,
         typer.Option(
             "--rerank/--no-rerank",
-            help="Let the chat model re-rank the best candidates (default: query.rerank).",
+            help="Re-rank the best candidates with rerank.backend, the chat model unless set "
+            "(default: query.rerank).",
         ),
     ] = None,
     as_json: AsJson = False,
     explain: Annotated[
         bool,
         typer.Option(
-            "--explain", help="Show each hit's vector and text rank and score, and the fused score."
+            "--explain",
+            help="Show each hit's vector and text rank and score, the fused score, what the "
+            "learned ranker made of it, and a cross-encoder's score.",
         ),
     ] = False,
     no_owner: NoOwner = False,

@@ -1,4 +1,4 @@
-"""The two small interfaces kb needs from a model server, and shared retry rules."""
+"""The small interfaces kb needs from a model server, and shared retry rules."""
 
 from __future__ import annotations
 
@@ -94,6 +94,29 @@ class Embedder(TextEmbedder, Protocol):
     the model expects before it (see kb.llm.profiles)."""
 
     def embed_query(self, text: str) -> list[float]: ...
+
+
+class CrossEncoder(Protocol):
+    """A model that reads a query and a passage together and scores how well the passage
+    answers it: a re-ranking server (kb.llm.rerank_server) or a local ONNX export
+    (kb.llm.onnx_crossencoder). Higher is better; the scale is the model's own."""
+
+    # Who scored, as stored with each score.
+    name: str
+
+    def identity(self) -> str:
+        """What its scores depend on (the model, or a local model's files): part of the
+        cache key of every score, so another model, or the same folder holding a new one,
+        is asked again."""
+        ...
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        """One score per passage, in their order."""
+        ...
+
+    def close(self) -> None:
+        """Lets go of its connections or its loaded model."""
+        ...
 
 
 class TransientError(Exception):

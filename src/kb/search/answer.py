@@ -248,7 +248,7 @@ def ask(
 
     With the plan's owner, a first-person question is the owner's (retrieval adds the name,
     and the model is told which notes are theirs). With its reranker, the passages are the
-    ones the chat model judged best, as `kb query --rerank` lists them. `on_text` receives
+    ones it judged best, as `kb query --rerank` lists them. `on_text` receives
     the answer as it streams, citations that name no passage already removed. Once `stop` is
     set, the model's stream is closed at its next piece and Stopped raised.
     """

@@ -21,7 +21,7 @@ from kb.store import NO_FILTER, SearchFilter
 
 if TYPE_CHECKING:
     # Re-ranking needs the chat model's prompts; a plain query loads none of them.
-    from kb.search.rerank import Reranker
+    from kb.search.rerank import HitReranker
 
 # A question, or a pasted paragraph, is far shorter; PostgreSQL's full-text parser runs out
 # of stack on a query of some tens of kilobytes.
@@ -55,8 +55,9 @@ class SearchPlan:
     voiced_index: bool = False
     # Orders a hybrid search's candidates (kb.search.ranker); None: fusion's order.
     learned: Ranker | None = None
-    # Judges the best candidates with the chat model before the top `top_k` are kept.
-    reranker: Reranker | None = None
+    # Judges the best candidates (the chat model or a cross-encoder) before the top `top_k`
+    # are kept.
+    reranker: HitReranker | None = None
     # What relative dates in the question ("yesterday") are read from (kb.search.when).
     today: dt.date = field(default_factory=dt.date.today)
 

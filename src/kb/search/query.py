@@ -48,15 +48,14 @@ def fused_order(
 
 @dataclass(frozen=True)
 class Judge:
-    """The learned ranker, and what it reads of the question beside the candidates."""
+    """The learned ranker, what it reads of the question beside the candidates, and how
+    many of its first hits are explained (what moved them costs as much again as their
+    scores: worked out only for the hits a search returns)."""
 
     ranker: Ranker
     question: str
     owner: str | None
-
-
-# The hits whose explanation (what lifted them) is worked out: as many as anyone reads.
-EXPLAINED = 10
+    explained: int = 10
 
 
 def rank(
@@ -80,7 +79,7 @@ def rank(
             _hit(found, f),
             fused_rank=judged.fused_rank[f.id],
             judged=judged.scores[f.id],
-            lifted_by=ranker.reasons(judge.ranker, row_of[f.id]) if n < EXPLAINED else None,
+            lifted_by=ranker.reasons(judge.ranker, row_of[f.id]) if n < judge.explained else None,
         )
         for n, f in enumerate(judged.order)
     ]
@@ -108,9 +107,9 @@ def _hit(found: Candidates, fused: Fused) -> SearchHit:
 def search(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
     """The plan's best chunks, best first (what each part of it means: kb.search.plan).
 
-    With a reranker, its candidates are fetched and judged by the chat model before the top
-    `top_k` are kept. With a learned ranker, a hybrid search orders its candidates by it,
-    fusion's order where the query could not be embedded.
+    With a reranker, its candidates are fetched and judged by it (the chat model or a
+    cross-encoder) before the top `top_k` are kept. With a learned ranker, a hybrid search
+    orders its candidates by it, fusion's order where the query could not be embedded.
 
     Full-text search needs no model: text mode embeds the query only for a threshold, and
     a hybrid search whose embedder fails answers from the text list, with a warning. Vector
@@ -160,7 +159,7 @@ def search(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
         filters=plan.filters,
     )
     period = question_period(plan.text, plan.today)
-    judge = Judge(plan.learned, plan.text, plan.owner) if plan.learned else None
+    judge = Judge(plan.learned, plan.text, plan.owner, explained=fetch) if plan.learned else None
     hits = rank(found, used, plan.fusion, period, judge=judge)[:fetch]
     if plan.threshold is not None:
         hits = [h for h in hits if h.similarity is not None and h.similarity >= plan.threshold]

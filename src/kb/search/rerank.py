@@ -1,4 +1,4 @@
-"""Re-ranking search hits with the chat model.
+"""Re-ranking search hits with the chat model; and what any re-ranker is to a search.
 
 Each of the best candidates is judged on its own (query, header path and the start of the
 chunk, one short call, a score from 0 to 10): small local models judge one passage far more
@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import Protocol
 
 from kb import prompts
 from kb.errors import LLMError
@@ -22,6 +23,17 @@ from kb.store import SearchHit, Store
 # Where a candidate whose judgement was unusable goes: the middle of the scale, so it
 # neither jumps ahead of nor falls behind the candidates the model judged.
 UNJUDGED = 5
+
+
+class HitReranker(Protocol):
+    """What a search asks of a re-ranker: the chat judge below, or a cross-encoder
+    (kb.search.crossencoder). A model server that cannot answer is an LLMError, and the
+    search keeps its own order."""
+
+    # How many of the search's best hits it reads: the search fetches at least these.
+    candidates: int
+
+    def rerank(self, query: str, hits: Sequence[SearchHit]) -> list[SearchHit]: ...
 
 
 class Reranker:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     # A search that is not re-ranked loads no prompts, and one that is not a question no
     # answering code.
     from kb.search.answer import Answer
-    from kb.search.rerank import Reranker
+    from kb.search.rerank import HitReranker
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class SearchService:
         vaults: Sequence[str],
         context_window: int,
         chat: Callable[[], ChatModel],
-        reranker: Callable[[], Reranker],
+        reranker: Callable[[], HitReranker],
         ranker: Callable[[], Ranker] | None = None,
         voiced_index: bool = False,
     ) -> None:

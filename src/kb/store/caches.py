@@ -1,14 +1,33 @@
 """Model outputs already paid for, found by content-hash key: summaries, rewrites, voices, a
-chunk's lines (statements, questions), vectors and re-ranking judgements. Nothing unchanged
-is sent to a model twice."""
+chunk's lines (statements, questions), vectors, re-ranking judgements and cross-encoder
+scores. Nothing unchanged is sent to a model twice."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import sql
 
 from kb.outputs import Output
 from kb.store.chunks import VoiceRecord
 from kb.store.pool import Pool, Vector
+
+
+@dataclass(frozen=True)
+class _ScoreTable:
+    """A table of scores a model gave, by cache key: its name, and its columns for the
+    model and the time."""
+
+    name: str
+    model: str
+    at: str
+
+
+# The chat model's 0-10 judgements, and a cross-encoder's real-valued scores.
+_RELEVANCE = _ScoreTable("relevance", "chat_model", "judged_at")
+_RERANK_SCORES = _ScoreTable("rerank_scores", "model", "scored_at")
 
 
 class Caches:
@@ -100,21 +119,39 @@ class Caches:
 
     def known_relevance(self, keys: Sequence[str]) -> dict[str, int | None]:
         """Judgements already paid for, by cache key (None: the model's answer was unusable)."""
-        if not keys:
-            return {}
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT key, score FROM relevance WHERE key = ANY(%s)", (list(set(keys)),)
-            ).fetchall()
-        return {r["key"]: r["score"] for r in rows}
+        return self._known_scores(_RELEVANCE, keys)
 
     def save_relevance(self, chat_model: str, scores: Mapping[str, int | None]) -> None:
+        self._save_scores(_RELEVANCE, chat_model, scores)
+
+    def known_rerank_scores(self, keys: Sequence[str]) -> dict[str, float]:
+        """A cross-encoder's scores already paid for, by cache key."""
+        return self._known_scores(_RERANK_SCORES, keys)
+
+    def save_rerank_scores(self, model: str, scores: Mapping[str, float]) -> None:
+        self._save_scores(_RERANK_SCORES, model, scores)
+
+    def _known_scores(self, table: _ScoreTable, keys: Sequence[str]) -> dict[str, Any]:
+        if not keys:
+            return {}
+        query = sql.SQL("SELECT key, score FROM {} WHERE key = ANY(%s)").format(
+            sql.Identifier(table.name)
+        )
+        with self.pool.connection() as conn:
+            rows = conn.execute(query, (list(set(keys)),)).fetchall()
+        return {r["key"]: r["score"] for r in rows}
+
+    def _save_scores(self, table: _ScoreTable, model: str, scores: Mapping[str, Any]) -> None:
         if not scores:
             return
+        query = sql.SQL(
+            "INSERT INTO {table} (key, score, {model}) VALUES (%s, %s, %s)"
+            " ON CONFLICT (key) DO UPDATE SET score = EXCLUDED.score,"
+            "   {model} = EXCLUDED.{model}, {at} = now()"
+        ).format(
+            table=sql.Identifier(table.name),
+            model=sql.Identifier(table.model),
+            at=sql.Identifier(table.at),
+        )
         with self.pool.connection() as conn, conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO relevance (key, score, chat_model) VALUES (%s, %s, %s)"
-                " ON CONFLICT (key) DO UPDATE SET score = EXCLUDED.score,"
-                "   chat_model = EXCLUDED.chat_model, judged_at = now()",
-                [(key, score, chat_model) for key, score in scores.items()],
-            )
+            cur.executemany(query, [(key, score, model) for key, score in scores.items()])
