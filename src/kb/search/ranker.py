@@ -23,28 +23,35 @@ from kb.fusion import Fused
 # The file format this module reads; bench/ranker.py writes it.
 FORMAT = 1
 DEFAULT_MODEL = Path(__file__).with_name("ranker.json")
-# Leaves are written as ~index into a tree's leaf values, so a node reference below zero is
-# a leaf.
 
 
 @dataclass(frozen=True)
 class Tree:
-    """One regression tree: split nodes (feature, threshold, left, right, value) and leaf
-    values. A child below zero is the leaf ~child; `value` is the node's mean output, what
-    an explanation measures each split's lift against."""
+    """One regression tree, its split nodes as parallel tuples (the feature, the threshold,
+    the left and right child, the node's mean output) and its leaf values. A child below
+    zero is the leaf ~child; a node's mean output is what an explanation measures each
+    split's lift against."""
 
-    nodes: tuple[tuple[int, float, int, int, float], ...]
+    features: tuple[int, ...]
+    thresholds: tuple[float, ...]
+    lefts: tuple[int, ...]
+    rights: tuple[int, ...]
+    means: tuple[float, ...]
     leaves: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        """The tree's mean output: where every row's path starts."""
+        return self.means[0] if self.means else self.leaves[0]
 
     def path(self, row: Sequence[float]) -> tuple[float, list[tuple[int, float]]]:
         """The tree's output for `row`, and each split's feature with what it added."""
         lifts = []
-        node = 0 if self.nodes else ~0
-        value = self.nodes[0][4] if self.nodes else self.leaves[0]
+        node, value = (0 if self.means else ~0), self.mean
         while node >= 0:
-            feature, threshold, left, right, _ = self.nodes[node]
-            node = left if row[feature] <= threshold else right
-            after = self.leaves[~node] if node < 0 else self.nodes[node][4]
+            feature = self.features[node]
+            node = self.lefts[node] if row[feature] <= self.thresholds[node] else self.rights[node]
+            after = self.leaves[~node] if node < 0 else self.means[node]
             lifts.append((feature, after - value))
             value = after
         return value, lifts
@@ -62,16 +69,20 @@ class Ranker:
 
     def scores(self, rows: Sequence[Sequence[float]]) -> list[float]:
         """Each row's score, higher first."""
-        out = []
-        for row in rows:
-            total = 0.0
-            for tree in self.trees:
-                nodes, node = tree.nodes, 0 if tree.nodes else ~0
+        # Tree by tree, every row through it: a tree's tuples stay at hand (a third faster
+        # than row by row).
+        out = [0.0] * len(rows)
+        numbered = list(enumerate(rows))
+        for tree in self.trees:
+            features, thresholds, lefts, rights = (
+                tree.features, tree.thresholds, tree.lefts, tree.rights
+            )  # fmt: skip
+            leaves, start = tree.leaves, 0 if tree.means else ~0
+            for i, row in numbered:
+                node = start
                 while node >= 0:
-                    feature, threshold, left, right, _ = nodes[node]
-                    node = left if row[feature] <= threshold else right
-                total += tree.leaves[~node]
-            out.append(total)
+                    node = lefts[node] if row[features[node]] <= thresholds[node] else rights[node]
+                out[i] += leaves[~node]
         return out
 
     def lifts(self, row: Sequence[float]) -> dict[str, float]:
@@ -121,14 +132,20 @@ def parse(data: Mapping[str, Any], expected: Sequence[str]) -> Ranker:
     features = tuple(data["features"])
     if features != tuple(expected):
         raise KbError("the ranker file was fitted on other features than this kb computes")
-    trees = tuple(
-        Tree(
-            nodes=tuple((int(f), float(t), int(a), int(b), float(v)) for f, t, a, b, v in tree[0]),
-            leaves=tuple(float(v) for v in tree[1]),
-        )
-        for tree in data["trees"]
-    )
+    trees = tuple(_tree(nodes, leaves) for nodes, leaves in data["trees"])
     return Ranker(str(data["name"]), features, trees, data.get("record", {}))
+
+
+def _tree(nodes: Sequence[Sequence[float]], leaves: Sequence[float]) -> Tree:
+    """A tree from its file's form: split nodes as [feature, threshold, left, right, mean]."""
+    return Tree(
+        features=tuple(int(n[0]) for n in nodes),
+        thresholds=tuple(float(n[1]) for n in nodes),
+        lefts=tuple(int(n[2]) for n in nodes),
+        rights=tuple(int(n[3]) for n in nodes),
+        means=tuple(float(n[4]) for n in nodes),
+        leaves=tuple(float(v) for v in leaves),
+    )
 
 
 @cache
