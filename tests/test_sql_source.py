@@ -43,6 +43,9 @@ def _is_static(node: ast.expr, names: dict[str, ast.expr]) -> bool:
         return _is_static(names[node.id], {k: v for k, v in names.items() if k != node.id})
     if _is_sql_composition(node, names):
         return True
+    # A call to a function of the module whose every return is a fixed statement.
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return f"{node.func.id}()" in names
     # A migration file's own text, read from migrations/ (the one other home of SQL).
     return (
         isinstance(node, ast.Call)
@@ -97,9 +100,24 @@ def _imported(tree: ast.AST) -> dict[str, ast.expr]:
     return found
 
 
+def _building(tree: ast.Module, names: dict[str, ast.expr]) -> dict[str, ast.expr]:
+    """The module's functions that build a statement, each return of it fixed in the source
+    (`candidates_sql(…)`), as names a call to them stands for ("f()")."""
+    fixed: dict[str, ast.expr] = {}
+    for function in tree.body:
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        returns = [n.value for n in ast.walk(function) if isinstance(n, ast.Return) and n.value]
+        local = {**names, **_assignments(function)}
+        if returns and all(_is_static(r, local) for r in returns):
+            fixed[f"{function.name}()"] = ast.Constant("")
+    return fixed
+
+
 def violations(source: str) -> list[str]:
     tree = ast.parse(source)
     module_names = {**_imported(tree), **_assignments(tree)}
+    module_names.update(_building(tree, module_names))
     # Each call is judged with the names of the functions around it.
     enclosing: dict[ast.AST, list[ast.FunctionDef]] = {}
 
@@ -166,6 +184,9 @@ BAD = [
     # A helper that runs what it is given, once given a built string, is caught too.
     "def run(conn, q):\n    conn.execute(q)\n"
     'def f(conn, x):\n    run(conn, "SELECT 1")\n    run(conn, f"SELECT {x}")\n',
+    # A function that builds the statement from a string.
+    'def q(x):\n    return f"SELECT * FROM t WHERE a = {x}"\n'
+    "def f(conn, x):\n    conn.execute(q(x))\n",
 ]
 GOOD = [
     'def f(conn, x):\n    conn.execute("SELECT * FROM t WHERE a = %s", (x,))\n',
@@ -176,6 +197,10 @@ GOOD = [
     "    conn.execute(q)\n",
     "def run(conn, q, p=()):\n    conn.execute(q, p)\n"
     'def f(conn, x):\n    run(conn, "SELECT * FROM t WHERE a = %s", (x,))\n',
+    "from psycopg import sql\n"
+    "def q(d):\n"
+    '    return sql.SQL("SELECT v::vector({d}) FROM t").format(d=sql.Literal(d))\n'
+    "def f(conn, d):\n    conn.execute(q(d))\n",
 ]
 
 

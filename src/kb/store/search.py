@@ -228,6 +228,216 @@ _MARKED = """
 """
 
 
+# Which lists a search asks for.
+Lists = Literal["vector", "text", "both"]
+
+
+def document_conditions(filters: SearchFilter) -> sql.Composable:
+    """The notes (`d`) a filter allows, as one condition: only the parts of the filter in
+    use, since the others would still be evaluated for every row."""
+    parts = [sql.SQL("TRUE")]
+    if filters.folder:
+        parts.append(sql.SQL(_IN_FOLDER))
+    if filters.paths:
+        parts.append(sql.SQL("d.path = ANY(%(paths)s::text[])"))
+    if filters.vaults:
+        parts.append(sql.SQL("d.vault = ANY(%(vaults)s::text[])"))
+    if filters.after:
+        parts.append(sql.SQL(f"{_NOTE_DAY} >= %(day_after)s"))
+    if filters.before:
+        parts.append(sql.SQL(f"{_NOTE_DAY} < %(day_before)s"))
+    if filters.modified_after:
+        parts.append(sql.SQL("d.mtime_ns >= %(after)s"))
+    if filters.modified_before:
+        parts.append(sql.SQL("d.mtime_ns < %(before)s"))
+    if filters.tags:
+        parts.append(sql.SQL(_HAS_TAGS))
+    return sql.SQL(" AND ").join(parts)
+
+
+def _distance(alias: Literal["c", "p"], dimensions: int) -> sql.Composable:
+    """The cosine distance to the query's vector of a chunk (`c`) or a passage (`p`)."""
+    return sql.SQL("{alias}.embedding::vector({dim}) <=> %(v)s::vector({dim})").format(
+        alias=sql.Identifier(alias), dim=sql.Literal(dimensions)
+    )
+
+
+def _passages(model: str, documents: sql.Composable, filtered: bool) -> sql.Composable:
+    """The passages a search may read: of the model, in the notes the filter allows."""
+    if not filtered:
+        return sql.SQL("passages p WHERE p.embed_model = {model}").format(model=sql.Literal(model))
+    return sql.SQL(
+        "passages p JOIN chunks c ON c.id = p.chunk_id"
+        " JOIN documents d ON d.id = c.document_id"
+        " WHERE p.embed_model = {model} AND {documents}"
+    ).format(model=sql.Literal(model), documents=documents)
+
+
+def _best_distance(model: str, dimensions: int) -> sql.Composable:
+    """The best of a chunk `c`'s own vector's distance and its passages', a written
+    passage's times WRITTEN_DISTANCE_FACTOR (least is NULL-blind)."""
+    return sql.SQL(
+        "least({distance}, (SELECT min(({passage_distance})"
+        " * CASE WHEN p.kind = 'paragraph' THEN 1 ELSE {factor} END) FROM passages p"
+        " WHERE p.chunk_id = c.id AND p.embed_model = {model}))"
+    ).format(
+        distance=_distance("c", dimensions),
+        passage_distance=_distance("p", dimensions),
+        factor=sql.Literal(WRITTEN_DISTANCE_FACTOR),
+        model=sql.Literal(model),
+    )
+
+
+def _postings(documents: sql.Composable, filtered: bool) -> sql.Composable:
+    """A word's best postings; with a filter, the best of those in the notes it allows.
+    The sub-select inside an expression stays a hash of the allowed notes, built once,
+    where a plain IN would become a join the planner may read in another order."""
+    best = sql.SQL(
+        "SELECT p.chunk_id, p.impact, p.document_id FROM text_postings p"
+        ' WHERE p.lexeme = words.lexeme COLLATE "C" ORDER BY p.impact DESC LIMIT {limit}'
+    )
+    if not filtered:
+        return best.format(limit=sql.SQL("%(per_word)s"))
+    return sql.SQL(
+        "SELECT p.chunk_id, p.impact FROM ({walk}) AS p"
+        " WHERE (p.document_id IN (SELECT d.id FROM documents d WHERE {documents}))"
+        " IS TRUE LIMIT %(per_word)s"
+    ).format(walk=best.format(limit=sql.SQL("%(walked)s")), documents=documents)
+
+
+# Both lists of a query in one statement, and what the ranker reads of each candidate.
+_CANDIDATES = r"""
+WITH own AS (
+    SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
+     WHERE {where}
+     ORDER BY {distance} LIMIT %(nv)s
+), by_passage AS (
+    -- The chunks of the nearest passages (kb.passages), each a vector of its own.
+    SELECT p.chunk_id AS id FROM {passages}
+     ORDER BY {passage_distance} LIMIT %(np)s
+), v AS (
+    -- A chunk's distance is the least of its own vector's and its passages'
+    -- (a written passage's times its factor).
+    SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS rank
+      FROM (
+          SELECT c.id, {best} AS distance
+            FROM (SELECT id FROM own UNION SELECT id FROM by_passage) AS ids
+            JOIN chunks c ON c.id = ids.id
+      ) AS scored
+     ORDER BY distance, id LIMIT %(nv)s
+), words AS MATERIALIZED (
+    -- The query's lexemes with their inverse document frequency, from the
+    -- statistics the triggers keep; nothing when only vectors are asked for.
+    SELECT q.lexeme,
+           ln(1 + (n.chunks - l.chunks + 0.5) / (l.chunks + 0.5))::float8 AS idf,
+           n.lexemes::float8 / n.chunks AS avg_length
+      FROM text_corpus n,
+           unnest(tsvector_to_array(to_tsvector('english', %(q)s))) AS q (lexeme)
+           JOIN text_lexemes l ON l.lexeme = q.lexeme COLLATE "C"
+     WHERE %(nt)s > 0 AND l.chunks > 0
+), found AS MATERIALIZED (
+    -- Each word's best postings, summed into a first score by their stored impact.
+    SELECT p.chunk_id, sum(words.idf * p.impact) AS first
+      FROM words, LATERAL ({postings}) AS p
+     GROUP BY p.chunk_id
+     ORDER BY first DESC LIMIT %(rescored)s
+), bm25 AS MATERIALIZED (
+    -- Okapi BM25 of the best of them, from their full-text vectors, each word's
+    -- frequency weighted by where it stands (text_frequency, migration 013):
+    -- only the query's lexemes are kept before unnesting (the vector less all
+    -- its other lexemes).
+    SELECT x.chunk_id AS id, sum(words.idf * w.frequency * ({k1} + 1)
+               / (w.frequency + {k1} * (1 - {b}
+                  + {b} * x.length / words.avg_length))) AS score
+      FROM found JOIN text_chunks x ON x.chunk_id = found.chunk_id,
+           LATERAL (
+               SELECT u.lexeme, text_frequency(u.weights) AS frequency
+                 FROM unnest(ts_delete(x.terms, tsvector_to_array(
+                          ts_delete(x.terms, ARRAY(SELECT lexeme FROM words))
+                      ))) AS u
+           ) AS w
+           JOIN words ON words.lexeme = w.lexeme
+     GROUP BY x.chunk_id
+     ORDER BY score DESC, x.chunk_id
+), t AS (
+    -- Best first, each looked up for a vector of the model until enough have one
+    -- (a sub-select, so one lookup per row read, however the planner estimates).
+    SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank
+      FROM (
+          SELECT id, score FROM bm25
+           WHERE (SELECT c.embed_model FROM chunks c WHERE c.id = bm25.id) = {model}
+           ORDER BY score DESC, id LIMIT %(nt)s
+      ) AS best
+)
+SELECT c.id, d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
+       1 - coalesce(v.distance, {best}) AS similarity, v.rank AS vector_rank,
+       t.rank AS text_rank, t.score::float8 AS text_score,
+       coalesce(d.note_date, to_timestamp(d.mtime_ns / 1e9)::date) AS note_date,
+       coalesce(d.date_source, 'file time') AS date_source,
+       c.position, d.personal,
+       (SELECT count(*) FROM chunks o WHERE o.document_id = c.document_id)::int
+           AS note_chunks,
+       1 - ({distance}) AS own_similarity,
+       (SELECT jsonb_object_agg(k.kind, k.similarity) FROM (
+            SELECT p.kind, max(1 - ({passage_distance})) AS similarity
+              FROM passages p
+             WHERE p.chunk_id = c.id AND p.embed_model = {model}
+             GROUP BY p.kind) AS k
+         WHERE k.similarity IS NOT NULL) AS kinds,
+       (SELECT count(*) FROM passages p
+         WHERE p.chunk_id = c.id AND p.embed_model = {model})::int AS passages
+  FROM v FULL OUTER JOIN t ON v.id = t.id
+  JOIN chunks c ON c.id = coalesce(v.id, t.id) JOIN documents d ON d.id = c.document_id
+"""
+
+
+def candidates_sql(model: str, dimensions: int, filters: SearchFilter) -> sql.Composed:
+    """The statement of `Search.candidates` for an embedding space and a filter; its
+    parameters are `candidates_params`'."""
+    documents = document_conditions(filters)
+    return sql.SQL(_CANDIDATES).format(
+        distance=_distance("c", dimensions),
+        passage_distance=_distance("p", dimensions),
+        passages=_passages(model, documents, filters.active),
+        best=_best_distance(model, dimensions),
+        where=sql.SQL("c.embed_model = {model} AND {documents}").format(
+            model=sql.Literal(model), documents=documents
+        ),
+        postings=_postings(documents, filters.active),
+        model=sql.Literal(model),
+        k1=sql.Literal(BM25_K1),
+        b=sql.Literal(BM25_B),
+    )
+
+
+def candidates_params(
+    vector: Vector | None, text: str, *, depth: int, lists: Lists, filters: SearchFilter
+) -> dict[str, Any]:
+    """The values `candidates_sql` reads: the query, each list's depth (none for a list
+    not asked for) and the filter's."""
+    exact, like = _under(filters.folder) if filters.folder else (None, None)
+    return {
+        "v": None if vector is None else vector_param(vector),
+        "q": text,
+        "exact": exact,
+        "like": like,
+        "after": epoch_ns(filters.modified_after) if filters.modified_after else None,
+        "before": epoch_ns(filters.modified_before) if filters.modified_before else None,
+        "day_after": filters.after,
+        "day_before": filters.before,
+        "tags": [t.lower().lstrip("#") for t in filters.tags],
+        "paths": list(filters.paths),
+        "vaults": list(filters.vaults),
+        "nv": 0 if lists == "text" else depth,
+        "np": 0 if lists == "text" else PASSAGE_DEPTH * depth,
+        "nt": 0 if lists == "vector" else depth,
+        # A list deeper than the defaults reads deeper too.
+        "per_word": max(depth, TEXT_POSTINGS_PER_WORD),
+        "walked": max(depth, TEXT_POSTINGS_WALKED),
+        "rescored": max(depth, TEXT_RESCORED),
+    }
+
+
 class Search:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
@@ -240,7 +450,7 @@ class Search:
         model: str,
         dimensions: int,
         depth: int,
-        lists: Literal["vector", "text", "both"] = "both",
+        lists: Lists = "both",
         filters: SearchFilter = NO_FILTER,
     ) -> Candidates:
         """The top `depth` chunks of each list for a query, in one round trip.
@@ -250,194 +460,13 @@ class Search:
         WRITTEN_DISTANCE_FACTOR. text: full-text match on full_context (any of the
         query's words, ranked by BM25: see TEXT_POSTINGS_PER_WORD). How the two lists become
         one is `kb.fusion`'s job. Without a `vector` only the text list can be asked for,
-        and no chunk has a similarity.
+        and no chunk has a similarity. Each candidate comes with what the learned ranker
+        reads of it beyond the lists (kb.search.features).
         """
         if vector is None and lists != "text":
             raise ValueError("the vector list needs the query's vector")
-        # Only the parts of the filter in use: the others would still be evaluated per row.
-        parts = [sql.SQL("TRUE")]
-        if filters.folder:
-            parts.append(sql.SQL(_IN_FOLDER))
-        if filters.paths:
-            parts.append(sql.SQL("d.path = ANY(%(paths)s::text[])"))
-        if filters.vaults:
-            parts.append(sql.SQL("d.vault = ANY(%(vaults)s::text[])"))
-        if filters.after:
-            parts.append(sql.SQL(f"{_NOTE_DAY} >= %(day_after)s"))
-        if filters.before:
-            parts.append(sql.SQL(f"{_NOTE_DAY} < %(day_before)s"))
-        if filters.modified_after:
-            parts.append(sql.SQL("d.mtime_ns >= %(after)s"))
-        if filters.modified_before:
-            parts.append(sql.SQL("d.mtime_ns < %(before)s"))
-        if filters.tags:
-            parts.append(sql.SQL(_HAS_TAGS))
-        documents = sql.SQL(" AND ").join(parts)
-        where = sql.SQL("c.embed_model = {model} AND {documents}").format(
-            model=sql.Literal(model), documents=documents
-        )
-        distance = sql.SQL("c.embedding::vector({dim}) <=> %(v)s::vector({dim})").format(
-            dim=sql.Literal(dimensions)
-        )
-        passage_distance = sql.SQL("p.embedding::vector({dim}) <=> %(v)s::vector({dim})").format(
-            dim=sql.Literal(dimensions)
-        )
-        # The passages a search may read: of the model, in the notes the filter allows.
-        passages = (
-            sql.SQL(
-                "passages p JOIN chunks c ON c.id = p.chunk_id"
-                " JOIN documents d ON d.id = c.document_id"
-                " WHERE p.embed_model = {model} AND {documents}"
-            ).format(model=sql.Literal(model), documents=documents)
-            if filters.active
-            else sql.SQL("passages p WHERE p.embed_model = {model}").format(
-                model=sql.Literal(model)
-            )
-        )
-        # The best of a chunk `c`'s own vector and its passages', a written passage's
-        # times WRITTEN_DISTANCE_FACTOR (least is NULL-blind).
-        best_distance = sql.SQL(
-            "least({distance}, (SELECT min(({passage_distance})"
-            " * CASE WHEN p.kind = 'paragraph' THEN 1 ELSE {factor} END) FROM passages p"
-            " WHERE p.chunk_id = c.id AND p.embed_model = {model}))"
-        ).format(
-            distance=distance,
-            passage_distance=passage_distance,
-            factor=sql.Literal(WRITTEN_DISTANCE_FACTOR),
-            model=sql.Literal(model),
-        )
-        # A word's best postings; with a filter, the best of those in the notes it allows.
-        # The sub-select inside an expression stays a hash of the allowed notes, built once,
-        # where a plain IN would become a join the planner may read in another order.
-        best = sql.SQL(
-            "SELECT p.chunk_id, p.impact, p.document_id FROM text_postings p"
-            ' WHERE p.lexeme = words.lexeme COLLATE "C" ORDER BY p.impact DESC LIMIT {limit}'
-        )
-        postings = (
-            sql.SQL(
-                "SELECT p.chunk_id, p.impact FROM ({walk}) AS p"
-                " WHERE (p.document_id IN (SELECT d.id FROM documents d WHERE {documents}))"
-                " IS TRUE LIMIT %(per_word)s"
-            ).format(walk=best.format(limit=sql.SQL("%(walked)s")), documents=documents)
-            if filters.active
-            else best.format(limit=sql.SQL("%(per_word)s"))
-        )
-        query = sql.SQL(
-            r"""
-            WITH own AS (
-                SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id
-                 WHERE {where}
-                 ORDER BY {distance} LIMIT %(nv)s
-            ), by_passage AS (
-                -- The chunks of the nearest passages (kb.passages), each a vector of its own.
-                SELECT p.chunk_id AS id FROM {passages}
-                 ORDER BY {passage_distance} LIMIT %(np)s
-            ), v AS (
-                -- A chunk's distance is the least of its own vector's and its passages'
-                -- (a written passage's times its factor).
-                SELECT id, distance, row_number() OVER (ORDER BY distance, id) AS rank
-                  FROM (
-                      SELECT c.id, {best} AS distance
-                        FROM (SELECT id FROM own UNION SELECT id FROM by_passage) AS ids
-                        JOIN chunks c ON c.id = ids.id
-                  ) AS scored
-                 ORDER BY distance, id LIMIT %(nv)s
-            ), words AS MATERIALIZED (
-                -- The query's lexemes with their inverse document frequency, from the
-                -- statistics the triggers keep; nothing when only vectors are asked for.
-                SELECT q.lexeme,
-                       ln(1 + (n.chunks - l.chunks + 0.5) / (l.chunks + 0.5))::float8 AS idf,
-                       n.lexemes::float8 / n.chunks AS avg_length
-                  FROM text_corpus n,
-                       unnest(tsvector_to_array(to_tsvector('english', %(q)s))) AS q (lexeme)
-                       JOIN text_lexemes l ON l.lexeme = q.lexeme COLLATE "C"
-                 WHERE %(nt)s > 0 AND l.chunks > 0
-            ), found AS MATERIALIZED (
-                -- Each word's best postings, summed into a first score by their stored impact.
-                SELECT p.chunk_id, sum(words.idf * p.impact) AS first
-                  FROM words, LATERAL ({postings}) AS p
-                 GROUP BY p.chunk_id
-                 ORDER BY first DESC LIMIT %(rescored)s
-            ), bm25 AS MATERIALIZED (
-                -- Okapi BM25 of the best of them, from their full-text vectors, each word's
-                -- frequency weighted by where it stands (text_frequency, migration 013):
-                -- only the query's lexemes are kept before unnesting (the vector less all
-                -- its other lexemes).
-                SELECT x.chunk_id AS id, sum(words.idf * w.frequency * ({k1} + 1)
-                           / (w.frequency + {k1} * (1 - {b}
-                              + {b} * x.length / words.avg_length))) AS score
-                  FROM found JOIN text_chunks x ON x.chunk_id = found.chunk_id,
-                       LATERAL (
-                           SELECT u.lexeme, text_frequency(u.weights) AS frequency
-                             FROM unnest(ts_delete(x.terms, tsvector_to_array(
-                                      ts_delete(x.terms, ARRAY(SELECT lexeme FROM words))
-                                  ))) AS u
-                       ) AS w
-                       JOIN words ON words.lexeme = w.lexeme
-                 GROUP BY x.chunk_id
-                 ORDER BY score DESC, x.chunk_id
-            ), t AS (
-                -- Best first, each looked up for a vector of the model until enough have one
-                -- (a sub-select, so one lookup per row read, however the planner estimates).
-                SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank
-                  FROM (
-                      SELECT id, score FROM bm25
-                       WHERE (SELECT c.embed_model FROM chunks c WHERE c.id = bm25.id) = {model}
-                       ORDER BY score DESC, id LIMIT %(nt)s
-                  ) AS best
-            )
-            SELECT c.id, d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line,
-                   1 - coalesce(v.distance, {best}) AS similarity, v.rank AS vector_rank,
-                   t.rank AS text_rank, t.score::float8 AS text_score,
-                   coalesce(d.note_date, to_timestamp(d.mtime_ns / 1e9)::date) AS note_date,
-                   coalesce(d.date_source, 'file time') AS date_source,
-                   c.position, d.personal,
-                   (SELECT count(*) FROM chunks o WHERE o.document_id = c.document_id)::int
-                       AS note_chunks,
-                   1 - ({distance}) AS own_similarity,
-                   (SELECT jsonb_object_agg(k.kind, k.similarity) FROM (
-                        SELECT p.kind, max(1 - ({passage_distance})) AS similarity
-                          FROM passages p
-                         WHERE p.chunk_id = c.id AND p.embed_model = {model}
-                         GROUP BY p.kind) AS k
-                     WHERE k.similarity IS NOT NULL) AS kinds,
-                   (SELECT count(*) FROM passages p
-                     WHERE p.chunk_id = c.id AND p.embed_model = {model})::int AS passages
-              FROM v FULL OUTER JOIN t ON v.id = t.id
-              JOIN chunks c ON c.id = coalesce(v.id, t.id) JOIN documents d ON d.id = c.document_id
-            """
-        ).format(
-            distance=distance,
-            passage_distance=passage_distance,
-            passages=passages,
-            best=best_distance,
-            where=where,
-            postings=postings,
-            model=sql.Literal(model),
-            k1=sql.Literal(BM25_K1),
-            b=sql.Literal(BM25_B),
-        )
-        exact, like = _under(filters.folder) if filters.folder else (None, None)
-        params: dict[str, Any] = {
-            "v": None if vector is None else vector_param(vector),
-            "q": text,
-            "exact": exact,
-            "like": like,
-            "after": epoch_ns(filters.modified_after) if filters.modified_after else None,
-            "before": epoch_ns(filters.modified_before) if filters.modified_before else None,
-            "day_after": filters.after,
-            "day_before": filters.before,
-            "tags": [t.lower().lstrip("#") for t in filters.tags],
-            "paths": list(filters.paths),
-            "vaults": list(filters.vaults),
-            "nv": 0 if lists == "text" else depth,
-            "np": 0 if lists == "text" else PASSAGE_DEPTH * depth,
-            "nt": 0 if lists == "vector" else depth,
-            # A list deeper than the defaults reads deeper too.
-            "per_word": max(depth, TEXT_POSTINGS_PER_WORD),
-            "walked": max(depth, TEXT_POSTINGS_WALKED),
-            "rescored": max(depth, TEXT_RESCORED),
-        }
+        query = candidates_sql(model, dimensions, filters)
+        params = candidates_params(vector, text, depth=depth, lists=lists, filters=filters)
         with self.pool.connection() as conn, conn.transaction():
             # An HNSW scan must keep going until it has enough rows (pgvector >= 0.8): rows a
             # filter rejects, and the dead entries that updated or replaced chunks leave in
