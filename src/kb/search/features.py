@@ -8,10 +8,12 @@ with this module: what it was fitted on is what a query computes.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kb.fusion import Fused
 from kb.search.when import Period
@@ -127,6 +129,94 @@ def _note(row: Candidate) -> tuple[str, str]:
     return row.vault, row.path
 
 
+@dataclass(frozen=True)
+class _Question:
+    """What the features read of the question: its words (less the common ones and the
+    first person), its names, whether it is in the first person, the owner's words, one
+    pattern that finds any of them, and the middle of the time it names."""
+
+    asked: set[str]
+    names: set[str]
+    first_person: bool
+    owner_words: set[str]
+    matcher: re.Pattern[str] | None
+    middle: dt.date | None
+
+    @classmethod
+    def of(cls, question: str, owner: str | None, period: Period | None) -> _Question:
+        asked = _words(question) - _COMMON - _SELF
+        names = _names(question)
+        owner_words = _words(owner or "")
+        return cls(
+            asked=asked,
+            names=names,
+            first_person=bool(FIRST_PERSON.search(question)),
+            owner_words=owner_words,
+            matcher=_matcher(asked | names | owner_words),
+            middle=period.first + (period.last - period.first) / 2 if period else None,
+        )
+
+
+@dataclass(frozen=True)
+class _Standing:
+    """The candidates as a whole, in kb's order: the best of each score, each note's
+    candidates, the chunks by their place in their note, the question's words each chunk
+    holds, and how those words spread over the first TOP."""
+
+    ids: list[int]
+    best_similarity: float
+    best_text: float
+    fused: dict[int, float]
+    best_fused: float
+    notes: dict[tuple[str, str], list[int]]
+    note_order: dict[tuple[str, str], int]
+    place_of: dict[int, int]
+    at_position: dict[tuple[str, str, int], int]
+    found_words: dict[int, set[str]]
+    in_top: Counter[str]
+    novel: dict[int, int]
+    top_notes: int
+
+    @classmethod
+    def of(cls, found: Candidates, order: Sequence[Fused], q: _Question) -> _Standing:
+        ids = [f.id for f in order]
+        cands = [found.rows[i] for i in ids]
+        fused = {f.id: f.score for f in order}
+        notes: dict[tuple[str, str], list[int]] = {}
+        for row in cands:
+            notes.setdefault(_note(row), []).append(row.id)
+        place_of = {i: n for n, i in enumerate(ids, 1)}
+        found_words = {r.id: _found(q.matcher, r.content) for r in cands}
+        wanted = q.asked | q.names
+        # How many of the first TOP candidates hold each word; each chunk's words that none
+        # placed before it holds.
+        in_top: Counter[str] = Counter()
+        for i in ids[:TOP]:
+            in_top.update(found_words[i] & wanted)
+        seen: set[str] = set()
+        novel: dict[int, int] = {}
+        for i in ids:
+            mine = found_words[i] & wanted
+            novel[i] = len(mine - seen)
+            if place_of[i] <= TOP:
+                seen |= mine
+        return cls(
+            ids=ids,
+            best_similarity=max((r.similarity or 0.0 for r in cands), default=0.0),
+            best_text=max((r.text_score or 0.0 for r in cands), default=0.0),
+            fused=fused,
+            best_fused=max(fused.values(), default=0.0) or 1.0,
+            notes=notes,
+            note_order={note: n for n, note in enumerate(notes, 1)},  # by their best chunk
+            place_of=place_of,
+            at_position={(*_note(r), r.position): r.id for r in cands},
+            found_words=found_words,
+            in_top=in_top,
+            novel=novel,
+            top_notes=len({_note(found.rows[i]) for i in ids[:TOP]}),
+        )
+
+
 def rows(
     question: str,
     owner: str | None,
@@ -136,103 +226,103 @@ def rows(
 ) -> list[list[float]]:
     """Each candidate's row of FEATURES, in kb's order (`order`: every candidate of `found`,
     fused, the time the question names first)."""
-    ids = [f.id for f in order]
-    cands = [found.rows[i] for i in ids]
-    best_similarity = max((r.similarity or 0.0 for r in cands), default=0.0)
-    best_text = max((r.text_score or 0.0 for r in cands), default=0.0)
-    fused = {f.id: f.score for f in order}
-    best_fused = max(fused.values(), default=0.0) or 1.0
-    notes: dict[tuple[str, str], list[int]] = {}
-    for row in cands:
-        notes.setdefault(_note(row), []).append(row.id)
-    note_order = {note: n for n, note in enumerate(notes, 1)}  # by their best chunk
-    place_of = {i: n for n, i in enumerate(ids, 1)}
-    at_position = {(*_note(r), r.position): r.id for r in cands}
-    asked = _words(question) - _COMMON - _SELF
-    names = _names(question)
-    first_person = bool(FIRST_PERSON.search(question))
-    owner_words = _words(owner or "")
-    matcher = _matcher(asked | names | owner_words)
-    middle = period.first + (period.last - period.first) / 2 if period else None
-    found_words = {r.id: _found(matcher, r.content) for r in cands}
-    top = ids[:TOP]
-    # How many of the first TOP candidates hold each word; each chunk's words that none
-    # placed before it holds.
-    in_top: Counter[str] = Counter()
-    for i in top:
-        in_top.update(found_words[i] & (asked | names))
-    seen: set[str] = set()
-    novel: dict[int, int] = {}
-    for i in ids:
-        mine = found_words[i] & (asked | names)
-        novel[i] = len(mine - seen)
-        if place_of[i] <= TOP:
-            seen |= mine
-    top_notes = len({_note(found.rows[i]) for i in top})
+    q = _Question.of(question, owner, period)
+    standing = _Standing.of(found, order, q)
+    return [
+        _lists(row, place, standing)
+        + _chunk(row, standing)
+        + _person_and_time(row, q, standing, period)
+        + _words_found(row, q, standing)
+        for place, row in enumerate((found.rows[i] for i in standing.ids), 1)
+    ]
 
-    matrix = []
-    for place, row in enumerate(cands, 1):
-        i = row.id
-        siblings = notes[_note(row)]
-        words = found_words[i]
-        header = _found(matcher, " ".join([*row.header_path, row.path]))
-        mine = words & (asked | names)
-        shared = [in_top[w] - (1 if i in top else 0) for w in mine]
-        owner_header = bool(owner_words & header)
-        neighbours = (at_position.get((*_note(row), row.position + d)) for d in (-1, 1))
-        kinds = row.kinds or {}
-        day = row.own_date
-        matrix.append(
-            [
-                row.vector_rank or ABSENT,
-                1 / row.vector_rank if row.vector_rank else 0.0,
-                row.similarity or 0.0,
-                best_similarity - (row.similarity or 0.0),
-                row.text_rank or ABSENT,
-                1 / row.text_rank if row.text_rank else 0.0,
-                row.text_score or 0.0,
-                (row.text_score or 0.0) / best_text if best_text else 0.0,
-                float(bool(row.vector_rank and row.text_rank)),
-                fused[i],
-                fused[i] / best_fused,
-                place,
-                NO_SIMILARITY if row.own_similarity is None else row.own_similarity,
-                *(kinds.get(k, NO_SIMILARITY) for k in PASSAGE_KINDS),
-                row.passages,
-                math.log1p(len(row.content)),
-                len(row.header_path),
-                row.position,
-                row.position / max(1, row.note_chunks - 1),
-                row.note_chunks,
-                len(siblings),
-                place_of[siblings[0]],
-                float(siblings[0] == i),
-                note_order[_note(row)],
-                max((fused[n] for n in neighbours if n is not None), default=0.0),
-                float(first_person),
-                float(row.personal),
-                float(first_person and row.personal),
-                float(bool(owner_words & words)),
-                float(period is not None),
-                float(day is not None),
-                float(period is not None and period.holds(day)),
-                math.log1p(abs((day - middle).days))
-                if middle is not None and day is not None
-                else -1.0,
-                len(asked & words) / len(asked) if asked else 0.0,
-                len(names & words) / len(names) if names else 0.0,
-                len(names),
-                len(asked & header) / len(asked) if asked else 0.0,
-                len(asked),
-                len(names & header) / len(names) if names else 0.0,
-                len(names & words),
-                float(owner_header),
-                float(first_person and owner_header),
-                sum(math.log((TOP + 1) / (1 + in_top[w])) for w in mine),
-                novel[i] / len(asked | names) if asked | names else 0.0,
-                sum(shared) / len(shared) if shared else 0.0,
-                place_of[siblings[-1]] - place_of[siblings[0]],
-                top_notes,
-            ]
-        )
-    return matrix
+
+def _lists(row: Candidate, place: int, st: _Standing) -> list[float]:
+    """What each list said of the chunk, and fusion's score and place."""
+    similarity, text = row.similarity or 0.0, row.text_score or 0.0
+    return [
+        row.vector_rank or ABSENT,
+        1 / row.vector_rank if row.vector_rank else 0.0,
+        similarity,
+        st.best_similarity - similarity,
+        row.text_rank or ABSENT,
+        1 / row.text_rank if row.text_rank else 0.0,
+        text,
+        text / st.best_text if st.best_text else 0.0,
+        float(bool(row.vector_rank and row.text_rank)),
+        st.fused[row.id],
+        st.fused[row.id] / st.best_fused,
+        place,
+    ]
+
+
+def _chunk(row: Candidate, st: _Standing) -> list[float]:
+    """The chunk's vectors, its place in its note, and its note among the candidates."""
+    kinds = row.kinds or {}
+    siblings = st.notes[_note(row)]
+    neighbours = (st.at_position.get((*_note(row), row.position + d)) for d in (-1, 1))
+    return [
+        NO_SIMILARITY if row.own_similarity is None else row.own_similarity,
+        *(kinds.get(k, NO_SIMILARITY) for k in PASSAGE_KINDS),
+        row.passages,
+        math.log1p(len(row.content)),
+        len(row.header_path),
+        row.position,
+        row.position / max(1, row.note_chunks - 1),
+        row.note_chunks,
+        len(siblings),
+        st.place_of[siblings[0]],
+        float(siblings[0] == row.id),
+        st.note_order[_note(row)],
+        max((st.fused[n] for n in neighbours if n is not None), default=0.0),
+    ]
+
+
+def _person_and_time(
+    row: Candidate, q: _Question, st: _Standing, period: Period | None
+) -> list[float]:
+    """The first person and the owner, and the time the question names against the
+    note's own date."""
+    day = row.own_date
+    apart = (
+        math.log1p(abs((day - q.middle).days)) if q.middle is not None and day is not None else -1.0
+    )
+    return [
+        float(q.first_person),
+        float(row.personal),
+        float(q.first_person and row.personal),
+        float(bool(q.owner_words & st.found_words[row.id])),
+        float(period is not None),
+        float(day is not None),
+        float(period is not None and period.holds(day)),
+        apart,
+    ]
+
+
+def _words_found(row: Candidate, q: _Question, st: _Standing) -> list[float]:
+    """The question's words and names in the chunk and its header path, and the chunk's
+    words against the other candidates'."""
+    asked, names = q.asked, q.names
+    words = st.found_words[row.id]
+    header = _found(q.matcher, " ".join([*row.header_path, row.path]))
+    mine = words & (asked | names)
+    in_top = row.id in st.ids[:TOP]
+    shared = [st.in_top[w] - (1 if in_top else 0) for w in mine]
+    owner_header = bool(q.owner_words & header)
+    siblings = st.notes[_note(row)]
+    return [
+        len(asked & words) / len(asked) if asked else 0.0,
+        len(names & words) / len(names) if names else 0.0,
+        len(names),
+        len(asked & header) / len(asked) if asked else 0.0,
+        len(asked),
+        len(names & header) / len(names) if names else 0.0,
+        len(names & words),
+        float(owner_header),
+        float(q.first_person and owner_header),
+        sum(math.log((TOP + 1) / (1 + st.in_top[w])) for w in mine),
+        st.novel[row.id] / len(asked | names) if asked | names else 0.0,
+        sum(shared) / len(shared) if shared else 0.0,
+        st.place_of[siblings[-1]] - st.place_of[siblings[0]],
+        st.top_notes,
+    ]
