@@ -390,6 +390,34 @@ def parse_config(
     data_dir = _env(env, "KB_DATA_DIR", configured_dir or "")
     database_url = env.get("KB_DATABASE_URL", r.get("database.url", str, ""))
 
+    vaults = _vaults(r, base_dir)
+    llm = _llm(r, env)
+    context = _context(r)
+    # Shorter chunks than a paragraph lose what they are about; longer than a note may be.
+    max_chars = r.number("chunking.max_chars", ChunkingConfig.max_chars, Range(200, 16 << 20))
+    rerank = _rerank(r, env, base_dir)
+    query = _query(r, context, rerank, base_dir)
+    daemon = _daemon(r, env)
+    enrich = _enrich(r)
+    # Only once every key has been read can the rest be called unknown.
+    r.reject_unknown()
+    return Config(
+        owner_name=owner.strip(),
+        vaults=vaults,
+        database_url=database_url,
+        data_dir=_path(data_dir, base_dir) if data_dir else default_data_dir(),
+        chunking=ChunkingConfig(max_chars=max_chars),
+        context=context,
+        llm=llm,
+        query=query,
+        rerank=rerank,
+        daemon=daemon,
+        enrich=enrich,
+        source=source,
+    )
+
+
+def _vaults(r: _Reader, base_dir: Path) -> tuple[VaultConfig, ...]:
     vault_tables = r.get("vaults", list, [])
     if not vault_tables:
         raise ConfigError("config key 'vaults' must list at least one [[vaults]] table")
@@ -401,7 +429,10 @@ def parse_config(
     if len(set(names)) != len(names):
         raise ConfigError("config key 'vaults.name' must be unique across vaults")
     _refuse_overlaps(vaults)
+    return vaults
 
+
+def _llm(r: _Reader, env: dict[str, str]) -> LLMConfig:
     provider = _env(env, "KB_PROVIDER", r.get("llm.provider", str, LLMConfig.provider))
     if provider not in PROVIDERS:
         raise ConfigError(f"config key 'llm.provider' must be one of {', '.join(PROVIDERS)}")
@@ -413,7 +444,7 @@ def parse_config(
     embed_host = _env(env, "KB_EMBED_HOST", r.get("llm.embed_host", str, "") or host)
     if provider == "openai" and not (chat_host and embed_host):
         raise ConfigError("config key 'llm.host' (or llm.chat_host and llm.embed_host) is required")
-    llm = LLMConfig(
+    return LLMConfig(
         provider=provider,
         chat_host=chat_host,
         embed_host=embed_host,
@@ -440,6 +471,9 @@ def parse_config(
         # Fewer tokens than a prefix and a few words would leave nothing to embed.
         embed_window=r.number("llm.embed_window", None, Range(32, TOKENS.high), whole=True),
     )
+
+
+def _context(r: _Reader) -> ContextConfig:
     context = ContextConfig(
         first_chunks=r.number("context.first_chunks", ContextConfig.first_chunks, CHUNKS),
         last_chunks=r.number("context.last_chunks", ContextConfig.last_chunks, CHUNKS),
@@ -472,12 +506,13 @@ def parse_config(
         raise ConfigError(
             "config keys 'context.first_chunks' and 'context.last_chunks' must not both be 0"
         )
-    # Shorter chunks than a paragraph lose what they are about; longer than a note may be.
-    max_chars = r.number("chunking.max_chars", ChunkingConfig.max_chars, Range(200, 16 << 20))
+    return context
+
+
+def _query(r: _Reader, context: ContextConfig, rerank: RerankConfig, base_dir: Path) -> QueryConfig:
     # The model's voices and lines make the vector list strong enough for a larger share.
     fusion = default_fusion(context.names_writers())
     ranker_file = r.get("query.ranker_file", str, None)
-    rerank = _rerank(r, env, base_dir)
     query = QueryConfig(
         top_k=r.number("query.top_k", QueryConfig.top_k, TOP_K),
         owner_in_first_person=r.get(
@@ -502,8 +537,11 @@ def parse_config(
         raise ConfigError(f"config key 'query.mode' must be one of {', '.join(SEARCH_MODES)}")
     if query.fusion.method not in FUSION_METHODS:
         raise ConfigError(f"config key 'query.fusion' must be one of {', '.join(FUSION_METHODS)}")
-    daemon = _daemon(r, env)
-    enrich = EnrichConfig(
+    return query
+
+
+def _enrich(r: _Reader) -> EnrichConfig:
+    return EnrichConfig(
         enabled=r.get("enrich.enabled", bool, EnrichConfig.enabled),
         concurrency=r.number(
             "enrich.concurrency", EnrichConfig.concurrency, Range(1, MAX_ENRICH_CONCURRENCY)
@@ -511,22 +549,6 @@ def parse_config(
         in_daemon=r.get("enrich.in_daemon", bool, EnrichConfig.in_daemon),
         # Shorter than a renewal's round trip, a lease would run out under a working worker.
         lease=r.number("enrich.lease", EnrichConfig.lease, Range(5, YEAR)),
-    )
-    # Only once every key has been read can the rest be called unknown.
-    r.reject_unknown()
-    return Config(
-        owner_name=owner.strip(),
-        vaults=vaults,
-        database_url=database_url,
-        data_dir=_path(data_dir, base_dir) if data_dir else default_data_dir(),
-        chunking=ChunkingConfig(max_chars=max_chars),
-        context=context,
-        llm=llm,
-        query=query,
-        rerank=rerank,
-        daemon=daemon,
-        enrich=enrich,
-        source=source,
     )
 
 
