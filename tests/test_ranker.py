@@ -74,6 +74,10 @@ def test_a_ranker_file_that_is_not_one_is_one_line(tmp_path: Path) -> None:
     other.write_text(json.dumps({"format": 1, "name": "x", "features": ["a"], "trees": []}))
     with pytest.raises(KbError, match="other features"):
         ranker.load(other, FEATURES)
+    listed = tmp_path / "listed.json"
+    listed.write_text("[1, 2]")
+    with pytest.raises(KbError, match="is damaged"):
+        ranker.load(listed, FEATURES)
     newer = tmp_path / "newer.json"
     newer.write_text(json.dumps({"format": 99}))
     with pytest.raises(KbError, match="format 99"):

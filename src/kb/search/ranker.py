@@ -98,8 +98,8 @@ class Ranker:
 
 @dataclass(frozen=True)
 class Judged:
-    """The candidates in the ranker's order: each one's score, its place in kb's fused order
-    and what lifted or lowered it most."""
+    """The candidates in the ranker's order, each one's score and its place in kb's fused
+    order, by chunk id."""
 
     order: list[Fused]
     scores: dict[int, float]
@@ -157,5 +157,5 @@ def load(path: Path, expected: tuple[str, ...]) -> Ranker:
         raise KbError(f"cannot read the ranker file {path}: {exc}") from None
     try:
         return parse(data, expected)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise KbError(f"the ranker file {path} is damaged: {exc!r}") from None
