@@ -93,7 +93,7 @@ def test_failed_files_set_the_exit_code(cfg: Path, db_url: str, vault: Path) -> 
     assert result.returncode == 3
     assert "bad.md" in result.stderr and "Traceback" not in result.stderr
     status = json.loads(kb(cfg, db_url, "status", "--json").stdout)
-    assert [f["path"] for f in status["failures"]] == ["bad.md"]
+    assert [f["path"] for f in status["failures"]] == ["bad.md"], status["failures"]
 
 
 def test_unreachable_ollama_is_one_line(tmp_path: Path, vault: Path, db_url: str) -> None:

@@ -410,3 +410,32 @@ def test_a_data_dir_name_too_long_for_the_file_system_is_one_line(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), lines
     assert f"data_dir {data_dir}" in lines[0], lines
+
+
+def test_threads_take_pgservers_lock_in_turns() -> None:
+    """A keeper thread and an exit both take pgserver's one lock of the process: one waits
+    for the other, and neither release fails under the other."""
+    import threading
+
+    from kb.embedded import PostgresServer
+
+    lock = PostgresServer._lock
+    inside, leave = threading.Event(), threading.Event()
+    order: list[str] = []
+
+    def keeper() -> None:
+        with lock:
+            order.append("keeper in")
+            inside.set()
+            leave.wait(10)
+            order.append("keeper out")
+
+    thread = threading.Thread(target=keeper)
+    thread.start()
+    assert inside.wait(10)
+    timer = threading.Timer(0.2, leave.set)
+    timer.start()
+    with lock, lock:  # entered twice, as pgserver's start does
+        order.append("main in")
+    thread.join()
+    assert order == ["keeper in", "keeper out", "main in"]

@@ -70,6 +70,43 @@ def _kb_says_it(record: logging.LogRecord) -> bool:
 logging.getLogger("pgserver").addFilter(_kb_says_it)
 
 
+class _ThreadSafeLock:
+    """pgserver's one lock of a process (a file lock, a class attribute every server
+    handle shares), made safe for threads. A file lock belongs to the process, not to a
+    thread: when kb's keeper thread took it while the main thread held it (an exit
+    stopping a server), the first to leave released it under the other, whose own release
+    then failed ("Unable to release an unaquired lock"). Here threads take turns, and the
+    file is locked once however deeply the lock is entered."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._threads = threading.RLock()
+        self._depth = 0
+
+    def __enter__(self) -> _ThreadSafeLock:
+        self._threads.acquire()
+        try:
+            if self._depth == 0:
+                self._inner.acquire()
+        except BaseException:
+            self._threads.release()
+            raise
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        try:
+            if self._depth == 0:
+                self._inner.release()
+        finally:
+            self._threads.release()
+
+
+if not isinstance(PostgresServer._lock, _ThreadSafeLock):
+    PostgresServer._lock = _ThreadSafeLock(PostgresServer._lock)
+
+
 class _Server(PostgresServer):
     """pgserver's handle on one server, started by kb (see the module's doc)."""
 
