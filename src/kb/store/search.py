@@ -377,17 +377,19 @@ SELECT c.id, d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line
        c.position, d.personal,
        (SELECT count(*) FROM chunks o WHERE o.document_id = c.document_id)::int
            AS note_chunks,
-       1 - ({distance}) AS own_similarity,
-       (SELECT jsonb_object_agg(k.kind, k.similarity) FROM (
-            SELECT p.kind, max(1 - ({passage_distance})) AS similarity
-              FROM passages p
-             WHERE p.chunk_id = c.id AND p.embed_model = {model}
-             GROUP BY p.kind) AS k
-         WHERE k.similarity IS NOT NULL) AS kinds,
-       (SELECT count(*) FROM passages p
-         WHERE p.chunk_id = c.id AND p.embed_model = {model})::int AS passages
+       1 - ({distance}) AS own_similarity, own.kinds, own.passages
   FROM v FULL OUTER JOIN t ON v.id = t.id
-  JOIN chunks c ON c.id = coalesce(v.id, t.id) JOIN documents d ON d.id = c.document_id
+  JOIN chunks c ON c.id = coalesce(v.id, t.id) JOIN documents d ON d.id = c.document_id,
+       -- The chunk's passages in one read: the best similarity of each kind, and how many.
+       LATERAL (
+           SELECT jsonb_object_agg(k.kind, k.similarity)
+                      FILTER (WHERE k.similarity IS NOT NULL) AS kinds,
+                  coalesce(sum(k.n), 0)::int AS passages
+             FROM (SELECT p.kind, max(1 - ({passage_distance})) AS similarity, count(*) AS n
+                     FROM passages p
+                    WHERE p.chunk_id = c.id AND p.embed_model = {model}
+                    GROUP BY p.kind) AS k
+       ) AS own
 """
 
 
