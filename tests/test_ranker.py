@@ -55,6 +55,24 @@ def test_the_trees_score_as_lightgbm_does(tmp_path: Path) -> None:
         assert base + sum(loaded.lifts(row).values()) == pytest.approx(score, abs=1e-9)
 
 
+def test_the_compiled_trees_read_nothing_of_a_file_but_numbers(tmp_path: Path) -> None:
+    low, high = [0.0] * len(FEATURES), [1e308] * len(FEATURES)
+    # An infinite threshold (LightGBM may write one) compiles, and holds every row.
+    endless = ranker.load(_one_split(tmp_path, "chars", float("inf")), FEATURES)
+    assert endless.scores([low, high]) == [0.0, 0.0]
+    assert ranker.load(_one_split(tmp_path, "passages", 0.5), FEATURES).scores([low, high]) == [
+        0.0,
+        1.0,
+    ]
+    # What is not a number never becomes code.
+    hostile = tmp_path / "hostile.json"
+    data = json.loads(_one_split(tmp_path, "similarity", 0.5).read_text())
+    data["trees"][0][0][0][1] = "__import__('os').system('false')"
+    hostile.write_text(json.dumps(data))
+    with pytest.raises(KbError, match="is damaged"):
+        ranker.load(hostile, FEATURES)
+
+
 def test_the_shipped_ranker_reads_kb_s_features_and_says_what_it_was_fitted_on() -> None:
     shipped = ranker.load(ranker.DEFAULT_MODEL, FEATURES)
     assert shipped.features == FEATURES and len(shipped.trees) >= 50
