@@ -189,3 +189,21 @@ def test_a_ranker_learns_what_kb_order_misses(tmp_path: Path) -> None:
 )
 def test_names_of_a_question(question: str, names: set[str]) -> None:
     assert features._names(question) == names
+
+
+@pytest.mark.parametrize(
+    ("question", "text", "found"),
+    [
+        # Words as full-text search reads them: one stem for "scored" and "Scoring".
+        ("how are billing anomalies scored", "## Scoring of an Anomaly", {"score", "anomali"}),
+        ("when did I climb a mountain", "How I Climbed Mount Fuji", {"climb"}),
+        ("what did Kenji say", "Kenji's plan, and Kenjiro's", {"kenji"}),
+        # A word that only starts like one asked is not it.
+        ("which tests ran", "the testament", set()),
+    ],
+)
+def test_the_question_s_words_are_found_by_their_stems(
+    question: str, text: str, found: set[str]
+) -> None:
+    q = features._Question.of(question, None, None)
+    assert q.finder.found(text) == found

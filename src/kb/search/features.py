@@ -12,8 +12,10 @@ import datetime as dt
 import math
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import Stemmer
 
 from kb.fusion import Fused
 from kb.search.when import Period
@@ -100,10 +102,19 @@ _COMMON = frozenset(
     "had he she they them his her their you your we our any some ever".split()
 )
 _SELF = frozenset({"i", "me", "my", "mine", "myself"})
+# Many stems of a list of words at once (Snowball's English, as PostgreSQL's english text
+# search stems).
+Stems = Callable[[Sequence[str]], list[str]]
 
 
 def _words(text: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(text)}
+
+
+def _english() -> Stems:
+    """A stemmer of one search's own: a Snowball stemmer must not be shared by threads, and
+    one costs less than a microsecond to make."""
+    return Stemmer.Stemmer("english", 0).stemWords
 
 
 def _names(question: str) -> set[str]:
@@ -112,17 +123,33 @@ def _names(question: str) -> set[str]:
     return {w.lower() for w in words if w[0].isupper() and w.lower() not in ("i", "i'm")}
 
 
-def _matcher(words: set[str]) -> re.Pattern[str] | None:
-    """A pattern that finds any of `words` (lower case) as a whole word of a lower-cased
-    text, as _WORD splits it: one scan of a chunk rather than a set of all its words."""
-    if not words:
-        return None
-    alternatives = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
-    return re.compile(rf"(?<![A-Za-z0-9'])(?:{alternatives})(?![A-Za-z0-9'])")
+@dataclass(frozen=True)
+class _Finder:
+    """Finds which of some stems a text holds, in one scan: a word is looked at when it
+    starts as a stem does (a stem less its last letter: "anomali" finds "anomaly") and
+    counted when its own stem is one of them."""
 
+    stems: frozenset[str]
+    pattern: re.Pattern[str] | None
+    stem: Stems
 
-def _found(pattern: re.Pattern[str] | None, text: str) -> set[str]:
-    return set(pattern.findall(text.lower())) if pattern else set()
+    @classmethod
+    def of(cls, stems: set[str], stem: Stems) -> _Finder:
+        if not stems:
+            return cls(frozenset(), None, stem)
+        starts = {s if len(s) <= 3 else s[:-1] for s in stems}
+        alternatives = "|".join(re.escape(w) for w in sorted(starts, key=len, reverse=True))
+        return cls(
+            frozenset(stems),
+            re.compile(rf"(?<![A-Za-z0-9'])(?:{alternatives})[A-Za-z0-9']*"),
+            stem,
+        )
+
+    def found(self, text: str) -> set[str]:
+        """The stems of the finder's that `text` holds."""
+        if self.pattern is None:
+            return set()
+        return set(self.stem(list(set(self.pattern.findall(text.lower()))))) & self.stems
 
 
 def _note(row: Candidate) -> tuple[str, str]:
@@ -139,20 +166,21 @@ class _Question:
     names: set[str]
     first_person: bool
     owner_words: set[str]
-    matcher: re.Pattern[str] | None
+    finder: _Finder
     middle: dt.date | None
 
     @classmethod
     def of(cls, question: str, owner: str | None, period: Period | None) -> _Question:
-        asked = _words(question) - _COMMON - _SELF
-        names = _names(question)
-        owner_words = _words(owner or "")
+        stem = _english()
+        asked = set(stem(list(_words(question) - _COMMON - _SELF)))
+        names = set(stem(list(_names(question))))
+        owner_words = set(stem(list(_words(owner or ""))))
         return cls(
             asked=asked,
             names=names,
             first_person=bool(FIRST_PERSON.search(question)),
             owner_words=owner_words,
-            matcher=_matcher(asked | names | owner_words),
+            finder=_Finder.of(asked | names | owner_words, stem),
             middle=period.first + (period.last - period.first) / 2 if period else None,
         )
 
@@ -186,7 +214,7 @@ class _Standing:
         for row in cands:
             notes.setdefault(_note(row), []).append(row.id)
         place_of = {i: n for n, i in enumerate(ids, 1)}
-        found_words = {r.id: _found(q.matcher, r.content) for r in cands}
+        found_words = {r.id: q.finder.found(r.content) for r in cands}
         wanted = q.asked | q.names
         # How many of the first TOP candidates hold each word; each chunk's words that none
         # placed before it holds.
@@ -304,7 +332,7 @@ def _words_found(row: Candidate, q: _Question, st: _Standing) -> list[float]:
     words against the other candidates'."""
     asked, names = q.asked, q.names
     words = st.found_words[row.id]
-    header = _found(q.matcher, " ".join([*row.header_path, row.path]))
+    header = q.finder.found(" ".join([*row.header_path, row.path]))
     mine = words & (asked | names)
     in_top = row.id in st.ids[:TOP]
     shared = [st.in_top[w] - (1 if in_top else 0) for w in mine]

@@ -47,17 +47,17 @@ class Tree:
         """The tree's mean output: where every row's path starts."""
         return self.means[0] if self.means else self.leaves[0]
 
-    def path(self, row: Sequence[float]) -> tuple[float, list[tuple[int, float]]]:
-        """The tree's output for `row`, and each split's feature with what it added."""
-        lifts = []
-        node, value = (0 if self.means else ~0), self.mean
-        while node >= 0:
-            feature = self.features[node]
-            node = self.lefts[node] if row[feature] <= self.thresholds[node] else self.rights[node]
-            after = self.leaves[~node] if node < 0 else self.means[node]
-            lifts.append((feature, after - value))
-            value = after
-        return value, lifts
+    def lifts(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """What taking each split node's left and right branch adds: the child's mean
+        output (or leaf value) less the node's."""
+
+        def output(child: int) -> float:
+            return self.leaves[~child] if child < 0 else self.means[child]
+
+        return (
+            tuple(output(c) - m for c, m in zip(self.lefts, self.means, strict=True)),
+            tuple(output(c) - m for c, m in zip(self.rights, self.means, strict=True)),
+        )
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,14 @@ class Ranker:
     # The trees as one function of a row: their sum.
     score: Callable[[Sequence[float]], float] = field(init=False, repr=False, compare=False)
 
+    # Each tree's split nodes' lifts (Tree.lifts), for explanations.
+    _lifts: tuple[tuple[tuple[float, ...], tuple[float, ...]], ...] = field(
+        init=False, repr=False, compare=False
+    )
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "score", compiled(self.trees))
+        object.__setattr__(self, "_lifts", tuple(tree.lifts() for tree in self.trees))
 
     def scores(self, rows: Sequence[Sequence[float]]) -> list[float]:
         """Each row's score, higher first."""
@@ -82,12 +88,21 @@ class Ranker:
     def lifts(self, row: Sequence[float]) -> dict[str, float]:
         """What each feature added to this row's score, summed over the trees' splits on its
         path (each split's change of the mean output): why the row scored as it did."""
-        by_feature: dict[str, float] = {}
-        for tree in self.trees:
-            for feature, lift in tree.path(row)[1]:
-                name = self.features[feature]
-                by_feature[name] = by_feature.get(name, 0.0) + lift
-        return by_feature
+        added = [0.0] * len(self.features)
+        on_path: set[int] = set()
+        for tree, (left, right) in zip(self.trees, self._lifts, strict=True):
+            features, thresholds = tree.features, tree.thresholds
+            node = 0 if tree.means else ~0
+            while node >= 0:
+                feature = features[node]
+                on_path.add(feature)
+                if row[feature] <= thresholds[node]:
+                    added[feature] += left[node]
+                    node = tree.lefts[node]
+                else:
+                    added[feature] += right[node]
+                    node = tree.rights[node]
+        return {self.features[f]: added[f] for f in sorted(on_path)}
 
 
 def compiled(trees: Sequence[Tree]) -> Callable[[Sequence[float]], float]:
