@@ -175,6 +175,21 @@ def test_bad_input_gets_one_line_and_a_non_zero_exit(
     )
     assert again.returncode != 0 and '+owner_name = "Bo"' in again.stderr
     assert 'owner_name = "Ana"' in config.read_text()
+    forced = run_kb(
+        config,
+        env,
+        "init",
+        str(obsidian_vault),
+        "-y",
+        "--owner",
+        "Bo",
+        "--provider",
+        "fake",
+        "--force",
+    )
+    assert forced.returncode == 0 and 'owner_name = "Bo"' in config.read_text(), forced.stderr
+    unknown = run_kb(config, env, "init", str(obsidian_vault), "--yes", "--provider", "gpt")
+    assert unknown.returncode != 0 and "--provider must be one of" in unknown.stderr
 
 
 def test_an_edit_of_the_daily_notes_settings_rebuilds_exactly_the_daily_notes(

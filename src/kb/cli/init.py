@@ -6,6 +6,7 @@ import datetime as dt
 import os
 import tomllib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,7 +14,7 @@ import typer
 
 from kb.cli.render import shown
 from kb.cli.shared import Options, fail, stderr, stdout
-from kb.config import Config, load_config
+from kb.config import Config, Provider, load_config
 from kb.errors import EXIT_ERROR, KbError
 from kb.terminal import printable
 
@@ -47,73 +48,127 @@ def init_command(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing config.")] = False,
 ) -> None:
     """Write a config for a vault: the owner, personal folders, what to skip, the models."""
-    from kb.config import PROVIDERS, VaultConfig, parse_config
     from kb.locations import find_config_file
     from kb.services import init
 
     options: Options = ctx.obj
     target = find_config_file(options.config)
-    path = vault.expanduser().resolve()
+    out = stdout()
     try:
-        server = next((p for p in PROVIDERS if p == provider), None)
-        if server is None:
-            raise KbError(f"--provider must be one of {', '.join(PROVIDERS)}")
-        existing = target.read_text(encoding="utf-8") if target.exists() else None
-        configured = load_config(target).vaults if add and existing is not None else ()
-        if add and existing is None:
-            raise KbError(f"--add: there is no config at {target} to add to")
-        init.refuse_globs("--ignore", ignore or ())
-        init.refuse_globs("--personal", personal or ())
-        init.refuse_vault(path, configured)
-        vault_name = name or path.name or "vault"
-        if any(v.name == vault_name for v in configured):
-            raise KbError(f"a vault is already named '{vault_name}': pass --name")
-        out = stdout()
-        out.print(f"vault        {shown(str(path))} (named '{shown(vault_name)}')")
-        found = [] if add else init.owner_names(*init.names_on_this_machine())
-        owner_name = "" if add else _owner(owner, yes, found)
-        if owner_name:
-            out.print(f"owner        {shown(owner_name)}")
-        survey = init.survey(VaultConfig(vault_name, path, ignore=tuple(ignore or ())))
+        start = _start(
+            target,
+            vault.expanduser().resolve(),
+            provider,
+            name,
+            owner,
+            yes=yes,
+            add=add,
+            globs=(personal or (), ignore or ()),
+        )
     except KbError as exc:
         raise fail(str(exc)) from None
-
-    chosen = list(_chosen(init.personal_proposals(survey), yes))
+    chosen = list(_chosen(init.personal_proposals(start.survey), yes))
     chosen += [init.Proposal(g, "given with --personal") for g in personal or ()]
     out.print("skipped      " + init.ALWAYS_SKIPPED)
-    for proposal in init.ignore_proposals(survey.settings):
+    for proposal in init.ignore_proposals(start.survey.settings):
         out.print(f"  {shown(proposal.glob)}  ({shown(proposal.reason)}, followed at each sync)")
     for glob in ignore or ():
         out.print(f"  {shown(glob)}  (given with --ignore)")
     choices = init.Choices(
-        owner=owner_name,
-        name=vault_name,
-        path=path,
+        owner=start.owner,
+        name=start.name,
+        path=start.path,
         personal=tuple(chosen),
         ignore=tuple(ignore or ()),
-        followed=tuple(survey.settings.lines()),
-        provider=server,
+        followed=tuple(start.survey.settings.lines()),
+        provider=start.provider,
     )
     text = (
-        existing.rstrip("\n") + "\n" + init.vault_text(choices)
-        if add and existing is not None
+        start.existing.rstrip("\n") + "\n" + init.vault_text(choices)
+        if add and start.existing is not None
         else init.config_text(choices, dt.date.today())
     )
+    _write(target, text, start.existing, replace=not add, force=force)
+    out.print(f"wrote        {shown(str(target))}")
+    _next_steps("" if options.config is None else f" --config {shown(str(target))}")
+
+
+@dataclass(frozen=True)
+class _Start:
+    """What `kb init` knows before the personal folders are chosen."""
+
+    path: Path
+    name: str
+    owner: str
+    provider: Provider
+    existing: str | None  # the config file's text, when there is one
+    survey: init.Survey
+
+
+def _start(
+    target: Path,
+    path: Path,
+    provider: str,
+    name: str | None,
+    owner: str | None,
+    *,
+    yes: bool,
+    add: bool,
+    globs: tuple[Sequence[str], Sequence[str]],
+) -> _Start:
+    """The vault, its name and owner (asked unless given or --yes), and its survey; a
+    KbError when the options cannot make a config. `globs`: --personal's and --ignore's."""
+    from kb.config import PROVIDERS, VaultConfig
+    from kb.services import init
+
+    server = next((p for p in PROVIDERS if p == provider), None)
+    if server is None:
+        raise KbError(f"--provider must be one of {', '.join(PROVIDERS)}")
+    existing = target.read_text(encoding="utf-8") if target.exists() else None
+    configured = load_config(target).vaults if add and existing is not None else ()
+    if add and existing is None:
+        raise KbError(f"--add: there is no config at {target} to add to")
+    personal, ignore = globs
+    init.refuse_globs("--ignore", ignore)
+    init.refuse_globs("--personal", personal)
+    init.refuse_vault(path, configured)
+    vault_name = name or path.name or "vault"
+    if any(v.name == vault_name for v in configured):
+        raise KbError(f"a vault is already named '{vault_name}': pass --name")
+    out = stdout()
+    out.print(f"vault        {shown(str(path))} (named '{shown(vault_name)}')")
+    found = [] if add else init.owner_names(*init.names_on_this_machine())
+    owner_name = "" if add else _owner(owner, yes, found)
+    if owner_name:
+        out.print(f"owner        {shown(owner_name)}")
+    survey = init.survey(VaultConfig(vault_name, path, ignore=tuple(ignore)))
+    return _Start(path, vault_name, owner_name, server, existing, survey)
+
+
+def _write(target: Path, text: str, existing: str | None, *, replace: bool, force: bool) -> None:
+    """Write the config `text` once it reads as kb will read it and its models answer; an
+    existing config is replaced only with --force (the changes shown otherwise)."""
+    from kb.config import parse_config
+    from kb.services import init
+
     try:
         # Read as kb will read it, the environment's overrides (OLLAMA_HOST) included.
         config = parse_config(tomllib.loads(text), base_dir=target.parent, env=dict(os.environ))
     except (KbError, tomllib.TOMLDecodeError) as exc:
         raise fail(f"the config would not be valid: {exc}") from None
     _check_models(config)
-    if existing is not None and not add and not force:
+    if existing is not None and replace and not force:
         stderr().print(f"{shown(str(target))} exists; --force overwrites it. It would change:")
         for line in init.changes(existing, text, target):
             stderr().print(printable(line), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_ERROR)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
-    out.print(f"wrote        {shown(str(target))}")
-    at = "" if options.config is None else f" --config {shown(str(target))}"
+
+
+def _next_steps(at: str) -> None:
+    """What to run next, with the same --config (`at`)."""
+    out = stdout()
     out.print(f"next         kb{at} index", soft_wrap=True)
     out.print(f'then         kb{at} query "…"', soft_wrap=True)
     out.print(f"or browse    kb{at} serve, then http://127.0.0.1:8766/", soft_wrap=True)
