@@ -15,7 +15,7 @@ and header path) or `"none"` (the chunk alone), `structural` asks nothing.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kb import outputs, prompts
 from kb.chunking import Chunk
@@ -64,7 +64,7 @@ def summarize(draft: Draft, needs: Needs, window: Window) -> Asking[FileContext]
     already paid for, by cache key) lacks. The caller leaves out fallbacks made by another
     model, so those are asked again; the note's title and folder go into the structural
     context used when the model's output is unusable."""
-    chunks, personal, known, note = draft.chunks, draft.personal, draft.known, draft.note
+    chunks, personal, known = draft.chunks, draft.personal, draft.known
     settings = needs.settings
     owner = needs.owner_for(personal)
     problems: list[str] = []
@@ -79,80 +79,28 @@ def summarize(draft: Draft, needs: Needs, window: Window) -> Asking[FileContext]
     ]
 
     summary_keys = [needs.chunk_summary_key(c, personal) for c in chunks]
-    summaries: list[Output | None] = [known.get(k) for k in summary_keys]
-    missing = [parts[i] for i, s in enumerate(summaries) if s is None]
-    retry: list[_Part] = []
-
-    def settle(answers: list[_PartAnswer]) -> None:
-        for answer in answers:
-            part, text, problem = answer.part, answer.text, answer.problem
-            if problem == _NOT_WRITTEN and answer.from_note:
-                continue  # left for the batches below
-            if problem and not answer.alone:
-                retry.append(part)
-                continue
-            if problem:
-                problems.append(f"chunk {part.index + 1} summary: {problem}")
-                text = outputs.structural_chunk_summary(
-                    note.title, plain_headers(chunks[part.index].header_path)
-                )
-            summaries[part.index] = Output(text, fallback=problem is not None)
-
+    written = _Settled(draft, [known.get(k) for k in summary_keys], problems)
+    missing = [parts[i] for i, s in enumerate(written.summaries) if s is None]
     file_key = needs.file_summary_key(chunks, personal)
     file_summary = known.get(file_key)
     if file_summary is None:
-        written: tuple[str, str | None] | None = None
-        if missing and _note_fits(parts, len(missing), owner, settings, window):
-            prompt = _note_prompt(parts, missing, owner, settings, window)
-            [answer] = yield [prompt]
-            written, read = _read_note(answer, prompt, parts, missing, settings)
-            settle(read)
-        if written is None or written[1]:
-            # The note's own call wrote no usable summary of it (or there was none): the
-            # file summary prompt, which reads the first and last chunks.
-            prompt = prompts.file_summary_prompt(
-                needs.excerpts(chunks),
-                owner=owner,
-                max_tokens=settings.summary_max_tokens,
-                context_window=window.context,
-            )
-            [answer] = yield [prompt]
-            written = _read_summary(answer, prompt)
-        text, problem = written
-        if problem:
-            problems.append(f"file summary: {problem}")
-            text = outputs.structural_file_summary(
-                note.title, note.folder, sections(chunks), owner, note.aliases
-            )
-        file_summary = Output(text, fallback=problem is not None)
+        file_summary = yield from _file_summary(draft, needs, window, parts, missing, written)
 
     # The chunks the note's call did not cover (or left out: a model that lost the format
     # for a whole note keeps to it for a few parts), a few per call; they reach the server
     # back to back and share their cached prompt prefix up to the file summary. Then, alone,
     # the parts a call of several answered unusably.
-    batches = _batches(
-        [p for p in missing if summaries[p.index] is None and p not in retry],
-        file_summary.text,
-        owner,
-        settings,
-        window,
-    )
-
-    def ask(round_: list[list[_Part]]) -> Asking[None]:
-        if not round_:
-            return
-        asked = [_parts_prompt(file_summary.text, b, owner, settings, window) for b in round_]
-        answers = yield asked
-        for batch, prompt, answer in zip(round_, asked, answers, strict=True):
-            settle(_read_parts_answer(answer, prompt, batch, settings))
-
-    yield from ask(batches)
-    alone = [[part] for part in retry]
-    retry.clear()
-    yield from ask(alone)
+    left = [p for p in missing if written.summaries[p.index] is None and p not in written.retry]
+    batches = _batches(left, file_summary.text, owner, settings, window)
+    yield from _ask(batches, file_summary.text, owner, settings, window, written)
+    alone = [[part] for part in written.retry]
+    written.retry.clear()
+    yield from _ask(alone, file_summary.text, owner, settings, window, written)
 
     built = []
-    for chunk, key, summary, own in zip(chunks, summary_keys, summaries, rewritten, strict=True):
+    for chunk, key, summary, own in zip(
+        chunks, summary_keys, written.summaries, rewritten, strict=True
+    ):
         assert summary is not None
         built.append(with_outputs(chunk, file_summary, summary, key, own, needs, window))
     return FileContext(
@@ -163,6 +111,86 @@ def summarize(draft: Draft, needs: Needs, window: Window) -> Asking[FileContext]
         llm_calls=0,
         problems=problems,
     )
+
+
+@dataclass
+class _Settled:
+    """A note's chunk summaries as answers settle them: each one written (the model's, or
+    structural where its answer alone was unusable), or a part to ask again alone."""
+
+    draft: Draft
+    summaries: list[Output | None]
+    problems: list[str]
+    retry: list[_Part] = field(default_factory=list)
+
+    def settle(self, answers: list[_PartAnswer]) -> None:
+        for answer in answers:
+            part, text, problem = answer.part, answer.text, answer.problem
+            if problem == _NOT_WRITTEN and answer.from_note:
+                continue  # left for the batches
+            if problem and not answer.alone:
+                self.retry.append(part)
+                continue
+            if problem:
+                self.problems.append(f"chunk {part.index + 1} summary: {problem}")
+                text = outputs.structural_chunk_summary(
+                    self.draft.note.title, plain_headers(self.draft.chunks[part.index].header_path)
+                )
+            self.summaries[part.index] = Output(text, fallback=problem is not None)
+
+
+def _file_summary(
+    draft: Draft,
+    needs: Needs,
+    window: Window,
+    parts: list[_Part],
+    missing: list[_Part],
+    written: _Settled,
+) -> Asking[Output]:
+    """The note's summary: from one call for the whole note (which summarises the `missing`
+    parts too) where it fits, else, or when that call wrote none, from the first and last
+    chunks; structural where the model's is unusable."""
+    chunks, note, settings = draft.chunks, draft.note, needs.settings
+    owner = needs.owner_for(draft.personal)
+    answered: tuple[str, str | None] | None = None
+    if missing and _note_fits(parts, len(missing), owner, settings, window):
+        prompt = _note_prompt(parts, missing, owner, settings, window)
+        [answer] = yield [prompt]
+        answered, read = _read_note(answer, prompt, parts, missing, settings)
+        written.settle(read)
+    if answered is None or answered[1]:
+        prompt = prompts.file_summary_prompt(
+            needs.excerpts(chunks),
+            owner=owner,
+            max_tokens=settings.summary_max_tokens,
+            context_window=window.context,
+        )
+        [answer] = yield [prompt]
+        answered = _read_summary(answer, prompt)
+    text, problem = answered
+    if problem:
+        written.problems.append(f"file summary: {problem}")
+        text = outputs.structural_file_summary(
+            note.title, note.folder, sections(chunks), owner, note.aliases
+        )
+    return Output(text, fallback=problem is not None)
+
+
+def _ask(
+    round_: list[list[_Part]],
+    file_summary: str,
+    owner: str | None,
+    settings: ContextConfig,
+    window: Window,
+    written: _Settled,
+) -> Asking[None]:
+    """One round of part prompts, sent together, their answers settled."""
+    if not round_:
+        return
+    asked = [_parts_prompt(file_summary, b, owner, settings, window) for b in round_]
+    answers = yield asked
+    for batch, prompt, answer in zip(round_, asked, answers, strict=True):
+        written.settle(_read_parts_answer(answer, prompt, batch, settings))
 
 
 def _rewrites(
