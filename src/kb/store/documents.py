@@ -18,7 +18,7 @@ from kb.plan import Stored
 from kb.store import passages
 from kb.store.chunks import ChunkRecord, VoiceRecord
 from kb.store.pool import Pool, like_prefix
-from kb.store.queue import Pending, queue_note
+from kb.store.queue import Pending, queue_notes
 
 # The columns of a Stored note, for every query that returns one.
 _STORED = "SELECT path, content_hash, size, mtime_ns, personal, context_build FROM documents"
@@ -64,11 +64,13 @@ class Undated:
 
 @dataclass(frozen=True)
 class NoteRows:
-    """A note ready to be written: its row, its chunks' rows, and how it is queued."""
+    """A note ready to be written: its row, its chunks' rows, and how it is queued for its
+    LLM context (`pending`) and for the vectors its rows lack (`vectors`)."""
 
     doc: DocumentRecord
     chunks: Sequence[ChunkRecord]
     pending: Pending | None = None
+    vectors: Pending | None = None
 
 
 _UPSERT_DOCUMENT = """
@@ -153,7 +155,7 @@ class Documents:
 
     def save(self, notes: Sequence[NoteRows]) -> None:
         """Replace some documents and all their chunks in one transaction; each queued for
-        its LLM context when it is `pending`, else taken off the queue.
+        its vectors and its LLM context as it says, else taken off those queues.
 
         Many notes to a transaction is what makes a large vault quick to load: the triggers
         that keep the text index (migration 010) run once per statement, and update the
@@ -173,8 +175,9 @@ class Documents:
                 if not cur.nextset():
                     break
             cur.execute("DELETE FROM chunks WHERE document_id = ANY(%s)", (ids,))
-            for doc_id, note in zip(ids, notes, strict=True):
-                queue_note(conn, doc_id, note.doc.content_hash, note.pending)
+            pairs = list(zip(ids, notes, strict=True))
+            queue_notes(cur, "embed", [(i, n.doc.content_hash, n.vectors) for i, n in pairs])
+            queue_notes(cur, "enrich", [(i, n.doc.content_hash, n.pending) for i, n in pairs])
             cur.execute(
                 "DELETE FROM failures f USING unnest(%s::text[], %s::text[]) AS n(vault, path)"
                 " WHERE f.vault = n.vault AND f.path = n.path",
@@ -315,12 +318,14 @@ class Documents:
         return dict(row)
 
     def without_vectors(self, model: str) -> list[tuple[str, str]]:
-        """(vault, path) of documents with a chunk that lacks a vector from `model`."""
+        """(vault, path) of documents with a chunk that lacks a vector from `model` and that
+        do not wait for it in the embedding queue."""
         with self.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT DISTINCT d.vault, d.path FROM chunks c JOIN documents d"
                 " ON d.id = c.document_id"
-                " WHERE c.embedding IS NULL OR c.embed_model IS DISTINCT FROM %s",
+                " WHERE (c.embedding IS NULL OR c.embed_model IS DISTINCT FROM %s)"
+                "   AND NOT EXISTS (SELECT 1 FROM embedding_queue q WHERE q.document_id = d.id)",
                 (model,),
             ).fetchall()
         return [(r["vault"], r["path"]) for r in rows]

@@ -1,0 +1,122 @@
+"""The middle speed: the vectors of queued notes, written by a worker.
+
+claim a few notes, newest first → read their texts that wait for a vector → take the
+vectors this model made before for the same texts (by hash; not for a `kb reindex`) →
+embed the rest once each, `llm.concurrency` requests in flight → write them into the rows
+that still hold those texts, and take the items off the queue, in one transaction
+(`Queue.finish_vectors`).
+
+A note is found by its words from the moment it is stored; once its item is done, by its
+meaning too. Nothing here reads the vault. The loop that drains the queue is
+`kb.indexing.worker`; the LLM context (`kb.indexing.enrich`) comes after.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from kb.config import Config
+from kb.errors import KbError
+from kb.indexing.embedding import Embedding
+from kb.indexing.enrich import Attempt
+from kb.llm.base import Embedder
+from kb.store import Claim, Store, Vector
+from kb.store.queue import Unembedded, VectorsDone
+
+# Notes claimed at once: enough texts for a few full requests (a note has about twenty).
+NOTES_PER_CLAIM = 8
+
+
+class Vectorizer:
+    """Embeds claimed notes' texts; `llm.concurrency` requests of `llm.embed_batch` texts in
+    flight at once."""
+
+    def __init__(self, config: Config, store: Store, embedder: Embedder) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.batch = config.llm.embed_batch
+        self.notes = NOTES_PER_CLAIM
+        self.embedding = Embedding(
+            store, embedder, batch=config.llm.embed_batch, in_flight=config.llm.concurrency
+        )
+        self._pool = ThreadPoolExecutor(
+            max(1, config.llm.concurrency), thread_name_prefix="kb-embed"
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def vectorize(self, claims: Sequence[Claim], owner: str) -> list[Attempt]:
+        """Embed and write the vectors of some claimed notes; an attempt for each."""
+        started = time.monotonic()
+        self._space()
+        texts = self.store.queue.unembedded([c.document_id for c in claims])
+        fresh = {c.document_id for c in claims if c.fresh}
+        known = self._known([t for t in texts if t.document_id not in fresh])
+        # Each text once, however many rows hold it.
+        wanted = list({t.text_hash: t.text for t in texts if t.text_hash not in known}.items())
+        vectors = dict(known)
+        vectors.update(
+            zip((h for h, _ in wanted), self._embed([t for _, t in wanted]), strict=True)
+        )
+        sent = {h for h, _ in wanted}
+        embedded: dict[int, int] = {}
+        for t in texts:
+            if t.text_hash in sent:
+                sent.discard(t.text_hash)  # counted for the first note that holds it
+                embedded[t.document_id] = embedded.get(t.document_id, 0) + 1
+        finished = set(
+            self.store.queue.finish_vectors(
+                owner,
+                self.embedder.name,
+                [(t, vectors[t.text_hash]) for t in texts],
+                [VectorsDone(c, embedded.get(c.document_id, 0)) for c in claims],
+            )
+        )
+        seconds = time.monotonic() - started
+        return [
+            Attempt(
+                c.document_id,
+                "",
+                "",
+                "done" if c.document_id in finished else "dropped",
+                embedded=embedded.get(c.document_id, 0),
+                seconds=seconds,
+                speed="embed",
+            )
+            for c in claims
+        ]
+
+    def _space(self) -> None:
+        """The index's embedding space, made here from the first vectors of a new index; a
+        worker that embeds with another model than the index holds refuses."""
+        space = self.store.vectors.space()
+        if space is None:
+            dimensions = len(self.embedding.embed(["dimension probe"], probe=True)[0])
+            self.store.vectors.switch(self.embedder.name, dimensions)
+            space = (self.embedder.name, dimensions)
+        elif space[0] != self.embedder.name:
+            raise KbError(
+                f"the index holds vectors of '{space[0]}', this worker embeds with "
+                f"'{self.embedder.name}': give workers the indexer's embed_model, or run "
+                "`kb index` with this one to switch"
+            )
+        self.embedding.space = space
+
+    def _known(self, texts: Sequence[Unembedded]) -> dict[str, Vector]:
+        """Vectors this model made before for some of the texts, by their hash."""
+        model = self.embedder.name
+        known = dict(
+            self.store.caches.known_embeddings([t.text_hash for t in texts if not t.passage], model)
+        )
+        known.update(
+            self.store.passages.known_embeddings([t.text_hash for t in texts if t.passage], model)
+        )
+        return known
+
+    def _embed(self, texts: Sequence[str]) -> list[Vector]:
+        """Vectors for texts, a request per batch, as many in flight as the server serves."""
+        batches = [texts[i : i + self.batch] for i in range(0, len(texts), self.batch)]
+        return [v for vectors in self._pool.map(self.embedding.embed, batches) for v in vectors]
