@@ -152,10 +152,15 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
     report, left = enriched.report, enriched.left
     if enriched.stopped:
         # The threads have finished the notes in hand; the rest stay queued.
-        stderr().print(
-            f"interrupted: {left.vectors.items} notes still queued for their vectors,"
-            f" {left.context.items} for their LLM context"
-        )
+        queued = [
+            f"{n} notes still queued for {what}"
+            for n, what in (
+                (left.vectors.items, "their vectors"),
+                (left.context.items, "their LLM context"),
+            )
+            if n
+        ]
+        stderr().print(f"interrupted: {', '.join(queued) or 'no note left queued'}")
         raise typer.Exit(interrupted_status(signal.SIGINT))
     if report.vectored or report.done:
         stderr().print(

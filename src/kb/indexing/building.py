@@ -72,10 +72,12 @@ class NoteBuilder:
         fresh: bool,
         ask: bool,
         embed: bool = True,
+        known_vectors: bool = True,
     ) -> Built:
         """The note's rows. `fresh`: no cached output or vector is taken (a forced
         rebuild); `ask`: the model is asked for what is missing now; `embed`: the texts with
-        no vector known are embedded now (else they wait for the embedding queue)."""
+        no vector known are embedded now (else they wait for the embedding queue);
+        `known_vectors` off: the index holds none to look up."""
         chat = self.context.chat.name
         # Only a note whose writer the model names has one stored to stand in.
         asks = not fresh and self.context.needs.asks_voice(personal)
@@ -90,6 +92,10 @@ class NoteBuilder:
         else:
             ctx = self.context.provisional(chunks, personal, known, note, before)
         records, embedded = self.embedding.records(
-            ctx.chunks, chat_model=chat, reuse=not fresh, passages=ctx.passages, embed=embed
+            ctx.chunks,
+            chat_model=chat,
+            reuse=not fresh and known_vectors,
+            passages=ctx.passages,
+            embed=embed,
         )
         return Built(ctx, records, embedded, complete or ask)

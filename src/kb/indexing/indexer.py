@@ -163,6 +163,7 @@ class Indexer:
         self.context = Contextualizer.for_config(chat, config, self._llm_pool)
         self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch, in_flight=workers)
         self.builder = NoteBuilder(self.context, self.embedding, store.caches)
+        self._known_vectors = True  # until a sync finds the index without any
 
     def close(self) -> None:
         self._file_pool.shutdown(wait=True, cancel_futures=True)
@@ -465,6 +466,7 @@ class Indexer:
             fresh=force,
             ask=not self.enrich,
             embed=False,
+            known_vectors=self._known_vectors,
         )
         ctx, records = built.context, built.records
         pending = None if built.complete else Pending(priority=mtime_ns, fresh=force)
@@ -511,6 +513,9 @@ class Indexer:
         from the first vectors the embedding queue writes, so no text waits on the embedder
         here."""
         space = self.store.vectors.space()
+        # A new index holds no vector to look up for its notes (the embedding queue looks
+        # again when it embeds them).
+        self._known_vectors = space is not None
         if space is None:
             return
         if space[0] != self.embedder.name:

@@ -24,7 +24,7 @@ from kb.store.queue import Pending, queue_notes
 _STORED = "SELECT path, content_hash, size, mtime_ns, personal, context_build FROM documents"
 
 _COPY_CHUNKS = """
-    COPY chunks (document_id, position, header_path, content, content_hash, start_line,
+    COPY chunks (id, document_id, position, header_path, content, content_hash, start_line,
                  end_line, summary, summary_key, rewrite, rewrite_key, full_context,
                  embed_text, context_hash, chat_model, embedding, embed_model,
                  summary_fallback, rewrite_fallback, summaries_at, statements,
@@ -183,31 +183,32 @@ class Documents:
                 " WHERE f.vault = n.vault AND f.path = n.path",
                 ([n.doc.vault for n in notes], [n.doc.path for n in notes]),
             )
+            # The chunks' ids taken first: their passages are written without reading back
+            # the rows just written.
+            cur.execute(
+                "SELECT nextval(pg_get_serial_sequence('chunks', 'id')) AS id"
+                "  FROM generate_series(1, %s)",
+                (sum(len(n.chunks) for n in notes),),
+            )
+            chunk_ids = iter([r["id"] for r in cur.fetchall()])
+            chunks = [(next(chunk_ids), doc_id, c) for doc_id, n in pairs for c in n.chunks]
             # Last, so the text index's lock (taken by its trigger) is held only until commit.
             with cur.copy(_COPY_CHUNKS) as copy:
-                for doc_id, note in zip(ids, notes, strict=True):
-                    for c in note.chunks:
-                        copy.write_row(
-                            (
-                                doc_id,
-                                c.position,
-                                list(c.header_path),
-                                c.content,
-                                c.content_hash,
-                                c.start_line,
-                                c.end_line,
-                                *c.context_params(),
-                            )
+                for chunk_id, doc_id, c in chunks:
+                    copy.write_row(
+                        (
+                            chunk_id,
+                            doc_id,
+                            c.position,
+                            list(c.header_path),
+                            c.content,
+                            c.content_hash,
+                            c.start_line,
+                            c.end_line,
+                            *c.context_params(),
                         )
-            passages.write(
-                cur,
-                [
-                    (doc_id, c.position, p)
-                    for doc_id, note in zip(ids, notes, strict=True)
-                    for c in note.chunks
-                    for p in c.passages
-                ],
-            )
+                    )
+            passages.write(cur, [(chunk_id, p) for chunk_id, _, c in chunks for p in c.passages])
 
     def touch(self, vault: str, files: Sequence[OnDisk]) -> None:
         """Record new sizes and mtimes of notes whose content did not change, in one statement

@@ -47,21 +47,15 @@ _COPY = """
 """
 
 
-def write(cur: psycopg.Cursor[DictRow], rows: Sequence[tuple[int, int, PassageRecord]]) -> None:
-    """Store passages of chunks just written, each given as (its note's id, its chunk's
-    position, the passage)."""
+def write(cur: psycopg.Cursor[DictRow], rows: Sequence[tuple[int, PassageRecord]]) -> None:
+    """Store passages of chunks, each given as (its chunk's id, the passage)."""
     if not rows:
         return
-    cur.execute(
-        "SELECT id, document_id, position FROM chunks WHERE document_id = ANY(%s)",
-        (list({doc_id for doc_id, _, _ in rows}),),
-    )
-    chunk_ids = {(r["document_id"], r["position"]): r["id"] for r in cur.fetchall()}
     with cur.copy(_COPY) as copy:
-        for doc_id, position, p in rows:
+        for chunk_id, p in rows:
             copy.write_row(
                 (
-                    chunk_ids[(doc_id, position)],
+                    chunk_id,
                     p.position,
                     p.kind,
                     p.text,

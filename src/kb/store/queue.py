@@ -451,13 +451,13 @@ class Queue:
                     " WHERE p.chunk_id = c.id AND c.document_id = %s",
                     (claim.document_id,),
                 )
+                cur.execute(
+                    "SELECT id, position FROM chunks WHERE document_id = %s",
+                    (claim.document_id,),
+                )
+                ids = {r["position"]: r["id"] for r in cur.fetchall()}
                 passages.write(
-                    cur,
-                    [
-                        (claim.document_id, c.position, p)
-                        for c in enriched.chunks
-                        for p in c.passages
-                    ],
+                    cur, [(ids[c.position], p) for c in enriched.chunks for p in c.passages]
                 )
             # Every text of the note has its vector now: it waits for none.
             conn.execute(

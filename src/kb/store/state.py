@@ -74,12 +74,10 @@ class Status:
 
 def read_state(conn: psycopg.Connection[DictRow], key: str, *, lock: bool = False) -> Any:
     """A value; with `lock`, its row is held from writers until the transaction ends."""
-    query = (
-        "SELECT value FROM state WHERE key = %s FOR SHARE"
-        if lock
-        else "SELECT value FROM state WHERE key = %s"
-    )
-    row = conn.execute(query, (key,)).fetchone()
+    if lock:
+        row = conn.execute("SELECT value FROM state WHERE key = %s FOR SHARE", (key,)).fetchone()
+    else:
+        row = conn.execute("SELECT value FROM state WHERE key = %s", (key,)).fetchone()
     return row["value"] if row else None
 
 
