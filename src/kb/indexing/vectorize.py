@@ -25,8 +25,9 @@ from kb.llm.base import Embedder
 from kb.store import Claim, Store, Vector
 from kb.store.queue import Unembedded, VectorsDone
 
-# Notes claimed at once: enough texts for a few full requests (a note has about twenty).
-NOTES_PER_CLAIM = 8
+# Notes claimed at once: texts for ten or so full requests (a note has about twenty), so the
+# last, part-full request of each claim costs little.
+NOTES_PER_CLAIM = 16
 
 
 class Vectorizer:

@@ -111,11 +111,21 @@ class Worker:
         return any(slot.is_alive() for slot in self._slots)
 
     def run(self) -> None:
-        """Drain the queue until stopped (or, with until_empty, until nothing is left to claim)."""
+        """Drain the queues until stopped (or, with until_empty, until nothing is left to
+        claim)."""
         self._slots = [
-            threading.Thread(target=self._slot, name=f"kb-enrich-{i}", daemon=True)
+            threading.Thread(target=self._slot, args=(self.speeds,), name=f"kb-work-{i}")
             for i in range(self.concurrency)
         ]
+        if "embed" in self.speeds:
+            # One more, for vectors only: the embedding server is sent the next notes' texts
+            # while a slot reads or writes rows, and is never left waiting on a note's
+            # LLM context.
+            self._slots.append(
+                threading.Thread(target=self._slot, args=(("embed",),), name="kb-vectors")
+            )
+        for slot in self._slots:
+            slot.daemon = True
         for slot in self._slots:
             slot.start()
         next_beat = next_renewal = 0.0
@@ -142,11 +152,11 @@ class Worker:
 
     # -- the slots ---------------------------------------------------------------------------------
 
-    def _slot(self) -> None:
+    def _slot(self, speeds: Sequence[Speed]) -> None:
         failures = 0
         while not self._stopping():
             try:
-                claims = self._claim()
+                claims = self._claim(speeds)
             except (KbError, psycopg.Error) as exc:
                 failures += 1
                 self._failed([], exc, failures)
@@ -177,9 +187,9 @@ class Worker:
                     for key in held:
                         self._in_hand.pop(key, None)
 
-    def _claim(self) -> list[Claim]:
+    def _claim(self, speeds: Sequence[Speed]) -> list[Claim]:
         """The next work: a few notes waiting for their vectors, else one for its context."""
-        for speed in self.speeds:
+        for speed in speeds:
             limit = self.vectorizer.notes if speed == "embed" else 1
             claims = self.store.queue.claim(
                 self.id, lease=self.lease, limit=limit, vaults=self.vaults, speed=speed
