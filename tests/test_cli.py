@@ -83,8 +83,9 @@ def test_index_query_status_round_trip(cfg: Path, vault: Path, db_url: str) -> N
     assert status["documents"] == 15 and status["embed_model"] == "hash-256"
     assert status["chunks"] == status["embedded"] > 0 and status["last_sync"]
 
-    redo = kb(cfg, db_url, "reindex", "--embeddings-only")
-    assert redo.returncode == 0 and f"re-embedded {status['chunks']} chunks" in redo.stderr
+    redo = kb(cfg, db_url, "reindex", "--embeddings-only", "--wait")
+    assert redo.returncode == 0 and "every vector dropped" in redo.stderr
+    assert "embedded 14 notes and enriched 0 here" in redo.stderr
 
 
 def test_failed_files_set_the_exit_code(cfg: Path, db_url: str, vault: Path) -> None:

@@ -35,7 +35,7 @@ def test_no_worker_running_enriches_here(kb: Kb) -> None:
 
     assert (done.report.done, done.report.vectored, done.report.failed) == (QUEUED, QUEUED, 0)
     assert done.left.items == 0
-    assert seen[-1] == (QUEUED, 0) and len(seen) >= QUEUED
+    assert seen[-1] == (QUEUED, 0) and len(seen) > 1  # as it went, at most every 0.2 s
     assert indexing.backlog(kb.store.queue) is None
 
 

@@ -163,7 +163,7 @@ class Indexer:
         self.context = Contextualizer.for_config(chat, config, self._llm_pool)
         self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch, in_flight=workers)
         self.builder = NoteBuilder(self.context, self.embedding, store.caches)
-        self._known_vectors = True  # until a sync finds the index without any
+        self._known_vectors = True  # each sync looks whether the index holds any
 
     def close(self) -> None:
         self._file_pool.shutdown(wait=True, cancel_futures=True)
@@ -225,6 +225,9 @@ class Indexer:
     ) -> None:
         # Read at each sync: an edit of .obsidian/*.json is taken up as a config change is.
         self.store.vaults.record(vault.name, vault_folder(vault))
+        # A new index holds no vector to look up for its notes (the embedding queue looks
+        # again when it embeds them).
+        self._known_vectors = self.store.vectors.space() is not None
         vault, _ = obsidian.followed(vault)
         docs = self.store.documents
         retry = self.store.caches.paths_with_fallbacks(vault.name, self.chat.name)
@@ -513,9 +516,6 @@ class Indexer:
         from the first vectors the embedding queue writes, so no text waits on the embedder
         here."""
         space = self.store.vectors.space()
-        # A new index holds no vector to look up for its notes (the embedding queue looks
-        # again when it embeds them).
-        self._known_vectors = space is not None
         if space is None:
             return
         if space[0] != self.embedder.name:

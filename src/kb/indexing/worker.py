@@ -163,7 +163,13 @@ class Worker:
                 continue
             if not claims:
                 if self.until_empty:
-                    return
+                    with self._lock:
+                        done = not self._in_hand
+                    if done:
+                        return
+                    # Another slot's notes, once they have their vectors, may be enriched.
+                    self._pause(TICK)
+                    continue
                 self._pause(IDLE_POLL)
                 continue
             held = [(c.speed, c.document_id) for c in claims]

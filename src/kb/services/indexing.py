@@ -11,6 +11,7 @@ in hand finished first). The face renders progress from the callback.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -21,6 +22,9 @@ from kb.store.queue import SPEEDS, Queue
 
 # While workers do the work, how often the queues are looked at (seconds).
 WATCH_INTERVAL = 1.0
+# While the work is done here, at most this often (seconds): a claim of the embedding queue
+# finishes many notes at once.
+PROGRESS_INTERVAL = 0.2
 
 
 @dataclass(frozen=True)
@@ -125,16 +129,20 @@ def finish(
     stop = stop or threading.Event()
     report = EnrichReport()
     adding = threading.Lock()  # the drain's slots report from their own threads
+    shown = [0.0]
 
     def progress() -> Queues:
         left = queues(queue, vaults)
         on_progress(report, left)
+        shown[0] = time.monotonic()
         return left
 
     def on_attempt(attempt: Attempt) -> None:
         with adding:
             report.add(attempt)
-        progress()
+            due = time.monotonic() - shown[0] >= PROGRESS_INTERVAL
+        if due:
+            progress()
 
     while not stop.is_set():
         alive = sum(1 for w in queue.workers() if w.alive and w.serves(vaults))

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import time
-import weakref
 from collections.abc import Sequence
 
 import pgvector
@@ -32,23 +30,6 @@ def _configure(conn: psycopg.Connection[DictRow]) -> None:
     conn.commit()
 
 
-# A connection given back this recently is taken to be alive: checking it would cost a round
-# trip for each of the many small statements of a sync, more than some of them cost.
-_CHECKED_WITHIN = 1.0
-_given_back: weakref.WeakKeyDictionary[psycopg.Connection[DictRow], float] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _given(conn: psycopg.Connection[DictRow]) -> None:
-    _given_back[conn] = time.monotonic()
-
-
-def _check(conn: psycopg.Connection[DictRow]) -> None:
-    if time.monotonic() - _given_back.get(conn, -_CHECKED_WITHIN) >= _CHECKED_WITHIN:
-        Pool.check_connection(conn)
-
-
 # Every repository reads rows as dicts.
 Pool = ConnectionPool[psycopg.Connection[DictRow]]
 
@@ -65,8 +46,7 @@ def open_pool(url: str, *, max_connections: int = 8) -> Pool:
             kwargs={"row_factory": dict_row},
             # A connection that died while idle (a database restart) is replaced, not
             # handed out: long-running users (the daemon) then just carry on.
-            check=_check,
-            reset=_given,
+            check=ConnectionPool.check_connection,
             open=True,
             timeout=30,
         )
