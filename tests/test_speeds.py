@@ -12,6 +12,7 @@ import pytest
 
 from conftest import Kb, make_config, rows
 from kb.container import Container
+from kb.indexing import vectorize
 from kb.indexing.verify import verify
 from kb.llm.fake import FakeEmbedder
 from kb.search.plan import SearchPlan
@@ -157,3 +158,31 @@ def test_no_text_is_embedded_twice(kb: Kb, vault: Path) -> None:
     (note.parent / "Ramen, a copy.md").write_bytes(note.read_bytes())
     assert kb.sync().indexed == 1 and kb.embedder.calls == 0
     assert _waiting(kb.store) == 0
+
+
+def test_a_bulk_load_builds_the_vector_index_once_after_the_vectors(
+    kb: Kb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectorize, "BULK_LOAD_NOTES", 5)
+    dropped: list[bool] = []
+    drop = kb.store.vectors.drop_index
+
+    def watched_drop() -> None:
+        dropped.append(kb.store.vectors.has_index())
+        drop()
+
+    monkeypatch.setattr(kb.store.vectors, "drop_index", watched_drop)
+    Container.sync(kb)
+    _embed_all(kb)  # the first vectors make the space and its indexes, then drop them
+    assert dropped == [True] and kb.store.vectors.has_index()
+    hits = search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3, mode="vector")).hits
+    assert hits and hits[0].path == RAMEN
+
+
+def test_a_few_notes_are_embedded_through_the_vector_index(kb: Kb, vault: Path) -> None:
+    kb.sync()
+    kb.store.vectors.drop_index = lambda: pytest.fail("the index dropped for one note")  # type: ignore[method-assign]
+    note = vault / RAMEN
+    note.write_text(note.read_text() + "\n\nA new paragraph about kayaks.\n")
+    kb.sync()
+    assert kb.store.vectors.has_index() and _waiting(kb.store) == 0

@@ -520,8 +520,8 @@ class Indexer:
             return
         if space[0] != self.embedder.name:
             self.ensure_embedding_space()
-        elif not self.store.vectors.has_index():
-            self.store.vectors.build_index(*space)
+        elif not self.store.vectors.has_index() and not self.store.queue.backlog()[0]:
+            self.store.vectors.build_index(*space)  # a bulk load was cut short
 
     def ensure_embedding_space(self) -> None:
         """Make the configured embedding model the index's, asking it for its size: the

@@ -497,6 +497,16 @@ class Queue:
         assert row is not None
         return int(row["n"])
 
+    def backlog(self) -> tuple[int, int]:
+        """How many notes of the whole index wait for their vectors, and how many it holds."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT (SELECT count(*) FROM embedding_queue) AS waiting,"
+                "       (SELECT count(*) FROM documents) AS notes"
+            ).fetchone()
+        assert row is not None
+        return int(row["waiting"]), int(row["notes"])
+
     def unembedded_notes(self, vaults: Sequence[str] = ()) -> int:
         """Notes of `vaults` (empty: any) with a text still waiting for its vector: not yet
         wholly in the vector list."""

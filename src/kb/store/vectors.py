@@ -68,10 +68,24 @@ class Vectors:
             found = row.fetchone()
         return bool(found and found["ok"])
 
-    def build_index(self, model: str, dimensions: int) -> None:
-        """(Re)build the vector index of the active model, if it is missing."""
+    def drop_index(self) -> None:
+        """Drop the vector indexes before a bulk load: building them once over all the rows
+        costs a fraction of keeping them up to date row by row. Searches meanwhile scan
+        every vector: exact, only slower."""
         with self.pool.connection() as conn:
-            _create_indexes(conn, model, dimensions)
+            for _, index in _EMBEDDED:
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
+
+    def build_index(self, model: str, dimensions: int) -> None:
+        """(Re)build the vector index of the active model, if it is missing; two builders
+        at once build it once (the second waits for the first)."""
+        with self.pool.connection() as conn:
+            # The keys spell "kb", "ix".
+            conn.execute("SELECT pg_advisory_lock(27490, 26968)")
+            try:
+                _create_indexes(conn, model, dimensions)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(27490, 26968)")
 
     def clear(self) -> None:
         """Drop every vector: each note waits for its vectors again (`kb reindex
