@@ -210,7 +210,10 @@ def run(
                 config = configs[key, level] = config_for(corpora[key], level, args.data_dir)
                 store = stores[key, level] = open_store(db.database_on(server, name))
                 started = time.perf_counter()
-                report = Container(config, store, chat=chat, embedder=embedder).sync()
+                parts = Container(config, store, chat=chat, embedder=embedder)
+                report = parts.sync()
+                # The vectors too: the questions are asked of the whole index.
+                parts.worker(until_empty=True, fail_fast=True, speeds=("embed",)).run()
                 print(
                     f"indexed {key} ({level}): {report.indexed} new, {report.unchanged} "
                     f"unchanged, {report.llm_calls} LLM calls, "

@@ -403,14 +403,15 @@ def index(
             # Written as it goes: a run that is killed still counts what it paid for.
             ledger.write_text(json.dumps(vars(paid.plus(run))))
 
-    with Container(config, store, chat=chat, embedder=embedder).indexer(
-        on_event=progress
-    ) as indexer:
+    parts = Container(config, store, chat=chat, embedder=embedder)
+    with parts.indexer(on_event=progress) as indexer:
         if subset:
             indexer.ensure_embedding_space()
             indexer.sync_scope(config.vaults[0], Scope(files=frozenset(subset)))
         else:
             indexer.sync()
+    # The vectors too: every question is asked of the whole index.
+    parts.worker(until_empty=True, fail_fast=True, speeds=("embed",)).run()
     return run, paid.plus(run)
 
 

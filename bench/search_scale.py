@@ -165,8 +165,10 @@ def build(config: Config, store: Store) -> None:
                 flush=True,
             )
 
-    with Container(config, store).indexer(on_event=progress) as indexer:
+    parts = Container(config, store)
+    with parts.indexer(on_event=progress) as indexer:
         indexer.sync()
+    parts.worker(until_empty=True, fail_fast=True, speeds=("embed",)).run()
     if done["files"]:
         seconds = time.perf_counter() - started
         print(

@@ -9,7 +9,8 @@ against a database server that is already running (a process holds the embedded 
 a running daemon does), timed as a whole (with the 10 ms of the small launcher that reads
 its peak RSS from the kernel):
 
-- first index: wall time, chunks per second, peak RSS;
+- first index: wall time (every note found by its words), chunks per second, peak RSS;
+  then `kb index --wait`, which embeds them (their vectors), and chunks per second to both;
 - unchanged vault: `kb index` again (median of 3);
 - every note touched (new mtime, same bytes, as a sync tool does): `kb index`;
 - `kb query` in each mode (median of 5; the offline embedder takes no time), alone and
@@ -167,6 +168,7 @@ def measure(notes: int, seed: int, data_dir: Path, server: str) -> dict[str, flo
     write_config(config, vault, url)
     try:
         first = run_kb(config, "index")
+        vectors = run_kb(config, "index", "--wait")
         chunks = chunk_count(url)
         unchanged = median_run(config, 3, "index")
         stamp = time.time_ns()
@@ -179,6 +181,9 @@ def measure(notes: int, seed: int, data_dir: Path, server: str) -> dict[str, flo
             "first index s": first.seconds,
             "chunks/s": chunks / first.seconds,
             "first index peak RSS MB": first.peak_rss_mb,
+            "vectors (index --wait) s": vectors.seconds,
+            "chunks/s to vectors": chunks / (first.seconds + vectors.seconds),
+            "vectors peak RSS MB": vectors.peak_rss_mb,
             "unchanged index s": unchanged.seconds,
             "touched index s": touched.seconds,
         }

@@ -69,9 +69,9 @@ def running(kb: Kb, **kwargs: Any) -> Iterator[Daemon]:
 
 
 def enriched(daemon: Daemon, kb: Kb) -> bool:
-    """No note waits for its LLM context (none is in a worker's hands either), when the
-    daemon writes it."""
-    return daemon.enrichment is None or kb.store.queue.status().items == 0
+    """No note waits for its vectors, nor for its LLM context when the daemon writes it
+    (none is in a worker's hands either)."""
+    return all(kb.store.queue.status(speed=s).items == 0 for s in daemon.enrichment.speeds)
 
 
 def settle(daemon: Daemon, kb: Kb, timeout: float = TIMEOUT) -> VerifyReport:

@@ -38,7 +38,7 @@ def cfg(tmp_path: Path, vault: Path) -> Path:
 
 
 def test_index_query_status_round_trip(cfg: Path, vault: Path, db_url: str) -> None:
-    first = kb(cfg, db_url, "index")
+    first = kb(cfg, db_url, "index", "--wait")  # with the vectors
     assert first.returncode == 0, first.stderr
     assert "15 files: 15 indexed" in first.stderr
     again = kb(cfg, db_url, "index")
@@ -83,8 +83,9 @@ def test_index_query_status_round_trip(cfg: Path, vault: Path, db_url: str) -> N
     assert status["documents"] == 15 and status["embed_model"] == "hash-256"
     assert status["chunks"] == status["embedded"] > 0 and status["last_sync"]
 
-    redo = kb(cfg, db_url, "reindex", "--embeddings-only")
-    assert redo.returncode == 0 and f"re-embedded {status['chunks']} chunks" in redo.stderr
+    redo = kb(cfg, db_url, "reindex", "--embeddings-only", "--wait")
+    assert redo.returncode == 0 and "every vector dropped" in redo.stderr
+    assert "embedded 14 notes and enriched 0 here" in redo.stderr
 
 
 def test_failed_files_set_the_exit_code(cfg: Path, db_url: str, vault: Path) -> None:
@@ -98,7 +99,7 @@ def test_failed_files_set_the_exit_code(cfg: Path, db_url: str, vault: Path) -> 
 
 def test_unreachable_ollama_is_one_line(tmp_path: Path, vault: Path, db_url: str) -> None:
     cfg = _config(tmp_path, vault, 'provider = "ollama"\nhost = "http://127.0.0.1:9"\nretries = 0')
-    result = kb(cfg, db_url, "index")
+    result = kb(cfg, db_url, "index", "--wait")  # the notes are stored, then embedded
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -183,8 +184,8 @@ def test_index_then_worker_until_empty(cfg: Path, db_url: str, vault: Path) -> N
     note.write_text(note.read_text().replace(" the ", " the zebra " * 9, 1))
     waited = kb(cfg, db_url, "index", "--wait")
     assert waited.returncode == 0, waited.stderr
-    assert "enriched 1 notes here: 2 LLM calls" in waited.stderr
-    assert "every note has its LLM context" in waited.stderr
+    assert "embedded 1 notes and enriched 1 here: 2 LLM calls" in waited.stderr
+    assert "every note has its vectors and its LLM context" in waited.stderr
     assert json.loads(kb(cfg, db_url, "status", "--json").stdout)["enrichment"]["items"] == 0
 
 
@@ -253,14 +254,16 @@ def test_ctrl_c_while_waiting_for_enrichment_is_one_line(
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
-    said = [line for line in err.splitlines() if not line.startswith(("indexing ", "enriching "))]
+    progress = ("indexing ", "embedding, enriching ")
+    said = [line for line in err.splitlines() if not line.startswith(progress)]
     left = _queued(db_url)
     assert 0 < left < queued
+    # The vectors come first: enrichment under way, none is left to embed.
     assert said[-1] == f"interrupted: {left} notes still queued for their LLM context", err
-    assert len(said) == 3 and said[1].startswith("enrichment: "), err  # the sync, the queue
+    assert said[-2].startswith("enrichment: "), err  # the sync, the queues
     # Nothing is held by the stopped process: the next wait finishes them.
     done = kb(cfg, db_url, "index", "--wait")
-    assert done.returncode == 0 and "every note has its LLM context" in done.stderr
+    assert done.returncode == 0 and "every note has its vectors and its LLM context" in done.stderr
 
 
 def test_a_query_loads_neither_markdown_parsing_nor_file_watching(cfg: Path, db_url: str) -> None:

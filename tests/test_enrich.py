@@ -39,8 +39,15 @@ QUEUED = 14
 
 
 def fast_sync(kb: Kb, **options: Any) -> SyncReport:
-    """A sync alone, as `kb index` runs it: nothing enriched yet."""
-    return Container.sync(kb, **options)
+    """A sync, as `kb index` runs it, then the vectors of its notes: nothing enriched yet."""
+    report = Container.sync(kb, **options)
+    embed_all(kb)
+    return report
+
+
+def embed_all(kb: Kb) -> None:
+    """The middle speed alone: every queued note given its vectors, no LLM context."""
+    kb.worker(until_empty=True, fail_fast=True, speeds=("embed",)).run()
 
 
 def _doc(store: Store, path: str) -> dict:
@@ -67,25 +74,38 @@ def _edit_first_paragraph(vault: Path, path: str) -> None:
 
 
 def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
-    report = fast_sync(kb)
+    report = Container.sync(kb)
     assert report.indexed == 15 and report.queued == QUEUED
-    assert kb.chat.total_calls == 0
+    assert kb.chat.total_calls == 0 and kb.embedder.calls == 0
     status = kb.store.queue.status()
     assert status.items == QUEUED and status.in_progress == 0 and status.failing == 0
-    # Stored with structural context, every chunk embedded: the index equals the vault.
+    assert kb.store.queue.status(speed="embed").items == QUEUED  # the empty note has no text
+    # Stored with structural context and its words, its vectors to come: the index equals
+    # the vault.
     doc = _doc(kb.store, LONG_NOTE)
     named = 'Note "Home Server" (also "homelab", "NAS", "box") in Projects.'
     assert doc["summary"].startswith(named)
     for chunk in stored_chunks(kb.store, LONG_NOTE):
         assert chunk["summary"].startswith('Part of the note "Home Server"')
-        assert chunk["embedding"] is not None
+        assert chunk["embedding"] is None
         assert chunk["full_context"] == full_context(
             doc["summary"], chunk["summary"], header_line(tuple(chunk["header_path"])),
             chunk["content"],
         )  # fmt: skip
     assert verify(kb.config, kb.store).in_sync
-    hits = search(kb.store, kb.embedder, SearchPlan("restic offsite backups", top_k=3)).hits
-    assert hits and hits[0].path == LONG_NOTE
+    found = search(kb.store, kb.embedder, SearchPlan("restic offsite backups", top_k=3))
+    assert found.hits and found.hits[0].path == LONG_NOTE and found.mode_used == "text"
+    assert found.warnings == (
+        f"{QUEUED} notes are not in the vector list yet (their vectors are being embedded):"
+        " found by their words only",
+    )
+
+    embed_all(kb)
+    assert kb.chat.total_calls == 0 and kb.store.queue.status(speed="embed").items == 0
+    assert all(c["embedding"] is not None for c in stored_chunks(kb.store, LONG_NOTE))
+    found = search(kb.store, kb.embedder, SearchPlan("restic offsite backups", top_k=3))
+    assert found.hits[0].path == LONG_NOTE and found.mode_used == "hybrid"
+    assert found.warnings == ()
 
     enriched = kb.drain()
     assert enriched.done == QUEUED and enriched.llm_calls == kb.chat.total_calls > 0
@@ -213,7 +233,7 @@ def test_concurrent_claims_never_share_an_item(kb: Kb) -> None:
 
 
 def test_workers_draining_together_do_nothing_twice(kb: Kb) -> None:
-    fast_sync(kb)
+    Container.sync(kb)  # both speeds left to the workers
     attempts: list[Attempt] = []
     workers = [kb.worker(until_empty=True, concurrency=2, on_attempt=attempts.append)]
     workers.append(kb.worker(until_empty=True, concurrency=2, on_attempt=attempts.append))
@@ -222,8 +242,11 @@ def test_workers_draining_together_do_nothing_twice(kb: Kb) -> None:
         t.start()
     for t in threads:
         t.join(120)
-    assert [a.outcome for a in attempts] == ["done"] * QUEUED
-    assert len({a.document_id for a in attempts}) == QUEUED
+    enriching = [a for a in attempts if a.speed == "enrich"]
+    assert [a.outcome for a in enriching] == ["done"] * QUEUED
+    assert len({a.document_id for a in enriching}) == QUEUED
+    vectored = [a.document_id for a in attempts if a.speed == "embed" and a.outcome == "done"]
+    assert sorted(vectored) == sorted({a.document_id for a in enriching})  # each note once
     assert file_summaries(kb.chat) == QUEUED  # each note's summary written once
     done = rows(kb.store, "SELECT worker, count(*) AS n FROM enrichment_done GROUP BY 1")
     assert sum(r["n"] for r in done) == QUEUED and {r["worker"] for r in done} <= {
@@ -253,7 +276,7 @@ def test_stopping_a_worker_finishes_the_note_in_hand(kb: Kb) -> None:
     release.set()
     thread.join(30)
     assert not thread.is_alive()
-    assert [a.outcome for a in attempts] == ["done"]
+    assert [a.outcome for a in attempts if a.speed == "enrich"] == ["done"]
     assert kb.store.queue.status().items == QUEUED - 1 and kb.store.queue.workers() == []
 
 

@@ -24,7 +24,7 @@ from conftest import (
 from kb.config import SearchMode
 from kb.context import LAYOUT_VERSION, full_context, header_line
 from kb.errors import Interrupted, LLMError, LockLost
-from kb.indexing import indexer
+from kb.indexing.verify import verify
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.notes import Scope
 from kb.outputs import needs_rewrite
@@ -84,19 +84,29 @@ class DyingEmbedder(FakeEmbedder):
         return super().embed(texts)
 
 
-def test_a_dead_embedder_keeps_the_notes_done_before_it(kb: Kb) -> None:
-    """Notes are written several to a transaction; the notes of a group done before the
-    embedding server died are written all the same, whole."""
-    kb.embedder = DyingEmbedder(kb.config.llm.embed_model, answers=5)
+def test_a_dead_embedder_loses_no_note(kb: Kb) -> None:
+    """The embedder dying between the speeds: every note is stored and found by its words
+    all the same; the notes it could not embed stay queued, with its error, and are
+    embedded once it answers again."""
+    kb.embedder = DyingEmbedder(kb.config.llm.embed_model, answers=2)
     with pytest.raises(LLMError):
         kb.sync()
-    written = kb.store.documents.states("v")
-    assert 0 < len(written) < 15
+    assert len(kb.store.documents.states("v")) == 15
     assert set(kb.store.documents.row_problems().values()) == {0}
-    for path in written:
-        assert stored_chunks(kb.store, path) or path == "Inbox/Untitled.md"
+    waiting = kb.store.queue.status(speed="embed")
+    assert waiting.items > 0 and waiting.failing > 0
+    assert waiting.failures[0].error == "embedding server gone"
+    found = search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3, mode="text"))
+    assert found.hits and "ramen" in found.hits[0].content.lower()
+    assert verify(kb.config, kb.store).in_sync  # queued, not lost
+
     kb.embedder = FakeEmbedder(kb.config.llm.embed_model)
-    assert kb.sync().indexed == 15 - len(written)
+    rows(kb.store, "UPDATE embedding_queue SET not_before = now() RETURNING 1")  # back-off over
+    assert kb.sync().indexed == 0
+    assert kb.store.queue.status(speed="embed").items == 0
+    assert not rows(kb.store, "SELECT 1 FROM chunks WHERE embedding IS NULL")
+    hits = search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3, mode="vector")).hits
+    assert hits and "ramen" in hits[0].content.lower()
 
 
 @pytest.mark.parametrize("stop", [Interrupted, LockLost])
@@ -333,12 +343,17 @@ def test_reindex_forces_everything_or_only_embeddings(kb: Kb) -> None:
     assert forced.indexed == first.indexed and kb.chat.total_calls == calls
     kb.reset_counts()
     with kb.indexer() as indexer:
-        done = indexer.reembed_all()
+        indexer.reembed_all()
+    assert kb.embedder.texts == 0  # left to the embedding queue
+    assert kb.store.queue.status(speed="embed").items == first.indexed - 1  # one note is empty
+    kb.drain()
     assert kb.chat.total_calls == 0
-    assert done.chunks == forced.chunks
-    assert (
-        kb.embedder.texts == done.chunks + done.passages == kb.store.passages.count() + done.chunks
+    texts = rows(
+        kb.store,
+        "SELECT context_hash AS h FROM chunks UNION SELECT text_hash FROM passages",
     )
+    assert kb.embedder.texts == len(texts)  # each text once
+    assert not rows(kb.store, "SELECT 1 FROM chunks WHERE embedding IS NULL")
 
 
 def test_personal_notes_are_rewritten_about_the_owner(summaries_kb: Kb) -> None:
@@ -603,36 +618,3 @@ def test_chat_usage_is_counted(kb: Kb) -> None:
     usage = kb.chat.usage
     assert usage.calls == kb.chat.total_calls > 0
     assert usage.prompt_tokens > usage.output_tokens > 0
-
-
-def test_a_bulk_load_builds_the_vector_index_once_after_the_rows(
-    kb: Kb, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(indexer, "BULK_LOAD_NOTES", 5)
-    dropped: list[bool] = []
-    drop = kb.store.vectors.drop_index
-
-    def watched_drop() -> None:
-        dropped.append(True)
-        drop()
-
-    monkeypatch.setattr(kb.store.vectors, "drop_index", watched_drop)
-    kb.sync()  # the first sync learns the embedding space, then loads 15 notes in bulk
-    assert dropped and kb.store.vectors.has_index()
-    hits = search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3)).hits
-    assert hits and "ramen" in hits[0].content.lower()
-
-
-def test_a_bulk_load_cut_short_gets_its_vector_index_back(
-    kb: Kb, vault: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    kb.sync()
-    monkeypatch.setattr(indexer, "BULK_LOAD_NOTES", 5)
-    for i in range(20):
-        (vault / f"Inbox/new-{i}.md").write_text(f"# New {i}\n\nA note about kayaks {i}.\n")
-    monkeypatch.setattr(kb.store.vectors, "build_index", lambda *args: None)  # killed first
-    kb.sync()
-    assert not kb.store.vectors.has_index()
-    monkeypatch.undo()
-    report = kb.sync()
-    assert report.indexed == 0 and kb.store.vectors.has_index()

@@ -1,5 +1,5 @@
-"""`kb index --wait`'s policy (kb.services.indexing): enrich here while no worker runs, watch
-the workers while some do."""
+"""`kb index --wait`'s policy (kb.services.indexing): embed and enrich here while no worker
+runs, watch the workers while some do."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from daemon_helpers import wait_for
 from kb.container import Container
 from kb.indexing.enrich import EnrichReport
 from kb.services import indexing
-from kb.store import QueueStatus, WorkerBeat
+from kb.store import WorkerBeat
 
 QUEUED = 14  # the example vault's notes long enough for an LLM context
 
@@ -18,22 +18,24 @@ QUEUED = 14  # the example vault's notes long enough for an LLM context
 def _progress() -> tuple[list[tuple[int, int]], indexing.Progress]:
     seen: list[tuple[int, int]] = []
 
-    def on_progress(report: EnrichReport, left: QueueStatus) -> None:
-        seen.append((report.done, left.items))
+    def on_progress(report: EnrichReport, left: indexing.Queues) -> None:
+        seen.append((report.done, left.context.items))
 
     return seen, on_progress
 
 
 def test_no_worker_running_enriches_here(kb: Kb) -> None:
-    Container.sync(kb)  # searchable, the LLM context queued
+    Container.sync(kb)  # searchable by words, the vectors and the LLM context queued
     backlog = indexing.backlog(kb.store.queue)
-    assert backlog is not None and (backlog.queue.items, backlog.workers) == (QUEUED, 0)
+    assert backlog is not None and backlog.workers == 0
+    assert (backlog.queues.vectors.items, backlog.queues.context.items) == (QUEUED, QUEUED)
     seen, on_progress = _progress()
 
     done = indexing.finish(kb.store.queue, kb.drain, on_progress)
 
-    assert (done.report.done, done.report.failed, done.left.items) == (QUEUED, 0, 0)
-    assert seen[-1] == (QUEUED, 0) and len(seen) >= QUEUED
+    assert (done.report.done, done.report.vectored, done.report.failed) == (QUEUED, QUEUED, 0)
+    assert done.left.items == 0
+    assert seen[-1] == (QUEUED, 0) and len(seen) > 1  # as it went, at most every 0.2 s
     assert indexing.backlog(kb.store.queue) is None
 
 
@@ -57,6 +59,7 @@ def test_running_workers_are_watched_not_competed_with(kb: Kb) -> None:
 
 def test_a_dead_workers_leases_are_waited_out_and_their_notes_enriched(kb: Kb) -> None:
     Container.sync(kb)
+    kb.worker(until_empty=True, speeds=("embed",)).run()
     # A worker that died holding three notes: no heartbeat, its leases good for an hour.
     assert len(kb.store.queue.claim("died-meanwhile", lease=3600, limit=3)) == 3
     seen, on_progress = _progress()

@@ -72,8 +72,8 @@ def env(db_url: str) -> Iterator[dict[str, str]]:
 
 @pytest.fixture
 def indexed(tmp_path: Path, vault: Path, env: dict[str, str]) -> Path:
-    """The vault, indexed by the fake provider: no model server needed."""
-    done = run_kb(_config(tmp_path / "fake.toml", vault, FAKE), env, "index")
+    """The vault, indexed and embedded by the fake provider: no model server needed."""
+    done = run_kb(_config(tmp_path / "fake.toml", vault, FAKE), env, "index", "--wait")
     assert done.returncode == 0, done.stderr
     return vault
 

@@ -35,7 +35,7 @@ def test_verify_in_sync_with_an_embedder_whose_profile_adds_prefixes(
     # tagged name, and verify must ask for that name, not the configured one.
     llm = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "nomic-embed-text"'
     cfg = _config(tmp_path, vault, llm)
-    assert kb(cfg, db_url, "index").returncode == 0
+    assert kb(cfg, db_url, "index", "--wait").returncode == 0  # the vectors too
     status = json.loads(kb(cfg, db_url, "status", "--json").stdout)
     assert status["embed_model"].startswith("nomic-embed-text#")
     result = kb(cfg, db_url, "verify")

@@ -12,7 +12,7 @@ build them: `kb query` does not load Markdown parsing or file watching.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kb import db
@@ -27,11 +27,13 @@ if TYPE_CHECKING:
     from kb.daemon.daemon import Daemon
     from kb.indexing.enrich import Attempt, Enricher, EnrichReport
     from kb.indexing.indexer import FileEvent, Indexer, SyncReport
+    from kb.indexing.vectorize import Vectorizer
     from kb.indexing.worker import Worker
     from kb.llm.base import CrossEncoder
     from kb.search.ranker import Ranker
     from kb.search.rerank import HitReranker
     from kb.services.search import SearchService
+    from kb.store.queue import Speed
 
 
 def open_store(url: str, *, max_connections: int = 8) -> Store:
@@ -118,6 +120,11 @@ class Container:
 
         return Enricher(self.config, self.store, self.chat, self.embedder)
 
+    def vectorizer(self) -> Vectorizer:
+        from kb.indexing.vectorize import Vectorizer
+
+        return Vectorizer(self.config, self.store, self.embedder)
+
     def worker(
         self,
         *,
@@ -126,13 +133,15 @@ class Container:
         fail_fast: bool = False,
         on_attempt: Callable[[Attempt], None] | None = None,
         concurrency: int | None = None,
+        speeds: Sequence[Speed] = ("embed", "enrich"),
     ) -> Worker:
-        """A worker draining the enrichment queue (`Worker.run`); it closes its enricher when
-        it is done."""
+        """A worker draining the queues of `speeds` (`Worker.run`): vectors first, then LLM
+        context; it closes its enricher and vectorizer when it is done."""
         from kb.indexing.worker import Worker
 
         return Worker(
             self.enricher(),
+            self.vectorizer(),
             self.store,
             concurrency=concurrency or self.config.enrich.concurrency,
             lease=self.config.enrich.lease,
@@ -141,6 +150,7 @@ class Container:
             fail_fast=fail_fast,
             on_attempt=on_attempt,
             vaults=[v.name for v in self.config.vaults],
+            speeds=speeds,
         )
 
     def drain(
@@ -149,9 +159,9 @@ class Container:
         *,
         stop: threading.Event | None = None,
     ) -> EnrichReport:
-        """Enrich every queued note this process can claim, here and now (`kb index --wait`),
-        until `stop` is set (the notes in hand are finished); a model server or database that
-        fails stops it with the error."""
+        """Embed and enrich every queued note this process can claim, here and now (`kb index
+        --wait`), until `stop` is set (the notes in hand are finished); a model server or
+        database that fails stops it with the error."""
         from kb.indexing.enrich import EnrichReport
 
         report = EnrichReport()
@@ -247,7 +257,7 @@ class Container:
         self, *, stop: threading.Event | None = None, daemon_id: str | None = None
     ) -> Daemon:
         """A daemon over this config's store, given the builders of its indexer and its
-        enrichment worker (not the container: the daemon sits below it)."""
+        background worker (not the container: the daemon sits below it)."""
         from kb.daemon.daemon import Daemon
 
         return Daemon(

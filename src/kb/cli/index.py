@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from kb.container import Container
     from kb.indexing.enrich import EnrichReport
     from kb.indexing.indexer import SyncReport
-    from kb.store import QueueStatus
+    from kb.services.indexing import Queues
 
 
 def _progress() -> Progress:
@@ -105,15 +105,16 @@ def _summarize(report: SyncReport) -> None:
         )
 
 
-def _exit_code(report: SyncReport, enriched: EnrichReport | None) -> None:
+def _exit_code(report: SyncReport | None, enriched: EnrichReport | None) -> None:
     # A folder that could not be read is notes that could not be synced: the same status.
-    if report.failed or report.unlistable or (enriched is not None and enriched.failed):
+    synced = report is None or not (report.failed or report.unlistable)
+    if not synced or (enriched is not None and enriched.failed):
         raise typer.Exit(EXIT_FILES_FAILED)
 
 
 def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
-    """Say what is queued for enrichment and when it should be done; with `wait`, see it
-    done (here, or by the running workers) and report what failed."""
+    """Say what is queued for vectors and LLM context and when it should be done; with
+    `wait`, see it done (here, or by the running workers) and report what failed."""
 
     from kb.services import indexing
 
@@ -122,22 +123,27 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
     backlog = indexing.backlog(queue, vaults)
     if backlog is None:
         return None
-    stderr().print(_queue_line(backlog.queue, backlog.workers))
+    for line in _queue_lines(backlog.queues, backlog.workers):
+        stderr().print(line)
     if not wait:
         if not backlog.workers:
             stderr().print(
-                "  they are searchable now; `kb index --wait`, `kb worker` or `kb daemon` "
-                "writes their LLM context"
+                "  they are searchable by their words now; `kb index --wait`, `kb worker` or"
+                " `kb daemon` embeds them and writes their LLM context"
             )
         return None
     with _progress() as progress:
-        task = progress.add_task("enriching", total=backlog.queue.items, stats="")
+        task = progress.add_task("embedding, enriching", total=backlog.queues.items, stats="")
 
-        def show(report: EnrichReport, left: QueueStatus) -> None:
+        def show(report: EnrichReport, left: indexing.Queues) -> None:
             # Notes queued meanwhile (a daemon indexing edits) join the total.
-            total = max(progress.tasks[task].total or 0, report.done + left.items)
+            done = report.done + report.vectored
+            total = max(progress.tasks[task].total or 0, done + left.items)
             eta = f" · ETA {duration(left.eta_seconds)}" if left.eta_seconds else ""
-            stats = f"LLM calls {report.llm_calls} · failing {left.failing}{eta}"
+            stats = (
+                f"vectors {left.vectors.items} · context {left.context.items} · "
+                f"LLM calls {report.llm_calls} · failing {left.failing}{eta}"
+            )
             progress.update(task, total=total, completed=total - left.items, stats=stats)
 
         stop = threading.Event()
@@ -145,47 +151,62 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
             enriched = indexing.finish(queue, parts.drain, show, vaults, stop=stop)
     report, left = enriched.report, enriched.left
     if enriched.stopped:
-        # The enrichment threads have finished the notes in hand; the rest stay queued.
-        stderr().print(f"interrupted: {left.items} notes still queued for their LLM context")
+        # The threads have finished the notes in hand; the rest stay queued.
+        queued = [
+            f"{n} notes still queued for {what}"
+            for n, what in (
+                (left.vectors.items, "their vectors"),
+                (left.context.items, "their LLM context"),
+            )
+            if n
+        ]
+        stderr().print(f"interrupted: {', '.join(queued) or 'no note left queued'}")
         raise typer.Exit(interrupted_status(signal.SIGINT))
-    if report.done:
+    if report.vectored or report.done:
         stderr().print(
-            f"enriched {report.done} notes here: {report.llm_calls} LLM calls, "
-            f"{report.embedded} texts embedded"
+            f"embedded {report.vectored} notes and enriched {report.done} here: "
+            f"{report.llm_calls} LLM calls, {report.embedded} texts embedded"
             + (f", {report.fallbacks} model answers rejected" if report.fallbacks else "")
         )
     stderr().print(
         f"{left.items} notes still queued, {left.failing} failing"
         if left.items
-        else "every note has its LLM context"
+        else "every note has its vectors and its LLM context"
     )
-    for f in left.failures:
+    for f in [*left.vectors.failures, *left.context.failures]:
         stderr().print(
             f"  failing: {shown(f.vault)}/{shown(f.path)}: {shown(f.error)} ({f.attempts} attempts)"
         )
     return report
 
 
-def _queue_line(status: QueueStatus, workers: int) -> str:
-
-    rate = (
-        f", {status.rate * 60:.1f} notes/min, ETA {duration(status.eta_seconds)}"
-        if status.rate and status.eta_seconds
-        else ""
-    )
+def _queue_lines(queues: Queues, workers: int) -> list[str]:
     held = f" by {workers} worker{'s' if workers != 1 else ''}" if workers else ""
-    return (
-        f"enrichment: {status.items} notes queued for their LLM context, "
-        f"{status.in_progress} in progress{held}, {status.failing} failing{rate}"
-    )
+    lines = []
+    for name, what, status in (
+        ("vectors", "their vectors", queues.vectors),
+        ("enrichment", "their LLM context", queues.context),
+    ):
+        if not status.items:
+            continue
+        rate = (
+            f", {status.rate * 60:.1f} notes/min, ETA {duration(status.eta_seconds)}"
+            if status.rate and status.eta_seconds
+            else ""
+        )
+        lines.append(
+            f"{name}: {status.items} notes queued for {what}, "
+            f"{status.in_progress} in progress{held}, {status.failing} failing{rate}"
+        )
+    return lines
 
 
 Wait = Annotated[
     bool,
     typer.Option(
         "--wait",
-        help="Then wait until every note has its LLM context (enriching here when no "
-        "worker is running).",
+        help="Then wait until every note has its vectors and its LLM context (doing it here "
+        "when no worker is running).",
     ),
 ]
 
@@ -193,8 +214,9 @@ Wait = Annotated[
 def index(ctx: typer.Context, wait: Wait = False) -> None:
     """Sync every configured vault into the index (adds, updates, removes).
 
-    Notes are searchable when it returns; their LLM context is written by workers (`kb
-    worker`, `kb daemon`) or, with --wait, before it returns.
+    Notes are searchable by their words when it returns; their vectors, then their LLM
+    context, are written by workers (`kb worker`, `kb daemon`) or, with --wait, before it
+    returns.
     """
     with session(ctx) as parts:
         report = _run_sync(parts, force=False)
@@ -217,11 +239,11 @@ def reindex(
     with session(ctx) as parts:
         if embeddings_only:
             with parts.indexer() as indexer:
-                done = indexer.reembed_all()
-            passages = f" and {done.passages} passages" if done.passages else ""
+                indexer.reembed_all()
             stderr().print(
-                f"re-embedded {done.chunks} chunks{passages} with {parts.config.llm.embed_model}"
+                f"every vector dropped: re-embedding with {parts.config.llm.embed_model}"
             )
+            _exit_code(None, _enrichment(parts, wait=wait))
             return
         report = _run_sync(parts, force=True)
         _summarize(report)

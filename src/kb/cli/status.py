@@ -65,18 +65,18 @@ def status(
 
 
 def _print_enrichment(status: StatusReport) -> None:
-
-    queue = status.queue
-    rate = f"{queue.rate * 60:.1f} notes/min" if queue.rate else "no recent rate"
-    stdout().print(
-        f"enrichment   {queue.items} notes queued, {queue.in_progress} in progress, "
-        f"{queue.failing} failing; {queue.done_last_hour} done in the last hour, {rate}, "
-        f"ETA {duration(queue.eta_seconds) if queue.items else '-'}"
-    )
-    for f in queue.failures:
+    for name, queue in (("vectors", status.vectors), ("enrichment", status.queue)):
+        rate = f"{queue.rate * 60:.1f} notes/min" if queue.rate else "no recent rate"
         stdout().print(
-            f"  failing: {shown(f.vault)}/{shown(f.path)}: {shown(f.error)} ({f.attempts} attempts)"
+            f"{name:<12} {queue.items} notes queued, {queue.in_progress} in progress, "
+            f"{queue.failing} failing; {queue.done_last_hour} done in the last hour, {rate}, "
+            f"ETA {duration(queue.eta_seconds) if queue.items else '-'}"
         )
+        for f in queue.failures:
+            stdout().print(
+                f"  failing: {shown(f.vault)}/{shown(f.path)}: {shown(f.error)}"
+                f" ({f.attempts} attempts)"
+            )
     alive = status.running_workers
     stdout().print(f"workers      {len(alive) or 'none'} running")
     for w in alive:

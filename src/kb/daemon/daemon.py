@@ -5,8 +5,9 @@ Four kinds of threads:
 - watchdog's, where the Recorder only records changed paths in the Debouncer;
 - the worker, the only one that writes notes: it syncs the Scope of the paths that are
   due, or runs a full reconciliation when one was asked for;
-- enrichment (`kb.indexing.worker`, unless `enrich.in_daemon` is off): it writes the LLM context of
-  queued notes, beside any `kb worker` processes, whether this daemon writes or stands by;
+- the background worker (`kb.indexing.worker`): it embeds the texts of queued notes, then
+  (unless `enrich.in_daemon` is off) writes their LLM context, beside any `kb worker`
+  processes, whether this daemon writes or stands by;
 - the main thread (`run`): the writer lock, the heartbeat, and the checks that ask for a
   reconciliation (the interval, a dead observer, a replaced vault folder). Signals only
   set the stop event.
@@ -46,6 +47,7 @@ from kb.logfmt import event
 from kb.notes import Scope
 from kb.store import Reconciliation, Store
 from kb.store.lock import DaemonBeat, Role, WriterLock
+from kb.store.queue import Speed
 
 log = logging.getLogger("kb.daemon")
 
@@ -75,9 +77,9 @@ class IndexerFactory(Protocol):
 
 
 class WorkerFactory(Protocol):
-    """Builds the background enrichment worker, stopped with the daemon."""
+    """Builds the background worker of some speeds, stopped with the daemon."""
 
-    def __call__(self, *, stop: threading.Event) -> Worker: ...
+    def __call__(self, *, stop: threading.Event, speeds: Sequence[Speed]) -> Worker: ...
 
 
 class Daemon:
@@ -108,10 +110,11 @@ class Daemon:
         )
         self.indexer = indexer(on_event=self._file_event, checkpoint=self._checkpoint)
         enrich = config.enrich
-        self.enrichment = (
-            worker(stop=self.stop_event)
-            if enrich.enabled and enrich.in_daemon and self.indexer.enrich
-            else None
+        # Vectors are embedded here always (a note is found by its meaning only then); the
+        # LLM context unless workers elsewhere are to write it.
+        enriching = enrich.enabled and enrich.in_daemon and self.indexer.enrich
+        self.enrichment = worker(
+            stop=self.stop_event, speeds=("embed", "enrich") if enriching else ("embed",)
         )
         self._enriching: threading.Thread | None = None
         self.lock = WriterLock(store.url, [v.name for v in config.vaults])
@@ -172,11 +175,8 @@ class Daemon:
             id=self.id,
             vaults=",".join(v.name for v in self.config.vaults),
         )
-        if self.enrichment is not None:
-            self._enriching = threading.Thread(
-                target=self._enrich, name="kb-enrichment", daemon=True
-            )
-            self._enriching.start()
+        self._enriching = threading.Thread(target=self._enrich, name="kb-enrichment", daemon=True)
+        self._enriching.start()
         try:
             while not self.stop_event.is_set():
                 try:
@@ -204,7 +204,6 @@ class Daemon:
             event(log, "daemon stopped", id=self.id, abandoned=self.abandoned)
 
     def _enrich(self) -> None:
-        assert self.enrichment is not None
         try:
             self.enrichment.run()
         except Exception as exc:

@@ -3,7 +3,8 @@
 The model outputs a note needs are read from the cache first (kb.context asks only for what
 is missing); what is left to ask is asked now, or, when `ask` is off and some are missing,
 left for enrichment: the note is then built with what is known and structural stand-ins.
-Then the chunks and their passages are embedded, each text once per model.
+Then the chunks and their passages are embedded, each text once per model, or (`embed` off)
+left to the embedding queue where no vector is known for them.
 """
 
 from __future__ import annotations
@@ -27,8 +28,16 @@ from kb.store.caches import Caches
 class Built:
     context: FileContext
     records: list[ChunkRecord]
-    embedded: int  # texts the embedder was sent for it
+    embedded: int  # texts the embedder was sent for it (or, not embedding: left waiting)
     complete: bool  # every model output the note needs is in it (else: left for enrichment)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a text of it waits for a vector (the embedding queue's)."""
+        return any(
+            c.embedding is None or any(p.embedding is None for p in c.passages)
+            for c in self.records
+        )
 
 
 def note_facts(
@@ -62,9 +71,13 @@ class NoteBuilder:
         vault: str,
         fresh: bool,
         ask: bool,
+        embed: bool = True,
+        known_vectors: bool = True,
     ) -> Built:
         """The note's rows. `fresh`: no cached output or vector is taken (a forced
-        rebuild); `ask`: the model is asked for what is missing now."""
+        rebuild); `ask`: the model is asked for what is missing now; `embed`: the texts with
+        no vector known are embedded now (else they wait for the embedding queue);
+        `known_vectors` off: the index holds none to look up."""
         chat = self.context.chat.name
         # Only a note whose writer the model names has one stored to stand in.
         asks = not fresh and self.context.needs.asks_voice(personal)
@@ -79,6 +92,10 @@ class NoteBuilder:
         else:
             ctx = self.context.provisional(chunks, personal, known, note, before)
         records, embedded = self.embedding.records(
-            ctx.chunks, chat_model=chat, reuse=not fresh, passages=ctx.passages
+            ctx.chunks,
+            chat_model=chat,
+            reuse=not fresh and known_vectors,
+            passages=ctx.passages,
+            embed=embed,
         )
         return Built(ctx, records, embedded, complete or ask)

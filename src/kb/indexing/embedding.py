@@ -2,8 +2,9 @@
 before (by this model) are reused by context hash, the rest embedded, each checked. So are
 the chunks' passages (kb.passages), by the hash of their text.
 
-Shared by the indexer (a note stored as it is saved) and the enricher (a note's LLM context
-written later), so both embed and check the same way.
+Shared by the indexer (a note stored as it is saved, its texts not embedded yet: `embed`
+off leaves them to the embedding queue), the embedding queue's worker (kb.indexing.vectorize)
+and the enricher (a note's LLM context written later), so all embed and check the same way.
 """
 
 from __future__ import annotations
@@ -40,11 +41,14 @@ class Embedding:
         chat_model: str,
         reuse: bool,
         passages: Sequence[Sequence[Passage]] = (),
+        embed: bool = True,
     ) -> tuple[list[ChunkRecord], int]:
         """The rows of a note's chunks (with each chunk's `passages`, when given), and how
-        many texts had to be embedded for them."""
-        vectors, embedded = self.vectors(chunks, reuse=reuse)
-        passage_records, embedded_passages = self.passage_records(passages, reuse=reuse)
+        many texts had to be embedded for them (`embed` off: none, they wait for a vector)."""
+        vectors, embedded = self.vectors(chunks, reuse=reuse, embed=embed)
+        passage_records, embedded_passages = self.passage_records(
+            passages, reuse=reuse, embed=embed
+        )
         records = [
             ChunkRecord(
                 position=c.chunk.position,
@@ -63,7 +67,7 @@ class Embedding:
                 context_hash=c.context_hash,
                 chat_model=chat_model,
                 embedding=v,
-                embed_model=self.embedder.name,
+                embed_model=None if v is None else self.embedder.name,
                 summary_fallback=chat_model if c.summary_fallback else None,
                 rewrite_fallback=chat_model if c.rewrite_fallback else None,
                 lines=tuple(
@@ -79,13 +83,15 @@ class Embedding:
         return records, embedded + embedded_passages
 
     def passage_records(
-        self, passages: Sequence[Sequence[Passage]], *, reuse: bool
+        self, passages: Sequence[Sequence[Passage]], *, reuse: bool, embed: bool
     ) -> tuple[list[tuple[PassageRecord, ...]], int]:
         """Each chunk's passages as rows with vectors, embedding only the texts this model
-        has not embedded before; and how many it embedded."""
+        has not embedded before (`embed` off: none, they wait); and how many it embedded."""
         hashes = [p.text_hash for chunk in passages for p in chunk]
         model = self.embedder.name
-        vectors = self.store.passages.known_embeddings(hashes, model) if reuse else {}
+        vectors: dict[str, Vector | None] = {}
+        if reuse and hashes:
+            vectors.update(self.store.passages.known_embeddings(hashes, model))
         missing = list(
             {
                 p.text_hash: p.text
@@ -94,25 +100,40 @@ class Embedding:
                 if p.text_hash not in vectors
             }.items()
         )
-        fresh = self.embed([text for _, text in missing])
+        fresh = self._embed_or_wait([text for _, text in missing], embed)
         vectors.update(zip((h for h, _ in missing), fresh, strict=True))
         records = [
             tuple(
-                PassageRecord(p.position, p.kind, p.text, p.text_hash, vectors[p.text_hash], model)
+                PassageRecord(
+                    p.position,
+                    p.kind,
+                    p.text,
+                    p.text_hash,
+                    vectors[p.text_hash],
+                    None if vectors[p.text_hash] is None else model,
+                )
                 for p in chunk
             )
             for chunk in passages
         ]
-        return records, len(missing)
+        return records, len(missing) if embed else 0
 
-    def vectors(self, chunks: Sequence[ContextChunk], *, reuse: bool) -> tuple[list[Vector], int]:
-        """A vector per chunk, embedding only texts not embedded before by this model."""
+    def vectors(
+        self, chunks: Sequence[ContextChunk], *, reuse: bool, embed: bool = True
+    ) -> tuple[list[Vector | None], int]:
+        """A vector per chunk, embedding only texts not embedded before by this model
+        (`embed` off: None for those)."""
         hashes = [c.context_hash for c in chunks]
-        vectors = self.store.caches.known_embeddings(hashes, self.embedder.name) if reuse else {}
+        vectors: dict[str, Vector | None] = {}
+        if reuse and hashes:
+            vectors.update(self.store.caches.known_embeddings(hashes, self.embedder.name))
         missing = [c for c in chunks if c.context_hash not in vectors]
-        fresh = self.embed([c.embed_text for c in missing])
+        fresh = self._embed_or_wait([c.embed_text for c in missing], embed)
         vectors.update(zip((c.context_hash for c in missing), fresh, strict=True))
-        return [vectors[h] for h in hashes], len(missing)
+        return [vectors[h] for h in hashes], len(missing) if embed else 0
+
+    def _embed_or_wait(self, texts: Sequence[str], embed: bool) -> Sequence[Vector | None]:
+        return self.embed(texts) if embed else [None] * len(texts)
 
     def embed(self, texts: Sequence[str], *, probe: bool = False) -> list[Vector]:
         """Vectors for texts, each checked: the size the index holds, and finite numbers."""

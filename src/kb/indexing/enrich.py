@@ -24,6 +24,7 @@ from kb.indexing.building import NoteBuilder, note_facts
 from kb.indexing.embedding import Embedding
 from kb.llm.base import ChatModel, Embedder
 from kb.store import Claim, Enriched, Store
+from kb.store.queue import Speed
 
 # done: written; dropped: the note was edited, deleted or taken by another worker meanwhile
 # (a newer item, if any, is queued); failed: the attempt raised, the item waits to be retried.
@@ -32,7 +33,7 @@ Outcome = Literal["done", "dropped", "failed"]
 
 @dataclass(frozen=True)
 class Attempt:
-    """One claimed item and how it ended."""
+    """One claimed item (of the LLM context's queue, or the vectors') and how it ended."""
 
     document_id: int
     vault: str
@@ -43,13 +44,16 @@ class Attempt:
     embedded: int = 0
     seconds: float = 0.0
     error: str = ""
+    speed: Speed = "enrich"
 
 
 @dataclass
 class EnrichReport:
-    """What a run of a worker did, added up."""
+    """What a run of a worker did, added up: `done`, the notes given their LLM context;
+    `vectored`, the notes given their vectors."""
 
     done: int = 0
+    vectored: int = 0
     dropped: int = 0
     failed: int = 0
     llm_calls: int = 0
@@ -58,7 +62,9 @@ class EnrichReport:
     failures: list[Attempt] = field(default_factory=list)
 
     def add(self, attempt: Attempt) -> None:
-        setattr(self, attempt.outcome, getattr(self, attempt.outcome) + 1)
+        vectored = attempt.speed == "embed" and attempt.outcome == "done"
+        key = "vectored" if vectored else attempt.outcome
+        setattr(self, key, getattr(self, key) + 1)
         self.llm_calls += attempt.llm_calls
         self.fallbacks += attempt.fallbacks
         self.embedded += attempt.embedded

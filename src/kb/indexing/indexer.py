@@ -1,13 +1,17 @@
-"""The indexing pipeline: scan → parse → chunk → contextualize → embed → store.
+"""The indexing pipeline: scan → parse → chunk → contextualize → store; the first of three
+speeds.
 
 A file is only read when its size or mtime changed, only re-chunked when its
 hash changed, and only sent to the LLM for the chunks whose cached outputs are
 missing. Renames and moves are re-keyed without any model call.
 
-With enrichment on (two speeds), no chat model is asked here: a note whose LLM outputs are
-all cached is stored with its full context, any other with the outputs that are cached
-and structural context for the rest, and queued in the same transaction; workers
-(`kb.indexing.enrich`) write the missing outputs later.
+No embedder is asked here: a note is stored with the vectors already known for its texts
+(by their hashes) and its full-text terms, so it is found by its words when this returns;
+the texts with no vector wait in the embedding queue (`kb.indexing.vectorize`), queued in
+the same transaction. With enrichment on, no chat model is asked either: a note whose LLM
+outputs are all cached is stored with its full context, any other with the outputs that are
+cached and structural context for the rest, and queued for enrichment; workers
+(`kb.indexing.enrich`) write the missing outputs last.
 
 A sync covers a whole vault (`kb index`, the daemon's reconciliation) or a Scope:
 the files and folders a watcher named, judged by their state on disk now.
@@ -21,7 +25,7 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -52,13 +56,9 @@ from kb.notes import (
     stat_note,
 )
 from kb.parsing import decode, parse_note
-from kb.store import DocumentRecord, NoteRows, Passages, Pending, Store, Vectors
+from kb.store import DocumentRecord, NoteRows, Pending, Store
 
 log = logging.getLogger("kb.indexer")
-
-# From this many new notes, and more than the index already holds, a sync writes them
-# first and builds the vector index after (see Indexer._bulk_load).
-BULK_LOAD_NOTES = 200
 
 # Notes written to the database in one transaction, where no chat model is on the path (see
 # Documents.save). With a model on it, each note is written as soon as it is done: its
@@ -68,14 +68,6 @@ WRITE_GROUP = 16
 
 # "unlistable": a folder that could not be read; the notes stored under it are kept.
 Action = Literal["indexed", "unchanged", "moved", "deleted", "failed", "unlistable"]
-
-
-@dataclass(frozen=True)
-class Embedded:
-    """Texts given a vector of the active model: chunks, and their passages."""
-
-    chunks: int = 0
-    passages: int = 0
 
 
 @dataclass(frozen=True)
@@ -171,6 +163,7 @@ class Indexer:
         self.context = Contextualizer.for_config(chat, config, self._llm_pool)
         self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch, in_flight=workers)
         self.builder = NoteBuilder(self.context, self.embedding, store.caches)
+        self._known_vectors = True  # each sync looks whether the index holds any
 
     def close(self) -> None:
         self._file_pool.shutdown(wait=True, cancel_futures=True)
@@ -192,7 +185,7 @@ class Indexer:
         database, and a vault dropped from the config waits for `kb forget`."""
         report = SyncReport()
         self._follow_renames()
-        self.ensure_embedding_space()
+        self._follow_model()
         for vault in self.config.vaults if vaults is None else vaults:
             if not vault.path.is_dir():
                 raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
@@ -232,6 +225,9 @@ class Indexer:
     ) -> None:
         # Read at each sync: an edit of .obsidian/*.json is taken up as a config change is.
         self.store.vaults.record(vault.name, vault_folder(vault))
+        # A new index holds no vector to look up for its notes (the embedding queue looks
+        # again when it embeds them).
+        self._known_vectors = self.store.vectors.space() is not None
         vault, _ = obsidian.followed(vault)
         docs = self.store.documents
         retry = self.store.caches.paths_with_fallbacks(vault.name, self.chat.name)
@@ -290,23 +286,22 @@ class Indexer:
             log.debug("%s/%s: moved from %s", vault.name, f.path, move.source)
             emit(FileEvent(vault.name, f.path, "moved", moved_from=move.source))
 
-        with self._bulk_load(len(todo.index), survey.rows):
-            # A few groups ahead of the one reported: a large vault's events are let go of
-            # as they are reported, not held to the end.
-            ahead: deque[Future[list[FileEvent]]] = deque()
-            try:
-                for group in plan.groups(todo.index, self._write_group, self._file_threads):
-                    ahead.append(self._file_pool.submit(self._index_group, vault, group, force))
-                    if len(ahead) > 2 * self._file_threads:
-                        for event in ahead.popleft().result():
-                            emit(event)
-                while ahead:
+        # A few groups ahead of the one reported: a large vault's events are let go of as
+        # they are reported, not held to the end.
+        ahead: deque[Future[list[FileEvent]]] = deque()
+        try:
+            for group in plan.groups(todo.index, self._write_group, self._file_threads):
+                ahead.append(self._file_pool.submit(self._index_group, vault, group, force))
+                if len(ahead) > 2 * self._file_threads:
                     for event in ahead.popleft().result():
                         emit(event)
-            except BaseException:
-                for future in ahead:
-                    future.cancel()
-                raise
+            while ahead:
+                for event in ahead.popleft().result():
+                    emit(event)
+        except BaseException:
+            for future in ahead:
+                future.cancel()
+            raise
 
         self.checkpoint()
         # Paths named by the scope but not on disk may have a failure recorded, and no row.
@@ -366,23 +361,6 @@ class Indexer:
                 if new:
                     survey.on_disk[new.path] = new
         return survey
-
-    @contextmanager
-    def _bulk_load(self, notes: int, stored: int) -> Iterator[None]:
-        """Many new notes (a first index, a big import) are written without the vector index,
-        which is then built once over them all; a few are written through it."""
-        space = self.store.vectors.space()
-        if space is None or notes < BULK_LOAD_NOTES or notes < stored:
-            yield
-            return
-        log.info("indexing %d notes: the vector index is rebuilt once they are written", notes)
-        self.store.vectors.drop_index()
-        try:
-            yield
-        finally:
-            # Cut short (a stop, a lost database): the next sync's start builds it.
-            with suppress(psycopg.Error, KbError):
-                self.store.vectors.build_index(*space)
 
     def _vanished_elsewhere(
         self, vault: VaultConfig, hashes: list[str], in_scope: Mapping[str, plan.Stored]
@@ -490,9 +468,12 @@ class Indexer:
             vault=vault.name,
             fresh=force,
             ask=not self.enrich,
+            embed=False,
+            known_vectors=self._known_vectors,
         )
         ctx, records = built.context, built.records
         pending = None if built.complete else Pending(priority=mtime_ns, fresh=force)
+        vectors = Pending(priority=mtime_ns, fresh=force) if built.waiting else None
         for problem in ctx.problems:
             log.info("%s/%s: %s; stored structural context instead", vault.name, path, problem)
         metadata = dict(note.metadata)
@@ -525,33 +506,42 @@ class Indexer:
             fallbacks=len(ctx.problems),
             queued=pending is not None,
         )
-        return event, NoteRows(doc, records, pending)
+        return event, NoteRows(doc, records, pending, vectors)
 
     # -- the embedding model -----------------------------------------------------------------------
 
-    def ensure_embedding_space(self) -> Embedded:
-        """Switch the index to the configured embedding model if needed; returns what it embedded.
-
-        Stored contexts are re-embedded as they are: a model change never costs a summary.
-        """
+    def _follow_model(self) -> None:
+        """A new embedding model is switched to at the start of a sync (its old vectors
+        dropped, their notes queued for new ones); an index with no vector yet gets its space
+        from the first vectors the embedding queue writes, so no text waits on the embedder
+        here."""
         space = self.store.vectors.space()
-        if space is None or space[0] != self.embedder.name:
-            if space is not None:
-                self._refuse_switch_under(space[0])
-            dimensions = len(self.embedding.embed(["dimension probe"], probe=True)[0])
-            if space is not None:
-                log.info(
-                    "embedding model changed from %s to %s (%d dimensions): re-embedding",
-                    space[0],
-                    self.embedder.name,
-                    dimensions,
-                )
-            self.store.vectors.switch(self.embedder.name, dimensions)
-            space = (self.embedder.name, dimensions)
-        elif not self.store.vectors.has_index():
+        if space is None:
+            return
+        if space[0] != self.embedder.name:
+            self.ensure_embedding_space()
+        elif not self.store.vectors.has_index() and not self.store.queue.backlog()[0]:
             self.store.vectors.build_index(*space)  # a bulk load was cut short
-        self.embedding.space = space
-        return self.embed_missing()
+
+    def ensure_embedding_space(self) -> None:
+        """Make the configured embedding model the index's, asking it for its size: the
+        notes whose vectors it drops wait for new ones in the embedding queue, and stored
+        contexts are embedded as they are (a model change never costs a summary)."""
+        space = self.store.vectors.space()
+        if space is not None and space[0] == self.embedder.name:
+            return
+        if space is not None:
+            self._refuse_switch_under(space[0])
+        dimensions = len(self.embedding.embed(["dimension probe"], probe=True)[0])
+        if space is not None:
+            log.info(
+                "embedding model changed from %s to %s (%d dimensions): its notes are queued"
+                " for new vectors",
+                space[0],
+                self.embedder.name,
+                dimensions,
+            )
+        self.store.vectors.switch(self.embedder.name, dimensions)
 
     def _refuse_switch_under(self, model: str) -> None:
         """A switch re-embeds every vault of the index: never those of another configuration
@@ -566,28 +556,14 @@ class Indexer:
                 " of its own, the same embed_model, or `kb forget` those vaults"
             )
 
-    def embed_missing(self) -> Embedded:
-        """Embed the chunks, then the passages, that wait for a vector of the active model."""
-        return Embedded(
-            self._embed_waiting(self.store.vectors), self._embed_waiting(self.store.passages)
-        )
-
-    def _embed_waiting(self, table: Vectors | Passages) -> int:
-        done = 0
-        while rows := table.missing(self.config.llm.embed_batch * 4):
-            vectors = self.embedding.embed([text for _, text in rows])
-            table.save(
-                self.embedder.name, [(i, v) for (i, _), v in zip(rows, vectors, strict=True)]
-            )
-            done += len(rows)
-        return done
-
-    def reembed_all(self) -> Embedded:
+    def reembed_all(self) -> None:
+        """Drop every vector of the index: each note waits for new ones in the embedding
+        queue (the stored contexts are embedded as they are)."""
         space = self.store.vectors.space()
         if space is not None and space[0] != self.embedder.name:
             self._refuse_switch_under(space[0])
         self.store.vectors.clear()
-        return self.ensure_embedding_space()
+        self.ensure_embedding_space()
 
 
 @contextmanager

@@ -1,5 +1,5 @@
 """Is the index equal to the vaults? Every note present with its current content, every
-chunk embedded by the configured model, and no row for anything that is gone.
+chunk embedded by the configured model or queued for it, and no row for anything that is gone.
 
 This reads and hashes every note (it trusts no size or mtime), so it is the check that
 `kb verify` runs and that the daemon's tests wait for.
@@ -36,7 +36,9 @@ KINDS = {
     ),
     "extra": "a row for a file that is gone",
     "failed": "a note that could not be indexed (its error is recorded)",
-    "unembedded": "a note with chunks lacking a vector from the configured model",
+    "unembedded": (
+        "a note with chunks lacking a vector from the configured model, not queued for them"
+    ),
     "unreadable": "a note that cannot be read",
     "unlistable": "a vault folder that cannot be read (the notes indexed under it are kept)",
     "no vault": "a configured vault folder that does not exist",

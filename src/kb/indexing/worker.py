@@ -1,10 +1,13 @@
-"""A worker draining the enrichment queue: `kb worker`, the daemon's background enrichment,
-and `kb index --wait`.
+"""A worker draining the queues of the later speeds: `kb worker`, the daemon's background
+work, and `kb index --wait`.
 
-`concurrency` slot threads each claim one note at a time (newest first, never one another
-worker holds), enrich it (`kb.indexing.enrich`) and claim the next. The thread that called `run`
-renews the leases of the notes in hand and records the worker's heartbeat, so a note is
-taken by another worker only when this one died or lost the database.
+`concurrency` slot threads each claim work (newest notes first, never one another worker
+holds) and claim again when it is done: a few notes waiting for their vectors
+(`kb.indexing.vectorize`) while any wait, else one note waiting for its LLM context
+(`kb.indexing.enrich`), so a note is found by its meaning before any note's context is
+written. The thread that called `run` renews the leases of the notes in hand and records the
+worker's heartbeat, so a note is taken by another worker only when this one died or lost the
+database.
 
 Stopping (the stop event, SIGTERM/SIGINT in `kb worker`) lets each slot finish the note in
 hand. A failed attempt gives the note back with its error and a back-off that grows with
@@ -29,8 +32,10 @@ import psycopg
 from kb.db import first_line
 from kb.errors import KbError
 from kb.indexing.enrich import Attempt, Enricher
+from kb.indexing.vectorize import Vectorizer
 from kb.logfmt import event
 from kb.store import Claim, Store, WorkerBeat
+from kb.store.queue import SPEEDS, Speed
 
 log = logging.getLogger("kb.worker")
 
@@ -49,6 +54,7 @@ class Worker:
     def __init__(
         self,
         enricher: Enricher,
+        vectorizer: Vectorizer,
         store: Store,
         *,
         concurrency: int,
@@ -59,8 +65,12 @@ class Worker:
         on_attempt: Callable[[Attempt], None] | None = None,
         heartbeat: float = HEARTBEAT,
         vaults: Sequence[str] = (),
+        speeds: Sequence[Speed] = SPEEDS,
     ) -> None:
         self.enricher = enricher
+        self.vectorizer = vectorizer
+        # The queues it drains, in this order.
+        self.speeds = tuple(s for s in SPEEDS if s in speeds)
         # The vaults whose notes it claims (empty: any): another configuration's notes on a
         # shared index are that configuration's workers' to build.
         self.vaults = tuple(vaults)
@@ -78,7 +88,7 @@ class Worker:
         self.last_error: str | None = None
         # Set when run() ends for any reason; the stop event may be the caller's (a daemon's).
         self._halt = threading.Event()
-        self._in_hand: dict[int, Claim] = {}
+        self._in_hand: dict[tuple[Speed, int], Claim] = {}
         self._lock = threading.Lock()
         self._fatal: BaseException | None = None
         self._slots: list[threading.Thread] = []
@@ -101,11 +111,21 @@ class Worker:
         return any(slot.is_alive() for slot in self._slots)
 
     def run(self) -> None:
-        """Drain the queue until stopped (or, with until_empty, until nothing is left to claim)."""
+        """Drain the queues until stopped (or, with until_empty, until nothing is left to
+        claim)."""
         self._slots = [
-            threading.Thread(target=self._slot, name=f"kb-enrich-{i}", daemon=True)
+            threading.Thread(target=self._slot, args=(self.speeds,), name=f"kb-work-{i}")
             for i in range(self.concurrency)
         ]
+        if "embed" in self.speeds:
+            # One more, for vectors only: the embedding server is sent the next notes' texts
+            # while a slot reads or writes rows, and is never left waiting on a note's
+            # LLM context.
+            self._slots.append(
+                threading.Thread(target=self._slot, args=(("embed",),), name="kb-vectors")
+            )
+        for slot in self._slots:
+            slot.daemon = True
         for slot in self._slots:
             slot.start()
         next_beat = next_renewal = 0.0
@@ -126,54 +146,79 @@ class Worker:
                 slot.join()
             self._leave()
             self.enricher.close()
+            self.vectorizer.close()
         if self._fatal is not None:
             raise self._fatal
 
     # -- the slots ---------------------------------------------------------------------------------
 
-    def _slot(self) -> None:
+    def _slot(self, speeds: Sequence[Speed]) -> None:
         failures = 0
         while not self._stopping():
             try:
-                claims = self.store.queue.claim(self.id, lease=self.lease, vaults=self.vaults)
+                claims = self._claim(speeds)
             except (KbError, psycopg.Error) as exc:
                 failures += 1
-                self._failed(None, exc, failures)
+                self._failed([], exc, failures)
                 continue
             if not claims:
                 if self.until_empty:
-                    return
+                    with self._lock:
+                        done = not self._in_hand
+                    if done:
+                        return
+                    # Another slot's notes, once they have their vectors, may be enriched.
+                    self._pause(TICK)
+                    continue
                 self._pause(IDLE_POLL)
                 continue
-            [claim] = claims
+            held = [(c.speed, c.document_id) for c in claims]
             with self._lock:
-                self._in_hand[claim.document_id] = claim
+                self._in_hand.update(zip(held, claims, strict=True))
             try:
-                attempt = self.enricher.enrich(claim, self.id)
+                if claims[0].speed == "embed":
+                    attempts = self.vectorizer.vectorize(claims, self.id)
+                else:
+                    attempts = [self.enricher.enrich(claim, self.id) for claim in claims]
             except Exception as exc:
                 failures += 1
-                self._failed(claim, exc, failures)
+                self._failed(claims, exc, failures)
             else:
                 failures = 0
                 self.last_error = None
-                self._report(attempt)
+                for attempt in attempts:
+                    self._report(attempt)
             finally:
                 with self._lock:
-                    self._in_hand.pop(claim.document_id, None)
+                    for key in held:
+                        self._in_hand.pop(key, None)
 
-    def _failed(self, claim: Claim | None, exc: Exception, failures: int) -> None:
+    def _claim(self, speeds: Sequence[Speed]) -> list[Claim]:
+        """The next work: a few notes waiting for their vectors, else one for its context."""
+        for speed in speeds:
+            limit = self.vectorizer.notes if speed == "embed" else 1
+            claims = self.store.queue.claim(
+                self.id, lease=self.lease, limit=limit, vaults=self.vaults, speed=speed
+            )
+            if claims:
+                return claims
+        return []
+
+    def _failed(self, claims: Sequence[Claim], exc: Exception, failures: int) -> None:
         error = (
             first_line(exc)
             if isinstance(exc, KbError)
             else f"{type(exc).__name__}: {first_line(exc)}"
         )
         self.last_error = error
-        if claim is not None:
+        for claim in claims:
             retry_in = min(MIN_BACKOFF * 2 ** (claim.attempts - 1), MAX_NOTE_BACKOFF)
             # With the database gone, the lease runs out and the note is claimed again.
             with contextlib.suppress(psycopg.Error):
                 self.store.queue.release(claim, self.id, error=error, retry_in=retry_in)
-            self._report(Attempt(claim.document_id, "", "", "failed", error=error))
+            self._report(
+                Attempt(claim.document_id, "", "", "failed", error=error, speed=claim.speed)
+            )
         # A note's own failure (a bug it triggers) is its alone; a model server or the
         # database failing would fail every note alike.
         if self.fail_fast and isinstance(exc, KbError | psycopg.Error):
@@ -185,7 +230,15 @@ class Worker:
         self._pause(pause)
 
     def _report(self, attempt: Attempt) -> None:
-        if attempt.outcome == "done":
+        if attempt.outcome == "done" and attempt.speed == "embed":
+            event(
+                log,
+                "embedded",
+                document=attempt.document_id,
+                embedded=attempt.embedded,
+                seconds=round(attempt.seconds, 3),
+            )
+        elif attempt.outcome == "done":
             event(
                 log,
                 "enriched",
@@ -203,7 +256,9 @@ class Worker:
         with self._lock:
             held = list(self._in_hand)
         try:
-            self.store.queue.renew(self.id, held, lease=self.lease)
+            for speed in self.speeds:
+                ids = [doc for s, doc in held if s == speed]
+                self.store.queue.renew(self.id, ids, lease=self.lease, speed=speed)
         except psycopg.Error as exc:
             event(log, "cannot renew leases", logging.WARNING, error=first_line(exc))
 

@@ -117,11 +117,25 @@ def search(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
 
     A question that names a time ("in March 2023", "yesterday", read from the plan's
     `today`) puts the chunks of notes from that time first (kb.search.when).
+
+    Notes stored but not embedded yet (the embedding queue's) are in the text list only; a
+    search that uses the vector list says in a warning how many there are.
     """
     space = store.vectors.space()
-    if space is None:
+    vectors_used = plan.mode != "text" or plan.threshold is not None
+    waiting = (
+        store.queue.unembedded_notes(plan.filters.vaults) if vectors_used or space is None else 0
+    )
+    if space is None and (not waiting or plan.mode == "vector" or plan.threshold is not None):
+        if waiting:
+            raise KbError(
+                f"no note has its vectors yet ({waiting} waiting): search with --mode text,"
+                " or run `kb index --wait`, `kb worker` or `kb daemon`"
+            )
         raise KbError("the index is empty: run `kb index` first")
-    model, dimensions = space
+    # No vector yet (a new index, its first notes still being embedded): the text list alone
+    # (the statement is made for a size, which the unread vector list makes no use of).
+    model, dimensions = space or (embedder.name, 1)
     if model != embedder.name:
         raise KbError(
             f"the index holds vectors of '{model}' but the config says '{embedder.name}': "
@@ -134,7 +148,14 @@ def search(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
     vector: list[float] | None = None
     used: SearchMode = plan.mode
     warnings: list[str] = []
-    if plan.mode != "text" or plan.threshold is not None:
+    if waiting and vectors_used:
+        warnings.append(
+            f"{waiting} notes are not in the vector list yet (their vectors are being"
+            " embedded): found by their words only"
+        )
+    if space is None:
+        used = "text"
+    elif plan.mode != "text" or plan.threshold is not None:
         try:
             vector = embedder.embed_query(
                 voiced(plan.text, plan.owner) if plan.owner and plan.voiced_index else plan.text

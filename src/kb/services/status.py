@@ -35,7 +35,8 @@ class StatusReport:
     index: Status
     daemons: list[DaemonRow]
     last_reconcile: Reconciliation | None
-    queue: QueueStatus
+    queue: QueueStatus  # the notes waiting for their LLM context
+    vectors: QueueStatus  # the notes waiting for their vectors (found by their words meanwhile)
     workers: list[WorkerRow]
     configured: Configured
     # Each vault's Obsidian settings kb follows, one a line (kb.obsidian).
@@ -66,6 +67,7 @@ class StatusReport:
             **asdict(self.index),
             "daemons": [asdict(d) for d in self.daemons],
             "last_reconcile": asdict(self.last_reconcile) if self.last_reconcile else None,
+            "vectors": asdict(self.vectors),
             "enrichment": {
                 **asdict(self.queue),
                 "workers": [asdict(w) for w in self.workers],
@@ -92,16 +94,22 @@ class StatusReport:
             "failed_files": [f"{f.vault}/{f.path}" for f in index.failures],
             "other_vaults": {v.name: v.notes for v in self.other_vaults},
             "daemon": self.daemon,
+            # Notes found by their words already, not yet by their meaning.
+            "vectors": _backlog(self.vectors),
             # Notes searchable already, whose LLM context workers have yet to write.
-            "enrichment": {
-                "queued": queue.items,
-                "in_progress": queue.in_progress,
-                "failing": queue.failing,
-                "done_last_hour": queue.done_last_hour,
-                "notes_per_minute": round(queue.rate * 60, 2) if queue.rate else None,
-                "eta_seconds": round(queue.eta_seconds) if queue.eta_seconds else None,
-            },
+            "enrichment": _backlog(queue),
         }
+
+
+def _backlog(queue: QueueStatus) -> dict[str, Any]:
+    return {
+        "queued": queue.items,
+        "in_progress": queue.in_progress,
+        "failing": queue.failing,
+        "done_last_hour": queue.done_last_hour,
+        "notes_per_minute": round(queue.rate * 60, 2) if queue.rate else None,
+        "eta_seconds": round(queue.eta_seconds) if queue.eta_seconds else None,
+    }
 
 
 def status_report(config: Config, store: Store) -> StatusReport:
@@ -119,6 +127,7 @@ def status_report(config: Config, store: Store) -> StatusReport:
         daemons=store.daemons.list(),
         last_reconcile=store.state.last_reconcile(),
         queue=store.queue.status(names),
+        vectors=store.queue.status(names, "embed"),
         workers=store.queue.workers(),
         configured=Configured(
             chat_model=llm.chat_model,

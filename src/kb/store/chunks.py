@@ -42,8 +42,8 @@ class ChunkRecord:
     embed_text: str  # full_context fitted to the embedder's window
     context_hash: str
     chat_model: str
-    embedding: Vector
-    embed_model: str
+    embedding: Vector | None  # None: waiting for its vector (the embedding queue)
+    embed_model: str | None
     summary_fallback: str | None = None  # the chat model whose output was rejected
     rewrite_fallback: str | None = None
     # The lines the model wrote of it (kb.chunk_writes), each kind when asked for.

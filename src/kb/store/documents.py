@@ -18,13 +18,13 @@ from kb.plan import Stored
 from kb.store import passages
 from kb.store.chunks import ChunkRecord, VoiceRecord
 from kb.store.pool import Pool, like_prefix
-from kb.store.queue import Pending, queue_note
+from kb.store.queue import Pending, queue_notes
 
 # The columns of a Stored note, for every query that returns one.
 _STORED = "SELECT path, content_hash, size, mtime_ns, personal, context_build FROM documents"
 
 _COPY_CHUNKS = """
-    COPY chunks (document_id, position, header_path, content, content_hash, start_line,
+    COPY chunks (id, document_id, position, header_path, content, content_hash, start_line,
                  end_line, summary, summary_key, rewrite, rewrite_key, full_context,
                  embed_text, context_hash, chat_model, embedding, embed_model,
                  summary_fallback, rewrite_fallback, summaries_at, statements,
@@ -64,11 +64,13 @@ class Undated:
 
 @dataclass(frozen=True)
 class NoteRows:
-    """A note ready to be written: its row, its chunks' rows, and how it is queued."""
+    """A note ready to be written: its row, its chunks' rows, and how it is queued for its
+    LLM context (`pending`) and for the vectors its rows lack (`vectors`)."""
 
     doc: DocumentRecord
     chunks: Sequence[ChunkRecord]
     pending: Pending | None = None
+    vectors: Pending | None = None
 
 
 _UPSERT_DOCUMENT = """
@@ -153,7 +155,7 @@ class Documents:
 
     def save(self, notes: Sequence[NoteRows]) -> None:
         """Replace some documents and all their chunks in one transaction; each queued for
-        its LLM context when it is `pending`, else taken off the queue.
+        its vectors and its LLM context as it says, else taken off those queues.
 
         Many notes to a transaction is what makes a large vault quick to load: the triggers
         that keep the text index (migration 010) run once per statement, and update the
@@ -173,38 +175,40 @@ class Documents:
                 if not cur.nextset():
                     break
             cur.execute("DELETE FROM chunks WHERE document_id = ANY(%s)", (ids,))
-            for doc_id, note in zip(ids, notes, strict=True):
-                queue_note(conn, doc_id, note.doc.content_hash, note.pending)
+            pairs = list(zip(ids, notes, strict=True))
+            queue_notes(cur, "embed", [(i, n.doc.content_hash, n.vectors) for i, n in pairs])
+            queue_notes(cur, "enrich", [(i, n.doc.content_hash, n.pending) for i, n in pairs])
             cur.execute(
                 "DELETE FROM failures f USING unnest(%s::text[], %s::text[]) AS n(vault, path)"
                 " WHERE f.vault = n.vault AND f.path = n.path",
                 ([n.doc.vault for n in notes], [n.doc.path for n in notes]),
             )
+            # The chunks' ids taken first: their passages are written without reading back
+            # the rows just written.
+            cur.execute(
+                "SELECT nextval(pg_get_serial_sequence('chunks', 'id')) AS id"
+                "  FROM generate_series(1, %s)",
+                (sum(len(n.chunks) for n in notes),),
+            )
+            chunk_ids = iter([r["id"] for r in cur.fetchall()])
+            chunks = [(next(chunk_ids), doc_id, c) for doc_id, n in pairs for c in n.chunks]
             # Last, so the text index's lock (taken by its trigger) is held only until commit.
             with cur.copy(_COPY_CHUNKS) as copy:
-                for doc_id, note in zip(ids, notes, strict=True):
-                    for c in note.chunks:
-                        copy.write_row(
-                            (
-                                doc_id,
-                                c.position,
-                                list(c.header_path),
-                                c.content,
-                                c.content_hash,
-                                c.start_line,
-                                c.end_line,
-                                *c.context_params(),
-                            )
+                for chunk_id, doc_id, c in chunks:
+                    copy.write_row(
+                        (
+                            chunk_id,
+                            doc_id,
+                            c.position,
+                            list(c.header_path),
+                            c.content,
+                            c.content_hash,
+                            c.start_line,
+                            c.end_line,
+                            *c.context_params(),
                         )
-            passages.write(
-                cur,
-                [
-                    (doc_id, c.position, p)
-                    for doc_id, note in zip(ids, notes, strict=True)
-                    for c in note.chunks
-                    for p in c.passages
-                ],
-            )
+                    )
+            passages.write(cur, [(chunk_id, p) for chunk_id, _, c in chunks for p in c.passages])
 
     def touch(self, vault: str, files: Sequence[OnDisk]) -> None:
         """Record new sizes and mtimes of notes whose content did not change, in one statement
@@ -315,12 +319,14 @@ class Documents:
         return dict(row)
 
     def without_vectors(self, model: str) -> list[tuple[str, str]]:
-        """(vault, path) of documents with a chunk that lacks a vector from `model`."""
+        """(vault, path) of documents with a chunk that lacks a vector from `model` and that
+        do not wait for it in the embedding queue."""
         with self.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT DISTINCT d.vault, d.path FROM chunks c JOIN documents d"
                 " ON d.id = c.document_id"
-                " WHERE c.embedding IS NULL OR c.embed_model IS DISTINCT FROM %s",
+                " WHERE (c.embedding IS NULL OR c.embed_model IS DISTINCT FROM %s)"
+                "   AND NOT EXISTS (SELECT 1 FROM embedding_queue q WHERE q.document_id = d.id)",
                 (model,),
             ).fetchall()
         return [(r["vault"], r["path"]) for r in rows]

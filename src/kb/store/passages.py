@@ -28,8 +28,8 @@ class PassageRecord:
     kind: PassageKind
     text: str  # what was embedded
     text_hash: str
-    embedding: Vector
-    embed_model: str
+    embedding: Vector | None  # None: waiting for its vector (the embedding queue)
+    embed_model: str | None
 
 
 @dataclass(frozen=True)
@@ -47,21 +47,15 @@ _COPY = """
 """
 
 
-def write(cur: psycopg.Cursor[DictRow], rows: Sequence[tuple[int, int, PassageRecord]]) -> None:
-    """Store passages of chunks just written, each given as (its note's id, its chunk's
-    position, the passage)."""
+def write(cur: psycopg.Cursor[DictRow], rows: Sequence[tuple[int, PassageRecord]]) -> None:
+    """Store passages of chunks, each given as (its chunk's id, the passage)."""
     if not rows:
         return
-    cur.execute(
-        "SELECT id, document_id, position FROM chunks WHERE document_id = ANY(%s)",
-        (list({doc_id for doc_id, _, _ in rows}),),
-    )
-    chunk_ids = {(r["document_id"], r["position"]): r["id"] for r in cur.fetchall()}
     with cur.copy(_COPY) as copy:
-        for doc_id, position, p in rows:
+        for chunk_id, p in rows:
             copy.write_row(
                 (
-                    chunk_ids[(doc_id, position)],
+                    chunk_id,
                     p.position,
                     p.kind,
                     p.text,
@@ -87,22 +81,6 @@ class Passages:
                 (list(set(text_hashes)), model),
             ).fetchall()
         return {r["text_hash"]: r["embedding"].to_list() for r in rows}
-
-    def missing(self, limit: int) -> list[tuple[int, str]]:
-        """Passages waiting for a vector (after a model change): (id, text)."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT id, text FROM passages WHERE embedding IS NULL ORDER BY id LIMIT %s",
-                (limit,),
-            ).fetchall()
-        return [(r["id"], r["text"]) for r in rows]
-
-    def save(self, model: str, vectors: Sequence[tuple[int, Vector]]) -> None:
-        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            cur.executemany(
-                "UPDATE passages SET embedding = %s, embed_model = %s WHERE id = %s",
-                [(vector_param(v), model, i) for i, v in vectors],
-            )
 
     def of_kind(self, kind: PassageKind) -> list[ChunkPassages]:
         """Every chunk that has passages of `kind`, with them in order: what a model wrote,

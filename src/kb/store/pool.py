@@ -16,10 +16,12 @@ from kb.errors import DatabaseError
 Vector = Sequence[float]
 
 
-def vector_param(vector: Vector) -> pgvector.Vector:
-    """A vector as a query parameter: pgvector's type, sent in binary (a plain list would be
-    sent as a float8[]). No numpy: kb does no arithmetic on vectors, and not importing it
-    takes a tenth of a second off every command."""
+def vector_param(vector: Vector | None) -> pgvector.Vector | None:
+    """A vector as a query parameter (None: a row that waits for one): pgvector's type, sent
+    in binary (a plain list would be sent as a float8[]). No numpy: kb does no arithmetic on
+    vectors, and not importing it takes a tenth of a second off every command."""
+    if vector is None:
+        return None
     return pgvector.Vector(vector if isinstance(vector, list) else list(vector))
 
 

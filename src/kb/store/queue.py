@@ -1,13 +1,15 @@
-"""The enrichment queue: notes waiting for their LLM context, the workers that drain it, and
-writing an enriched note back.
+"""The two queues of the later speeds: notes waiting for their vectors (`embed`) and for
+their LLM context (`enrich`); the workers that drain both; writing their results back.
 
-A note saved without its LLM context gets one item (`queue_note`, in the transaction that
-saves its rows); saving it again replaces the item with a new ticket, so an edit made before
-its turn is enriched once, for the latest content. Workers claim items newest first with
-`FOR UPDATE SKIP LOCKED` (any number of them, on any machine, never the same item at
-once), each under a lease they renew while they work; an item whose lease ran out (its
-worker died) is claimed again. `finish` writes a note's context only if its item still
-has the claimed ticket and lease: a result for an older version is dropped.
+A note saved without all of its vectors, or without its LLM context, gets one item in that
+speed's queue (`queue_notes`, in the transaction that saves its rows); saving it again
+replaces the item with a new ticket, so an edit made before its turn is done once, for the
+latest content. Workers claim items newest first with `FOR UPDATE SKIP LOCKED` (any number
+of them, on any machine, never the same item at once), each under a lease they renew while
+they work; an item whose lease ran out (its worker died) is claimed again. `finish` writes a
+note's context only if its item still has the claimed ticket and lease: a result for an
+older version is dropped. `finish_vectors` writes a vector only into a row that still holds
+the text embedded and has none yet, so a late result is harmless either way.
 """
 
 from __future__ import annotations
@@ -15,16 +17,41 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import DictRow
 
 from kb.chunking import Chunk
 from kb.store import passages
 from kb.store.chunks import ChunkRecord, VoiceRecord
-from kb.store.pool import Pool, iso
+from kb.store.pool import Pool, Vector, iso, vector_param
+from kb.store.state import read_state
 from kb.store.vaults import DOCUMENT_IN_VAULTS, ROW_IN_VAULTS
+
+# The later speeds, each a queue: a note's vectors, then its LLM context.
+Speed = Literal["embed", "enrich"]
+SPEEDS: tuple[Speed, ...] = ("embed", "enrich")
+# Each speed's queue and its log of finished items.
+_TABLES: dict[Speed, tuple[str, str]] = {
+    "embed": ("embedding_queue", "embedding_done"),
+    "enrich": ("enrichment_queue", "enrichment_done"),
+}
+
+
+# What an item waits for besides its back-off and a lease: a note's LLM context comes after
+# its vectors (the enricher would otherwise embed texts the embedding queue embeds too).
+_AFTER: dict[Speed, sql.SQL] = {
+    "embed": sql.SQL("true"),
+    "enrich": sql.SQL("document_id NOT IN (SELECT document_id FROM embedding_queue)"),
+}
+
+
+def _tables(speed: Speed) -> dict[str, sql.Composable]:
+    queue, done = _TABLES[speed]
+    return {"queue": sql.Identifier(queue), "done": sql.Identifier(done), "after": _AFTER[speed]}
+
 
 # Finished items kept for the rate and the ETA, and the window the rate is measured over.
 _DONE_KEPT = "1 day"
@@ -37,9 +64,9 @@ _FAILING_SHOWN = 20
 
 @dataclass(frozen=True)
 class Pending:
-    """How a note saved without its LLM context is queued."""
+    """How a note saved without its vectors or its LLM context is queued."""
 
-    priority: int  # the note's mtime_ns: the newest notes are enriched first
+    priority: int  # the note's mtime_ns: the newest notes come first
     fresh: bool = False  # ignore every cached output and vector (`kb reindex`)
 
 
@@ -47,6 +74,7 @@ class Pending:
 class Claim:
     """An item a worker holds under its lease."""
 
+    speed: Speed
     document_id: int
     ticket: int
     content_hash: str
@@ -90,9 +118,9 @@ class Failing:
 
 @dataclass(frozen=True)
 class QueueStatus:
-    """The queue as `kb status` shows it."""
+    """A speed's queue as `kb status` shows it."""
 
-    items: int  # notes waiting for their LLM context, in progress included
+    items: int  # notes waiting, in progress included
     in_progress: int  # held by a worker's lease now
     failing: int  # whose last attempt failed (retried after a back-off)
     done_last_hour: int
@@ -132,25 +160,75 @@ class WorkerRow(WorkerBeat):
     alive: bool
 
 
-def queue_note(
-    conn: psycopg.Connection[DictRow], document_id: int, content_hash: str, pending: Pending | None
+@dataclass(frozen=True)
+class Unembedded:
+    """A text of a claimed note waiting for a vector: a chunk's (`passage` False) or a
+    passage's, by its row id, with its note and the hash its vector is cached under."""
+
+    passage: bool
+    id: int
+    document_id: int
+    text: str
+    text_hash: str
+
+
+@dataclass(frozen=True)
+class VectorsDone:
+    """A claimed note's item finished by the embedding speed, and what it cost."""
+
+    claim: Claim
+    embedded: int  # texts sent to the embedder for it
+
+
+def queue_notes(
+    cur: psycopg.Cursor[DictRow], speed: Speed, notes: Sequence[tuple[int, str, Pending | None]]
 ) -> None:
-    """Queue a note just saved (replacing its item), or, saved whole, take it off the queue."""
-    if pending is None:
-        conn.execute("DELETE FROM enrichment_queue WHERE document_id = %s", (document_id,))
+    """Queue notes just saved, each given as (id, content hash, how it is queued): replacing
+    their items; or, None, take them off that speed's queue."""
+    done = [doc_id for doc_id, _, pending in notes if pending is None]
+    if done:
+        cur.execute(
+            sql.SQL("DELETE FROM {queue} WHERE document_id = ANY(%s)").format(**_tables(speed)),
+            (done,),
+        )
+    waiting = [(doc_id, h, pending) for doc_id, h, pending in notes if pending is not None]
+    if not waiting:
         return
+    cur.execute(
+        sql.SQL(
+            """
+            INSERT INTO {queue} (document_id, content_hash, priority, fresh)
+            SELECT * FROM unnest(%s::bigint[], %s::text[], %s::bigint[], %s::boolean[])
+            ON CONFLICT (document_id) DO UPDATE SET
+                ticket = EXCLUDED.ticket, content_hash = EXCLUDED.content_hash,
+                priority = EXCLUDED.priority, fresh = {queue}.fresh OR EXCLUDED.fresh,
+                queued_at = now(), attempts = 0, last_error = NULL, not_before = now(),
+                lease_owner = NULL, lease_until = NULL
+            """
+        ).format(**_tables(speed)),
+        (
+            [doc_id for doc_id, _, _ in waiting],
+            [h for _, h, _ in waiting],
+            [p.priority for _, _, p in waiting],
+            [p.fresh for _, _, p in waiting],
+        ),
+    )
+
+
+def queue_unembedded(conn: psycopg.Connection[DictRow]) -> None:
+    """Every note with a chunk or a passage left without a vector (their vectors cleared by
+    a model change) waits for them again, under a new ticket."""
     conn.execute(
         """
-        INSERT INTO enrichment_queue (document_id, content_hash, priority, fresh)
-        VALUES (%s, %s, %s, %s)
+        INSERT INTO embedding_queue (document_id, content_hash, priority)
+        SELECT d.id, d.content_hash, d.mtime_ns FROM documents d
+         WHERE d.id IN (SELECT document_id FROM chunks WHERE embedding IS NULL)
+            OR d.id IN (SELECT c.document_id FROM passages p JOIN chunks c ON c.id = p.chunk_id
+                         WHERE p.embedding IS NULL)
         ON CONFLICT (document_id) DO UPDATE SET
-            ticket = EXCLUDED.ticket, content_hash = EXCLUDED.content_hash,
-            priority = EXCLUDED.priority,
-            fresh = enrichment_queue.fresh OR EXCLUDED.fresh,
-            queued_at = now(), attempts = 0, last_error = NULL, not_before = now(),
-            lease_owner = NULL, lease_until = NULL
-        """,
-        (document_id, content_hash, pending.priority, pending.fresh),
+            ticket = EXCLUDED.ticket, queued_at = now(), attempts = 0, last_error = NULL,
+            not_before = now(), lease_owner = NULL, lease_until = NULL
+        """
     )
 
 
@@ -159,35 +237,130 @@ class Queue:
         self.pool = pool
 
     def claim(
-        self, owner: str, *, lease: float, limit: int = 1, vaults: Sequence[str] = ()
+        self,
+        owner: str,
+        *,
+        lease: float,
+        limit: int = 1,
+        vaults: Sequence[str] = (),
+        speed: Speed = "enrich",
     ) -> list[Claim]:
-        """Up to `limit` items of `vaults` (empty: any), newest note first, that no live
-        lease holds and whose back-off is over; each now leased to `owner` for `lease`
-        seconds."""
+        """Up to `limit` items of `speed`'s queue and of `vaults` (empty: any), newest note
+        first, that no live lease holds and whose back-off is over; each now leased to
+        `owner` for `lease` seconds."""
         with self.pool.connection() as conn:
             rows = conn.execute(
-                """
+                sql.SQL(
+                    """
                 WITH next AS (
-                    SELECT document_id FROM enrichment_queue
+                    SELECT document_id FROM {queue}
                      WHERE not_before <= now() AND (lease_until IS NULL OR lease_until < now())
-                       AND """
-                + DOCUMENT_IN_VAULTS
-                + """
+                       AND {after} AND """
+                    + DOCUMENT_IN_VAULTS
+                    + """
                      ORDER BY priority DESC, document_id
                      LIMIT %(n)s
                        FOR UPDATE SKIP LOCKED
                 )
-                UPDATE enrichment_queue q
+                UPDATE {queue} q
                    SET lease_owner = %(owner)s,
                        lease_until = now() + make_interval(secs => %(lease)s),
                        attempts = q.attempts + 1
                   FROM next WHERE q.document_id = next.document_id
                 RETURNING q.document_id, q.ticket, q.content_hash, q.fresh, q.attempts,
                           now() AS claimed_at
-                """,
+                """
+                ).format(**_tables(speed)),
                 {"n": limit, "owner": owner, "lease": lease, "vaults": list(vaults)},
             ).fetchall()
-        return [Claim(**r) for r in rows]
+        return [Claim(speed=speed, **r) for r in rows]
+
+    def unembedded(self, document_ids: Sequence[int]) -> list[Unembedded]:
+        """The texts of some notes that wait for a vector: their chunks' first, then their
+        passages', each note's in order."""
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT false AS passage, id, embed_text AS text, context_hash AS text_hash,"
+                "       document_id, position, 0 AS at"
+                "  FROM chunks WHERE document_id = ANY(%(ids)s) AND embedding IS NULL"
+                " UNION ALL"
+                " SELECT true, p.id, p.text, p.text_hash, c.document_id, c.position, p.position"
+                "  FROM passages p JOIN chunks c ON c.id = p.chunk_id"
+                " WHERE c.document_id = ANY(%(ids)s) AND p.embedding IS NULL"
+                " ORDER BY passage, document_id, position, at",
+                {"ids": list(document_ids)},
+            ).fetchall()
+        return [
+            Unembedded(r["passage"], r["id"], r["document_id"], r["text"], r["text_hash"])
+            for r in rows
+        ]
+
+    def finish_vectors(
+        self,
+        owner: str,
+        model: str,
+        vectors: Sequence[tuple[Unembedded, Vector]],
+        done: Sequence[VectorsDone],
+    ) -> list[int]:
+        """Write vectors of `model` into the rows that still hold the text embedded and have
+        none yet, and take the items `done` off the queue where they still have the ticket
+        claimed and the lease; the notes whose items were taken off. Nothing is written when
+        the index has changed model since (its vectors would not compare)."""
+        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            # Locks the space's row: a model switch waits for this write, or this for it.
+            space = read_state(conn, "embedding_space", lock=True)
+            if space is None or space["model"] != model:
+                return []
+            for passage, table, hash_column in (
+                (False, "chunks", "context_hash"),
+                (True, "passages", "text_hash"),
+            ):
+                rows = [(u, v) for u, v in vectors if u.passage is passage]
+                if not rows:
+                    continue
+                cur.execute(
+                    sql.SQL(
+                        "UPDATE {table} t SET embedding = u.embedding, embed_model = %s"
+                        "  FROM unnest(%s::bigint[], %s::text[], %s::vector[])"
+                        "    AS u(id, text_hash, embedding)"
+                        " WHERE t.id = u.id AND t.{hash} = u.text_hash AND t.embedding IS NULL"
+                    ).format(table=sql.Identifier(table), hash=sql.Identifier(hash_column)),
+                    (
+                        model,
+                        [u.id for u, _ in rows],
+                        [u.text_hash for u, _ in rows],
+                        [vector_param(v) for _, v in rows],
+                    ),
+                )
+            if not done:
+                return []
+            cur.execute(
+                """
+                WITH held AS (
+                    SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::timestamptz[],
+                                         %s::integer[]) AS h(document_id, ticket, claimed_at,
+                                                             embedded)
+                ), finished AS (
+                    DELETE FROM embedding_queue q USING held h
+                     WHERE q.document_id = h.document_id AND q.ticket = h.ticket
+                       AND q.lease_owner = %s
+                    RETURNING q.ticket
+                )
+                INSERT INTO embedding_done (ticket, document_id, worker, claimed_at, embedded)
+                SELECT h.ticket, h.document_id, %s, h.claimed_at, h.embedded
+                  FROM held h JOIN finished f ON f.ticket = h.ticket
+                RETURNING document_id
+                """,
+                (
+                    [d.claim.document_id for d in done],
+                    [d.claim.ticket for d in done],
+                    [d.claim.claimed_at for d in done],
+                    [d.embedded for d in done],
+                    owner,
+                    owner,
+                ),
+            )
+            return [r["document_id"] for r in cur.fetchall()]
 
     def note(self, document_id: int) -> QueuedNote | None:
         """The rows of a queued note (None if it was deleted meanwhile)."""
@@ -208,14 +381,18 @@ class Queue:
         chunks = [Chunk(**{**r, "header_path": tuple(r["header_path"])}) for r in rows]
         return QueuedNote(**doc, chunks=chunks)
 
-    def renew(self, owner: str, document_ids: Sequence[int], *, lease: float) -> None:
-        """Extend the leases `owner` still holds."""
+    def renew(
+        self, owner: str, document_ids: Sequence[int], *, lease: float, speed: Speed = "enrich"
+    ) -> None:
+        """Extend the leases `owner` still holds on items of `speed`'s queue."""
         if not document_ids:
             return
         with self.pool.connection() as conn:
             conn.execute(
-                "UPDATE enrichment_queue SET lease_until = now() + make_interval(secs => %s)"
-                " WHERE document_id = ANY(%s) AND lease_owner = %s",
+                sql.SQL(
+                    "UPDATE {queue} SET lease_until = now() + make_interval(secs => %s)"
+                    " WHERE document_id = ANY(%s) AND lease_owner = %s"
+                ).format(**_tables(speed)),
                 (lease, list(document_ids), owner),
             )
 
@@ -274,17 +451,19 @@ class Queue:
                     " WHERE p.chunk_id = c.id AND c.document_id = %s",
                     (claim.document_id,),
                 )
-                passages.write(
-                    cur,
-                    [
-                        (claim.document_id, c.position, p)
-                        for c in enriched.chunks
-                        for p in c.passages
-                    ],
+                cur.execute(
+                    "SELECT id, position FROM chunks WHERE document_id = %s",
+                    (claim.document_id,),
                 )
+                ids = {r["position"]: r["id"] for r in cur.fetchall()}
+                passages.write(
+                    cur, [(ids[c.position], p) for c in enriched.chunks for p in c.passages]
+                )
+            # Every text of the note has its vector now: it waits for none.
             conn.execute(
                 "DELETE FROM enrichment_queue WHERE document_id = %s", (claim.document_id,)
             )
+            conn.execute("DELETE FROM embedding_queue WHERE document_id = %s", (claim.document_id,))
             conn.execute(
                 "INSERT INTO enrichment_done (ticket, document_id, worker, claimed_at, llm_calls)"
                 " VALUES (%s, %s, %s, %s, %s)",
@@ -296,19 +475,44 @@ class Queue:
         """Give an item back after a failed attempt: tried again after `retry_in` seconds."""
         with self.pool.connection() as conn:
             conn.execute(
-                "UPDATE enrichment_queue SET lease_owner = NULL, lease_until = NULL,"
-                "   last_error = %s, not_before = now() + make_interval(secs => %s)"
-                " WHERE document_id = %s AND ticket = %s AND lease_owner = %s",
+                sql.SQL(
+                    "UPDATE {queue} SET lease_owner = NULL, lease_until = NULL,"
+                    "   last_error = %s, not_before = now() + make_interval(secs => %s)"
+                    " WHERE document_id = %s AND ticket = %s AND lease_owner = %s"
+                ).format(**_tables(claim.speed)),
                 (error, retry_in, claim.document_id, claim.ticket, owner),
             )
 
-    def waiting(self, vaults: Sequence[str] = ()) -> int:
-        """Items of `vaults` (empty: any) a worker could claim now."""
+    def waiting(self, vaults: Sequence[str] = (), speed: Speed = "enrich") -> int:
+        """Items of `speed`'s queue and of `vaults` (empty: any) a worker could claim now."""
         with self.pool.connection() as conn:
             row = conn.execute(
-                "SELECT count(*) AS n FROM enrichment_queue"
-                " WHERE not_before <= now() AND (lease_until IS NULL OR lease_until < now())"
-                " AND " + DOCUMENT_IN_VAULTS,
+                sql.SQL(
+                    "SELECT count(*) AS n FROM {queue}"
+                    " WHERE not_before <= now() AND (lease_until IS NULL OR lease_until < now())"
+                    " AND {after} AND " + DOCUMENT_IN_VAULTS
+                ).format(**_tables(speed)),
+                {"vaults": list(vaults)},
+            ).fetchone()
+        assert row is not None
+        return int(row["n"])
+
+    def backlog(self) -> tuple[int, int]:
+        """How many notes of the whole index wait for their vectors, and how many it holds."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT (SELECT count(*) FROM embedding_queue) AS waiting,"
+                "       (SELECT count(*) FROM documents) AS notes"
+            ).fetchone()
+        assert row is not None
+        return int(row["waiting"]), int(row["notes"])
+
+    def unembedded_notes(self, vaults: Sequence[str] = ()) -> int:
+        """Notes of `vaults` (empty: any) with a text still waiting for its vector: not yet
+        wholly in the vector list."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT count(*) AS n FROM embedding_queue WHERE " + DOCUMENT_IN_VAULTS,
                 {"vaults": list(vaults)},
             ).fetchone()
         assert row is not None
@@ -324,31 +528,39 @@ class Queue:
             ).fetchall()
         return {r["path"] for r in rows}
 
-    def status(self, vaults: Sequence[str] = ()) -> QueueStatus:
-        """The backlog of `vaults` (empty: every vault); the rate is every worker's."""
+    def status(self, vaults: Sequence[str] = (), speed: Speed = "enrich") -> QueueStatus:
+        """The backlog of `speed` and of `vaults` (empty: every vault); the rate is every
+        worker's."""
         with self.pool.connection() as conn:
+            tables = _tables(speed)
             queue = conn.execute(
-                "SELECT count(*) AS items,"
-                "       count(*) FILTER (WHERE lease_until >= now()) AS in_progress,"
-                "       count(*) FILTER (WHERE last_error IS NOT NULL) AS failing"
-                "  FROM enrichment_queue WHERE " + DOCUMENT_IN_VAULTS,
+                sql.SQL(
+                    "SELECT count(*) AS items,"
+                    "       count(*) FILTER (WHERE lease_until >= now()) AS in_progress,"
+                    "       count(*) FILTER (WHERE last_error IS NOT NULL) AS failing"
+                    "  FROM {queue} WHERE " + DOCUMENT_IN_VAULTS
+                ).format(**tables),
                 {"vaults": list(vaults)},
             ).fetchone()
             done = conn.execute(
-                "SELECT count(*) FILTER (WHERE done_at > now() - interval '1 hour') AS hour,"
-                "       count(*) AS day,"
-                "       count(*) FILTER (WHERE done_at > now() - %(w)s::interval) AS recent,"
-                "       extract(epoch FROM now() - min(claimed_at)"
-                "           FILTER (WHERE done_at > now() - %(w)s::interval))::float AS span"
-                "  FROM enrichment_done WHERE done_at > now() - %(kept)s::interval",
+                sql.SQL(
+                    "SELECT count(*) FILTER (WHERE done_at > now() - interval '1 hour') AS hour,"
+                    "       count(*) AS day,"
+                    "       count(*) FILTER (WHERE done_at > now() - %(w)s::interval) AS recent,"
+                    "       extract(epoch FROM now() - min(claimed_at)"
+                    "           FILTER (WHERE done_at > now() - %(w)s::interval))::float AS span"
+                    "  FROM {done} WHERE done_at > now() - %(kept)s::interval"
+                ).format(**tables),
                 {"w": _RATE_WINDOW, "kept": _DONE_KEPT},
             ).fetchone()
             failing = conn.execute(
-                "SELECT d.vault, d.path, q.last_error AS error, q.attempts"
-                "  FROM enrichment_queue q JOIN documents d ON d.id = q.document_id"
-                " WHERE q.last_error IS NOT NULL AND "
-                + ROW_IN_VAULTS
-                + " ORDER BY q.not_before DESC LIMIT %(n)s",
+                sql.SQL(
+                    "SELECT d.vault, d.path, q.last_error AS error, q.attempts"
+                    "  FROM {queue} q JOIN documents d ON d.id = q.document_id"
+                    " WHERE q.last_error IS NOT NULL AND "
+                    + ROW_IN_VAULTS
+                    + " ORDER BY q.not_before DESC LIMIT %(n)s"
+                ).format(**tables),
                 {"vaults": list(vaults), "n": _FAILING_SHOWN},
             ).fetchall()
         assert queue is not None and done is not None
@@ -376,9 +588,13 @@ class Queue:
                 "   AND heartbeat_at < now() - make_interval(secs => heartbeat_interval * 20)",
                 (worker.id,),
             )
-            conn.execute(
-                "DELETE FROM enrichment_done WHERE done_at < now() - %s::interval", (_DONE_KEPT,)
-            )
+            for _, done in _TABLES.values():
+                conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE done_at < now() - %s::interval").format(
+                        sql.Identifier(done)
+                    ),
+                    (_DONE_KEPT,),
+                )
             conn.execute(
                 "INSERT INTO workers (id, host, pid, concurrency, in_hand, heartbeat_interval,"
                 "   last_error, vaults)"

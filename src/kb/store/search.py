@@ -360,12 +360,14 @@ WITH own AS (
      GROUP BY x.chunk_id
      ORDER BY score DESC, x.chunk_id
 ), t AS (
-    -- Best first, each looked up for a vector of the model until enough have one
-    -- (a sub-select, so one lookup per row read, however the planner estimates).
+    -- Best first, each looked up for a vector of the model (or none yet: waiting in
+    -- the embedding queue) until enough have one (a sub-select, so one lookup per row
+    -- read, however the planner estimates).
     SELECT id, score, row_number() OVER (ORDER BY score DESC, id) AS rank
       FROM (
           SELECT id, score FROM bm25
-           WHERE (SELECT c.embed_model FROM chunks c WHERE c.id = bm25.id) = {model}
+           WHERE (SELECT coalesce(c.embed_model, {model}) FROM chunks c WHERE c.id = bm25.id)
+                 = {model}
            ORDER BY score DESC, id LIMIT %(nt)s
       ) AS best
 )

@@ -72,8 +72,12 @@ class Status:
     fallbacks: dict[str, int] = field(default_factory=dict)
 
 
-def read_state(conn: psycopg.Connection[DictRow], key: str) -> Any:
-    row = conn.execute("SELECT value FROM state WHERE key = %s", (key,)).fetchone()
+def read_state(conn: psycopg.Connection[DictRow], key: str, *, lock: bool = False) -> Any:
+    """A value; with `lock`, its row is held from writers until the transaction ends."""
+    if lock:
+        row = conn.execute("SELECT value FROM state WHERE key = %s FOR SHARE", (key,)).fetchone()
+    else:
+        row = conn.execute("SELECT value FROM state WHERE key = %s", (key,)).fetchone()
     return row["value"] if row else None
 
 

@@ -1,5 +1,6 @@
-"""The embedding space: which model's vectors the index holds, its HNSW indexes (the
-chunks', and their passages': kb.store.passages), and the chunks still waiting for a vector.
+"""The embedding space: which model's vectors the index holds, and its HNSW indexes (the
+chunks', and their passages': kb.store.passages). Rows still waiting for a vector are the
+embedding queue's (kb.store.queue).
 
 Vectors live in an untyped `vector` column. The active embedding model fixes
 the dimension: the HNSW index is built on `embedding::vector(<dim>)`, partial
@@ -11,13 +12,12 @@ names its model, so a search never mixes two models.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import psycopg
 from psycopg import sql
 from psycopg.rows import DictRow
 
-from kb.store.pool import Pool, Vector, vector_param
+from kb.store.pool import Pool
+from kb.store.queue import queue_unembedded
 from kb.store.state import read_state, write_state
 
 
@@ -31,25 +31,33 @@ class Vectors:
         return (value["model"], int(value["dimensions"])) if value else None
 
     def switch(self, model: str, dimensions: int) -> None:
-        """Make `model` the active one: drop other vectors and rebuild the index for its size."""
+        """Make `model` the active one: drop other vectors and rebuild the index for its size;
+        the notes that lose a vector wait for one in the embedding queue."""
         with self.pool.connection() as conn, conn.transaction():
-            for table, index in _EMBEDDED:
+            for table, _ in _EMBEDDED:
                 conn.execute(
                     sql.SQL("LOCK TABLE {} IN SHARE ROW EXCLUSIVE MODE").format(
                         sql.Identifier(table)
                     )
                 )
+            # Read under the locks: two workers that found no space make it once.
+            if read_state(conn, "embedding_space") == {"model": model, "dimensions": dimensions}:
+                return
+            cleared = 0
+            for table, index in _EMBEDDED:
                 conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
-                conn.execute(
+                cleared += conn.execute(
                     sql.SQL(
                         "UPDATE {} SET embedding = NULL, embed_model = NULL"
-                        " WHERE embed_model IS DISTINCT FROM %s"
-                        "    OR vector_dims(embedding) IS DISTINCT FROM %s"
+                        " WHERE embedding IS NOT NULL AND (embed_model IS DISTINCT FROM %s"
+                        "    OR vector_dims(embedding) IS DISTINCT FROM %s)"
                     ).format(sql.Identifier(table)),
                     (model, dimensions),
-                )
+                ).rowcount
             _create_indexes(conn, model, dimensions)
             write_state(conn, "embedding_space", {"model": model, "dimensions": dimensions})
+            if cleared:
+                queue_unembedded(conn)
 
     def has_index(self) -> bool:
         with self.pool.connection() as conn:
@@ -61,34 +69,27 @@ class Vectors:
         return bool(found and found["ok"])
 
     def drop_index(self) -> None:
-        """Drop the vector index before a bulk load: building it once over all the rows
-        costs about a third of keeping it up to date row by row. Searches meanwhile scan
+        """Drop the vector indexes before a bulk load: building them once over all the rows
+        costs a fraction of keeping them up to date row by row. Searches meanwhile scan
         every vector: exact, only slower."""
         with self.pool.connection() as conn:
             for _, index in _EMBEDDED:
                 conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
 
     def build_index(self, model: str, dimensions: int) -> None:
-        """(Re)build the vector index of the active model, if it is missing."""
+        """(Re)build the vector index of the active model, if it is missing; two builders
+        at once build it once (the second waits for the first)."""
         with self.pool.connection() as conn:
-            _create_indexes(conn, model, dimensions)
-
-    def missing(self, limit: int) -> list[tuple[int, str]]:
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT id, embed_text FROM chunks WHERE embedding IS NULL ORDER BY id LIMIT %s",
-                (limit,),
-            ).fetchall()
-        return [(r["id"], r["embed_text"]) for r in rows]
-
-    def save(self, model: str, vectors: Sequence[tuple[int, Vector]]) -> None:
-        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            cur.executemany(
-                "UPDATE chunks SET embedding = %s, embed_model = %s WHERE id = %s",
-                [(vector_param(v), model, i) for i, v in vectors],
-            )
+            # The keys spell "kb", "ix".
+            conn.execute("SELECT pg_advisory_lock(27490, 26968)")
+            try:
+                _create_indexes(conn, model, dimensions)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(27490, 26968)")
 
     def clear(self) -> None:
+        """Drop every vector: each note waits for its vectors again (`kb reindex
+        --embeddings-only`)."""
         with self.pool.connection() as conn, conn.transaction():
             for table, _ in _EMBEDDED:
                 conn.execute(
@@ -96,6 +97,7 @@ class Vectors:
                         sql.Identifier(table)
                     )
                 )
+            queue_unembedded(conn)
 
 
 # What pgvector holds in memory per vector while it builds the graph, beyond the vector

@@ -1,0 +1,147 @@
+"""The middle speed: the vectors of queued notes, written by a worker.
+
+claim a few notes, newest first → read their texts that wait for a vector → take the
+vectors this model made before for the same texts (by hash; not for a `kb reindex`) →
+embed the rest once each, `llm.concurrency` requests in flight → write them into the rows
+that still hold those texts, and take the items off the queue, in one transaction
+(`Queue.finish_vectors`).
+
+A note is found by its words from the moment it is stored; once its item is done, by its
+meaning too. Nothing here reads the vault. The loop that drains the queue is
+`kb.indexing.worker`; the LLM context (`kb.indexing.enrich`) comes after.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from kb.config import Config
+from kb.errors import KbError
+from kb.indexing.embedding import Embedding
+from kb.indexing.enrich import Attempt
+from kb.llm.base import Embedder
+from kb.store import Claim, Store, Vector
+from kb.store.queue import Unembedded, VectorsDone
+
+# Notes claimed at once: texts for ten or so full requests (a note has about twenty), so the
+# last, part-full request of each claim costs little.
+NOTES_PER_CLAIM = 16
+
+# From this many notes waiting for their vectors, and more than have theirs (a first index, a
+# big import), the vector indexes are dropped and built once they are all written: inserting
+# each vector into an HNSW graph took four times as long as the rest of the work (1,000
+# notes, two loaded cores: 63 s against 13 s without the indexes).
+BULK_LOAD_NOTES = 200
+
+
+def bulk_load(waiting: int, embedded: int) -> bool:
+    """Whether the vectors of `waiting` notes are written without the vector indexes, when
+    `embedded` notes have theirs."""
+    return waiting >= BULK_LOAD_NOTES and waiting > embedded
+
+
+class Vectorizer:
+    """Embeds claimed notes' texts; `llm.concurrency` requests of `llm.embed_batch` texts in
+    flight at once."""
+
+    def __init__(self, config: Config, store: Store, embedder: Embedder) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.batch = config.llm.embed_batch
+        self.notes = NOTES_PER_CLAIM
+        self.embedding = Embedding(
+            store, embedder, batch=config.llm.embed_batch, in_flight=config.llm.concurrency
+        )
+        self._pool = ThreadPoolExecutor(
+            max(1, config.llm.concurrency), thread_name_prefix="kb-embed"
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def vectorize(self, claims: Sequence[Claim], owner: str) -> list[Attempt]:
+        """Embed and write the vectors of some claimed notes; an attempt for each."""
+        started = time.monotonic()
+        space = self._space()
+        self._indexes(space)
+        texts = self.store.queue.unembedded([c.document_id for c in claims])
+        fresh = {c.document_id for c in claims if c.fresh}
+        known = self._known([t for t in texts if t.document_id not in fresh])
+        # Each text once, however many rows hold it.
+        wanted = list({t.text_hash: t.text for t in texts if t.text_hash not in known}.items())
+        vectors = dict(known)
+        vectors.update(
+            zip((h for h, _ in wanted), self._embed([t for _, t in wanted]), strict=True)
+        )
+        sent = {h for h, _ in wanted}
+        embedded: dict[int, int] = {}
+        for t in texts:
+            if t.text_hash in sent:
+                sent.discard(t.text_hash)  # counted for the first note that holds it
+                embedded[t.document_id] = embedded.get(t.document_id, 0) + 1
+        finished = set(
+            self.store.queue.finish_vectors(
+                owner,
+                self.embedder.name,
+                [(t, vectors[t.text_hash]) for t in texts],
+                [VectorsDone(c, embedded.get(c.document_id, 0)) for c in claims],
+            )
+        )
+        self._indexes(space)
+        seconds = time.monotonic() - started
+        return [
+            Attempt(
+                c.document_id,
+                "",
+                "",
+                "done" if c.document_id in finished else "dropped",
+                embedded=embedded.get(c.document_id, 0),
+                seconds=seconds,
+                speed="embed",
+            )
+            for c in claims
+        ]
+
+    def _indexes(self, space: tuple[str, int]) -> None:
+        """The vector indexes dropped for a bulk load, and built again once nothing waits."""
+        waiting, notes = self.store.queue.backlog()
+        indexed = self.store.vectors.has_index()
+        if indexed and bulk_load(waiting, notes - waiting):
+            self.store.vectors.drop_index()
+        elif not indexed and not waiting:
+            self.store.vectors.build_index(*space)
+
+    def _space(self) -> tuple[str, int]:
+        """The index's embedding space, made here from the first vectors of a new index; a
+        worker that embeds with another model than the index holds refuses."""
+        space = self.store.vectors.space()
+        if space is None:
+            dimensions = len(self.embedding.embed(["dimension probe"], probe=True)[0])
+            self.store.vectors.switch(self.embedder.name, dimensions)
+            space = (self.embedder.name, dimensions)
+        elif space[0] != self.embedder.name:
+            raise KbError(
+                f"the index holds vectors of '{space[0]}', this worker embeds with "
+                f"'{self.embedder.name}': give workers the indexer's embed_model, or run "
+                "`kb index` with this one to switch"
+            )
+        self.embedding.space = space
+        return space
+
+    def _known(self, texts: Sequence[Unembedded]) -> dict[str, Vector]:
+        """Vectors this model made before for some of the texts, by their hash."""
+        model = self.embedder.name
+        known = dict(
+            self.store.caches.known_embeddings([t.text_hash for t in texts if not t.passage], model)
+        )
+        known.update(
+            self.store.passages.known_embeddings([t.text_hash for t in texts if t.passage], model)
+        )
+        return known
+
+    def _embed(self, texts: Sequence[str]) -> list[Vector]:
+        """Vectors for texts, a request per batch, as many in flight as the server serves."""
+        batches = [texts[i : i + self.batch] for i in range(0, len(texts), self.batch)]
+        return [v for vectors in self._pool.map(self.embedding.embed, batches) for v in vectors]
