@@ -4,15 +4,17 @@ recognising "your notes don't say", and the flow against a real index with the f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import OWNER, Kb
+from conftest import OWNER, Kb, make_config
 from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.fusion import Fusion
 from kb.llm.base import ChatModel, Prompt, TokenUsage
+from kb.llm.fake import FakeChat
 from kb.search.answer import (
     CUT_MARK,
     MIN_PASSAGE_CHARS,
@@ -27,7 +29,8 @@ from kb.search.answer import (
 )
 from kb.search.plan import SearchPlan
 from kb.search.query import search
-from kb.store import NoteInfo, SearchFilter
+from kb.services.search import SearchRequest
+from kb.store import NoteInfo, SearchFilter, Store
 
 # -- fitting passages --------------------------------------------------------------------------
 
@@ -265,3 +268,26 @@ def test_passages_are_retrieved_with_the_configured_fusion(kb: Kb) -> None:
     # All the weight on one list: the passages come in that list's order.
     assert order(Fusion("tm2c2", 1.0)) == listed("vector")
     assert order(Fusion("tm2c2", 0.0)) == listed("text")
+
+
+def test_answers_come_from_the_ask_model_and_everything_else_from_llms(
+    store: Store, vault: Path
+) -> None:
+    kb = Kb(store, make_config(vault, ask={"chat_model": "bigger-fake", "context_window": 2048}))
+    kb.sync()
+    kb.reset_counts()
+    answer = kb.search_service().ask(SearchRequest("Which miso goes into the weeknight ramen?"))
+    assert answer.model == "bigger-fake"
+    answering = kb.answer_chat
+    assert isinstance(answering, FakeChat) and answering is not kb.chat
+    assert answering.calls == {"answer": 1} and kb.chat.total_calls == 0
+    # The prompt fits the answering model's window, not [llm]'s.
+    assert answering.prompts[-1].num_ctx <= 2048
+
+
+def test_without_ask_settings_the_llm_chat_model_answers(kb: Kb) -> None:
+    assert kb.answer_chat is kb.chat
+    kb.sync()
+    assert kb.search_service().ask(SearchRequest("what does the home server run")).model == (
+        "fake-chat"
+    )
