@@ -73,7 +73,7 @@ from kb.config import Config, SearchMode
 from kb.container import Container, open_store
 from kb.errors import KbError
 from kb.llm import make_chat, make_embedder
-from kb.llm.base import ChatModel, Embedder
+from kb.llm.base import ChatModel, Embedder, Prompt
 from kb.search.answer import Answer
 from kb.services.search import SearchRequest
 from kb.store import Store
@@ -95,6 +95,25 @@ SETUPS = {
         Setup("baseline", "none", "vector", owner=False),
     )
 }
+
+
+class WholeAnswers:
+    """A chat model whose stream is its whole answer in one piece. llama-cpp-python's server
+    ends a stream as soon as another request waits (its `interrupt_requests`), and a model
+    server shared with an indexing job always has one waiting: a streamed answer would be
+    cut short. Without --stream the benchmark asks for whole answers, and the time to the
+    first words is the whole answer's."""
+
+    def __init__(self, chat: ChatModel) -> None:
+        self.name = chat.name
+        self.usage = chat.usage
+        self._chat = chat
+
+    def complete(self, prompt: Prompt) -> str:
+        return self._chat.complete(prompt)
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        yield self._chat.complete(prompt)
 
 
 @dataclass(frozen=True)
@@ -494,6 +513,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--out", type=Path, default=Path("answers.jsonl"), help="one JSON line per answer"
     )
     parser.add_argument("--log", type=Path, help="also append progress here")
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="stream answers, to time the first words (on a server no other job uses)",
+    )
     parser.add_argument("--index-only", action="store_true", help="stop after indexing")
     parser.add_argument("--table-only", action="store_true", help="print the table of --out")
     parser.add_argument("--json", type=Path, help="also save the table's figures here")
@@ -512,6 +536,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             log(f"{len(picked)} questions ({counts}, seed {args.seed}), setups {', '.join(names)}")
             chat, embedder = make_chat(config.llm), make_embedder(config.llm)
+            if not args.stream:
+                chat = WholeAnswers(chat)
             run(args, [SETUPS[n] for n in names], chat, embedder, corpora, picked, log)
         finally:
             log.close()

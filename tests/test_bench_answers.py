@@ -233,3 +233,19 @@ def test_a_whole_run_on_fake_models_records_every_answer_and_resumes(
     assert len(out.read_text().splitlines()) == len(records)
     assert answers.main([*args, "--table-only"]) == 0
     assert json.loads((tmp_path / "t.json").read_text()) == figures
+
+
+def test_whole_answers_stream_in_one_piece() -> None:
+    from kb.llm.fake import FakeChat
+    from kb.prompts import answer_prompt
+
+    chat = answers.WholeAnswers(FakeChat("fake-chat"))
+    prompt = answer_prompt(
+        "when do backups run?",
+        [('in "Backups":', "restic runs every night.")],
+        owner=None,
+        max_tokens=64,
+        context_window=4096,
+    )
+    assert list(chat.stream(prompt)) == [chat.complete(prompt)]
+    assert chat.name == "fake-chat"
