@@ -269,6 +269,9 @@ def score(question: Question, answer: Answer, spans: Spans) -> dict[str, Any]:
         "question": question.text,
         "answer": answer.text,
         "not_in_notes": answer.not_in_notes,
+        # The model's own answer, when kb withdrew it (kb.search.grounding), and why.
+        "withdrawn": answer.withdrawn,
+        "withdrawn_because": answer.withdrawn_because,
         "sources": [
             {
                 "path": s.hit.path,
@@ -417,6 +420,8 @@ def table(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
             "personal_citation_precision": _precision(personal),
             "personal_gold_given": _share(personal, "gold_given"),
             "personal_declined": _share(personal, "not_in_notes"),
+            "personal_withdrawn": _share(personal, "withdrawn"),
+            "unanswerable_withdrawn": _share(unanswerable, "withdrawn"),
             "missed_retrieval": _part(sum(not r["gold_given"] for r in missed), len(personal)),
             "missed_model": _part(sum(r["gold_given"] for r in missed), len(personal)),
             "unanswerable_n": len(unanswerable),
@@ -437,7 +442,8 @@ def table(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def _share(rows: Sequence[dict[str, Any]], key: str) -> float:
-    return _part(sum(bool(r[key]) for r in rows), len(rows))
+    # Records of answers from before kb withdrew any have no "withdrawn".
+    return _part(sum(bool(r.get(key)) for r in rows), len(rows))
 
 
 def _part(count: int, whole: int) -> float:
@@ -462,7 +468,9 @@ COLUMNS = (
     ("missed_retrieval", "missed: retrieval"),
     ("missed_model", "missed: model"),
     ("personal_declined", "answerable declined"),
+    ("personal_withdrawn", "of them withdrawn by kb"),
     ("unanswerable_declined", "unanswerable declined"),
+    ("unanswerable_withdrawn", "of them withdrawn by kb"),
     ("decline_precision", "decline precision"),
     ("docs_f1", "docs F1"),
     ("docs_citation_precision", "docs citations on gold"),

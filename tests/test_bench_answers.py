@@ -95,6 +95,7 @@ def _record(kind: str, **fields: Any) -> dict[str, Any]:
         "category": "single-hop" if kind == "answerable" else "",
         "form": "third-person",
         "not_in_notes": False,
+        "withdrawn": None,
         "cited": 0,
         "cited_gold": 0,
         "gold_given": False,
@@ -112,7 +113,7 @@ def test_the_figures_put_each_miss_down_to_retrieval_or_the_model() -> None:
         _record("answerable", gold_given=True, cited=2, cited_gold=1),  # the model's miss
         _record("answerable"),  # retrieval's miss
         _record("answerable", not_in_notes=True),  # declined, and retrieval's miss
-        _record("unanswerable", not_in_notes=True),
+        _record("unanswerable", not_in_notes=True, withdrawn="Joanna dyed her hair purple."),
         _record("unanswerable", not_in_notes=True),
         _record("unanswerable"),
         _record("docs", f1=0.5, first_token=None),
@@ -124,6 +125,7 @@ def test_the_figures_put_each_miss_down_to_retrieval_or_the_model() -> None:
     assert row["missed_retrieval"] == 0.5 and row["missed_model"] == 0.25
     assert row["unanswerable_declined"] == row["decline_recall"] == pytest.approx(2 / 3)
     assert row["decline_precision"] == pytest.approx(2 / 3)
+    assert row["unanswerable_withdrawn"] == pytest.approx(1 / 3) and row["personal_withdrawn"] == 0
     assert row["docs_f1"] == 0.5 and row["first_token"] == 2.0
     assert row["f1_single-hop"] == pytest.approx(0.25)
 
