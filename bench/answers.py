@@ -62,7 +62,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -522,6 +522,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--log", type=Path, help="also append progress here")
     parser.add_argument(
+        "--timeout", type=float, default=1200.0, help="seconds an answer may take (llm.timeout)"
+    )
+    parser.add_argument(
         "--stream",
         action="store_true",
         help="stream answers, to time the first words (on a server no other job uses)",
@@ -543,7 +546,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         log = Log(args.log)
         try:
             log(f"{len(picked)} questions ({counts}, seed {args.seed}), setups {', '.join(names)}")
-            chat, embedder = make_chat(config.llm), make_embedder(config.llm)
+            # A shared server queues each answer behind other jobs' requests.
+            chat = make_chat(replace(config.llm, timeout=args.timeout))
+            embedder = make_embedder(config.llm)
             if not args.stream:
                 chat = WholeAnswers(chat)
             run(args, [SETUPS[n] for n in names], chat, embedder, corpora, picked, log)
