@@ -204,10 +204,11 @@ def test_a_first_person_question_is_the_owners(kb: Kb) -> None:
         )
         # The owner's notes are theirs ("You"), dated by the note; the rest the writer's the
         # model named, or someone else's.
-        assert header.startswith(f"[{source.number}] You, 12 April 2024, in ") is (source.personal)
-    # The owner's "I" is "you" in what the model reads; the clipping's is its writer's.
+        mine_by_name = f"[{source.number}] You ({OWNER}), 12 April 2024, in "
+        assert header.startswith(mine_by_name) is source.personal
+    # Whose "I" it is, is said by name: the owner's in their notes, the clipping's writer's.
     journal = next(s for s in mine if "Journal" in s.hit.path)
-    assert " I " not in f" {journal.text} " and "you" in journal.text.lower()
+    assert " I " not in f" {journal.text} " and OWNER in journal.text
     clipping = next(s for s in answer.sources if s.hit.path.startswith("Clippings/"))
     assert clipping.header().startswith("Hannah Whitfield, 28 April 2024, in ")
     assert "Hannah Whitfield" in clipping.text and " I " not in f" {clipping.text} "

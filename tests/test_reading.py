@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from kb.search.reading import Writer, dated, header, spoken_as, text_for_reader
+from kb.search.reading import Writer, dated, header, said_of, text_for_reader
 
 FRIDAY = dt.date(2022, 1, 21)
 
@@ -33,21 +33,22 @@ def test_relative_times_carry_the_date_they_mean(text: str, expected: str | None
     assert dated(text, FRIDAY) == (expected or text)
 
 
-def test_the_owners_words_are_said_to_them_and_a_writers_of_them() -> None:
+def test_a_writers_words_are_said_of_them_by_name() -> None:
     said = "I'm proud. My turtle and I went out; I was tired, and it's mine. Am I late?"
-    assert spoken_as(said, None) == (
-        "You're proud. Your turtle and you went out; you were tired, and it's yours. Are you late?"
+    assert said_of(said, "Nate") == (
+        "Nate is proud. Nate's turtle and Nate went out; Nate was tired, and it's Nate's. "
+        "is Nate late?"
     )
-    assert spoken_as("I adopted my dog; he follows me.", "Nate") == (
+    assert said_of("I adopted my dog; he follows me.", "Nate") == (
         "Nate adopted Nate's dog; he follows Nate."
     )
     # Words that only hold the letters are not the first person.
-    assert spoken_as("Mimi in Miami", None) == "Mimi in Miami"
+    assert said_of("Mimi in Miami", "Nate") == "Mimi in Miami"
 
 
 def test_a_passage_starts_with_who_wrote_it_when_and_where() -> None:
     assert header(Writer("Joanna", owner=True), FRIDAY, "Journal/2022-01-21", ["Friday"]) == (
-        'You, 21 January 2022, in "Journal/2022-01-21" > Friday:'
+        'You (Joanna), 21 January 2022, in "Journal/2022-01-21" > Friday:'
     )
     assert header(Writer("Nate", owner=False), None, "Letters/Nate", []) == (
         'Nate, in "Letters/Nate":'
@@ -64,7 +65,8 @@ def test_the_text_read_is_in_its_writers_voice_and_dated() -> None:
     assert text_for_reader(text, Writer("Nate", owner=False), FRIDAY) == (
         "Nate dyed Nate's hair purple last week (the week before 21 January 2022)."
     )
-    assert text_for_reader(text, Writer("Joanna", owner=True), None) == (
-        "You dyed your hair purple last week."
+    # The owner's too: "you" in their notes is whoever they wrote to.
+    assert text_for_reader(f"{text} You look great!", Writer("Joanna", owner=True), None) == (
+        "Joanna dyed Joanna's hair purple last week. You look great!"
     )
     assert text_for_reader(text, Writer(None, owner=False), None) == text

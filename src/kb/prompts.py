@@ -281,9 +281,9 @@ _ANSWER_SYSTEM = (
     'say" and nothing else; never guess.'
 )
 _ANSWER_OWNER = (
-    ' The user is {owner}. Passages by "You" are {owner}\'s own notes, and "you" there is '
-    '{owner}: speak of it as "you". Every other passage was written by someone else, '
-    "and its facts are that writer's, never {owner}'s."
+    ' The user is {owner}. Passages by "You ({owner})" are {owner}\'s own notes: tell '
+    '{owner} what they say as "you". Every other passage was written by someone else, and '
+    "its facts are that writer's, never {owner}'s."
 )
 # One answered and one unanswerable question, so the model sees both ways out.
 _ANSWER_EXAMPLES = (

@@ -4,10 +4,11 @@ words a reader needs no more to follow.
 A small model cannot tell whose "I" a passage speaks in, nor when "last week" was: a
 journal's "I adopted a turtle last week" answers "when did Joanna adopt a turtle?" only for
 someone who knows the journal is Joanna's and its date. So every passage starts with its
-writer and its note's date ("Nate, 21 January 2022, in "Letters/Nate/2022-01-21":"), the
-owner's own notes speak of the owner as "you" (the answer is to them), a writer the chat
-model named is spoken of by name (kb.voices), and each time relative to the note ("last
-week", "yesterday", "last Friday") carries the date it means.
+writer and its note's date ("Nate, 21 January 2022, in "Letters/Nate/2022-01-21":"; the
+owner's own notes "You (Joanna), …", as the answer is to them), the "I" of the owner and of
+a writer the chat model named (kb.voices) becomes their name (a "you" in the owner's notes
+is whoever they wrote to), and each time relative to the note ("last week", "yesterday",
+"last Friday") carries the date it means.
 
 Pure functions.
 """
@@ -103,44 +104,37 @@ def dated(text: str, day: dt.date) -> str:
     return _RELATIVE.sub(annotate, text)
 
 
-# The first person, and what it becomes said to the owner ("you") or of a writer by name;
-# the verbs that change with it go along.
-_SPOKEN_AS = {
-    "i am": ("you are", "{} is"),
-    "i'm": ("you're", "{} is"),
-    "i was": ("you were", "{} was"),
-    "i've": ("you've", "{} has"),
-    "i'll": ("you'll", "{} will"),
-    "i'd": ("you'd", "{} would"),
-    "am i": ("are you", "is {}"),
-    "was i": ("were you", "was {}"),
-    "i": ("you", "{}"),
-    "me": ("you", "{}"),
-    "my": ("your", "{}'s"),
-    "mine": ("yours", "{}'s"),
-    "myself": ("yourself", "{}"),
+# The first person, and what it becomes said of the writer by name; the verbs that change
+# with it go along.
+_OF_THE_WRITER = {
+    "i am": "{} is",
+    "i'm": "{} is",
+    "i was": "{} was",
+    "i've": "{} has",
+    "i'll": "{} will",
+    "i'd": "{} would",
+    "am i": "is {}",
+    "was i": "was {}",
+    "i": "{}",
+    "me": "{}",
+    "my": "{}'s",
+    "mine": "{}'s",
+    "myself": "{}",
 }
 _FIRST_PERSON = re.compile(
     r"\b(?:i\s+am|i['\u2019]m|i\s+was|i['\u2019]ve|i['\u2019]ll|i['\u2019]d|am\s+i|was\s+i"
     r"|i|me|my|mine|myself)\b",
     re.IGNORECASE,
 )
-_SENTENCE_START = re.compile(r"(?:^|[.!?:]\s+|\n\s*)\Z")
 
 
-def spoken_as(text: str, name: str | None) -> str:
-    """The first-person words of `text` said to its writer ("I adopted my turtle": "you
-    adopted your turtle") when `name` is None, else of the writer by name ("Nate adopted
-    Nate's turtle")."""
+def said_of(text: str, name: str) -> str:
+    """The first-person words of `text` said of its writer by name: "I'm proud of my turtle"
+    becomes "Nate is proud of Nate's turtle"."""
 
     def swap(match: re.Match[str]) -> str:
         words = " ".join(match.group(0).lower().replace("\u2019", "'").split())
-        to_you, of_them = _SPOKEN_AS[words]
-        if name is not None:
-            return of_them.format(name)
-        if _SENTENCE_START.search(text[: match.start()]):
-            return to_you[0].upper() + to_you[1:]
-        return to_you
+        return _OF_THE_WRITER[words].format(name)
 
     return _FIRST_PERSON.sub(swap, text)
 
@@ -154,10 +148,8 @@ class Writer:
 
     def label(self) -> str | None:
         if self.owner:
-            return "You"
-        if self.name:
-            return self.name
-        return None
+            return f"You ({self.name})" if self.name else "You"
+        return self.name
 
 
 def header(writer: Writer | None, day: dt.date | None, title: str, headings: list[str]) -> str:
@@ -175,11 +167,10 @@ def header(writer: Writer | None, day: dt.date | None, title: str, headings: lis
 
 
 def text_for_reader(content: str, writer: Writer | None, day: dt.date | None) -> str:
-    """A passage's text as the answering model reads it: the owner's "I" as "you", a named
-    writer's as their name, and its relative times dated."""
+    """A passage's text as the answering model reads it: its writer's "I" as their name
+    (the owner's too: their notes may say "you" to someone else, as a letter does), and its
+    relative times dated."""
     text = content.strip()
-    if writer is not None and writer.owner:
-        text = spoken_as(text, None)
-    elif writer is not None and writer.name:
-        text = spoken_as(text, writer.name)
+    if writer is not None and writer.name:
+        text = said_of(text, writer.name)
     return dated(text, day) if day is not None else text
