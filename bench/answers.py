@@ -396,6 +396,21 @@ def _progress(i: int, n: int, setup: Setup, q: Question, record: dict[str, Any])
     )
 
 
+def paired(
+    before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Two runs' records on the questions both answered in the same setup, each setup named
+    for its run ("kb before", "kb after"): a before-and-after table on the same questions,
+    however far each run got."""
+    keys = {(r["setup"], r["qid"]) for r in before} & {(r["setup"], r["qid"]) for r in after}
+    return [
+        {**r, "setup": f"{r['setup']} {run}"}
+        for run, records in (("before", before), ("after", after))
+        for r in records
+        if (r["setup"], r["qid"]) in keys
+    ]
+
+
 def table(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """The figures of each setup in the records (its name → figure → value)."""
     figures: dict[str, dict[str, float]] = {}
@@ -532,6 +547,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--index-only", action="store_true", help="stop after indexing")
     parser.add_argument("--table-only", action="store_true", help="print the table of --out")
     parser.add_argument("--json", type=Path, help="also save the table's figures here")
+    parser.add_argument(
+        "--against",
+        type=Path,
+        help="an earlier run's --out: both tables, on the questions both runs answered",
+    )
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.setups.split(",") if n.strip()]
     if not names or any(n not in SETUPS for n in names):
@@ -557,6 +577,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.index_only:
             return 0
     records = list(map(json.loads, _lines(args.out))) if args.out.exists() else []
+    if args.against:
+        records = paired(list(map(json.loads, _lines(args.against))), records)
     figures = table(records)
     print_table(figures)
     if args.json:

@@ -251,3 +251,12 @@ def test_whole_answers_stream_in_one_piece() -> None:
     )
     assert list(chat.stream(prompt)) == [chat.complete(prompt)]
     assert chat.name == "fake-chat"
+
+
+def test_two_runs_are_compared_on_the_questions_both_answered() -> None:
+    before = [_record("answerable", qid="a"), _record("answerable", qid="b")]
+    after = [_record("answerable", qid="b", contains=True, f1=1.0)]
+    rows = answers.table(answers.paired(before, after))
+    assert set(rows) == {"kb before", "kb after"}
+    assert rows["kb before"]["personal_n"] == rows["kb after"]["personal_n"] == 1
+    assert rows["kb after"]["personal_f1"] == 1.0 and rows["kb before"]["personal_f1"] == 0.0
