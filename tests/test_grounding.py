@@ -91,3 +91,21 @@ def test_whom_a_question_is_about() -> None:
         "Nate",
     }
     assert people_asked_about("How do backups run?", None, []) == set()
+
+
+def test_a_letter_to_the_owner_answers_about_them() -> None:
+    letter = Read(
+        3,
+        'Someone else (not you), 25 May 2022, in "Letters/Nate/2022-05-25":',
+        "I got you a stuffed turtle to remind you of the good vibes.",
+        SOMEONE,
+    )
+    question = "What did Nate get for me?"
+    answer = "A stuffed turtle to remind you of the good vibes [3]."
+    assert unsupported(answer, question, [letter], [3], owner="Joanna") is None
+
+
+def test_a_one_word_answer_is_not_held_to_the_passages_words() -> None:
+    # A count, or another word for what they say: too short to tell from a guess.
+    question = "How many times was my screenplay printed?"
+    assert unsupported("Twice [1].", question, [JOURNAL], [1], owner="Joanna") is None

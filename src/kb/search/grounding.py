@@ -28,6 +28,10 @@ _MONTH = re.compile(r"\b(" + "|".join(calendar.month_name[1:]) + r")\b", re.IGNO
 _CITATION = re.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _PARAGRAPH = re.compile(r"\n\s*\n")
+_SECOND_PERSON = frozenset(("you", "your", "yours", "yourself"))
+# An answer this short ("Twice", "Mafia") may name one thing its passages say otherwise
+# (a count, a word for it): only a longer one is held to their words.
+_FEWEST_WORDS_CHECKED = 2
 # Words any restatement adds, which say nothing the passages must hold.
 _FILLER = frozenset(
     "about also after again before being both during from have having into just more most "
@@ -71,16 +75,19 @@ def _named(name: str, words: set[str]) -> bool:
 
 def _tied(read: Read, paragraph: str, about: set[str], owner: str | None) -> bool:
     """Whether a paragraph of a passage is about one of the people asked about: their own
-    note, or one that names them. A writer kb does not know may be anyone but the owner."""
+    note, or one that names them; or, for the owner, someone else's note speaking to "you"
+    (a letter to them). A writer kb does not know may be anyone but the owner."""
     writer = read.writer
-    if writer is not None and writer.owner and owner in about:
+    words = {w.lower() for w in _WORD.findall(paragraph)}
+    if writer is not None and writer.owner:
+        return owner in about or any(_named(person, words) for person in about)
+    if writer is not None and writer.name in about:
         return True
-    if writer is not None and writer.name and writer.name in about:
+    if any(_named(person, words) for person in about):
         return True
-    if any(_named(person, {w.lower() for w in _WORD.findall(paragraph)}) for person in about):
-        return True
-    unknown = writer is None or (not writer.owner and not writer.name)
-    return unknown and owner not in about
+    if owner in about:
+        return bool(words & _SECOND_PERSON)
+    return writer is None or not writer.name
 
 
 def unsupported(
@@ -107,13 +114,17 @@ def unsupported(
     names = stems(" ".join(about))
     for sentence in _SENTENCE.split(_CITATION.sub(" ", answer)):
         new = stems(sentence) - asked
-        if len(new - held) > len(new) / 2:
+        missing = new - held
+        if len(missing) >= _FEWEST_WORDS_CHECKED and len(missing) > len(new) / 2:
             return "words the passages do not hold"
         if set(_NUMBER.findall(sentence)) - numbers - set(_NUMBER.findall(question)):
             return "a number the passages do not give"
         if {m.lower() for m in _MONTH.findall(sentence)} - months:
             return "a month the passages do not give"
-        if about and new - names and not _said_of(new - names, behind, about, owner):
+        # Whom the passages say it of, by the words of it they hold (a word from nowhere was
+        # weighed above).
+        said = (new - names) & held
+        if about and said and not _said_of(said, behind, about, owner):
             return "not about whom the question asks"
     return None
 

@@ -28,7 +28,7 @@ _COUNT = rf"(?:\d{{1,2}}|a|{'|'.join(_NUMBERS)})"
 # Words that place something relative to the note's own day. "this" and "last" alone
 # ("the last step") name no time.
 _RELATIVE = re.compile(
-    rf"\b(?:yesterday|today|tonight|tomorrow|this\s+(?:morning|afternoon|evening)"
+    rf"\b(?:yesterday|today|tonight|tomorrow|last\s+night|this\s+(?:morning|afternoon|evening)"
     rf"|(?:last|this|next)\s+(?:week(?:end)?|month|year|{'|'.join(_DAYS)})"
     rf"|{_COUNT}\s+(?:days?|weeks?|months?|years?)\s+ago)\b(?!\s*\()",
     re.IGNORECASE,
@@ -57,6 +57,7 @@ def _meaning(words: str, day: dt.date) -> str | None:
     named = spoken(day)
     fixed = {
         "yesterday": spoken(day - dt.timedelta(days=1)),
+        "last night": spoken(day - dt.timedelta(days=1)),
         "today": named,
         "tonight": named,
         "this morning": named,
