@@ -4,15 +4,17 @@ recognising "your notes don't say", and the flow against a real index with the f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import OWNER, Kb
+from conftest import OWNER, Kb, make_config
 from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.fusion import Fusion
 from kb.llm.base import ChatModel, Prompt, TokenUsage
+from kb.llm.fake import FakeChat
 from kb.search.answer import (
     CUT_MARK,
     MIN_PASSAGE_CHARS,
@@ -27,7 +29,8 @@ from kb.search.answer import (
 )
 from kb.search.plan import SearchPlan
 from kb.search.query import search
-from kb.store import NoteInfo, SearchFilter
+from kb.services.search import SearchRequest
+from kb.store import NoteInfo, SearchFilter, Store
 
 # -- fitting passages --------------------------------------------------------------------------
 
@@ -178,8 +181,12 @@ def test_ask_answers_from_numbered_passages_and_cites_them(kb: Kb) -> None:
     assert not answer.not_in_notes
     assert answer.model == "fake-chat"
     prompt = kb.chat.prompts[-1]
-    # Each passage is numbered with its path, and dated.
-    assert "[1] v/" in prompt.user and "Question: Which miso" in prompt.user
+    # Each passage is numbered with its note's title; the ramen note gives itself no date,
+    # so none is said (its file's time would be a guess).
+    assert '[1] in "Reference/Recipes/Weeknight Miso Ramen" > Weeknight Miso Ramen:' in (
+        prompt.user
+    )
+    assert "Question: Which miso" in prompt.user
     assert all(s.date for s in answer.sources)
 
 
@@ -195,7 +202,16 @@ def test_a_first_person_question_is_the_owners(kb: Kb) -> None:
         header = next(
             line for line in prompt.user.splitlines() if line.startswith(f"[{source.number}] ")
         )
-        assert header.endswith("· your note") is source.personal
+        # The owner's notes are theirs ("You"), dated by the note; the rest the writer's the
+        # model named, or someone else's.
+        mine_by_name = f"[{source.number}] You ({OWNER}), 12 April 2024, in "
+        assert header.startswith(mine_by_name) is source.personal
+    # Whose "I" it is, is said by name: the owner's in their notes, the clipping's writer's.
+    journal = next(s for s in mine if "Journal" in s.hit.path)
+    assert " I " not in f" {journal.text} " and OWNER in journal.text
+    clipping = next(s for s in answer.sources if s.hit.path.startswith("Clippings/"))
+    assert clipping.header().startswith("Hannah Whitfield, 28 April 2024, in ")
+    assert "Hannah Whitfield" in clipping.text and " I " not in f" {clipping.text} "
 
 
 def test_a_citation_naming_no_passage_is_never_shown(kb: Kb) -> None:
@@ -265,3 +281,55 @@ def test_passages_are_retrieved_with_the_configured_fusion(kb: Kb) -> None:
     # All the weight on one list: the passages come in that list's order.
     assert order(Fusion("tm2c2", 1.0)) == listed("vector")
     assert order(Fusion("tm2c2", 0.0)) == listed("text")
+
+
+def test_answers_come_from_the_ask_model_and_everything_else_from_llms(
+    store: Store, vault: Path
+) -> None:
+    kb = Kb(store, make_config(vault, ask={"chat_model": "bigger-fake", "context_window": 2048}))
+    kb.sync()
+    kb.reset_counts()
+    answer = kb.search_service().ask(SearchRequest("Which miso goes into the weeknight ramen?"))
+    assert answer.model == "bigger-fake"
+    answering = kb.answer_chat
+    assert isinstance(answering, FakeChat) and answering is not kb.chat
+    assert answering.calls == {"answer": 1} and kb.chat.total_calls == 0
+    # The prompt fits the answering model's window, not [llm]'s.
+    assert answering.prompts[-1].num_ctx <= 2048
+
+
+def test_without_ask_settings_the_llm_chat_model_answers(kb: Kb) -> None:
+    assert kb.answer_chat is kb.chat
+    kb.sync()
+    assert kb.search_service().ask(SearchRequest("what does the home server run")).model == (
+        "fake-chat"
+    )
+
+
+def test_an_answer_its_passages_do_not_hold_is_withdrawn_for_the_closest_passages(
+    kb: Kb,
+) -> None:
+    kb.sync()
+    made_up = "You climbed Kilimanjaro with seventeen porters and a zebra [1]."
+    streamed: list[str] = []
+    answer = _ask(
+        kb,
+        ScriptedChat(made_up),
+        "when did I climb a mountain",
+        owner=OWNER,
+        top_k=3,
+        on_text=streamed.append,
+    )
+    assert answer.withdrawn == made_up
+    assert answer.withdrawn_because == "words the passages do not hold"
+    assert answer.text == "Not in your notes. The closest passages are [1], [2] and [3]."
+    assert answer.not_in_notes and answer.cited == []
+    # What streamed is followed by kb's own reply.
+    assert "".join(streamed).endswith("\n\n" + answer.text)
+    # An answer its passages hold stands, and so does the model's own "don't say".
+    takao = next(s.number for s in answer.sources if "Takao" in s.text)
+    said = f"You climbed Mount Takao [{takao}]."
+    held = _ask(kb, ScriptedChat(said), "when did I climb a mountain", owner=OWNER, top_k=3)
+    assert held.withdrawn is None and held.text == said
+    declined = _ask(kb, ScriptedChat("Your notes don't say."), "what is a zeppelin")
+    assert declined.withdrawn is None and declined.text == "Your notes don't say."

@@ -12,6 +12,7 @@ import pytest
 
 from kb.config import (
     DEFAULT_OLLAMA_HOST,
+    AskConfig,
     ChunkingConfig,
     Config,
     ContextConfig,
@@ -274,6 +275,53 @@ def test_separate_chat_and_embed_hosts() -> None:
     assert (cfg.llm.chat_host, cfg.llm.embed_host) == ("http://c", "http://e")
 
 
+def test_answers_use_the_llm_chat_model_unless_ask_names_one() -> None:
+    cfg = parse(minimal(llm={"api_key": "local", "context_window": 4096}))
+    assert cfg.ask == AskConfig() and not cfg.ask.own_model()
+    assert cfg.ask.llm(cfg.llm) == cfg.llm
+
+
+def test_ask_names_a_bigger_model_on_the_same_server() -> None:
+    cfg = parse(minimal(llm={"api_key": "local"}, ask={"chat_model": "qwen2.5:7b"}))
+    answers = cfg.ask.llm(cfg.llm)
+    assert cfg.ask.own_model()
+    assert answers == dataclasses.replace(cfg.llm, chat_model="qwen2.5:7b")
+    # Everything else keeps [llm]'s model.
+    assert cfg.llm.chat_model == LLMConfig.chat_model
+
+
+def test_ask_names_a_remote_server_that_gets_only_its_own_key() -> None:
+    remote = {"provider": "openai", "host": "https://api.example.org/v1", "chat_model": "big"}
+    cfg = parse(minimal(llm={"api_key": "local"}, ask=remote | {"context_window": 32768}))
+    answers = cfg.ask.llm(cfg.llm)
+    assert (answers.provider, answers.chat_host, answers.chat_model) == (
+        "openai",
+        "https://api.example.org/v1",
+        "big",
+    )
+    assert answers.api_key == "" and answers.context_window == 32768
+    # The embedder stays where it was.
+    assert (answers.embed_host, answers.embed_model) == (cfg.llm.embed_host, cfg.llm.embed_model)
+    env = {"KB_ASK_API_KEY": "remote", "KB_ASK_MODEL": "bigger", "KB_ASK_HOST": "http://h/v1"}
+    answers = parse(minimal(ask=remote), env).ask.llm(cfg.llm)
+    assert (answers.api_key, answers.chat_model, answers.chat_host) == (
+        "remote",
+        "bigger",
+        "http://h/v1",
+    )
+
+
+def test_ask_settings_are_checked() -> None:
+    assert "'ask.provider'" in error(minimal(ask={"provider": "gpt"}))
+    # [llm]'s Ollama server cannot answer an OpenAI-compatible request.
+    assert "'ask.host'" in error(minimal(ask={"provider": "openai"}))
+    assert "'ask.context_window'" in error(minimal(ask={"context_window": 0}))
+    assert "'ask.chat_model'" in error(minimal(ask={"chat_model": 7}))
+    assert "unknown config key 'ask.model'" in error(minimal(ask={"model": "x"}))
+    cfg = parse(minimal(ask={"provider": "ollama", "host": "gpu-box:11434"}))
+    assert cfg.ask.host == "http://gpu-box:11434"
+
+
 def test_openai_provider_needs_a_host() -> None:
     assert "'llm.host'" in error(minimal(llm={"provider": "openai"}))
     # OLLAMA_HOST is not a host for an OpenAI-compatible server.
@@ -529,6 +577,7 @@ def test_each_example_key_is_accepted_on_its_own(section: str, key: str) -> None
         ("chunking", ChunkingConfig),
         ("context", ContextConfig),
         ("llm", LLMConfig),
+        ("ask", AskConfig),
         ("query", QueryConfig),
         ("rerank", RerankConfig),
         ("daemon", DaemonConfig),

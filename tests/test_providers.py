@@ -469,6 +469,24 @@ def test_openai_unreachable_is_unavailable(dead_url: str) -> None:
         OpenAIChat(dead_url, "m", api_key="", **FAST).complete(PROMPT)
 
 
+def test_errors_name_the_config_table_the_chat_model_was_set_in(stub: Stub, dead_url: str) -> None:
+    """A model set for answers alone ([ask]) is fixed there, not in [llm]."""
+    stub.reply(COMPLETIONS, openai_error("model 'x' not found", "model_not_found"), 404, times=2)
+    with pytest.raises(ModelMissing, match=r"fix ask\.chat_model$"):
+        OpenAIChat(stub.url, "x", api_key="", section="ask", **FAST).complete(PROMPT)
+    with pytest.raises(ModelMissing, match=r"fix llm\.chat_model$"):
+        OpenAIChat(stub.url, "x", api_key="", **FAST).complete(PROMPT)
+    stub.reply(EMBEDDINGS, openai_error("model 'e' not found", "model_not_found"), 404)
+    with pytest.raises(ModelMissing, match=r"fix llm\.embed_model$"):
+        OpenAIEmbedder(stub.url, "e", api_key="", **FAST).embed(["a"])
+    with pytest.raises(LLMUnavailable, match=r"fix ask\.host$"):
+        OpenAIChat(dead_url, "m", api_key="", section="ask", **FAST).complete(PROMPT)
+    with pytest.raises(LLMUnavailable, match=r"or set ask\.host$"):
+        OllamaChat(dead_url, "m", section="ask", **FAST).complete(PROMPT)
+    with pytest.raises(LLMUnavailable, match=r"or set OLLAMA_HOST$"):
+        OllamaChat(dead_url, "m", **FAST).complete(PROMPT)
+
+
 # -- faults common to both protocols ----------------------------------------------------
 
 PROVIDERS = {

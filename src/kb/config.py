@@ -11,7 +11,7 @@ import itertools
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -179,6 +179,37 @@ class LLMConfig:
     embed_window: int | None = None
 
 
+@dataclass(frozen=True)
+class AskConfig:
+    """The chat model that answers questions (`kb ask`, MCP `ask`, the page's ask), when it
+    is not `[llm]`'s: a larger model, or one on another server, for answers alone. What is
+    left empty is `[llm]`'s."""
+
+    provider: Provider | None = None
+    host: str = ""
+    chat_model: str = ""
+    api_key: str = ""
+    context_window: int | None = None
+
+    def own_model(self) -> bool:
+        """Whether answers are written by a chat model of their own, not `[llm]`'s."""
+        return bool(self.provider or self.host or self.chat_model or self.api_key)
+
+    def llm(self, llm: LLMConfig) -> LLMConfig:
+        """The `[llm]` settings with the chat model, its server and its window taken from here
+        where set. A key is only sent to the server it was given for: `[llm]`'s key goes with
+        `[llm]`'s server alone."""
+        same_server = not self.host and (self.provider or llm.provider) == llm.provider
+        return replace(
+            llm,
+            provider=self.provider or llm.provider,
+            chat_host=self.host or llm.chat_host,
+            chat_model=self.chat_model or llm.chat_model,
+            api_key=self.api_key or (llm.api_key if same_server else ""),
+            context_window=self.context_window or llm.context_window,
+        )
+
+
 # The most chunks one search returns: far more than anyone reads, and each list reads that
 # deep, so a number past it only makes the database work (or overflow its integers).
 MAX_TOP_K = 1000
@@ -296,6 +327,7 @@ class Config:
     chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
     context: ContextConfig = field(default_factory=ContextConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
+    ask: AskConfig = field(default_factory=AskConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     rerank: RerankConfig = field(default_factory=RerankConfig)
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
@@ -392,6 +424,7 @@ def parse_config(
 
     vaults = _vaults(r, base_dir)
     llm = _llm(r, env)
+    ask = _ask(r, env, llm)
     context = _context(r)
     # Shorter chunks than a paragraph lose what they are about; longer than a note may be.
     max_chars = r.number("chunking.max_chars", ChunkingConfig.max_chars, Range(200, 16 << 20))
@@ -409,6 +442,7 @@ def parse_config(
         chunking=ChunkingConfig(max_chars=max_chars),
         context=context,
         llm=llm,
+        ask=ask,
         query=query,
         rerank=rerank,
         daemon=daemon,
@@ -471,6 +505,28 @@ def _llm(r: _Reader, env: dict[str, str]) -> LLMConfig:
         # Fewer tokens than a prefix and a few words would leave nothing to embed.
         embed_window=r.number("llm.embed_window", None, Range(32, TOKENS.high), whole=True),
     )
+
+
+def _ask(r: _Reader, env: dict[str, str], llm: LLMConfig) -> AskConfig:
+    provider = r.get("ask.provider", str, "")
+    if provider and provider not in PROVIDERS:
+        raise ConfigError(f"config key 'ask.provider' must be one of {', '.join(PROVIDERS)}")
+    ask = AskConfig(
+        provider=provider or None,
+        host=_env(env, "KB_ASK_HOST", r.get("ask.host", str, "")).strip(),
+        chat_model=_env(env, "KB_ASK_MODEL", r.get("ask.chat_model", str, "")).strip(),
+        api_key=_env(env, "KB_ASK_API_KEY", r.get("ask.api_key", str, "")),
+        context_window=r.number("ask.context_window", None, TOKENS, whole=True),
+    )
+    if provider == "ollama" and ask.host:
+        ask = replace(ask, host=_ollama_url(ask.host))
+    if ask.provider not in (None, "fake", llm.provider) and not ask.host:
+        # [llm]'s server speaks the other protocol, or there is none.
+        raise ConfigError(
+            f"config key 'ask.host' is required with ask.provider = \"{ask.provider}\" "
+            f'(llm.provider is "{llm.provider}")'
+        )
+    return ask
 
 
 def _context(r: _Reader) -> ContextConfig:
@@ -754,6 +810,7 @@ class _Reader:
         "chunking",
         "context",
         "llm",
+        "ask",
         "query",
         "rerank",
         "daemon",

@@ -61,6 +61,7 @@ class Container:
         self.store = store
         self._chat = chat
         self._embedder = embedder
+        self._answer_chat: ChatModel | None = None
         # Kept once made: a local cross-encoder loads its model on its first use, once for
         # all the searches of a daemon or a web page.
         self._cross_encoder: CrossEncoder | None = None
@@ -80,6 +81,16 @@ class Container:
     @chat.setter
     def chat(self, model: ChatModel) -> None:
         self._chat = model
+
+    @property
+    def answer_chat(self) -> ChatModel:
+        """The chat model that answers questions: `[ask]`'s when it names one of its own
+        (made when first used), else `chat`."""
+        if not self.config.ask.own_model():
+            return self.chat
+        if self._answer_chat is None:
+            self._answer_chat = make_chat(self.config.ask.llm(self.config.llm), section="ask")
+        return self._answer_chat
 
     @property
     def embedder(self) -> Embedder:
@@ -228,8 +239,8 @@ class Container:
             self.config.query,
             owner_name=self.config.owner_name,
             vaults=[v.name for v in self.config.vaults],
-            context_window=self.config.llm.context_window,
-            chat=lambda: self.chat,
+            context_window=self.config.ask.llm(self.config.llm).context_window,
+            chat=lambda: self.answer_chat,
             reranker=self.reranker,
             ranker=self.ranker if self.config.query.ranker == "learned" else None,
             voiced_index=self.config.context.voiced_passages(),

@@ -36,7 +36,7 @@ VOICE_VERSION = "1"
 STATEMENTS_VERSION = "1"
 QUESTIONS_VERSION = "1"
 # Answers are never cached, so their version only names the wording in use (`kb ask --json`).
-ANSWER_VERSION = "1"
+ANSWER_VERSION = "2"
 
 # The tags that delimit each input in a prompt. Text from a note (or from the user) that
 # spells one of them is quoted, so it can never close its block and speak as the prompt.
@@ -274,28 +274,30 @@ _RERANK_EXAMPLES = (
 
 _ANSWER_SYSTEM = (
     "You answer a question using only the numbered passages from the user's notes, never "
-    "what you know otherwise. Answer in one to three short sentences. After each fact, cite "
-    "the passage it comes from by its number in square brackets, like [2]. If the passages "
-    "do not answer the question, reply with one sentence that starts with \"Your notes don't "
+    "what you know otherwise. Each passage starts with who wrote it, the note's date and "
+    "its title. Answer in one to three short sentences. After each fact, cite the passage "
+    "it comes from by its number in square brackets, like [2]. If the passages do not "
+    "answer the question, reply with one sentence that starts with \"Your notes don't "
     'say" and nothing else; never guess.'
 )
 _ANSWER_OWNER = (
-    ' The user is {owner}. Passages marked "your note" were written by {owner}: there '
-    '"I" is {owner}, so speak of it as "you". Every other passage was written by someone '
-    'else: there "I" is that writer, never {owner}, and their facts are not {owner}\'s.'
+    ' The user is {owner}. Passages by "You ({owner})" are {owner}\'s own notes: tell '
+    '{owner} what they say as "you". Every other passage was written by someone else, and '
+    "its facts are that writer's, never {owner}'s."
 )
 # One answered and one unanswerable question, so the model sees both ways out.
 _ANSWER_EXAMPLES = (
     (
-        "<passages>\n[1] Projects/Home Server.md · Home Server > Backups · 2024-03-02\n"
+        '<passages>\n[1] 2 March 2024, in "Projects/Home Server" > Home Server > Backups:\n'
         "restic runs every night at 02:00 and keeps 7 daily snapshots on the USB disk.\n\n"
-        "[2] Journal/2024-03-09.md · 2024-03-09\nRestored the photos folder as a test; it "
-        "took 20 minutes.\n</passages>\n\nQuestion: when do the backups run?",
+        '[2] 9 March 2024, in "Journal/2024-03-09":\nRestored the photos folder as a test '
+        "yesterday (8 March 2024); it took 20 minutes.\n</passages>\n\n"
+        "Question: when do the backups run?",
         "Every night at 02:00, with restic keeping 7 daily snapshots on the USB disk [1].",
     ),
     (
-        "<passages>\n[1] Recipes/Bread.md · Bread · 2023-11-20\nBake 40 minutes at 230 °C."
-        "\n</passages>\n\nQuestion: which flour did Maria recommend?",
+        '<passages>\n[1] 20 November 2023, in "Recipes/Bread" > Bread:\nBake 40 minutes at '
+        "230 °C.\n</passages>\n\nQuestion: which flour did Maria recommend?",
         "Your notes don't say which flour Maria recommended.",
     ),
 )

@@ -220,6 +220,8 @@ def answer_json(answer: Answer) -> dict[str, object]:
         ],
         "cited": answer.cited,
         "not_in_notes": answer.not_in_notes,
+        "withdrawn": answer.withdrawn,
+        "withdrawn_because": answer.withdrawn_because,
         "model": answer.model,
         "prompt_version": answer.prompt_version,
         "timings": asdict(answer.timings),

@@ -10,8 +10,10 @@ from kb.llm.base import ChatModel, Embedder, Prompt
 from kb.llm.profiles import EmbedderProfile, ProfiledEmbedder, profile_for, stored_name
 
 
-def make_chat(cfg: LLMConfig) -> ChatModel:
-    return _make(cfg, "chat", cfg.chat_host, cfg.chat_model)
+def make_chat(cfg: LLMConfig, *, section: str = "llm") -> ChatModel:
+    """The chat model of `cfg`; `section` is the config table it was set in ("llm", or
+    "ask" for answers), which its errors name as the place to fix it."""
+    return _make(cfg, "chat", cfg.chat_host, cfg.chat_model, section)
 
 
 def make_embedder(cfg: LLMConfig) -> Embedder:
@@ -57,11 +59,11 @@ def served_models(cfg: LLMConfig, host: str, *, timeout: float = 5.0) -> list[st
     return [cfg.chat_model, cfg.embed_model]  # the fake provider has every model
 
 
-def _make(cfg: LLMConfig, kind: str, host: str, model: str) -> Any:
+def _make(cfg: LLMConfig, kind: str, host: str, model: str, section: str = "llm") -> Any:
     # A chat answer may take longer the more tokens it may write; an embedding may not.
     limits: dict[str, Any] = {"timeout": cfg.timeout, "retries": cfg.retries}
     if kind == "chat":
-        limits["timeout_per_token"] = cfg.timeout_per_token
+        limits |= {"timeout_per_token": cfg.timeout_per_token, "section": section}
     # Imported on demand: a provider's client library is only loaded when it is used.
     if cfg.provider == "ollama":
         from kb.llm import ollama

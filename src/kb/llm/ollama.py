@@ -34,9 +34,12 @@ class OllamaChat:
         retries: int,
         timeout_per_token: float = 0.0,
         backoff: float = 0.5,
+        section: str = "llm",
     ) -> None:
         self.name = model
         self.host = host
+        # How to point kb at another server: OLLAMA_HOST overrides only [llm]'s host.
+        self._host_hint = "set OLLAMA_HOST" if section == "llm" else f"set {section}.host"
         self._timeout = timeout
         self._per_token = timeout_per_token
         # The client holds its time limit; one client per limit (prompts share a few).
@@ -81,7 +84,14 @@ class OllamaChat:
                 yield part.message.content
 
     def _guard(self, call: Callable[[], T], retries: int) -> T:
-        return _call(call, host=self.host, model=self.name, retries=retries, backoff=self._backoff)
+        return _call(
+            call,
+            host=self.host,
+            model=self.name,
+            retries=retries,
+            backoff=self._backoff,
+            host_hint=self._host_hint,
+        )
 
 
 def _options(prompt: Prompt) -> dict[str, int | float]:
@@ -108,7 +118,15 @@ class OllamaEmbedder:
         )
 
 
-def _call(call: Callable[[], T], *, host: str, model: str, retries: int, backoff: float) -> T:
+def _call(
+    call: Callable[[], T],
+    *,
+    host: str,
+    model: str,
+    retries: int,
+    backoff: float,
+    host_hint: str = "set OLLAMA_HOST",
+) -> T:
     def attempt() -> T:
         try:
             return call()
@@ -133,7 +151,7 @@ def _call(call: Callable[[], T], *, host: str, model: str, retries: int, backoff
         if isinstance(exc.__cause__, ConnectionError | httpx.ConnectError):
             raise LLMUnavailable(
                 f"cannot reach Ollama at {host}: start it (`ollama serve` or "
-                "`docker compose up`) or set OLLAMA_HOST"
+                f"`docker compose up`) or {host_hint}"
             ) from None
         raise LLMError(f"Ollama at {host} failed after {retries + 1} attempts: {exc}") from None
     except ollama.ResponseError as exc:

@@ -31,6 +31,8 @@ def _base_url(host: str) -> str:
 
 
 class _OpenAIBase:
+    MODEL_KEY = "chat_model"
+
     def __init__(
         self,
         host: str,
@@ -40,8 +42,12 @@ class _OpenAIBase:
         timeout: float,
         retries: int,
         backoff: float = 0.5,
+        section: str = "llm",
     ) -> None:
         self.name = model
+        # Where the model and its server are configured, for the errors that say what to fix.
+        self._host_key = f"{section}.host"
+        self._model_key = f"{section}.{self.MODEL_KEY}"
         self.host = _base_url(host)
         # Retries are ours (with_retries), so the client's own are off.
         self._client = openai.OpenAI(
@@ -78,7 +84,7 @@ class _OpenAIBase:
             if isinstance(exc.__cause__, openai.APIConnectionError):
                 raise LLMUnavailable(
                     f"cannot reach the OpenAI-compatible server at {self.host}: "
-                    "start it or fix llm.host"
+                    f"start it or fix {self._host_key}"
                 ) from None
             raise LLMError(
                 f"server at {self.host} failed after {retries + 1} attempts: {exc}"
@@ -86,7 +92,7 @@ class _OpenAIBase:
         except openai.NotFoundError:
             raise ModelMissing(
                 f"model '{self.name}' is not available on {self.host}: load it on the server "
-                "or fix llm.chat_model / llm.embed_model"
+                f"or fix {self._model_key}"
             ) from None
         except openai.APIStatusError as exc:
             raise LLMError(
@@ -150,6 +156,8 @@ class OpenAIChat(_OpenAIBase):
 
 
 class OpenAIEmbedder(_OpenAIBase):
+    MODEL_KEY = "embed_model"
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         def call() -> list[list[float]]:
             response = self._client.embeddings.create(model=self.name, input=list(texts))

@@ -20,8 +20,10 @@ from kb import prompts
 from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.llm.base import ChatModel, Embedder, close_stream
+from kb.search import reading
+from kb.search.grounding import Read, unsupported
 from kb.search.query import search
-from kb.store import NoteInfo, SearchHit, Store
+from kb.store import Authorship, NoteInfo, SearchHit, Store
 
 if TYPE_CHECKING:
     from kb.search.plan import SearchPlan
@@ -33,6 +35,10 @@ MIN_PASSAGE_CHARS = 160
 CUT_MARK = " […]"
 # What kb says itself when no passage passes the filters and threshold: the model is not asked.
 NOTHING_FOUND = "Your notes don't say: no passage matches the question."
+# What kb says in place of an answer its passages do not hold (kb.search.grounding).
+NOT_IN_NOTES = "Not in your notes."
+# How many of the best passages such a reply points to.
+CLOSEST = 3
 
 # "[2]", "[1, 3]", "[1,3]": a citation is one or more passage numbers in brackets.
 CITATION = re.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]")
@@ -59,19 +65,18 @@ class Source:
     hit: SearchHit
     date: str | None  # the note's date (kb.dates), else the day it was last modified
     personal: bool  # written by the owner
-    text: str  # as given to the model: whole, or cut with CUT_MARK
+    text: str  # as given to the model (kb.search.reading): whole, or cut with CUT_MARK
     cut: bool
+    # Who wrote the note, as far as kb knows; None where the question is nobody's and no
+    # writer was named.
+    writer: reading.Writer | None = None
+    day: dt.date | None = None  # the note's own date, which its relative times count from
+    title: str = ""
 
     def header(self) -> str:
-        """The line above the passage: path, header path, date, and whose note it is."""
-        parts = [f"{self.hit.vault}/{self.hit.path}"]
-        if self.hit.header_path:
-            parts.append(" > ".join(h.lstrip("# ") for h in self.hit.header_path))
-        if self.date:
-            parts.append(self.date)
-        if self.personal:
-            parts.append("your note")
-        return " · ".join(parts)
+        """The line above the passage: who wrote it, when, the note's title, where in it."""
+        headings = [h.lstrip("# ") for h in self.hit.header_path]
+        return reading.header(self.writer, self.day, self.title, headings)
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,10 @@ class Answer:
     mode_used: SearchMode
     warnings: tuple[str, ...]
     prompt_version: str = prompts.ANSWER_VERSION
+    # The model's answer, when its passages did not hold it and `text` says so instead; and
+    # why (kb.search.grounding).
+    withdrawn: str | None = None
+    withdrawn_because: str | None = None
 
 
 def fit_passages(texts: Sequence[str], budget: int) -> list[tuple[str, bool]]:
@@ -212,15 +221,34 @@ def note_date(info: NoteInfo | None) -> str | None:
 
 
 def number_sources(
-    hits: Sequence[SearchHit], facts: dict[tuple[str, str], NoteInfo], budget: int
+    hits: Sequence[SearchHit],
+    facts: dict[tuple[str, str], NoteInfo],
+    budget: int,
+    *,
+    owner: str | None = None,
+    authors: dict[tuple[str, str], Authorship] | None = None,
 ) -> list[Source]:
-    """Number the hits that fit the budget (their header lines count too), best first."""
-    drafts = [
-        Source(n, h, note_date(facts.get((h.vault, h.path))), _personal(facts, h), "", False)
-        for n, h in enumerate(hits, 1)
-    ]
+    """Number the hits that fit the budget (their header lines count too), best first,
+    each written for the reader (kb.search.reading): with `owner`, the owner's notes speak
+    of them as "you" and every other note is someone else's; `authors` gives the writers
+    the chat model named (kb.voices) and the notes' own dates."""
+    drafts = []
+    for n, hit in enumerate(hits, 1):
+        info = facts.get((hit.vault, hit.path))
+        personal = bool(info and info.personal)
+        known = (authors or {}).get((hit.vault, hit.path))
+        named = known.writer if known else None
+        writer = None
+        if owner is not None:
+            writer = reading.Writer(owner if personal else named, owner=personal)
+        elif named:
+            writer = reading.Writer(named, owner=False)
+        day = known.day if known else None
+        title = (info.title if info and info.title else "") or hit.path.removesuffix(".md")
+        text = reading.text_for_reader(hit.content, writer, day)
+        drafts.append(Source(n, hit, note_date(info), personal, text, False, writer, day, title))
     room = budget - sum(len(s.header()) + len(f"[{s.number}] \n\n") for s in drafts)
-    fitted = fit_passages([h.content for h in hits], max(room, MIN_PASSAGE_CHARS))
+    fitted = fit_passages([s.text for s in drafts], max(room, MIN_PASSAGE_CHARS))
     # Fewer passages than hits when the last ones had no room left.
     return [
         replace(source, text=text, cut=cut)
@@ -228,9 +256,14 @@ def number_sources(
     ]
 
 
-def _personal(facts: dict[tuple[str, str], NoteInfo], hit: SearchHit) -> bool:
-    info = facts.get((hit.vault, hit.path))
-    return bool(info and info.personal)
+def closest(sources: Sequence[Source]) -> str:
+    """What kb says in place of an answer the passages do not hold: that, and the best
+    passages to read instead."""
+    numbers = [f"[{s.number}]" for s in sources[:CLOSEST]]
+    if not numbers:
+        return NOT_IN_NOTES
+    listed = numbers[0] if len(numbers) == 1 else ", ".join(numbers[:-1]) + f" and {numbers[-1]}"
+    return f"{NOT_IN_NOTES} The closest passages are {listed}."
 
 
 def ask(
@@ -272,14 +305,17 @@ def ask(
             found.mode_used,
             found.warnings,
         )
-    facts = store.search.note_info((h.vault, h.path) for h in hits)
+    notes = [(h.vault, h.path) for h in hits]
+    facts = store.search.note_info(notes)
     budget = prompts.answer_budget(
         question,
         owner=owner,
         max_tokens=ANSWER_MAX_TOKENS,
         context_window=context_window,
     )
-    sources = number_sources(hits, facts, budget)
+    sources = number_sources(
+        hits, facts, budget, owner=owner, authors=store.documents.authorship(notes)
+    )
     prompt = prompts.answer_prompt(
         question,
         [(s.header(), s.text) for s in sources],
@@ -314,7 +350,7 @@ def ask(
     if not text:
         # Seen when a server drops the request for another one (llama.cpp's server does).
         raise LLMError(f"the chat model '{chat.name}' returned an empty answer: ask again")
-    return Answer(
+    answer = Answer(
         question=question,
         text=text,
         sources=sources,
@@ -324,4 +360,28 @@ def ask(
         timings=Timings(retrieved - started, first, done - retrieved, done - started),
         mode_used=found.mode_used,
         warnings=found.warnings,
+    )
+    checked = held_to_passages(answer, owner=owner)
+    if checked.withdrawn is not None and on_text:
+        on_text(f"\n\n{checked.text}")
+    return checked
+
+
+def held_to_passages(answer: Answer, *, owner: str | None) -> Answer:
+    """The answer as it stands when its passages hold what it says; else kb's own reply in
+    its place (`closest`), the model's words kept as `withdrawn`. An answer that already
+    says the notes do not know stands."""
+    if answer.not_in_notes:
+        return answer
+    reads = [Read(s.number, s.header(), s.text, s.writer) for s in answer.sources]
+    why = unsupported(answer.text, answer.question, reads, answer.cited, owner=owner)
+    if why is None:
+        return answer
+    return replace(
+        answer,
+        text=closest(answer.sources),
+        cited=[],
+        not_in_notes=True,
+        withdrawn=answer.text,
+        withdrawn_because=why,
     )

@@ -49,8 +49,8 @@ class SearchRequest:
 class SearchService:
     """Runs requests on one store and embedder with one configuration's `[query]` settings.
 
-    The chat model is asked for only when a request needs it (re-ranking, an answer): a
-    plain search never builds it.
+    `chat` is the model that answers (`[ask]`'s, else `[llm]`'s), and `context_window` its
+    window; it is asked for only when a request needs it: a plain search never builds it.
     """
 
     def __init__(

@@ -20,7 +20,7 @@ from __future__ import annotations
 from kb.results import SearchHit
 from kb.store.caches import Caches
 from kb.store.chunks import ChunkRecord, LinesRecord
-from kb.store.documents import DocumentRecord, Documents, NoteRows, Undated
+from kb.store.documents import Authorship, DocumentRecord, Documents, NoteRows, Undated
 from kb.store.lock import DaemonBeat, DaemonRow, Daemons, Role, WriterLock
 from kb.store.passages import PassageRecord, Passages
 from kb.store.pool import Vector, open_pool
@@ -49,6 +49,7 @@ from kb.store.vectors import Vectors
 
 __all__ = [
     "NO_FILTER",
+    "Authorship",
     "Candidate",
     "Candidates",
     "ChunkRecord",

@@ -112,6 +112,14 @@ def _document_params(doc: DocumentRecord) -> tuple[object, ...]:
     )
 
 
+@dataclass(frozen=True)
+class Authorship:
+    """Who wrote a note and when, as an answer's passages say it (kb.search.reading)."""
+
+    writer: str | None  # the writer the chat model named (kb.voices), where it named one
+    day: dt.date | None  # the note's own date; None where it has only its file's time
+
+
 class Documents:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
@@ -267,6 +275,24 @@ class Documents:
                 " SET error = EXCLUDED.error, failed_at = now()",
                 (vault, path, error),
             )
+
+    def authorship(self, notes: Sequence[tuple[str, str]]) -> dict[tuple[str, str], Authorship]:
+        """The writer and own date of each of these (vault, path) notes."""
+        if not notes:
+            return {}
+        vaults, paths = zip(*set(notes), strict=True)
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT d.vault, d.path,"
+                "       CASE WHEN d.voice <> '' AND d.voice_fallback IS NULL"
+                "            THEN d.voice END AS writer,"
+                "       CASE WHEN d.date_source <> 'file time' THEN d.note_date END AS day"
+                "  FROM documents d"
+                "  JOIN unnest(%s::text[], %s::text[]) AS n(vault, path)"
+                "    ON d.vault = n.vault AND d.path = n.path",
+                (list(vaults), list(paths)),
+            ).fetchall()
+        return {(r["vault"], r["path"]): Authorship(r["writer"], r["day"]) for r in rows}
 
     def undated(self) -> list[Undated]:
         """Notes whose date property names no day ("date: soon"), dated another way."""
