@@ -224,3 +224,14 @@ def kb(store: Store, vault: Path) -> Kb:
 def summaries_kb(store: Store, vault: Path) -> Kb:
     """kb at the summaries' setting (SUMMARIES)."""
     return Kb(store, summaries_config(vault))
+
+
+@pytest.fixture
+def fake_models(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's models from the environment: the offline fakes."""
+    for name, value in {
+        "KB_PROVIDER": "fake",
+        "KB_CHAT_MODEL": "fake-chat",
+        "KB_EMBED_MODEL": "hash-256",
+    }.items():
+        monkeypatch.setenv(name, value)

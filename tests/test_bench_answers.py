@@ -133,17 +133,6 @@ def test_the_figures_put_each_miss_down_to_retrieval_or_the_model() -> None:
 # -- a whole run ---------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def fake_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The benchmark's models from the environment: the offline fakes."""
-    for name, value in {
-        "KB_PROVIDER": "fake",
-        "KB_CHAT_MODEL": "fake-chat",
-        "KB_EMBED_MODEL": "hash-256",
-    }.items():
-        monkeypatch.setenv(name, value)
-
-
 def _gold(root: Path, file: str, needle: str) -> dict[str, Any]:
     start = (root / file).read_text().index(needle)
     return {"file": file, "start": start, "end": start + len(needle)}

@@ -29,17 +29,6 @@ reference = sys.modules["reference"]
 statement_quality = importlib.import_module("statement_quality")
 
 
-@pytest.fixture
-def fake_models(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The benchmark's models from the environment: the offline fakes."""
-    for name, value in {
-        "KB_PROVIDER": "fake",
-        "KB_CHAT_MODEL": "fake-chat",
-        "KB_EMBED_MODEL": "hash-256",
-    }.items():
-        monkeypatch.setenv(name, value)
-
-
 @pytest.mark.parametrize(
     ("span", "hit"),
     [
