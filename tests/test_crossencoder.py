@@ -35,6 +35,8 @@ RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"
 DINNER = "Alex/Journal/2024-05-03.md"
 # What both models weigh: the chunks that name Kenji, most for the one that names him most.
 WEIGHTS = {"kenji": 5.0}
+# The hits the re-ranker reads: the search's first six hold the journal's dinner with Kenji.
+CANDIDATES = 6
 
 
 def _words(text: str) -> list[str]:
@@ -112,7 +114,7 @@ def dead_url() -> str:
 
 
 def _kb(store: Store, vault: Path, **rerank: Any) -> Kb:
-    kb = Kb(store, make_config(vault, rerank={"candidates": 5, **rerank}))
+    kb = Kb(store, make_config(vault, rerank={"candidates": CANDIDATES, **rerank}))
     kb.sync()
     return kb
 
@@ -134,15 +136,15 @@ def _expected(plain: Sequence[SearchHit], candidates: int) -> list[tuple[str, tu
 
 def _check_reranked(plain: SearchResult, found: SearchResult) -> None:
     assert not found.warnings
-    assert [_where(h) for h in found.hits] == _expected(plain.hits, 5)
-    # The search's own fifth hit, the journal's dinner with Kenji, is now first, and the
-    # recipe's notes (which name him once) second.
-    assert _where(plain.hits[4])[0] == DINNER and found.hits[0].path == DINNER
+    assert [_where(h) for h in found.hits] == _expected(plain.hits, CANDIDATES)
+    # The journal's dinner with Kenji, below the recipe in the search's own order, is now
+    # first, and the recipe's notes (which name him once) second.
+    assert plain.hits[0].path != DINNER and found.hits[0].path == DINNER
     assert _where(found.hits[1]) == (RAMEN, ("# Weeknight Miso Ramen", "## Notes"))
-    assert all(h.rerank_score is not None for h in found.hits[:5])
-    scores = [h.rerank_score or 0.0 for h in found.hits[:5]]
-    assert scores[0] > scores[1] > 0 and scores[2:] == [0.0, 0.0, 0.0]
-    assert all(h.rerank_score is None for h in found.hits[5:])
+    assert all(h.rerank_score is not None for h in found.hits[:CANDIDATES])
+    scores = [h.rerank_score or 0.0 for h in found.hits[:CANDIDATES]]
+    assert scores[0] > scores[1] > 0 and scores[2:] == [0.0] * (CANDIDATES - 2)
+    assert all(h.rerank_score is None for h in found.hits[CANDIDATES:])
     assert all(h.relevance is None for h in found.hits)
 
 
@@ -158,9 +160,9 @@ def test_a_rerank_server_reorders_the_first_candidates(
     [(body, headers)] = server.received
     assert headers["authorization"] == "Bearer k"
     if style == "tei":
-        assert set(body) == {"query", "texts", "truncate"} and len(body["texts"]) == 5
+        assert set(body) == {"query", "texts", "truncate"} and len(body["texts"]) == CANDIDATES
     else:
-        assert body["model"] == "tiny" and body["top_n"] == 5 and len(body["documents"]) == 5
+        assert body["model"] == "tiny" and body["top_n"] == len(body["documents"]) == CANDIDATES
         assert "texts" not in body
     assert body["query"] == QUERY  # the user's words: the owner's name is for BM25 alone
     # Each scored passage says where it sits in its note.
@@ -282,7 +284,7 @@ def test_a_local_model_reorders_the_first_candidates(
     assert kb.chat.calls["rerank"] == 0
     # Shown by --explain and --json; a daemon's launcher rebuilds it (kb.daemon.query_socket).
     assert explanation(found.hits[0]).endswith(f"rerank {found.hits[0].rerank_score:.4f}")
-    assert "rerank" not in explanation(found.hits[5])
+    assert "rerank" not in explanation(found.hits[CANDIDATES])
     assert json.loads(hits_json(found))[0]["rerank_score"] == found.hits[0].rerank_score
 
 
@@ -424,15 +426,15 @@ def test_kb_query_explains_a_local_models_order(
     config.write_text(
         f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n\n'
         '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n\n'
-        f'[rerank]\nbackend = "onnx"\nfolder = "{model}"\ncandidates = 5\n'
+        f'[rerank]\nbackend = "onnx"\nfolder = "{model}"\ncandidates = {CANDIDATES}\n'
     )
     env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
     assert run_kb(config, env, "index").returncode == 0
-    found = run_kb(config, env, "query", QUERY, "--json", "--top-k", "6")
+    found = run_kb(config, env, "query", QUERY, "--json", "--top-k", str(CANDIDATES + 1))
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)
     assert hits[0]["path"] == DINNER and hits[0]["rerank_score"] > 0
-    assert hits[5]["rerank_score"] is None
+    assert hits[CANDIDATES]["rerank_score"] is None
     shown = run_kb(config, env, "query", QUERY, "--explain", "--top-k", "1")
     assert f"rerank {hits[0]['rerank_score']:.4f}" in shown.stdout, shown.stdout
     shutil.rmtree(model)
