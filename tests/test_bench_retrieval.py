@@ -372,7 +372,9 @@ def test_evaluating_an_existing_index_with_the_example_questions(
     )
     cfg = load_config(config, env={})
     with open_store(db_url) as store:
-        Container(cfg, store, chat=FakeChat(), embedder=FakeEmbedder()).sync()
+        parts = Container(cfg, store, chat=FakeChat(), embedder=FakeEmbedder())
+        parts.sync()
+        parts.worker(until_empty=True, speeds=("embed",)).run()  # an index with its vectors
     out = tmp_path / "result.json"
     dataset = ROOT / "examples" / "eval"
     assert retrieval.main([str(dataset), "--config", str(config), "--json", str(out)]) == 0

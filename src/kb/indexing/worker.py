@@ -113,24 +113,12 @@ class Worker:
     def run(self) -> None:
         """Drain the queues until stopped (or, with until_empty, until nothing is left to
         claim)."""
-        self._slots = [
-            threading.Thread(target=self._slot, args=(self.speeds,), name=f"kb-work-{i}")
-            for i in range(self.concurrency)
-        ]
-        if "embed" in self.speeds:
-            # One more, for vectors only: the embedding server is sent the next notes' texts
-            # while a slot reads or writes rows, and is never left waiting on a note's
-            # LLM context.
-            self._slots.append(
-                threading.Thread(target=self._slot, args=(("embed",),), name="kb-vectors")
-            )
-        for slot in self._slots:
-            slot.daemon = True
-        for slot in self._slots:
-            slot.start()
+        self._start_slots()
         next_beat = next_renewal = 0.0
         try:
-            while any(slot.is_alive() for slot in self._slots):
+            while any(slot.is_alive() for slot in self._slots) or self._more():
+                if not any(slot.is_alive() for slot in self._slots):
+                    self._start_slots()
                 now = time.monotonic()
                 if now >= next_renewal:
                     self._renew()
@@ -152,6 +140,32 @@ class Worker:
 
     # -- the slots ---------------------------------------------------------------------------------
 
+    def _start_slots(self) -> None:
+        self._slots = [
+            threading.Thread(target=self._slot, args=(self.speeds,), name=f"kb-work-{i}")
+            for i in range(self.concurrency)
+        ]
+        if "embed" in self.speeds:
+            # One more, for vectors only: the embedding server is sent the next notes' texts
+            # while a slot reads or writes rows, and is never left waiting on a note's
+            # LLM context.
+            self._slots.append(
+                threading.Thread(target=self._slot, args=(("embed",),), name="kb-vectors")
+            )
+        for slot in self._slots:
+            slot.daemon = True
+            slot.start()
+
+    def _more(self) -> bool:
+        """Whether slots that stopped, run until empty, left work to claim: a slot stops when
+        it finds none while another's notes, embedded since, are then to be enriched."""
+        if not self.until_empty or self._stopping() or self._fatal is not None:
+            return False
+        try:
+            return any(self.store.queue.waiting(self.vaults, s) for s in self.speeds)
+        except psycopg.Error:
+            return False
+
     def _slot(self, speeds: Sequence[Speed]) -> None:
         failures = 0
         while not self._stopping():
@@ -163,13 +177,7 @@ class Worker:
                 continue
             if not claims:
                 if self.until_empty:
-                    with self._lock:
-                        done = not self._in_hand
-                    if done:
-                        return
-                    # Another slot's notes, once they have their vectors, may be enriched.
-                    self._pause(TICK)
-                    continue
+                    return
                 self._pause(IDLE_POLL)
                 continue
             held = [(c.speed, c.document_id) for c in claims]
