@@ -23,11 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 ranker = importlib.import_module("ranker")
 retrieval = importlib.import_module("retrieval")
-# The fake models of the retrieval benchmark's tests.
-from test_bench_retrieval import fake_models  # noqa: E402
-
-__all__ = ["fake_models"]
-
 
 # Sections of two paragraphs or more, so that each chunk has paragraph vectors (kb.passages);
 # Alex's journal is personal, and one note is dated.
