@@ -109,3 +109,19 @@ def test_a_one_word_answer_is_not_held_to_the_passages_words() -> None:
     # A count, or another word for what they say: too short to tell from a guess.
     question = "How many times was my screenplay printed?"
     assert unsupported("Twice [1].", question, [JOURNAL], [1], owner="Joanna") is None
+
+
+def test_whom_a_sentence_is_about_is_read_in_the_paragraph_it_was_taken_from() -> None:
+    letter = Read(
+        4,
+        'Someone else (not you), 24 June 2022, in "Letters/Nate/2022-06-24":',
+        "I made vegan ice cream last Friday and shared it with people in my diet group.",
+        SOMEONE,
+    )
+    journal = Read(5, JOURNAL.header, "People at the party made a lot of noise.", JOANNA)
+    question = "What did Joanna share with her diet group?"
+    answer = "Joanna made vegan ice cream last Friday and shared it with people."
+    # Joanna's journal shares a word or two with it; the letter is where it comes from.
+    assert unsupported(answer, question, [letter, journal], [], owner="Joanna") == (
+        "not about whom the question asks"
+    )

@@ -129,11 +129,17 @@ def unsupported(
     return None
 
 
-def _said_of(new: set[str], behind: Sequence[Read], about: set[str], owner: str | None) -> bool:
-    """Whether a paragraph that holds some of the sentence's words is about one of the
-    people asked about."""
-    for read in behind:
-        for paragraph in _PARAGRAPH.split(read.text):
-            if stems(paragraph) & new and _tied(read, paragraph, about, owner):
-                return True
-    return False
+def _said_of(said: set[str], behind: Sequence[Read], about: set[str], owner: str | None) -> bool:
+    """Whether a paragraph that holds the most of the sentence's words is about one of the
+    people asked about: the one it was taken from, not one sharing a word with it."""
+    held = [
+        (len(stems(paragraph) & said), read, paragraph)
+        for read in behind
+        for paragraph in _PARAGRAPH.split(read.text)
+    ]
+    most = max((count for count, _, _ in held), default=0)
+    return any(
+        _tied(read, paragraph, about, owner)
+        for count, read, paragraph in held
+        if count == most and count
+    )
