@@ -115,9 +115,12 @@ def test_a_change_of_prefixes_re_embeds_without_a_model_call(kb: Kb, vault: Path
     fake = FakeEmbedder("hash-256")
     profile = profile_for("hash-256", query_prefix="find: ", document_prefix="note: ")
     prefixed = ProfiledEmbedder(fake, profile)
-    Container(kb.config, kb.store, chat=kb.chat, embedder=prefixed).sync()
+    switched = Container(kb.config, kb.store, chat=kb.chat, embedder=prefixed)
+    switched.sync()
+    # Every chunk again, with its prefix, by the embedding queue (kb index leaves it there).
+    switched.worker(until_empty=True, speeds=("embed",)).run()
     assert not kb.chat.calls
-    assert fake.texts >= chunks  # every chunk again, with its prefix
+    assert fake.texts >= chunks
     assert kb.store.vectors.space() == (prefixed.name, 256)
     assert search(kb.store, prefixed, SearchPlan("miso ramen", top_k=3)).hits
     # A search with the old prefixes would compare vectors of two kinds: it is refused.
