@@ -87,7 +87,7 @@ def test_piped_output_keeps_the_path_and_score_of_each_hit(
     )
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env["KB_DATABASE_URL"] = db_url
-    assert run_kb(config, env, "index").returncode == 0
+    assert run_kb(config, env, "index", "--wait").returncode == 0  # vector mode needs them
     shown = run_kb(config, env, "query", "climbed mount fuji in one night", "--mode", "vector")
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()

@@ -13,6 +13,7 @@ meaning too. Nothing here reads the vault. The loop that drains the queue is
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +58,9 @@ class Vectorizer:
         self._pool = ThreadPoolExecutor(
             max(1, config.llm.concurrency), thread_name_prefix="kb-embed"
         )
+        # A worker's threads that find a new index make its space once: one probe, not one
+        # each.
+        self._making_space = threading.Lock()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -118,10 +122,13 @@ class Vectorizer:
         worker that embeds with another model than the index holds refuses."""
         space = self.store.vectors.space()
         if space is None:
-            dimensions = len(self.embedding.embed(["dimension probe"], probe=True)[0])
-            self.store.vectors.switch(self.embedder.name, dimensions)
-            space = (self.embedder.name, dimensions)
-        elif space[0] != self.embedder.name:
+            with self._making_space:
+                space = self.store.vectors.space()
+                if space is None:
+                    dimensions = len(self.embedding.embed(["dimension probe"], probe=True)[0])
+                    self.store.vectors.switch(self.embedder.name, dimensions)
+                    space = (self.embedder.name, dimensions)
+        if space[0] != self.embedder.name:
             raise KbError(
                 f"the index holds vectors of '{space[0]}', this worker embeds with "
                 f"'{self.embedder.name}': give workers the indexer's embed_model, or run "
