@@ -16,7 +16,7 @@ import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, cached_property
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +47,10 @@ class Tree:
         """The tree's mean output: where every row's path starts."""
         return self.means[0] if self.means else self.leaves[0]
 
+    @cached_property
     def lifts(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
         """What taking each split node's left and right branch adds: the child's mean
-        output (or leaf value) less the node's."""
+        output (or leaf value) less the node's (worked out at a tree's first explanation)."""
 
         def output(child: int) -> float:
             return self.leaves[~child] if child < 0 else self.means[child]
@@ -72,14 +73,8 @@ class Ranker:
     # The trees as one function of a row: their sum.
     score: Callable[[Sequence[float]], float] = field(init=False, repr=False, compare=False)
 
-    # Each tree's split nodes' lifts (Tree.lifts), for explanations.
-    _lifts: tuple[tuple[tuple[float, ...], tuple[float, ...]], ...] = field(
-        init=False, repr=False, compare=False
-    )
-
     def __post_init__(self) -> None:
         object.__setattr__(self, "score", compiled(self.trees))
-        object.__setattr__(self, "_lifts", tuple(tree.lifts() for tree in self.trees))
 
     def scores(self, rows: Sequence[Sequence[float]]) -> list[float]:
         """Each row's score, higher first."""
@@ -90,8 +85,8 @@ class Ranker:
         path (each split's change of the mean output): why the row scored as it did."""
         added = [0.0] * len(self.features)
         on_path: set[int] = set()
-        for tree, (left, right) in zip(self.trees, self._lifts, strict=True):
-            features, thresholds = tree.features, tree.thresholds
+        for tree in self.trees:
+            (left, right), features, thresholds = tree.lifts, tree.features, tree.thresholds
             node = 0 if tree.means else ~0
             while node >= 0:
                 feature = features[node]
