@@ -164,6 +164,7 @@ def _query_call(
         filters=search_filter(filters),
         rerank=rerank,
         owner=not no_owner,
+        explain=explain,
     )
     return _QueryCall(request, as_json=as_json, explain=explain)
 

@@ -60,6 +60,8 @@ class SearchPlan:
     reranker: HitReranker | None = None
     # What relative dates in the question ("yesterday") are read from (kb.search.when).
     today: dt.date = field(default_factory=dt.date.today)
+    # Each hit says what moved it (SearchHit.lifted_by); else the ranker's scores alone.
+    explain: bool = False
 
     def __post_init__(self) -> None:
         text = self.text

@@ -180,7 +180,8 @@ def search(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
         filters=plan.filters,
     )
     period = question_period(plan.text, plan.today)
-    judge = Judge(plan.learned, plan.text, plan.owner, explained=fetch) if plan.learned else None
+    explained = fetch if plan.explain else 0
+    judge = Judge(plan.learned, plan.text, plan.owner, explained) if plan.learned else None
     hits = rank(found, used, plan.fusion, period, judge=judge)[:fetch]
     if plan.threshold is not None:
         hits = [h for h in hits if h.similarity is not None and h.similarity >= plan.threshold]

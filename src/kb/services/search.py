@@ -44,6 +44,9 @@ class SearchRequest:
     # False: a first-person query is not read as the owner's (`--no-owner`), whatever
     # `query.owner_in_first_person` says.
     owner: bool = True
+    # Work out what moved each hit (`kb query --explain`, the page's "why"): as costly as
+    # the ranker's scores, so only the faces that show it ask.
+    explain: bool = False
 
 
 class SearchService:
@@ -100,6 +103,7 @@ class SearchService:
             voiced_index=self.voiced_index,
             learned=self._ranker() if self._ranker else None,
             reranker=self._reranker() if rerank else None,
+            explain=request.explain,
         )
 
     def search(self, request: SearchRequest) -> SearchResult:

@@ -66,6 +66,7 @@ def read_form(params: Mapping[str, str]) -> SearchForm:
         top_k=_top_k(form.top_k),
         mode=_mode(form.mode),
         filters=search_filter({f.name: _filter(f, form.filters[f.form]) for f in FILTERS}),
+        explain=True,  # every card says why it is where it is
     )
     return replace(form, request=request)
 
