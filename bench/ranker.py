@@ -263,16 +263,21 @@ def best_possible(asked: Sequence[Asked]) -> Scores:
 
 
 def cross_validated(
-    asked: Sequence[Asked], extra: Sequence[Asked], fit: Callable[[Sequence[Asked]], Ranker]
+    asked: Sequence[Asked],
+    extra: Sequence[Asked],
+    fit: Callable[[Sequence[Asked]], Ranker],
+    twins: Sequence[Asked] = (),
 ) -> Scores:
     """`asked` scored in folds grouped by the note of each question's gold, each fold by a
-    model fitted on `extra` and the other folds."""
+    model fitted on `extra` and the other folds (with their `twins`: the same questions'
+    rows under another embedder, kept out with their fold)."""
     folds = min(5, len({a.group for a in asked}))
     ordered: dict[str, list[tuple[str, int, int]]] = {}
     for train, test in GroupKFold(folds).split(
         np.zeros(len(asked)), groups=[a.group for a in asked]
     ):
-        ranker = fit([*extra, *(asked[i] for i in train)])
+        kept = {asked[i].group for i in train}
+        ranker = fit([*extra, *(asked[i] for i in train), *(t for t in twins if t.group in kept)])
         for i in test:
             ordered[asked[i].query.qid] = [asked[i].spans[j] for j in order_by(ranker, asked[i])]
     scores = Scores()
@@ -321,20 +326,10 @@ def load_asked(
     and the milliseconds per question of the candidates query and of the feature rows."""
     docs = args.limit.get(folder.resolve().name)
     dataset = load_dataset(folder, Limit(docs, smallest=bool(docs)))
-    cache = args.data_dir / f"ranker-{dataset.name}-{LEVEL}-{docs or 'all'}.json"
+    cache = _kept_rows(args.data_dir, dataset, docs)
     kept = json.loads(cache.read_text()) if cache.exists() and not args.fresh else {}
     if kept.get("features") == list(FEATURES):
-        by_qid = {q.qid: q for q in dataset.queries}
-        asked = [
-            Asked(
-                by_qid[r["qid"]],
-                [(file, start, end) for file, start, end in r["spans"]],
-                r["labels"],
-                np.asarray(r["features"], dtype=np.float64).reshape(-1, len(FEATURES)),
-            )
-            for r in kept["questions"]
-        ]
-        return dataset, asked, kept["search_ms"], kept["features_ms"]
+        return dataset, _asked(dataset, kept), kept["search_ms"], kept["features_ms"]
     print(f"{dataset.name}: {len(dataset.queries)} questions", file=sys.stderr)
     stores = open_indexes(dataset, args.data_dir, embedder, subset=bool(docs))
     config = make_config(dataset.vaults[0], args.data_dir, LEVEL)
@@ -358,6 +353,7 @@ def load_asked(
         json.dumps(
             {
                 "features": list(FEATURES),
+                "embed_model": embedder.name,
                 "search_ms": search_ms,
                 "features_ms": features_ms,
                 "questions": [a.to_json() for a in asked],
@@ -365,6 +361,38 @@ def load_asked(
         )
     )
     return dataset, asked, search_ms, features_ms
+
+
+def _kept_rows(data_dir: Path, dataset: Dataset, docs: int | None) -> Path:
+    return data_dir / f"ranker-{dataset.name}-{LEVEL}-{docs or 'all'}.json"
+
+
+def _asked(dataset: Dataset, kept: Mapping[str, Any]) -> list[Asked]:
+    by_qid = {q.qid: q for q in dataset.queries}
+    return [
+        Asked(
+            by_qid[r["qid"]],
+            [(file, start, end) for file, start, end in r["spans"]],
+            r["labels"],
+            np.asarray(r["features"], dtype=np.float64).reshape(-1, len(FEATURES)),
+        )
+        for r in kept["questions"]
+    ]
+
+
+def load_twins(folder: Path, data_dir: Path) -> tuple[list[Asked], str]:
+    """A training dataset's rows kept in another data directory, and the embedder they are
+    of: its index made with another embedder, its rows by an earlier run of this script with
+    that embedder."""
+    dataset = load_dataset(folder, Limit())
+    cache = _kept_rows(data_dir, dataset, None)
+    kept = json.loads(cache.read_text()) if cache.exists() else {}
+    if kept.get("features") != list(FEATURES):
+        raise SystemExit(
+            f"no rows of these features in {cache}: run this script with that index's "
+            f"embedder and --data-dir {data_dir} first"
+        )
+    return _asked(dataset, kept), kept.get("embed_model", "")
 
 
 def _limits(values: Sequence[str]) -> dict[str, int]:
@@ -418,6 +446,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--save", type=Path, help="write the LightGBM model and its record as kb's ranker file"
     )
+    parser.add_argument(
+        "--also-fit-on",
+        type=Path,
+        nargs="*",
+        default=[],
+        metavar="DATA_DIR",
+        help="also fit on the training datasets' rows kept in these data directories (their "
+        "indexes made with other embedders): one model for every embedder",
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     args.limit = _limits(args.limit_docs)
@@ -427,10 +464,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     train: list[Asked] = []
     fitted_on = {}
     by_dataset: dict[str, list[Asked]] = {}
+    twins: dict[str, list[Asked]] = {}
+    also: set[str] = set()
     for folder in args.train:
         dataset, asked, _, _ = load_asked(folder, args, embedder)
-        train += asked
         by_dataset[dataset.name] = asked
+        twins[dataset.name] = []
+        for other in args.also_fit_on:
+            their_rows, model = load_twins(folder, other)
+            twins[dataset.name] += their_rows
+            also.add(model or str(other))
+        train += asked + twins[dataset.name]
         fitted_on[dataset.name] = _coverage(dataset, asked)
     rankers = [
         fit_lightgbm(train, args.rounds),
@@ -443,6 +487,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "features": list(FEATURES),
         "lightgbm": {"params": LGB_PARAMS, "rounds": args.rounds},
         "fitted_on": fitted_on,
+        # The same questions' rows under other embedders, fitted on beside these.
+        "also_fitted_on": sorted(also),
         "datasets": {},
     }
     booster = rankers[0].model
@@ -452,12 +498,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         # A training set scored in folds (by vault, or by note): what the choices of fitting
         # (the trees, the features) are judged by, never personal-dev.
-        others = [a for other, rows in by_dataset.items() if other != name for a in rows]
+        others = [
+            a for other, rows in by_dataset.items() if other != name for a in rows + twins[other]
+        ]
         rows = {"kb fusion": _figures(score(asked, None))}
         rows["lightgbm, cross-validated"] = _figures(
-            cross_validated(asked, others, lambda a: fit_lightgbm(a, args.rounds))
+            cross_validated(asked, others, lambda a: fit_lightgbm(a, args.rounds), twins[name])
         )
-        rows["linear, cross-validated"] = _figures(cross_validated(asked, others, fit_linear))
+        rows["linear, cross-validated"] = _figures(
+            cross_validated(asked, others, fit_linear, twins[name])
+        )
         rows["best possible"] = _figures(best_possible(asked))
         report.setdefault("training", {})[name] = {**fitted_on[name], "figures": rows}
     for folder in args.evaluate:
@@ -466,10 +516,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         for ranker in rankers:
             rows[ranker.name] = _figures(score(asked, ranker))
         if dataset.name in args.cross_validate:
+            # Fitted on the other training datasets and this one's other folds, never on
+            # the fold scored (nor its twins under another embedder).
+            others = [
+                a
+                for other, fitted in by_dataset.items()
+                if other != dataset.name
+                for a in fitted + twins[other]
+            ]
+            own = twins.get(dataset.name, [])
             rows["lightgbm, cross-validated"] = _figures(
-                cross_validated(asked, train, lambda a: fit_lightgbm(a, args.rounds))
+                cross_validated(asked, others, lambda a: fit_lightgbm(a, args.rounds), own)
             )
-            rows["linear, cross-validated"] = _figures(cross_validated(asked, train, fit_linear))
+            rows["linear, cross-validated"] = _figures(
+                cross_validated(asked, others, fit_linear, own)
+            )
         rows["best possible"] = _figures(best_possible(asked))
         kinds = {"kb fusion": score(asked, None)} | {r.name: score(asked, r) for r in rankers}
         timing = {"kb's trees": inference_ms(asked, booster)}

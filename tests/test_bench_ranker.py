@@ -3,6 +3,7 @@ scoring against kb's order, cross-validation and the saved models."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import importlib
 import json
@@ -172,6 +173,30 @@ def test_a_ranker_learns_what_kb_order_misses(tmp_path: Path) -> None:
     assert shipped.record == report
     rows = held_out[0].features
     assert np.allclose(shipped.scores(rows.tolist()), fitted[0].score(rows))
+
+
+def test_a_fold_is_never_fitted_on_its_twins_under_another_embedder() -> None:
+    """Rows of the same questions under another embedder are fitted on with their fold's
+    others, never while that fold is scored."""
+    asked = _synthetic(40, seed=3)
+    twins = [
+        dataclasses.replace(t, query=dataclasses.replace(t.query, qid=f"twin {t.query.qid}"))
+        for t in _synthetic(40, seed=4)
+    ]
+    fitted_on: list[set[str]] = []
+
+    def fit(rows: list) -> object:
+        fitted_on.append({a.query.qid for a in rows})
+        return ranker.fit_linear(rows)
+
+    ranker.cross_validated(asked, [], fit, twins)
+    groups = {a.query.qid: a.group for a in [*asked, *twins]}
+    assert len(fitted_on) == 5
+    for qids in fitted_on:
+        held = {groups[q] for q in set(groups) - qids}
+        assert held and held.isdisjoint(groups[q] for q in qids)
+    # Each question and its twin is fitted on in the four folds that do not score it.
+    assert sum(len(q) for q in fitted_on) == 4 * 80
 
 
 @pytest.mark.parametrize(
