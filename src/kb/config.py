@@ -26,8 +26,6 @@ from kb.names import composed
 from kb.results import SEARCH_MODES, SearchMode
 
 DEFAULT_OLLAMA_HOST = "http://localhost:11434"
-Provider = Literal["ollama", "openai", "fake"]
-PROVIDERS: tuple[Provider, ...] = get_args(Provider)
 ConflictMode = Literal["ignore", "index"]
 CONFLICT_MODES: tuple[ConflictMode, ...] = get_args(ConflictMode)
 
@@ -161,7 +159,7 @@ class ContextConfig:
 
 @dataclass(frozen=True)
 class LLMConfig:
-    provider: Provider = "ollama"
+    provider: str = "ollama"  # a name kb.llm.providers knows
     chat_host: str = DEFAULT_OLLAMA_HOST
     embed_host: str = DEFAULT_OLLAMA_HOST
     api_key: str = ""
@@ -185,7 +183,7 @@ class AskConfig:
     is not `[llm]`'s: a larger model, or one on another server, for answers alone. What is
     left empty is `[llm]`'s."""
 
-    provider: Provider | None = None
+    provider: str | None = None
     host: str = ""
     chat_model: str = ""
     api_key: str = ""
@@ -467,16 +465,17 @@ def _vaults(r: _Reader, base_dir: Path) -> tuple[VaultConfig, ...]:
 
 
 def _llm(r: _Reader, env: dict[str, str]) -> LLMConfig:
+    # Imported here: kb.llm imports this module.
+    from kb.llm.providers import provider as spec_of
+
     provider = _env(env, "KB_PROVIDER", r.get("llm.provider", str, LLMConfig.provider))
-    if provider not in PROVIDERS:
-        raise ConfigError(f"config key 'llm.provider' must be one of {', '.join(PROVIDERS)}")
-    default_host = DEFAULT_OLLAMA_HOST if provider == "ollama" else ""
-    host = r.get("llm.host", str, "") or default_host  # an empty host means the default
-    if provider == "ollama" and env.get("OLLAMA_HOST"):
-        host = _ollama_url(env["OLLAMA_HOST"])
+    spec = spec_of(provider, key="config key 'llm.provider'")
+    host = r.get("llm.host", str, "") or spec.default_host  # an empty host means the default
+    if spec.host_variable and env.get(spec.host_variable):
+        host = spec.host_url(env[spec.host_variable])
     chat_host = _env(env, "KB_CHAT_HOST", r.get("llm.chat_host", str, "") or host)
     embed_host = _env(env, "KB_EMBED_HOST", r.get("llm.embed_host", str, "") or host)
-    if provider == "openai" and not (chat_host and embed_host):
+    if spec.needs_host and not (chat_host and embed_host):
         raise ConfigError("config key 'llm.host' (or llm.chat_host and llm.embed_host) is required")
     return LLMConfig(
         provider=provider,
@@ -508,9 +507,10 @@ def _llm(r: _Reader, env: dict[str, str]) -> LLMConfig:
 
 
 def _ask(r: _Reader, env: dict[str, str], llm: LLMConfig) -> AskConfig:
+    from kb.llm.providers import provider as spec_of
+
     provider = r.get("ask.provider", str, "")
-    if provider and provider not in PROVIDERS:
-        raise ConfigError(f"config key 'ask.provider' must be one of {', '.join(PROVIDERS)}")
+    spec = spec_of(provider, key="config key 'ask.provider'") if provider else None
     ask = AskConfig(
         provider=provider or None,
         host=_env(env, "KB_ASK_HOST", r.get("ask.host", str, "")).strip(),
@@ -518,9 +518,11 @@ def _ask(r: _Reader, env: dict[str, str], llm: LLMConfig) -> AskConfig:
         api_key=_env(env, "KB_ASK_API_KEY", r.get("ask.api_key", str, "")),
         context_window=r.number("ask.context_window", None, TOKENS, whole=True),
     )
-    if provider == "ollama" and ask.host:
-        ask = replace(ask, host=_ollama_url(ask.host))
-    if ask.provider not in (None, "fake", llm.provider) and not ask.host:
+    if spec is None:
+        return ask
+    if ask.host:
+        ask = replace(ask, host=spec.host_url(ask.host))
+    if provider != llm.provider and spec.has_server and not ask.host:
         # [llm]'s server speaks the other protocol, or there is none.
         raise ConfigError(
             f"config key 'ask.host' is required with ask.provider = \"{ask.provider}\" "
@@ -682,13 +684,6 @@ def _env_int(env: dict[str, str], name: str, file_value: int, within: Range) -> 
 def _env(env: dict[str, str], name: str, file_value: str) -> str:
     # The file's value is read (and so type-checked and known) even when the env wins.
     return env.get(name) or file_value
-
-
-def _ollama_url(value: str) -> str:
-    # OLLAMA_HOST may be "0.0.0.0:11434" or "host" without a scheme, as Ollama itself accepts.
-    if "://" not in value:
-        value = f"http://{value}"
-    return value
 
 
 def _path(value: str, base_dir: Path) -> Path:

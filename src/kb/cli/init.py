@@ -14,8 +14,10 @@ import typer
 
 from kb.cli.render import shown
 from kb.cli.shared import Options, fail, stderr, stdout
-from kb.config import Config, Provider, load_config
+from kb.config import Config, load_config
 from kb.errors import EXIT_ERROR, KbError
+from kb.llm.providers import BUILT_IN, choices
+from kb.llm.providers import provider as spec_of
 from kb.terminal import printable
 
 if TYPE_CHECKING:
@@ -38,7 +40,10 @@ def init_command(
     ignore: Annotated[
         list[str] | None, typer.Option("--ignore", help="A glob never indexed (repeatable).")
     ] = None,
-    provider: Annotated[str, typer.Option("--provider", help="ollama, openai or fake.")] = "ollama",
+    # The built-in names alone: an installed provider's are read only when one is asked for.
+    provider: Annotated[
+        str, typer.Option("--provider", help=f"{choices(list(BUILT_IN))}.")
+    ] = "ollama",
     name: Annotated[
         str | None, typer.Option("--name", help="The vault's name (default: its folder's).")
     ] = None,
@@ -100,7 +105,7 @@ class _Start:
     path: Path
     name: str
     owner: str
-    provider: Provider
+    provider: str
     existing: str | None  # the config file's text, when there is one
     survey: init.Survey
 
@@ -118,12 +123,10 @@ def _start(
 ) -> _Start:
     """The vault, its name and owner (asked unless given or --yes), and its survey; a
     KbError when the options cannot make a config. `globs`: --personal's and --ignore's."""
-    from kb.config import PROVIDERS, VaultConfig
+    from kb.config import VaultConfig
     from kb.services import init
 
-    server = next((p for p in PROVIDERS if p == provider), None)
-    if server is None:
-        raise KbError(f"--provider must be one of {', '.join(PROVIDERS)}")
+    spec_of(provider, key="--provider")
     existing = target.read_text(encoding="utf-8") if target.exists() else None
     configured = load_config(target).vaults if add and existing is not None else ()
     if add and existing is None:
@@ -142,7 +145,7 @@ def _start(
     if owner_name:
         out.print(f"owner        {shown(owner_name)}")
     survey = init.survey(VaultConfig(vault_name, path, ignore=tuple(ignore)))
-    return _Start(path, vault_name, owner_name, server, existing, survey)
+    return _Start(path, vault_name, owner_name, provider, existing, survey)
 
 
 def _write(target: Path, text: str, existing: str | None, *, replace: bool, force: bool) -> None:
@@ -215,8 +218,10 @@ def _check_models(config: Config) -> None:
     from kb.services import init
 
     llm = config.llm
-    if llm.provider == "fake":
-        stdout().print("models       the fake provider: no model server (for tests only)")
+    spec = spec_of(llm.provider)
+    if not spec.has_server:
+        note = f" ({spec.note})" if spec.note else ""
+        stdout().print(f"models       the {llm.provider} provider: no model server{note}")
         return
     # One check a server: the chat and embedding models may be served apart.
     wanted: dict[str, list[str]] = {}

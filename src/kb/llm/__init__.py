@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kb import tokens
 from kb.config import LLMConfig
 from kb.llm.base import ChatModel, Embedder, Prompt
 from kb.llm.profiles import EmbedderProfile, ProfiledEmbedder, profile_for, stored_name
+from kb.llm.providers import Endpoint, provider
 
 
 def make_chat(cfg: LLMConfig, *, section: str = "llm") -> ChatModel:
     """The chat model of `cfg`; `section` is the config table it was set in ("llm", or
     "ask" for answers), which its errors name as the place to fix it."""
-    return _make(cfg, "chat", cfg.chat_host, cfg.chat_model, section)
+    # A chat answer may take longer the more tokens it may write; an embedding may not.
+    at = Endpoint(
+        cfg.chat_host,
+        cfg.chat_model,
+        cfg.api_key,
+        cfg.timeout,
+        cfg.retries,
+        timeout_per_token=cfg.timeout_per_token,
+        section=section,
+    )
+    return provider(cfg.provider).chat(at)
 
 
 def make_embedder(cfg: LLMConfig) -> Embedder:
-    return ProfiledEmbedder(
-        _make(cfg, "embed", cfg.embed_host, cfg.embed_model), embed_profile(cfg)
-    )
+    at = Endpoint(cfg.embed_host, cfg.embed_model, cfg.api_key, cfg.timeout, cfg.retries)
+    return ProfiledEmbedder(provider(cfg.provider).embedder(at), embed_profile(cfg))
 
 
 def embed_profile(cfg: LLMConfig) -> EmbedderProfile:
@@ -48,38 +56,10 @@ def embed_window(cfg: LLMConfig) -> int:
 def served_models(cfg: LLMConfig, host: str, *, timeout: float = 5.0) -> list[str]:
     """The models a server at `host` has (LLMError when it cannot be reached): what
     `kb init` checks the configured chat and embedding models against."""
-    if cfg.provider == "ollama":
-        from kb.llm import ollama
-
-        return ollama.models(host, timeout=timeout)
-    if cfg.provider == "openai":
-        from kb.llm import openai
-
-        return openai.models(host, api_key=cfg.api_key, timeout=timeout)
-    return [cfg.chat_model, cfg.embed_model]  # the fake provider has every model
-
-
-def _make(cfg: LLMConfig, kind: str, host: str, model: str, section: str = "llm") -> Any:
-    # A chat answer may take longer the more tokens it may write; an embedding may not.
-    limits: dict[str, Any] = {"timeout": cfg.timeout, "retries": cfg.retries}
-    if kind == "chat":
-        limits |= {"timeout_per_token": cfg.timeout_per_token, "section": section}
-    # Imported on demand: a provider's client library is only loaded when it is used.
-    if cfg.provider == "ollama":
-        from kb.llm import ollama
-
-        if kind == "chat":
-            return ollama.OllamaChat(host, model, **limits)
-        return ollama.OllamaEmbedder(host, model, **limits)
-    if cfg.provider == "openai":
-        from kb.llm import openai
-
-        if kind == "chat":
-            return openai.OpenAIChat(host, model, api_key=cfg.api_key, **limits)
-        return openai.OpenAIEmbedder(host, model, api_key=cfg.api_key, **limits)
-    from kb.llm import fake
-
-    return fake.FakeChat(model) if kind == "chat" else fake.FakeEmbedder(model)
+    served = provider(cfg.provider).served_models
+    if served is None:  # no model server: it has every model
+        return [cfg.chat_model, cfg.embed_model]
+    return served(host, cfg.api_key, timeout)
 
 
 __all__ = [

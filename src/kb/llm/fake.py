@@ -18,6 +18,7 @@ from collections import Counter, deque
 from collections.abc import Iterator, Mapping, Sequence
 
 from kb.llm.base import Prompt, TokenUsage
+from kb.llm.providers import ProviderSpec
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(
@@ -190,3 +191,11 @@ class FakeEmbedder:
             vec[0] = 1.0
             return vec
         return [x / norm for x in vec]
+
+
+PROVIDER = ProviderSpec(
+    chat=lambda at: FakeChat(at.model),
+    embedder=lambda at: FakeEmbedder(at.model),
+    served_models=None,
+    note="for tests only",
+)

@@ -1,16 +1,18 @@
-"""Ollama through its official client: chat, and batched embeddings."""
+"""Ollama through its official client: chat, and batched embeddings.
+
+The client library is imported when a model is first made or asked for, not with this
+module: the config reads the provider's spec (its default host, OLLAMA_HOST) on every
+command, most of which never talk to a model.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-import httpx
-import ollama
-
-from kb.db import first_line
-from kb.errors import LLMError, LLMUnavailable, ModelMissing
+from kb.config import DEFAULT_OLLAMA_HOST
+from kb.errors import LLMError, LLMUnavailable, ModelMissing, first_line
 from kb.llm.base import (
     MALFORMED,
     Prompt,
@@ -20,6 +22,10 @@ from kb.llm.base import (
     time_limit,
     with_retries,
 )
+from kb.llm.providers import ProviderSpec
+
+if TYPE_CHECKING:
+    import ollama
 
 T = TypeVar("T")
 
@@ -50,6 +56,8 @@ class OllamaChat:
         self.usage = TokenUsage()
 
     def _client(self, max_tokens: int) -> ollama.Client:
+        import ollama
+
         limit = time_limit(self._timeout, self._per_token, max_tokens)
         with self._clients_lock:
             if limit not in self._clients:
@@ -102,6 +110,8 @@ class OllamaEmbedder:
     def __init__(
         self, host: str, model: str, *, timeout: float, retries: int, backoff: float = 0.5
     ) -> None:
+        import ollama
+
         self.name = model
         self.host = host
         self._client = ollama.Client(host=host, timeout=timeout)
@@ -127,6 +137,9 @@ def _call(
     backoff: float,
     host_hint: str = "set OLLAMA_HOST",
 ) -> T:
+    import httpx
+    import ollama
+
     def attempt() -> T:
         try:
             return call()
@@ -166,8 +179,45 @@ def _call(
 
 def models(host: str, *, timeout: float) -> list[str]:
     """The models an Ollama server has pulled, by name and tag ("nomic-embed-text:latest")."""
+    import ollama
+
     try:
         listed = ollama.Client(host=host, timeout=timeout).list()
     except Exception as exc:  # a refused connection, a timeout, an HTTP error: all unreachable
         raise LLMError(f"Ollama at {host} cannot be reached: {first_line(exc)}") from None
     return [m.model for m in listed.models if m.model]
+
+
+def url(value: str) -> str:
+    """A host as Ollama itself accepts it ("0.0.0.0:11434", "host": no scheme) made a URL."""
+    if "://" not in value:
+        value = f"http://{value}"
+    return value
+
+
+def _down(host: str, wanted: Sequence[str]) -> tuple[str, ...]:
+    return (
+        f"ollama serve    (nothing answered at {host})",
+        *(f"ollama pull {m}" for m in wanted),
+        'or an OpenAI-compatible server: in [llm], provider = "openai" and '
+        'host = "http://HOST:PORT/v1" (and api_key if it needs one)',
+    )
+
+
+PROVIDER = ProviderSpec(
+    chat=lambda at: OllamaChat(
+        at.host,
+        at.model,
+        timeout=at.timeout,
+        retries=at.retries,
+        timeout_per_token=at.timeout_per_token,
+        section=at.section,
+    ),
+    embedder=lambda at: OllamaEmbedder(at.host, at.model, timeout=at.timeout, retries=at.retries),
+    served_models=lambda host, api_key, timeout: models(host, timeout=timeout),
+    default_host=DEFAULT_OLLAMA_HOST,
+    host_variable="OLLAMA_HOST",
+    host_url=url,
+    down_fixes=_down,
+    missing_fix=lambda model: f"ollama pull {model}",
+)

@@ -1,17 +1,19 @@
-"""Any OpenAI-compatible server: llama.cpp server, LM Studio, vLLM."""
+"""Any OpenAI-compatible server: llama.cpp server, LM Studio, vLLM.
+
+The client library is imported when a model is first made or asked for, not with this
+module: the config reads the provider's spec on every command, most of which never talk to
+a model.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-import openai
-
 if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
 
-from kb.db import first_line
-from kb.errors import LLMError, LLMUnavailable, ModelMissing
+from kb.errors import LLMError, LLMUnavailable, ModelMissing, first_line
 from kb.llm.base import (
     MALFORMED,
     Prompt,
@@ -21,6 +23,7 @@ from kb.llm.base import (
     time_limit,
     with_retries,
 )
+from kb.llm.providers import ProviderSpec
 
 T = TypeVar("T")
 
@@ -48,6 +51,8 @@ class _OpenAIBase:
         # Where the model and its server are configured, for the errors that say what to fix.
         self._host_key = f"{section}.host"
         self._model_key = f"{section}.{self.MODEL_KEY}"
+        import openai
+
         self.host = _base_url(host)
         # Retries are ours (with_retries), so the client's own are off.
         self._client = openai.OpenAI(
@@ -58,6 +63,8 @@ class _OpenAIBase:
         self._backoff = backoff
 
     def _call(self, call: Callable[[], T], retries: int | None = None) -> T:
+        import openai
+
         retries = self._retries if retries is None else retries
 
         def attempt() -> T:
@@ -178,6 +185,8 @@ def _messages(prompt: Prompt) -> list[ChatCompletionMessageParam]:
 
 def models(host: str, *, api_key: str, timeout: float) -> list[str]:
     """The models an OpenAI-compatible server lists."""
+    import openai
+
     client = openai.OpenAI(
         base_url=_base_url(host), api_key=api_key or "unused", timeout=timeout, max_retries=0
     )
@@ -187,3 +196,21 @@ def models(host: str, *, api_key: str, timeout: float) -> list[str]:
         raise LLMError(
             f"the server at {_base_url(host)} cannot be reached: {first_line(exc)}"
         ) from None
+
+
+PROVIDER = ProviderSpec(
+    chat=lambda at: OpenAIChat(
+        at.host,
+        at.model,
+        api_key=at.api_key,
+        timeout=at.timeout,
+        retries=at.retries,
+        timeout_per_token=at.timeout_per_token,
+        section=at.section,
+    ),
+    embedder=lambda at: OpenAIEmbedder(
+        at.host, at.model, api_key=at.api_key, timeout=at.timeout, retries=at.retries
+    ),
+    served_models=lambda host, api_key, timeout: models(host, api_key=api_key, timeout=timeout),
+    example_host="http://localhost:8000/v1",
+)

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kb import obsidian
-from kb.config import Provider, VaultConfig, escaped, glob_problem
+from kb.config import VaultConfig, escaped, glob_problem
 from kb.errors import ConfigError, KbError, LLMError
+from kb.llm.providers import provider as spec_of
 from kb.names import composed
 from kb.notes import read_note, scan_vault
 from kb.voices import FIRST_PERSON
@@ -126,32 +127,15 @@ class ModelCheck:
 
 
 def model_check(
-    provider: Provider, host: str, wanted: Sequence[str], served: Sequence[str] | LLMError
+    provider: str, host: str, wanted: Sequence[str], served: Sequence[str] | LLMError
 ) -> ModelCheck:
-    """The models `wanted` against what the server `served` (or why it could not be asked)."""
-    fixes: tuple[str, ...]
+    """The models `wanted` against what the server `served` (or why it could not be asked),
+    with the fixes the provider's spec words."""
+    spec = spec_of(provider)
     if isinstance(served, LLMError):
-        if provider == "ollama":
-            fixes = (
-                f"ollama serve    (nothing answered at {host})",
-                *(f"ollama pull {m}" for m in wanted),
-                'or an OpenAI-compatible server: in [llm], provider = "openai" and '
-                'host = "http://HOST:PORT/v1" (and api_key if it needs one)',
-            )
-        else:
-            fixes = (
-                f"start the server at {host}, or set [llm] host (and api_key) to one that runs",
-            )
-        return ModelCheck(False, tuple(wanted), fixes)
+        return ModelCheck(False, tuple(wanted), spec.down_fixes(host, wanted))
     missing = tuple(m for m in wanted if not _served(m, served))
-    if provider == "ollama":
-        fixes = tuple(f"ollama pull {m}" for m in missing)
-    else:
-        fixes = tuple(
-            f"the server does not list {m}: load it there, or name one it has in [llm]"
-            for m in missing
-        )
-    return ModelCheck(True, missing, fixes)
+    return ModelCheck(True, missing, tuple(spec.missing_fix(m) for m in missing))
 
 
 def _served(model: str, served: Iterable[str]) -> bool:
@@ -170,7 +154,7 @@ class Choices:
     personal: tuple[Proposal, ...]
     ignore: tuple[str, ...]
     followed: tuple[str, ...]  # the Obsidian settings followed, one a line (comments)
-    provider: Provider
+    provider: str
 
 
 def config_text(choices: Choices, today: dt.date) -> str:
@@ -185,8 +169,8 @@ def config_text(choices: Choices, today: dt.date) -> str:
         "[llm]",
         f"provider = {_toml(choices.provider)}",
     ]
-    if choices.provider == "openai":
-        lines.append('host = "http://localhost:8000/v1"  # the server\'s address')
+    if example := spec_of(choices.provider).example_host:
+        lines.append(f"host = {_toml(example)}  # the server's address")
     return "\n".join(lines) + "\n" + vault_text(choices)
 
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from kb import obsidian
-from kb.config import Config, Provider
+from kb.config import Config
 from kb.llm import embed_profile
 from kb.llm.profiles import EmbedderProfile
 from kb.plan import StoredVault, vault_filter
@@ -25,7 +25,7 @@ class Configured:
     chat_model: str
     embed_model: str
     embed_profile: EmbedderProfile
-    provider: Provider
+    provider: str
 
 
 @dataclass(frozen=True)
