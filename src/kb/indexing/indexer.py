@@ -229,19 +229,7 @@ class Indexer:
         # again when it embeds them).
         self._known_vectors = self.store.vectors.space() is not None
         vault, _ = obsidian.followed(vault)
-        docs = self.store.documents
-        retry = self.store.caches.paths_with_fallbacks(vault.name, self.chat.name)
-        if not self.enrich:
-            # Notes still queued from when enrichment was on get their LLM context now.
-            retry |= self.store.queue.paths(vault.name)
-        rules = plan.Rules(
-            force=force,
-            trust_stat=scope is None,
-            build=self.context.build_id(False),
-            personal_build=self.context.build_id(True),
-            retry=frozenset(retry),
-            dates=vault.dates,
-        )
+        rules = self._rules(vault, force=force, trust_stat=scope is None)
         misnamed: list[str] = []
         unlisted: list[Unlisted] = []
 
@@ -259,51 +247,18 @@ class Indexer:
             emit(self._unlistable(vault, folder))
 
         to_read, new = plan.to_read(stored, list(on_disk.values()), rules)
-        # Only hashes are kept here: a file's bytes are read again by the worker that
-        # indexes it, so a first sync of a large vault does not hold it all in memory.
-        read: list[plan.Read] = []
-        for f in to_read:
-            self.checkpoint()
-            try:
-                read.append(plan.Read(f, content_hash(read_note(vault, f.path))))
-            except FileNotFoundError:
-                del on_disk[f.path]  # gone since the scan: treated as deleted
-            except NoteError as exc:
-                emit(self._failed(vault, f.path, exc))
+        read = self._hashed(vault, to_read, on_disk, emit)
         elsewhere = {}
         if scope is not None and not force:
             elsewhere = self._vanished_elsewhere(vault, plan.new_hashes(stored, read), stored)
         todo = plan.decide(stored, read, on_disk.keys(), rules, elsewhere, new, unlisted)
 
         self.checkpoint()
-        docs.touch(vault.name, todo.touch)
-        for f in todo.touch:
-            emit(FileEvent(vault.name, f.path, "unchanged"))
-        for move in todo.moves:
-            self.checkpoint()
-            f = move.target
-            docs.move(vault.name, move.source, f.path, f.size, f.mtime_ns)
-            log.debug("%s/%s: moved from %s", vault.name, f.path, move.source)
-            emit(FileEvent(vault.name, f.path, "moved", moved_from=move.source))
-
-        # A few groups ahead of the one reported: a large vault's events are let go of as
-        # they are reported, not held to the end.
-        ahead: deque[Future[list[FileEvent]]] = deque()
-        try:
-            for group in plan.groups(todo.index, self._write_group, self._file_threads):
-                ahead.append(self._file_pool.submit(self._index_group, vault, group, force))
-                if len(ahead) > 2 * self._file_threads:
-                    for event in ahead.popleft().result():
-                        emit(event)
-            while ahead:
-                for event in ahead.popleft().result():
-                    emit(event)
-        except BaseException:
-            for future in ahead:
-                future.cancel()
-            raise
+        self._touch_and_move(vault, todo, emit)
+        self._index_all(vault, todo.index, emit, force=force)
 
         self.checkpoint()
+        docs = self.store.documents
         # Paths named by the scope but not on disk may have a failure recorded, and no row.
         deleted = set(todo.delete) | (
             {
@@ -325,6 +280,84 @@ class Indexer:
             )
         for path in todo.delete:
             emit(FileEvent(vault.name, path, "deleted"))
+
+    def _rules(self, vault: VaultConfig, *, force: bool, trust_stat: bool) -> plan.Rules:
+        """What decides which of the vault's notes are indexed again (kb.indexing.plan)."""
+        retry = self.store.caches.paths_with_fallbacks(vault.name, self.chat.name)
+        if not self.enrich:
+            # Notes still queued from when enrichment was on get their LLM context now.
+            retry |= self.store.queue.paths(vault.name)
+        return plan.Rules(
+            force=force,
+            trust_stat=trust_stat,
+            build=self.context.build_id(False),
+            personal_build=self.context.build_id(True),
+            retry=frozenset(retry),
+            dates=vault.dates,
+        )
+
+    def _hashed(
+        self,
+        vault: VaultConfig,
+        to_read: Sequence[OnDisk],
+        on_disk: dict[str, OnDisk],
+        emit: Callable[[FileEvent], None],
+    ) -> list[plan.Read]:
+        """The content hashes of the notes to read; a note gone since the scan leaves
+        `on_disk` (it is deleted), one that cannot be read is reported as failed."""
+        # Only hashes are kept here: a file's bytes are read again by the worker that
+        # indexes it, so a first sync of a large vault does not hold it all in memory.
+        read: list[plan.Read] = []
+        for f in to_read:
+            self.checkpoint()
+            try:
+                read.append(plan.Read(f, content_hash(read_note(vault, f.path))))
+            except FileNotFoundError:
+                del on_disk[f.path]
+            except NoteError as exc:
+                emit(self._failed(vault, f.path, exc))
+        return read
+
+    def _touch_and_move(
+        self, vault: VaultConfig, todo: plan.Plan, emit: Callable[[FileEvent], None]
+    ) -> None:
+        """The notes found unchanged, and those moved, recorded as such."""
+        docs = self.store.documents
+        docs.touch(vault.name, todo.touch)
+        for f in todo.touch:
+            emit(FileEvent(vault.name, f.path, "unchanged"))
+        for move in todo.moves:
+            self.checkpoint()
+            f = move.target
+            docs.move(vault.name, move.source, f.path, f.size, f.mtime_ns)
+            log.debug("%s/%s: moved from %s", vault.name, f.path, move.source)
+            emit(FileEvent(vault.name, f.path, "moved", moved_from=move.source))
+
+    def _index_all(
+        self,
+        vault: VaultConfig,
+        files: Sequence[OnDisk],
+        emit: Callable[[FileEvent], None],
+        *,
+        force: bool,
+    ) -> None:
+        """The notes to index, in groups written by the file threads."""
+        # A few groups ahead of the one reported: a large vault's events are let go of as
+        # they are reported, not held to the end.
+        ahead: deque[Future[list[FileEvent]]] = deque()
+        try:
+            for group in plan.groups(files, self._write_group, self._file_threads):
+                ahead.append(self._file_pool.submit(self._index_group, vault, group, force))
+                if len(ahead) > 2 * self._file_threads:
+                    for event in ahead.popleft().result():
+                        emit(event)
+            while ahead:
+                for event in ahead.popleft().result():
+                    emit(event)
+        except BaseException:
+            for future in ahead:
+                future.cancel()
+            raise
 
     def _survey(
         self,

@@ -12,7 +12,7 @@ import datetime as dt
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -305,17 +305,7 @@ def ask(
             found.mode_used,
             found.warnings,
         )
-    notes = [(h.vault, h.path) for h in hits]
-    facts = store.search.note_info(notes)
-    budget = prompts.answer_budget(
-        question,
-        owner=owner,
-        max_tokens=ANSWER_MAX_TOKENS,
-        context_window=context_window,
-    )
-    sources = number_sources(
-        hits, facts, budget, owner=owner, authors=store.documents.authorship(notes)
-    )
+    sources = _sources(store, hits, question, owner, context_window)
     prompt = prompts.answer_prompt(
         question,
         [(s.header(), s.text) for s in sources],
@@ -324,29 +314,10 @@ def ask(
         context_window=context_window,
     )
     citations = CitationFilter(s.number for s in sources)
-    shown: list[str] = []
-    first: float | None = None
     if stop is not None and stop.is_set():
         raise Stopped  # gone while the passages were found: the model is not asked
-    pieces = chat.stream(prompt)
-    try:
-        for piece in pieces:
-            if stop is not None and stop.is_set():
-                raise Stopped
-            if first is None:
-                first = time.perf_counter() - retrieved
-            if text := citations.feed(piece):
-                shown.append(text)
-                if on_text:
-                    on_text(text)
-    finally:
-        close_stream(pieces)
-    if tail := citations.close():
-        shown.append(tail)
-        if on_text:
-            on_text(tail)
+    text, first = _streamed(chat.stream(prompt), citations, stop, on_text)
     done = time.perf_counter()
-    text = "".join(shown).strip()
     if not text:
         # Seen when a server drops the request for another one (llama.cpp's server does).
         raise LLMError(f"the chat model '{chat.name}' returned an empty answer: ask again")
@@ -357,7 +328,12 @@ def ask(
         cited=citations.cited,
         model=chat.name,
         not_in_notes=says_not_in_notes(text),
-        timings=Timings(retrieved - started, first, done - retrieved, done - started),
+        timings=Timings(
+            retrieved - started,
+            None if first is None else first - retrieved,
+            done - retrieved,
+            done - started,
+        ),
         mode_used=found.mode_used,
         warnings=found.warnings,
     )
@@ -365,6 +341,54 @@ def ask(
     if checked.withdrawn is not None and on_text:
         on_text(f"\n\n{checked.text}")
     return checked
+
+
+def _sources(
+    store: Store, hits: Sequence[SearchHit], question: str, owner: str | None, window: int
+) -> list[Source]:
+    """The hits as the numbered passages the model reads, as many as the prompt's budget of
+    a `window` of tokens holds, each with its note's facts and writer."""
+    notes = [(h.vault, h.path) for h in hits]
+    budget = prompts.answer_budget(
+        question, owner=owner, max_tokens=ANSWER_MAX_TOKENS, context_window=window
+    )
+    return number_sources(
+        hits,
+        store.search.note_info(notes),
+        budget,
+        owner=owner,
+        authors=store.documents.authorship(notes),
+    )
+
+
+def _streamed(
+    pieces: Iterator[str],
+    citations: CitationFilter,
+    stop: threading.Event | None,
+    on_text: Callable[[str], None] | None,
+) -> tuple[str, float | None]:
+    """The model's answer as it streams, citations that name no passage removed and each
+    piece handed to `on_text`; and when its first piece came (perf_counter), None for none.
+    Once `stop` is set, the stream is closed at its next piece and Stopped raised."""
+    shown: list[str] = []
+    first: float | None = None
+    try:
+        for piece in pieces:
+            if stop is not None and stop.is_set():
+                raise Stopped
+            if first is None:
+                first = time.perf_counter()
+            if text := citations.feed(piece):
+                shown.append(text)
+                if on_text:
+                    on_text(text)
+    finally:
+        close_stream(pieces)
+    if tail := citations.close():
+        shown.append(tail)
+        if on_text:
+            on_text(tail)
+    return "".join(shown).strip(), first
 
 
 def held_to_passages(answer: Answer, *, owner: str | None) -> Answer:

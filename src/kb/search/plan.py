@@ -63,6 +63,12 @@ class SearchPlan:
     # Each hit says what moved it (SearchHit.lifted_by); else the ranker's scores alone.
     explain: bool = False
 
+    @property
+    def uses_vectors(self) -> bool:
+        """Whether the search reads the query's vector: every mode but text, and text mode
+        with a threshold (a cosine similarity)."""
+        return self.mode != "text" or self.threshold is not None
+
     def __post_init__(self) -> None:
         text = self.text
         if not text.strip():

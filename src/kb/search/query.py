@@ -121,54 +121,17 @@ def search(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
     Notes stored but not embedded yet (the embedding queue's) are in the text list only; a
     search that uses the vector list says in a warning how many there are.
     """
-    space = store.vectors.space()
-    vectors_used = plan.mode != "text" or plan.threshold is not None
-    waiting = (
-        store.queue.unembedded_notes(plan.filters.vaults) if vectors_used or space is None else 0
-    )
-    if space is None and (not waiting or plan.mode == "vector" or plan.threshold is not None):
-        if waiting:
-            raise KbError(
-                f"no note has its vectors yet ({waiting} waiting): search with --mode text,"
-                " or run `kb index --wait`, `kb worker` or `kb daemon`"
-            )
-        raise KbError("the index is empty: run `kb index` first")
-    # No vector yet (a new index, its first notes still being embedded): the text list alone
-    # (the statement is made for a size, which the unread vector list makes no use of).
-    model, dimensions = space or (embedder.name, 1)
-    if model != embedder.name:
-        raise KbError(
-            f"the index holds vectors of '{model}' but the config says '{embedder.name}': "
-            "run `kb index` to re-embed"
-        )
-    # Without voiced passages the owner's name is a word to match, not a meaning to embed:
-    # BM25 uses it to prefer the owner's own notes, while an embedder pulls the question
-    # toward every note that names the owner (first-person questions on personal-dev: vector
-    # recall@5 0.41 with the name, 0.63 without, with e5; 0.24 and 0.38 with MiniLM).
-    vector: list[float] | None = None
-    used: SearchMode = plan.mode
+    space, waiting = _index_state(store, embedder, plan)
     warnings: list[str] = []
-    if waiting and vectors_used:
+    if waiting and plan.uses_vectors:
         warnings.append(
             f"{waiting} notes are not in the vector list yet (their vectors are being"
             " embedded): found by their words only"
         )
-    if space is None:
-        used = "text"
-    elif plan.mode != "text" or plan.threshold is not None:
-        try:
-            vector = embedder.embed_query(
-                voiced(plan.text, plan.owner) if plan.owner and plan.voiced_index else plan.text
-            )
-        except LLMError as exc:
-            if plan.threshold is not None:
-                raise type(exc)(f"a similarity threshold needs the embedder: {exc}") from None
-            if plan.mode == "vector":
-                raise
-            # A model server that is off (a laptop after a restart) must not stop a search
-            # that full-text search alone can answer.
-            used = "text"
-            warnings.append(f"full-text search only (the query could not be embedded): {exc}")
+    # No vector yet (a new index, its first notes still being embedded): the text list alone
+    # (the statement is made for a size, which the unread vector list makes no use of).
+    vector, used = (None, "text") if space is None else _embedded(embedder, plan, warnings)
+    model, dimensions = space or (embedder.name, 1)
     fetch = max(plan.top_k, plan.reranker.candidates) if plan.reranker else plan.top_k
     found = store.search.candidates(
         vector,
@@ -193,3 +156,54 @@ def search(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
             # The search itself worked: its answer is still worth having.
             warnings.append(f"re-ranking skipped, results in search order: {exc}")
     return SearchResult(hits[: plan.top_k], used, tuple(warnings))
+
+
+def _index_state(
+    store: Store, embedder: Embedder, plan: SearchPlan
+) -> tuple[tuple[str, int] | None, int]:
+    """The index's embedding space (None before its first vector) and how many notes wait
+    for their vectors; a KbError when the plan cannot be searched on it."""
+    space = store.vectors.space()
+    waiting = (
+        store.queue.unembedded_notes(plan.filters.vaults)
+        if plan.uses_vectors or space is None
+        else 0
+    )
+    if space is None and (not waiting or plan.mode == "vector" or plan.threshold is not None):
+        if waiting:
+            raise KbError(
+                f"no note has its vectors yet ({waiting} waiting): search with --mode text,"
+                " or run `kb index --wait`, `kb worker` or `kb daemon`"
+            )
+        raise KbError("the index is empty: run `kb index` first")
+    if space is not None and space[0] != embedder.name:
+        raise KbError(
+            f"the index holds vectors of '{space[0]}' but the config says '{embedder.name}': "
+            "run `kb index` to re-embed"
+        )
+    return space, waiting
+
+
+def _embedded(
+    embedder: Embedder, plan: SearchPlan, warnings: list[str]
+) -> tuple[list[float] | None, SearchMode]:
+    """The query's vector, where the plan reads one, and the lists the search can use: a
+    hybrid search whose embedder fails falls back to the text list, with a warning."""
+    if not plan.uses_vectors:
+        return None, plan.mode
+    # Without voiced passages the owner's name is a word to match, not a meaning to embed:
+    # BM25 uses it to prefer the owner's own notes, while an embedder pulls the question
+    # toward every note that names the owner (first-person questions on personal-dev: vector
+    # recall@5 0.41 with the name, 0.63 without, with e5; 0.24 and 0.38 with MiniLM).
+    owner = plan.owner if plan.voiced_index else None
+    try:
+        return embedder.embed_query(voiced(plan.text, owner) if owner else plan.text), plan.mode
+    except LLMError as exc:
+        if plan.threshold is not None:
+            raise type(exc)(f"a similarity threshold needs the embedder: {exc}") from None
+        if plan.mode == "vector":
+            raise
+        # A model server that is off (a laptop after a restart) must not stop a search
+        # that full-text search alone can answer.
+        warnings.append(f"full-text search only (the query could not be embedded): {exc}")
+        return None, "text"
