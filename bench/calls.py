@@ -42,9 +42,10 @@ from kb import db
 from kb.config import Config, parse_config
 from kb.container import Container, open_store
 from kb.indexing.enrich import Attempt
-from kb.indexing.indexer import FileEvent, Scope
+from kb.indexing.events import FileEvent
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder, Prompt
+from kb.notes import Scope
 from kb.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,7 +158,7 @@ def _sync(
         if files is None:
             indexer.sync()
         else:
-            indexer.ensure_embedding_space()
+            indexer.space.ensure()
             indexer.sync_scope(parts.config.vaults[0], Scope(files=files))
     parts.drain(on_attempt=enriched)
 

@@ -59,7 +59,7 @@ from kb.config import Config, SearchMode, load_config, parse_config
 from kb.container import Container, open_store
 from kb.context.needs import ContextBuild
 from kb.fusion import FUSION_METHODS, Fusion
-from kb.indexing.indexer import FileEvent
+from kb.indexing.events import FileEvent
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
 from kb.notes import Scope
@@ -406,7 +406,7 @@ def index(
     parts = Container(config, store, chat=chat, embedder=embedder)
     with parts.indexer(on_event=progress) as indexer:
         if subset:
-            indexer.ensure_embedding_space()
+            indexer.space.ensure()
             indexer.sync_scope(config.vaults[0], Scope(files=frozenset(subset)))
         else:
             indexer.sync()

@@ -50,7 +50,7 @@ import vaultgen
 from kb import db
 from kb.config import PASSAGE_MODES, Config, ContextConfig, PassageMode, SearchMode, parse_config
 from kb.container import Container, open_store
-from kb.indexing.indexer import FileEvent
+from kb.indexing.events import FileEvent
 from kb.llm import make_embedder
 from kb.search.plan import CANDIDATES
 from kb.search.query import rank

@@ -209,7 +209,7 @@ def one_run(config_path: Path, admin: str, n: int, server: ModelServer, logs: Pa
     config = load_config(config_path, env={})
     with Container.open(config, url=url) as parts:
         with parts.indexer() as indexer:
-            indexer.ensure_embedding_space()  # the vector index made before workers start
+            indexer.space.ensure()  # the vector index made before workers start
         with workers(config_path, url, n, logs):
             while sum(w.alive for w in parts.store.queue.workers()) < n:
                 time.sleep(0.2)

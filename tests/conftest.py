@@ -24,7 +24,7 @@ from psycopg.conninfo import make_conninfo
 from kb.config import Config, parse_config
 from kb.container import Container, open_store
 from kb.db import migrate
-from kb.indexing.indexer import SyncReport
+from kb.indexing.events import SyncReport
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.store import SearchHit, Store
 

@@ -26,7 +26,7 @@ from daemon_helpers import daemon_kb, no_calls, reconcile_now, running, settle, 
 from kb import notes
 from kb.container import open_store
 from kb.errors import LLMUnavailable
-from kb.indexing import indexer
+from kb.indexing import preparing
 from kb.indexing.verify import verify
 from kb.store import Store
 
@@ -363,14 +363,14 @@ def test_creates_with_the_watcher_stalled_overflow_and_reconcile(
 def test_exception_in_one_file_is_recorded_and_work_goes_on(
     store: Store, vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    parse_note = indexer.parse_note
+    parse_note = preparing.parse_note
 
     def fragile(text: str) -> Any:
         if "EXPLODE" in text:
             raise RuntimeError("parser bug")
         return parse_note(text)
 
-    monkeypatch.setattr(indexer, "parse_note", fragile)
+    monkeypatch.setattr(preparing, "parse_note", fragile)
     kb = daemon_kb(store, vault)
     with running(kb) as daemon:
         (vault / "Inbox/bomb.md").write_text("# Bomb\n\nEXPLODE\n")

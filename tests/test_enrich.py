@@ -18,7 +18,7 @@ from conftest import OWNER, Kb, file_summaries, rows, stored_chunks, summaries_c
 from kb.container import Container
 from kb.context import full_context, header_line
 from kb.indexing.enrich import Attempt
-from kb.indexing.indexer import SyncReport
+from kb.indexing.events import SyncReport
 from kb.indexing.verify import verify
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat

@@ -343,7 +343,7 @@ def test_reindex_forces_everything_or_only_embeddings(kb: Kb) -> None:
     assert forced.indexed == first.indexed and kb.chat.total_calls == calls
     kb.reset_counts()
     with kb.indexer() as indexer:
-        indexer.reembed_all()
+        indexer.space.reembed_all()
     assert kb.embedder.texts == 0  # left to the embedding queue
     assert kb.store.queue.status(speed="embed").items == first.indexed - 1  # one note is empty
     kb.drain()
@@ -460,7 +460,7 @@ def test_failed_save_leaves_the_old_version_whole(kb: Kb, vault: Path) -> None:
     with kb.indexer() as indexer, pytest.raises(psycopg.errors.DiskFull):
         config = kb.config.vaults[0]
         data = (vault / LONG_NOTE).read_bytes()
-        _, rows = indexer.prepare(config, LONG_NOTE, data, size=len(data), mtime_ns=0)
+        _, rows = indexer.preparer.prepare(config, LONG_NOTE, data, size=len(data), mtime_ns=0)
         kb.store.documents.save([rows])
     after = stored_chunks(kb.store, LONG_NOTE)
     assert [c["content"] for c in after] == [c["content"] for c in before]

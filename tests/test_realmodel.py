@@ -24,7 +24,7 @@ from psycopg.conninfo import make_conninfo
 from conftest import EXAMPLE_VAULT, OWNER, ROOT, SUMMARIES, make_config
 from kb.config import CHUNK_WRITES, ChunkWrite, Config
 from kb.container import Container
-from kb.indexing.indexer import SyncReport
+from kb.indexing.events import SyncReport
 from kb.llm import make_embedder
 from kb.outputs import first_person_words
 from kb.search.plan import SearchPlan

@@ -192,7 +192,7 @@ def test_another_embedding_model_never_re_embeds_another_configs_vaults(
     with pytest.raises(KbError, match=r"vaults a also use.*kb forget"):
         b.sync()
     with b.indexer() as indexer, pytest.raises(KbError, match=r"vaults a also use"):
-        indexer.reembed_all()
+        indexer.space.reembed_all()
     assert rows(store, "SELECT id, embedding::text FROM chunks ORDER BY id") == before
     # Renamed in the same change as its model: its own rows, re-embedded.
     c = _kb(store, "A", tmp_path / "a")

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
     from kb.daemon.daemon import Daemon
     from kb.indexing.enrich import Attempt, Enricher, EnrichReport
-    from kb.indexing.indexer import FileEvent, Indexer, SyncReport
+    from kb.indexing.events import FileEvent, SyncReport
+    from kb.indexing.indexer import Indexer
     from kb.indexing.vectorize import Vectorizer
     from kb.indexing.worker import Worker
     from kb.llm.base import CrossEncoder

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from kb.container import Container
     from kb.indexing.enrich import EnrichReport
-    from kb.indexing.indexer import SyncReport
+    from kb.indexing.events import SyncReport
     from kb.services.indexing import Queues
 
 
@@ -57,7 +57,7 @@ def _progress() -> Progress:
 
 
 def _run_sync(parts: Container, *, force: bool) -> SyncReport:
-    from kb.indexing.indexer import FileEvent, SyncReport
+    from kb.indexing.events import FileEvent, SyncReport
 
     with _progress() as progress:
         task = progress.add_task("indexing", total=None, stats="")
@@ -239,7 +239,7 @@ def reindex(
     with session(ctx) as parts:
         if embeddings_only:
             with parts.indexer() as indexer:
-                indexer.reembed_all()
+                indexer.space.reembed_all()
             stderr().print(
                 f"every vector dropped: re-embedding with {parts.config.llm.embed_model}"
             )

@@ -41,7 +41,8 @@ from kb.config import Config
 from kb.daemon.watcher import Debouncer, Due, OverflowAlarm, Watcher
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, LockLost
-from kb.indexing.indexer import FileEvent, Indexer, SyncReport
+from kb.indexing.events import FileEvent, SyncReport
+from kb.indexing.indexer import Indexer
 from kb.indexing.worker import Worker
 from kb.logfmt import event
 from kb.notes import Scope

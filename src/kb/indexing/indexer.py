@@ -26,21 +26,21 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 import psycopg
 
 from kb import db, obsidian, plan
-from kb.chunking import chunk_body
 from kb.config import Config, VaultConfig
 from kb.context import Contextualizer
-from kb.dates import note_date
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
 from kb.hashes import content_hash
-from kb.indexing.building import NoteBuilder, note_facts
+from kb.indexing.building import NoteBuilder
 from kb.indexing.embedding import Embedding
+from kb.indexing.events import FileEvent, SyncReport
+from kb.indexing.preparing import NotePreparer
+from kb.indexing.space import EmbeddingSpace
 from kb.llm.base import ChatModel, Embedder
 from kb.notes import (
     MISNAMED,
@@ -55,8 +55,7 @@ from kb.notes import (
     shown_path,
     stat_note,
 )
-from kb.parsing import decode, parse_note
-from kb.store import DocumentRecord, NoteRows, Pending, Store
+from kb.store import NoteRows, Store
 
 log = logging.getLogger("kb.indexer")
 
@@ -64,58 +63,6 @@ log = logging.getLogger("kb.indexer")
 # Documents.save). With a model on it, each note is written as soon as it is done: its
 # outputs are paid for, and a stop must not lose them.
 WRITE_GROUP = 16
-
-
-# "unlistable": a folder that could not be read; the notes stored under it are kept.
-Action = Literal["indexed", "unchanged", "moved", "deleted", "failed", "unlistable"]
-
-
-@dataclass(frozen=True)
-class FileEvent:
-    """What happened to one file during a sync; fed to progress displays."""
-
-    vault: str
-    path: str
-    action: Action
-    chunks: int = 0
-    llm_calls: int = 0
-    embedded: int = 0
-    fallbacks: int = 0  # model outputs rejected and replaced by structural context
-    queued: bool = False  # stored without all of its LLM context, which workers will add
-    error: str = ""
-    moved_from: str = ""
-
-
-@dataclass
-class SyncReport:
-    files: int = 0
-    indexed: int = 0
-    unchanged: int = 0
-    moved: int = 0
-    deleted: int = 0
-    failed: int = 0
-    chunks: int = 0
-    llm_calls: int = 0
-    embedded: int = 0
-    fallbacks: int = 0
-    queued: int = 0
-    unlistable: int = 0
-    failures: list[FileEvent] = field(default_factory=list)
-    unlisted: list[FileEvent] = field(default_factory=list)
-
-    def add(self, event: FileEvent) -> None:
-        if event.action not in ("deleted", "unlistable"):
-            self.files += 1
-        setattr(self, event.action, getattr(self, event.action) + 1)
-        self.chunks += event.chunks
-        self.llm_calls += event.llm_calls
-        self.embedded += event.embedded
-        self.fallbacks += event.fallbacks
-        self.queued += event.queued
-        if event.action == "failed":
-            self.failures.append(event)
-        elif event.action == "unlistable":
-            self.unlisted.append(event)
 
 
 @dataclass
@@ -144,7 +91,6 @@ class Indexer:
         self.config = config
         self.store = store
         self.chat = chat
-        self.embedder = embedder
         self.on_event = on_event or (lambda event: None)
         self.on_scan = on_scan or (lambda files: None)
         # Called before each file and each write; it raises Interrupted to stop the run there.
@@ -163,6 +109,16 @@ class Indexer:
         self.context = Contextualizer.for_config(chat, config, self._llm_pool)
         self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch, in_flight=workers)
         self.builder = NoteBuilder(self.context, self.embedding, store.caches)
+        self.preparer = NotePreparer(
+            self.builder,
+            self.context,
+            chat.name,
+            max_chars=config.chunking.max_chars,
+            enrich=self.enrich,
+        )
+        self.space = EmbeddingSpace(
+            store, self.embedding, embedder.name, [v.name for v in config.vaults]
+        )
         self._known_vectors = True  # each sync looks whether the index holds any
 
     def close(self) -> None:
@@ -185,7 +141,7 @@ class Indexer:
         database, and a vault dropped from the config waits for `kb forget`."""
         report = SyncReport()
         self._follow_renames()
-        self._follow_model()
+        self.space.follow()
         for vault in self.config.vaults if vaults is None else vaults:
             if not vault.path.is_dir():
                 raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
@@ -436,8 +392,14 @@ class Indexer:
             self.checkpoint()
             data = read_note(vault, f.path)
             with _connection_needed(self.config):
-                return self.prepare(
-                    vault, f.path, data, size=len(data), mtime_ns=f.mtime_ns, force=force
+                return self.preparer.prepare(
+                    vault,
+                    f.path,
+                    data,
+                    size=len(data),
+                    mtime_ns=f.mtime_ns,
+                    force=force,
+                    known_vectors=self._known_vectors,
                 )
         except FileNotFoundError:
             # Deleted since it was listed (an editor's save dance, or a real delete).
@@ -467,136 +429,6 @@ class Indexer:
         log.debug("%s/%s: %s", vault.name, path, message)
         self.store.documents.record_failure(vault.name, path, message)
         return FileEvent(vault.name, path, "failed", error=message)
-
-    # -- one file ----------------------------------------------------------------------------------
-
-    def prepare(
-        self,
-        vault: VaultConfig,
-        path: str,
-        data: bytes,
-        *,
-        size: int,
-        mtime_ns: int,
-        force: bool = False,
-    ) -> tuple[FileEvent, NoteRows]:
-        """Parse, chunk, contextualize and embed one note, paying only for what is new: its
-        rows to write, and what writing them does.
-
-        With enrichment on, a note whose LLM outputs are not all cached gets the context
-        known without a model, and is queued for the rest.
-        """
-        note = parse_note(decode(data))
-        for warning in note.warnings:
-            log.warning("%s/%s: %s", vault.name, path, warning)
-        chunks = chunk_body(
-            note.body, max_chars=self.config.chunking.max_chars, first_line=note.body_start_line
-        )
-        personal = vault.is_personal(path)
-        date = note_date(note.metadata, path, mtime_ns, vault.dates)
-        built = self.builder.build(
-            chunks,
-            personal,
-            note_facts(path, note.metadata, chunks, date.own),
-            vault=vault.name,
-            fresh=force,
-            ask=not self.enrich,
-            embed=False,
-            known_vectors=self._known_vectors,
-        )
-        ctx, records = built.context, built.records
-        pending = None if built.complete else Pending(priority=mtime_ns, fresh=force)
-        vectors = Pending(priority=mtime_ns, fresh=force) if built.waiting else None
-        for problem in ctx.problems:
-            log.info("%s/%s: %s; stored structural context instead", vault.name, path, problem)
-        metadata = dict(note.metadata)
-        if note.warnings:
-            metadata["warnings"] = list(note.warnings)
-        doc = DocumentRecord(
-            vault=vault.name,
-            path=path,
-            content_hash=content_hash(data),
-            size=size,
-            mtime_ns=mtime_ns,
-            metadata=metadata,
-            personal=personal,
-            summary=ctx.summary,
-            summary_key=ctx.summary_key,
-            context_build=self.context.build_id(personal) + vault.dates.build_part(path),
-            summary_fallback=self.chat.name if ctx.summary_fallback else None,
-            voice=ctx.voice_row(self.chat.name),
-            note_date=date.day,
-            date_source=date.source,
-            date_unread=date.unread,
-        )
-        event = FileEvent(
-            vault.name,
-            path,
-            "indexed",
-            chunks=len(records),
-            llm_calls=ctx.llm_calls,
-            embedded=built.embedded,
-            fallbacks=len(ctx.problems),
-            queued=pending is not None,
-        )
-        return event, NoteRows(doc, records, pending, vectors)
-
-    # -- the embedding model -----------------------------------------------------------------------
-
-    def _follow_model(self) -> None:
-        """A new embedding model is switched to at the start of a sync (its old vectors
-        dropped, their notes queued for new ones); an index with no vector yet gets its space
-        from the first vectors the embedding queue writes, so no text waits on the embedder
-        here."""
-        space = self.store.vectors.space()
-        if space is None:
-            return
-        if space[0] != self.embedder.name:
-            self.ensure_embedding_space()
-        elif not self.store.vectors.has_index() and not self.store.queue.backlog()[0]:
-            self.store.vectors.build_index(*space)  # a bulk load was cut short
-
-    def ensure_embedding_space(self) -> None:
-        """Make the configured embedding model the index's, asking it for its size: the
-        notes whose vectors it drops wait for new ones in the embedding queue, and stored
-        contexts are embedded as they are (a model change never costs a summary)."""
-        space = self.store.vectors.space()
-        if space is not None and space[0] == self.embedder.name:
-            return
-        if space is not None:
-            self._refuse_switch_under(space[0])
-        dimensions = len(self.embedding.embed(["dimension probe"], probe=True)[0])
-        if space is not None:
-            log.info(
-                "embedding model changed from %s to %s (%d dimensions): its notes are queued"
-                " for new vectors",
-                space[0],
-                self.embedder.name,
-                dimensions,
-            )
-        self.store.vectors.switch(self.embedder.name, dimensions)
-
-    def _refuse_switch_under(self, model: str) -> None:
-        """A switch re-embeds every vault of the index: never those of another configuration
-        (or ones no config names any more) without a word."""
-        mine = {v.name for v in self.config.vaults}
-        stored = self.store.vaults.stored()
-        others = sorted(v.name for v in stored if v.notes and v.name not in mine)
-        if others:
-            raise KbError(
-                f"the index is embedded with {model}, which vaults {', '.join(others)} also use;"
-                f" this config embeds with {self.embedder.name}: give it a data_dir or database"
-                " of its own, the same embed_model, or `kb forget` those vaults"
-            )
-
-    def reembed_all(self) -> None:
-        """Drop every vector of the index: each note waits for new ones in the embedding
-        queue (the stored contexts are embedded as they are)."""
-        space = self.store.vectors.space()
-        if space is not None and space[0] != self.embedder.name:
-            self._refuse_switch_under(space[0])
-        self.store.vectors.clear()
-        self.ensure_embedding_space()
 
 
 @contextmanager

@@ -1,0 +1,110 @@
+"""One note's bytes made into the rows a sync writes: parsed, chunked, its context built
+(from the caches, or by the chat model when enrichment is off) and the vectors known for its
+texts looked up, paying only for what is new."""
+
+from __future__ import annotations
+
+import logging
+
+from kb.chunking import chunk_body
+from kb.config import VaultConfig
+from kb.context import Contextualizer
+from kb.dates import note_date
+from kb.hashes import content_hash
+from kb.indexing.building import NoteBuilder, note_facts
+from kb.indexing.events import FileEvent
+from kb.parsing import decode, parse_note
+from kb.store import DocumentRecord, NoteRows, Pending
+
+log = logging.getLogger("kb.indexer")
+
+
+class NotePreparer:
+    """Prepares notes with one builder (its context maker, embedding and caches); with
+    `enrich`, the chat model is never asked here: the enrichment queue's workers are."""
+
+    def __init__(
+        self,
+        builder: NoteBuilder,
+        context: Contextualizer,
+        chat_name: str,
+        *,
+        max_chars: int,
+        enrich: bool,
+    ) -> None:
+        self.builder = builder
+        self.context = context
+        self.chat_name = chat_name
+        self.max_chars = max_chars
+        self.enrich = enrich
+
+    def prepare(
+        self,
+        vault: VaultConfig,
+        path: str,
+        data: bytes,
+        *,
+        size: int,
+        mtime_ns: int,
+        force: bool = False,
+        known_vectors: bool = True,
+    ) -> tuple[FileEvent, NoteRows]:
+        """Parse, chunk, contextualize and embed one note, paying only for what is new: its
+        rows to write, and what writing them does.
+
+        With enrichment on, a note whose LLM outputs are not all cached gets the context
+        known without a model, and is queued for the rest. `known_vectors`: the index may
+        hold vectors for its texts already (by their hashes), which are looked up.
+        """
+        note = parse_note(decode(data))
+        for warning in note.warnings:
+            log.warning("%s/%s: %s", vault.name, path, warning)
+        chunks = chunk_body(note.body, max_chars=self.max_chars, first_line=note.body_start_line)
+        personal = vault.is_personal(path)
+        date = note_date(note.metadata, path, mtime_ns, vault.dates)
+        built = self.builder.build(
+            chunks,
+            personal,
+            note_facts(path, note.metadata, chunks, date.own),
+            vault=vault.name,
+            fresh=force,
+            ask=not self.enrich,
+            embed=False,
+            known_vectors=known_vectors,
+        )
+        ctx, records = built.context, built.records
+        pending = None if built.complete else Pending(priority=mtime_ns, fresh=force)
+        vectors = Pending(priority=mtime_ns, fresh=force) if built.waiting else None
+        for problem in ctx.problems:
+            log.info("%s/%s: %s; stored structural context instead", vault.name, path, problem)
+        metadata = dict(note.metadata)
+        if note.warnings:
+            metadata["warnings"] = list(note.warnings)
+        doc = DocumentRecord(
+            vault=vault.name,
+            path=path,
+            content_hash=content_hash(data),
+            size=size,
+            mtime_ns=mtime_ns,
+            metadata=metadata,
+            personal=personal,
+            summary=ctx.summary,
+            summary_key=ctx.summary_key,
+            context_build=self.context.build_id(personal) + vault.dates.build_part(path),
+            summary_fallback=self.chat_name if ctx.summary_fallback else None,
+            voice=ctx.voice_row(self.chat_name),
+            note_date=date.day,
+            date_source=date.source,
+            date_unread=date.unread,
+        )
+        event = FileEvent(
+            vault.name,
+            path,
+            "indexed",
+            chunks=len(records),
+            llm_calls=ctx.llm_calls,
+            embedded=built.embedded,
+            fallbacks=len(ctx.problems),
+            queued=pending is not None,
+        )
+        return event, NoteRows(doc, records, pending, vectors)
