@@ -286,6 +286,28 @@ def cross_validated(
     return scores
 
 
+def in_folds(
+    asked: Sequence[Asked],
+    name: str,
+    by_dataset: Mapping[str, Sequence[Asked]],
+    twins: Mapping[str, Sequence[Asked]],
+    rounds: int,
+) -> dict[str, dict[str, float]]:
+    """Dataset `name`'s figures in folds, by trees and the linear model fitted on the other
+    training datasets (with their twins under other embedders) and its own other folds:
+    never on the fold scored, nor on that fold's twins."""
+    others = [
+        a for other, fitted in by_dataset.items() if other != name for a in [*fitted, *twins[other]]
+    ]
+    own = twins.get(name, [])
+    return {
+        "lightgbm, cross-validated": _figures(
+            cross_validated(asked, others, lambda a: fit_lightgbm(a, rounds), own)
+        ),
+        "linear, cross-validated": _figures(cross_validated(asked, others, fit_linear, own)),
+    }
+
+
 def inference_ms(asked: Sequence[Asked], booster: lgb.Booster) -> list[float]:
     """Milliseconds to order each question's candidates from their feature rows as a query
     does: the trees exported to kb's ranker file and scored by kb.search.ranker, and the
@@ -493,21 +515,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     booster = rankers[0].model
     assert isinstance(booster, lgb.Booster)
-    for name, asked in by_dataset.items():
-        if name not in args.cross_validate:
-            continue
-        # A training set scored in folds (by vault, or by note): what the choices of fitting
-        # (the trees, the features) are judged by, never personal-dev.
-        others = [
-            a for other, rows in by_dataset.items() if other != name for a in rows + twins[other]
-        ]
-        rows = {"kb fusion": _figures(score(asked, None))}
-        rows["lightgbm, cross-validated"] = _figures(
-            cross_validated(asked, others, lambda a: fit_lightgbm(a, args.rounds), twins[name])
-        )
-        rows["linear, cross-validated"] = _figures(
-            cross_validated(asked, others, fit_linear, twins[name])
-        )
+    # A training set scored in folds (by vault, or by note): what the choices of fitting
+    # (the trees, the features) are judged by, never personal-dev.
+    folded = {
+        name: in_folds(asked, name, by_dataset, twins, args.rounds)
+        for name, asked in by_dataset.items()
+        if name in args.cross_validate
+    }
+    for name, folds in folded.items():
+        asked = by_dataset[name]
+        rows = {"kb fusion": _figures(score(asked, None)), **folds}
         rows["best possible"] = _figures(best_possible(asked))
         report.setdefault("training", {})[name] = {**fitted_on[name], "figures": rows}
     for folder in args.evaluate:
@@ -515,22 +532,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = {"kb fusion": _figures(score(asked, None))}
         for ranker in rankers:
             rows[ranker.name] = _figures(score(asked, ranker))
-        if dataset.name in args.cross_validate:
-            # Fitted on the other training datasets and this one's other folds, never on
-            # the fold scored (nor its twins under another embedder).
-            others = [
-                a
-                for other, fitted in by_dataset.items()
-                if other != dataset.name
-                for a in fitted + twins[other]
-            ]
-            own = twins.get(dataset.name, [])
-            rows["lightgbm, cross-validated"] = _figures(
-                cross_validated(asked, others, lambda a: fit_lightgbm(a, args.rounds), own)
-            )
-            rows["linear, cross-validated"] = _figures(
-                cross_validated(asked, others, fit_linear, own)
-            )
+        if dataset.name in folded:
+            rows |= folded[dataset.name]
+        elif dataset.name in args.cross_validate:
+            rows |= in_folds(asked, dataset.name, by_dataset, twins, args.rounds)
         rows["best possible"] = _figures(best_possible(asked))
         kinds = {"kb fusion": score(asked, None)} | {r.name: score(asked, r) for r in rankers}
         timing = {"kb's trees": inference_ms(asked, booster)}

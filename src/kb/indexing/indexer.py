@@ -107,17 +107,16 @@ class Indexer:
         self._file_pool = ThreadPoolExecutor(self._file_threads, thread_name_prefix="kb-file")
         self._write_group = WRITE_GROUP if model_free else 1
         self.context = Contextualizer.for_config(chat, config, self._llm_pool)
-        self.embedding = Embedding(store, embedder, batch=config.llm.embed_batch, in_flight=workers)
-        self.builder = NoteBuilder(self.context, self.embedding, store.caches)
+        embedding = Embedding(store, embedder, batch=config.llm.embed_batch, in_flight=workers)
         self.preparer = NotePreparer(
-            self.builder,
+            NoteBuilder(self.context, embedding, store.caches),
             self.context,
             chat.name,
             max_chars=config.chunking.max_chars,
             enrich=self.enrich,
         )
         self.space = EmbeddingSpace(
-            store, self.embedding, embedder.name, [v.name for v in config.vaults]
+            store, embedding, embedder.name, [v.name for v in config.vaults]
         )
         self._known_vectors = True  # each sync looks whether the index holds any
 
