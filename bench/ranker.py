@@ -24,6 +24,12 @@ personal-train and the other folds).
         --save src/kb/search/ranker.json
     .venv/bin/python bench/ranker.py ... --limit-docs docs-rag=25   # its 25 smallest notes
 
+One model serves every embedder and context level: `--also-fit-on DIR[=LEVEL]` adds the
+training datasets' rows an earlier run kept in DIR (another embedder's index, or another
+level's, such as the questions level whose rows `--level questions` makes; `--only-vaults
+personal-train=conv-43,conv-44` makes them of the vaults that level has indexed so far).
+Cross-validation keeps a fold's rows under every embedder and level out while it is scored.
+
 The indexes are bench/retrieval.py's (the same databases in --data-dir, indexed here if
 they are not yet). Models come from the environment, as for bench/retrieval.py.
 """
@@ -80,6 +86,7 @@ from retrieval import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+# The level whose rows are made unless --level names another (its paragraph vectors on).
 LEVEL = f"structure{PARAGRAPHS}"
 
 
@@ -161,18 +168,18 @@ def _as_hit(row: Candidate) -> SearchHit:
 
 
 def open_indexes(
-    dataset: Dataset, data_dir: Path, embedder: Embedder, *, subset: bool
+    dataset: Dataset, data_dir: Path, embedder: Embedder, level: str, *, subset: bool
 ) -> dict[str, Store]:
-    """Each vault's index at LEVEL in bench/retrieval.py's database, indexed (or brought up
-    to date) first; with `subset`, only the vault's files of the dataset."""
+    """Each vault's index at `level` in bench/retrieval.py's database, indexed (or brought
+    up to date) first; with `subset`, only the vault's files of the dataset."""
     server = db.embedded_url(data_dir)
-    chat = make_chat(make_config(dataset.vaults[0], data_dir, LEVEL).llm)
+    chat = make_chat(make_config(dataset.vaults[0], data_dir, level).llm)
     stores = {}
     for vault in dataset.vaults:
-        name = _database(dataset.name, vault.name, LEVEL)
+        name = _database(dataset.name, vault.name, level)
         store = stores[vault.name] = open_store(db.database_on(server, name))
         # Its cost is counted in bench/retrieval.py's ledger of the same database.
-        config = make_config(vault, data_dir, LEVEL)
+        config = make_config(vault, data_dir, level)
         ledger = data_dir / f"{name}.cost.json"
         index(config, store, chat, embedder, vault.files if subset else (), ledger)
     return stores
@@ -346,15 +353,18 @@ def load_asked(
 ) -> tuple[Dataset, list[Asked], list[float], list[float]]:
     """A dataset's questions as feature rows (kept in --data-dir, made again with --fresh),
     and the milliseconds per question of the candidates query and of the feature rows."""
-    docs = args.limit.get(folder.resolve().name)
-    dataset = load_dataset(folder, Limit(docs, smallest=bool(docs)))
-    cache = _kept_rows(args.data_dir, dataset, docs)
+    name = folder.resolve().name
+    docs = args.limit.get(name)
+    limit = Limit(docs, smallest=bool(docs))
+    dataset = only_vaults(load_dataset(folder, limit), args.vaults.get(name))
+    vaults = [v.name for v in dataset.vaults]
+    cache = _kept_rows(args.data_dir, dataset, args.level, docs)
     kept = json.loads(cache.read_text()) if cache.exists() and not args.fresh else {}
-    if kept.get("features") == list(FEATURES):
+    if kept.get("features") == list(FEATURES) and kept.get("vaults", vaults) == vaults:
         return dataset, _asked(dataset, kept), kept["search_ms"], kept["features_ms"]
     print(f"{dataset.name}: {len(dataset.queries)} questions", file=sys.stderr)
-    stores = open_indexes(dataset, args.data_dir, embedder, subset=bool(docs))
-    config = make_config(dataset.vaults[0], args.data_dir, LEVEL)
+    stores = open_indexes(dataset, args.data_dir, embedder, args.level, subset=bool(docs))
+    config = make_config(dataset.vaults[0], args.data_dir, args.level)
     filters = {v.name: SearchFilter(paths=v.files) if docs else NO_FILTER for v in dataset.vaults}
     try:
         started = time.perf_counter()
@@ -376,6 +386,7 @@ def load_asked(
             {
                 "features": list(FEATURES),
                 "embed_model": embedder.name,
+                "vaults": vaults,
                 "search_ms": search_ms,
                 "features_ms": features_ms,
                 "questions": [a.to_json() for a in asked],
@@ -385,8 +396,23 @@ def load_asked(
     return dataset, asked, search_ms, features_ms
 
 
-def _kept_rows(data_dir: Path, dataset: Dataset, docs: int | None) -> Path:
-    return data_dir / f"ranker-{dataset.name}-{LEVEL}-{docs or 'all'}.json"
+def _kept_rows(data_dir: Path, dataset: Dataset, level: str, docs: int | None) -> Path:
+    return data_dir / f"ranker-{dataset.name}-{level}-{docs or 'all'}.json"
+
+
+def only_vaults(dataset: Dataset, names: Sequence[str] | None) -> Dataset:
+    """The dataset with only the named vaults and their questions (all without names): the
+    vaults an expensive level has indexed so far."""
+    if not names:
+        return dataset
+    unknown = set(names) - {v.name for v in dataset.vaults}
+    if unknown:
+        raise SystemExit(f"{dataset.name} has no vault {', '.join(sorted(unknown))}")
+    return Dataset(
+        dataset.name,
+        tuple(v for v in dataset.vaults if v.name in names),
+        tuple(q for q in dataset.queries if q.vault in names),
+    )
 
 
 def _asked(dataset: Dataset, kept: Mapping[str, Any]) -> list[Asked]:
@@ -402,27 +428,37 @@ def _asked(dataset: Dataset, kept: Mapping[str, Any]) -> list[Asked]:
     ]
 
 
-def load_twins(folder: Path, data_dir: Path) -> tuple[list[Asked], str]:
-    """A training dataset's rows kept in another data directory, and the embedder they are
-    of: its index made with another embedder, its rows by an earlier run of this script with
-    that embedder."""
+@dataclass(frozen=True)
+class Twins:
+    """Where a training dataset's rows under another embedder or level were kept: a data
+    directory of an earlier run of this script (`DIR`, or `DIR=LEVEL` for another level)."""
+
+    data_dir: Path
+    level: str
+
+    @classmethod
+    def parse(cls, value: str) -> Twins:
+        folder, _, level = value.partition("=")
+        return cls(Path(folder).expanduser(), f"{level}{PARAGRAPHS}" if level else LEVEL)
+
+
+def load_twins(folder: Path, where: Twins) -> tuple[list[Asked], str]:
+    """A training dataset's rows kept by an earlier run of this script with another
+    embedder or at another level, and what they are of (the embedder, and the level where
+    it is not LEVEL); none where that run did not make this dataset's rows."""
     dataset = load_dataset(folder, Limit())
-    cache = _kept_rows(data_dir, dataset, None)
+    cache = _kept_rows(where.data_dir, dataset, where.level, None)
     kept = json.loads(cache.read_text()) if cache.exists() else {}
     if kept.get("features") != list(FEATURES):
-        raise SystemExit(
-            f"no rows of these features in {cache}: run this script with that index's "
-            f"embedder and --data-dir {data_dir} first"
-        )
-    return _asked(dataset, kept), kept.get("embed_model", "")
+        print(f"no rows of these features in {cache}: fitted without them", file=sys.stderr)
+        return [], ""
+    model = kept.get("embed_model", "")
+    return _asked(dataset, kept), model if where.level == LEVEL else f"{model} at {where.level}"
 
 
-def _limits(values: Sequence[str]) -> dict[str, int]:
-    limits = {}
-    for value in values:
-        name, _, docs = value.partition("=")
-        limits[name] = int(docs)
-    return limits
+def _per_dataset(values: Sequence[str]) -> dict[str, str]:
+    """`DATASET=VALUE` options by dataset."""
+    return dict(value.partition("=")[::2] for value in values)
 
 
 def _figures(s: Scores) -> dict[str, float]:
@@ -462,6 +498,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="DATASET=N",
         help="index and ask only a dataset's N smallest notes per vault",
     )
+    parser.add_argument(
+        "--only-vaults",
+        dest="only_vaults",
+        nargs="*",
+        default=[],
+        metavar="DATASET=V1,V2",
+        help="make rows of only these vaults of a dataset (those a level has indexed so far)",
+    )
+    parser.add_argument(
+        "--level",
+        default="structure",
+        help="the context level whose indexes give the rows (paragraph vectors on)",
+    )
     parser.add_argument("--data-dir", type=Path, default=Path.home() / ".cache/kb/bench")
     parser.add_argument("--fresh", action="store_true", help="search again, not the kept rows")
     parser.add_argument("--rounds", type=int, default=LGB_ROUNDS, help="LightGBM's trees")
@@ -470,18 +519,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--also-fit-on",
-        type=Path,
+        type=Twins.parse,
         nargs="*",
         default=[],
-        metavar="DATA_DIR",
+        metavar="DATA_DIR[=LEVEL]",
         help="also fit on the training datasets' rows kept in these data directories (their "
-        "indexes made with other embedders): one model for every embedder",
+        "indexes made with other embedders, or at LEVEL): one model for every embedder and "
+        "level",
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
-    args.limit = _limits(args.limit_docs)
+    args.limit = {name: int(docs) for name, docs in _per_dataset(args.limit_docs).items()}
+    args.vaults = {name: v.split(",") for name, v in _per_dataset(args.only_vaults).items()}
+    args.level += PARAGRAPHS
 
-    env_config = make_config(Vault("", Path.cwd(), ()), args.data_dir, LEVEL)
+    env_config = make_config(Vault("", Path.cwd(), ()), args.data_dir, args.level)
     embedder = CachedEmbedder(make_embedder(env_config.llm))
     train: list[Asked] = []
     fitted_on = {}
@@ -503,13 +555,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         fit_linear(train),
     ]
     report: dict[str, Any] = {
-        "level": LEVEL,
+        "level": args.level,
         "embed_model": env_config.llm.embed_model,
         "kb_commit": _commit(),
         "features": list(FEATURES),
         "lightgbm": {"params": LGB_PARAMS, "rounds": args.rounds},
         "fitted_on": fitted_on,
-        # The same questions' rows under other embedders, fitted on beside these.
+        # The same questions' rows under other embedders or levels, fitted on beside these.
         "also_fitted_on": sorted(also),
         "datasets": {},
     }

@@ -227,3 +227,19 @@ def test_the_question_s_words_are_found_by_their_stems(
 ) -> None:
     q = features._Question.of(question, None, None)
     assert q.finder.found(text) == found
+
+
+def test_rows_of_another_level_and_of_some_vaults(tmp_path: Path) -> None:
+    assert ranker.Twins.parse(str(tmp_path)) == ranker.Twins(tmp_path, ranker.LEVEL)
+    assert ranker.Twins.parse(f"{tmp_path}=questions").level == "questions+paragraphs"
+    query = retrieval.Query("1", "?", (retrieval.Gold("a.md", 0, 1),), vault="b")
+    dataset = retrieval.Dataset(
+        "d",
+        tuple(retrieval.Vault(name, tmp_path / name, ()) for name in ("a", "b")),
+        (dataclasses.replace(query, qid="0", vault="a"), query),
+    )
+    kept = ranker.only_vaults(dataset, ["b"])
+    assert [v.name for v in kept.vaults] == ["b"] and kept.queries == (query,)
+    assert ranker.only_vaults(dataset, None) is dataset
+    with pytest.raises(SystemExit, match="no vault c"):
+        ranker.only_vaults(dataset, ["c"])
