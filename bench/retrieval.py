@@ -723,7 +723,7 @@ def run_dataset(
         print("querying: re-ranking", file=sys.stderr)
         reranker = Reranker(
             chat,
-            next(iter(stores[top].values())),
+            next(iter(stores[top].values())).caches,
             candidates=args.rerank_candidates,
             chars=args.rerank_chars,
             context_window=4096,

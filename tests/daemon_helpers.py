@@ -82,7 +82,7 @@ def settle(daemon: Daemon, kb: Kb, timeout: float = TIMEOUT) -> VerifyReport:
     def synced() -> bool:
         if not daemon.idle:
             return False
-        last[:] = [verify(kb.config, kb.store)]
+        last[:] = [verify(kb.config, kb.store.documents)]
         return last[0].in_sync and daemon.idle and enriched(daemon, kb)
 
     try:

@@ -37,7 +37,7 @@ def _indexed_at(store: Store) -> dict[str, Any]:
 
 
 def _stale(kb: Kb) -> set[str]:
-    report = verify(kb.config, kb.store)
+    report = verify(kb.config, kb.store.documents)
     assert {d.kind for d in report.differences} <= {"stale"}, report.differences
     return {d.path for d in report.differences}
 

@@ -349,7 +349,7 @@ def test_scores_are_cached_per_model_files(store: Store, model: Path) -> None:
         _hit("d.md", "x"),
     ]
     counting = Counting(OnnxCrossEncoder(model))
-    reranker = CrossEncoderReranker(counting, store, candidates=3, chars=600)
+    reranker = CrossEncoderReranker(counting, store.caches, candidates=3, chars=600)
     first = reranker.rerank("who came", hits)
     assert [h.path for h in first] == ["b.md", "c.md", "a.md", "d.md"]
     assert counting.scored == 3
@@ -364,7 +364,7 @@ def test_scores_are_cached_per_model_files(store: Store, model: Path) -> None:
 
 def test_the_model_reads_the_start_of_each_chunk(store: Store, model: Path) -> None:
     long = _hit("a.md", "x " * 500 + "kenji")
-    reranker = CrossEncoderReranker(OnnxCrossEncoder(model), store, candidates=3, chars=100)
+    reranker = CrossEncoderReranker(OnnxCrossEncoder(model), store.caches, candidates=3, chars=100)
     assert reranker.passage(long).startswith("a.md\n\nx x") and len(reranker.passage(long)) < 120
     [ranked] = reranker.rerank("q", [long])
     assert ranked.rerank_score == 0.0  # the name past the first 100 characters is not read

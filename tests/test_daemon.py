@@ -379,7 +379,7 @@ def test_exception_in_one_file_is_recorded_and_work_goes_on(
             lambda: "Inbox/bomb.md" in kb.store.documents.failures("v") and daemon.idle,
             "the failure to be recorded",
         )
-        report = verify(kb.config, kb.store)
+        report = verify(kb.config, kb.store.documents)
         assert [(d.kind, d.path) for d in report.differences] == [("failed", "Inbox/bomb.md")]
         assert "RuntimeError: parser bug" in kb.store.documents.failures("v")["Inbox/bomb.md"]
         assert daemon.watcher is not None and daemon.watcher.problem() is None
@@ -403,7 +403,7 @@ def test_dead_llm_server_delays_only_the_llm_context(store: Store, vault: Path) 
         down.set()
         _edit_middle(vault / LONG_NOTE)
         # The edit is indexed and searchable without the chat model ...
-        wait_for(lambda: verify(kb.config, kb.store).in_sync, "the edit to be indexed")
+        wait_for(lambda: verify(kb.config, kb.store.documents).in_sync, "the edit to be indexed")
         # ... and its LLM context waits, the error shown, until the server is back.
         wait_for(lambda: kb.store.queue.status().failing, "the enrichment to fail")
         [failing] = kb.store.queue.status().failures
@@ -508,7 +508,7 @@ def test_bad_notes_are_recorded_and_the_daemon_goes_on(store: Store, vault: Path
             ),
             "the bad notes to be recorded",
         )
-        report = verify(kb.config, kb.store)
+        report = verify(kb.config, kb.store.documents)
         assert sorted((d.kind, d.path) for d in report.differences) == [
             ("failed", "Inbox/binary.md"),
             ("failed", "Inbox/caf\\xe9.md"),

@@ -104,7 +104,7 @@ def _role(store: Store, pid: int) -> str | None:
 
 
 def _in_sync(config: Config, store: Store) -> bool:
-    return verify(config, store).in_sync
+    return verify(config, store.documents).in_sync
 
 
 def test_second_daemon_is_a_standby_and_takes_over(

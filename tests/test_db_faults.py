@@ -57,7 +57,8 @@ def test_connection_terminated_mid_transaction(kb: Kb) -> None:
     with kb.store.pool.connection() as conn:
         conn.execute("DROP TRIGGER terminate_me ON chunks")
     kb.sync()
-    assert verify(kb.config, kb.store).in_sync and kb.store.documents.row_problems() == CLEAN
+    assert verify(kb.config, kb.store.documents).in_sync
+    assert kb.store.documents.row_problems() == CLEAN
 
 
 def _indexed_then_cut_at(tmp_path: Path, vault: Path, db_url: str, event: str) -> Path:
@@ -175,6 +176,6 @@ def test_database_crashed_mid_index_and_restarted(own_server: OwnServer, vault: 
     with open_store(url) as store:
         kb_ = Kb(store, make_config(vault))
         kb_.sync()
-        report = verify(kb_.config, store)
+        report = verify(kb_.config, store.documents)
         assert report.in_sync, report.differences
         assert report.rows == report.notes and store.documents.row_problems() == CLEAN

@@ -92,7 +92,7 @@ def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
             doc["summary"], chunk["summary"], header_line(tuple(chunk["header_path"])),
             chunk["content"],
         )  # fmt: skip
-    assert verify(kb.config, kb.store).in_sync
+    assert verify(kb.config, kb.store.documents).in_sync
     found = search(kb.store, kb.embedder, SearchPlan("restic offsite backups", top_k=3))
     assert found.hits and found.hits[0].path == LONG_NOTE and found.mode_used == "text"
     assert found.warnings == (
@@ -115,7 +115,7 @@ def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
     assert all(
         c["summary"].startswith("This part covers") for c in stored_chunks(kb.store, LONG_NOTE)
     )
-    assert verify(kb.config, kb.store).in_sync
+    assert verify(kb.config, kb.store.documents).in_sync
 
 
 def test_a_note_with_every_output_cached_is_stored_whole(kb: Kb, vault: Path) -> None:
@@ -252,7 +252,7 @@ def test_workers_draining_together_do_nothing_twice(kb: Kb) -> None:
     assert sum(r["n"] for r in done) == QUEUED and {r["worker"] for r in done} <= {
         w.id for w in workers
     }
-    assert kb.store.queue.status().items == 0 and verify(kb.config, kb.store).in_sync
+    assert kb.store.queue.status().items == 0 and verify(kb.config, kb.store.documents).in_sync
 
 
 def test_stopping_a_worker_finishes_the_note_in_hand(kb: Kb) -> None:
@@ -430,7 +430,7 @@ def test_a_killed_worker_leaves_its_note_to_another(
         server.close()
     assert enriched.done == QUEUED and kb.store.queue.status().items == 0
     assert len(rows(kb.store, "SELECT * FROM enrichment_done")) == QUEUED
-    assert verify(kb.config, kb.store).in_sync
+    assert verify(kb.config, kb.store.documents).in_sync
 
 
 def test_vector_search_reads_past_the_index_entries_enrichment_leaves(kb: Kb) -> None:

@@ -66,7 +66,7 @@ def test_a_link_to_an_ignored_or_hidden_note_is_not_read(store: Store, linked: P
     assert {f.path for f in report.failures} == LINKS
     assert all("ignored" in f.error for f in report.failures)
     assert SECRET not in _texts(store)
-    diffs = {d.path: d for d in verify(config, store).differences}
+    diffs = {d.path: d for d in verify(config, store.documents).differences}
     assert set(diffs) == LINKS and {d.kind for d in diffs.values()} == {"failed"}
     for rel in LINKS:
         with pytest.raises(NoteError, match="ignored"):
@@ -225,7 +225,7 @@ def test_loops_and_long_paths_are_named_by_verify_and_index(
     config = make_config(vault)
     note = deep + next(n for n in os.listdir(vault / deep) if n.endswith(".md"))
     why = {"loop.md": "loop", "a.md": "loop", "b.md": "loop", note: "too long"}
-    diffs = {d.path: d for d in verify(config, store).differences if d.kind != "missing"}
+    diffs = {d.path: d for d in verify(config, store.documents).differences if d.kind != "missing"}
     folder = deep + "g" * 200 + "/"
     assert set(diffs) == {*why, folder}
     for path, reason in why.items():
@@ -240,7 +240,7 @@ def test_loops_and_long_paths_are_named_by_verify_and_index(
     assert set(store.documents.states("v")) == {"ok.md"}
     # They stay listed, run after run, until fixed.
     assert {f.path for f in kb.sync().failures} == set(why)
-    assert {d.path: d.kind for d in verify(config, store).differences} == {
+    assert {d.path: d.kind for d in verify(config, store.documents).differences} == {
         **dict.fromkeys(why, "failed"),
         folder: "unlistable",
     }
@@ -312,4 +312,4 @@ def test_a_decomposed_folder_is_held_to_the_composed_rules(store: Store, tmp_pat
     listed = kb.store.search.list_notes(vaults=["v"], folder="Journée/")
     assert [n.path for n in listed.notes] == [_nfd("Journée/day.md")]
     assert "lighthouse" in Vaults(config.vaults).read("v", _nfd("Journée/day.md")).text
-    assert verify(config, store).in_sync
+    assert verify(config, store.documents).in_sync

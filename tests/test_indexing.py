@@ -98,7 +98,7 @@ def test_a_dead_embedder_loses_no_note(kb: Kb) -> None:
     assert waiting.failures[0].error == "embedding server gone"
     found = search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3, mode="text"))
     assert found.hits and "ramen" in found.hits[0].content.lower()
-    assert verify(kb.config, kb.store).in_sync  # queued, not lost
+    assert verify(kb.config, kb.store.documents).in_sync  # queued, not lost
 
     kb.embedder = FakeEmbedder(kb.config.llm.embed_model)
     rows(kb.store, "UPDATE embedding_queue SET not_before = now() RETURNING 1")  # back-off over

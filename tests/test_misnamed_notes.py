@@ -50,13 +50,13 @@ def test_scoped_sync_records_and_clears_it(store: Store, tmp_path: Path) -> None
         report = indexer.sync_scope(config, Scope(frozenset({rel, "good.md"})))
         assert [f.path for f in report.failures] == [SHOWN]
         assert store.documents.failures("v") == {SHOWN: MISNAMED}
-        assert [d.path for d in verify(kb_.config, store).differences] == [SHOWN]
+        assert [d.path for d in verify(kb_.config, store.documents).differences] == [SHOWN]
         # Renamed: the failure goes, the note is indexed under its new name.
         os.rename(name, vault / "cafe.md")
         indexer.sync_scope(config, Scope(frozenset({rel, "cafe.md"})))
     assert store.documents.failures("v") == {}
     assert set(store.documents.states("v")) == {"good.md", "cafe.md"}
-    assert verify(kb_.config, store).in_sync
+    assert verify(kb_.config, store.documents).in_sync
 
 
 def test_full_sync_forgets_it_once_deleted(store: Store, tmp_path: Path) -> None:
@@ -65,4 +65,4 @@ def test_full_sync_forgets_it_once_deleted(store: Store, tmp_path: Path) -> None
     assert [f.path for f in kb_.sync().failures] == [SHOWN]
     os.unlink(name)
     assert kb_.sync().failed == 0 and store.documents.failures("v") == {}
-    assert verify(kb_.config, store).in_sync
+    assert verify(kb_.config, store.documents).in_sync

@@ -552,7 +552,7 @@ def test_wrong_or_broken_vectors_stop_the_run(
     assert kb.store.documents.failures("v") == {}, "the server's fault is not blamed on notes"
     kb.embedder = FakeEmbedder("hash-256")
     kb.sync()
-    assert verify(kb.config, kb.store).in_sync
+    assert verify(kb.config, kb.store.documents).in_sync
 
 
 def test_the_offline_provider_keeps_only_its_latest_prompts() -> None:

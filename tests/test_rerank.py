@@ -24,7 +24,7 @@ RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"
 def _reranker(kb: Kb, chat: FakeChat | None = None, **kwargs: int) -> Reranker:
     return Reranker(
         chat or kb.chat,
-        kb.store,
+        kb.store.caches,
         candidates=kwargs.get("candidates", 10),
         chars=kwargs.get("chars", 600),
         context_window=8192,

@@ -66,7 +66,7 @@ def test_every_note_is_found_by_its_words_before_any_embedding_call(kb: Kb) -> N
     report = Container.sync(kb)
     assert report.indexed == NOTES and report.embedded == 0
     assert _waiting(kb.store) == WITH_TEXT
-    assert verify(kb.config, kb.store).in_sync  # every note stored, its vectors queued
+    assert verify(kb.config, kb.store.documents).in_sync  # every note stored, its vectors queued
     for query, path in (("miso ramen chili oil", RAMEN), ("restic offsite", "Projects/Home")):
         found = search(kb.store, kb.embedder, SearchPlan(query, top_k=3))
         assert found.mode_used == "text" and found.hits[0].path.startswith(path), query
@@ -107,7 +107,7 @@ def test_a_worker_that_dies_between_the_speeds_loses_nothing(kb: Kb) -> None:
     assert len(claimed) == WITH_TEXT
     _embed_all(kb)
     assert _waiting(kb.store) == WITH_TEXT  # held by the dead worker's leases
-    assert verify(kb.config, kb.store).in_sync
+    assert verify(kb.config, kb.store.documents).in_sync
     rows(kb.store, "UPDATE embedding_queue SET lease_until = now() RETURNING 1")
     _embed_all(kb)
     assert _waiting(kb.store) == 0

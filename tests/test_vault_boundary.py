@@ -56,7 +56,7 @@ def test_links_out_of_the_vault_are_never_read(store: Store, linked: Path) -> No
     texts = _contents(store)
     assert texts and not any(SECRET in t or "root:x:0" in t or "VmRSS" in t for t in texts)
     # kb verify and kb status list them with the reason, like any note that failed.
-    diffs = {d.path: d for d in verify(kb.config, store).differences}
+    diffs = {d.path: d for d in verify(kb.config, store.documents).differences}
     assert set(diffs) == OUT and {d.kind for d in diffs.values()} == {"failed"}
     assert set(store.documents.failures("v")) == OUT
 

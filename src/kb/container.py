@@ -154,7 +154,7 @@ class Container:
         return Worker(
             self.enricher(),
             self.vectorizer(),
-            self.store,
+            self.store.queue,
             concurrency=concurrency or self.config.enrich.concurrency,
             lease=self.config.enrich.lease,
             stop=stop,
@@ -195,13 +195,13 @@ class Container:
             from kb.search.crossencoder import CrossEncoderReranker
 
             return CrossEncoderReranker(
-                self.cross_encoder(), self.store, candidates=candidates, chars=chars
+                self.cross_encoder(), self.store.caches, candidates=candidates, chars=chars
             )
         from kb.search.rerank import Reranker
 
         return Reranker(
             self.chat,
-            self.store,
+            self.store.caches,
             candidates=candidates,
             chars=chars,
             context_window=self.config.llm.context_window,

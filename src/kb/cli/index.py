@@ -259,7 +259,7 @@ def verify_command(
     from kb.indexing.verify import KINDS, verify
 
     with session(ctx) as parts:
-        report = verify(parts.config, parts.store)
+        report = verify(parts.config, parts.store.documents)
     if as_json:
         data = {
             "in_sync": report.in_sync,

@@ -26,7 +26,7 @@ from kb.notes import (
     shown_path,
 )
 from kb.plan import Stored, pair
-from kb.store import Store
+from kb.store import Documents
 
 KINDS = {
     "missing": "a note on disk with no row",
@@ -65,12 +65,12 @@ class VerifyReport:
         return not self.differences
 
 
-def verify(config: Config, store: Store) -> VerifyReport:
+def verify(config: Config, documents: Documents) -> VerifyReport:
     report = VerifyReport()
     diffs = report.differences
-    unembedded = set(store.documents.without_vectors(embed_name(config.llm)))
+    unembedded = set(documents.without_vectors(embed_name(config.llm)))
     build = ContextBuild.of(config)
-    counts = store.documents.row_counts()
+    counts = documents.row_counts()
     for listed in config.vaults:
         # As a sync sees it: Obsidian's templates and excluded files are not notes.
         vault, _ = obsidian.followed(listed)
@@ -78,12 +78,12 @@ def verify(config: Config, store: Store) -> VerifyReport:
             report.rows += counts.get(vault.name, 0)
             diffs.append(Difference(vault.name, "", "no vault", str(vault.path)))
             continue
-        failures = store.documents.failures(vault.name)
+        failures = documents.failures(vault.name)
         misnamed: list[str] = []
         unlisted: list[Unlisted] = []
         # Counted apart: `pair` leaves out the rows kept under a folder that cannot be read.
         report.rows += counts.get(vault.name, 0)
-        with store.documents.each_state(vault.name) as states:
+        with documents.each_state(vault.name) as states:
             notes = nameable(scan_vault(vault, unlisted=unlisted), misnamed)
             for row, note in pair(states, notes, unlisted):
                 read, found = _check(vault, row, note, failures, unembedded, build)
@@ -96,7 +96,7 @@ def verify(config: Config, store: Store) -> VerifyReport:
             diffs.append(
                 Difference(vault.name, shown_path(folder.path), "unlistable", folder.reason)
             )
-    for problem, count in store.documents.row_problems().items():
+    for problem, count in documents.row_problems().items():
         if count:
             diffs.append(Difference("", "", "broken", f"{count} {problem.replace('_', ' ')}"))
     # The rows of vaults this config does not name are no difference: another configuration

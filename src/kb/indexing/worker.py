@@ -34,7 +34,7 @@ from kb.errors import KbError
 from kb.indexing.enrich import Attempt, Enricher
 from kb.indexing.vectorize import Vectorizer
 from kb.logfmt import event
-from kb.store import Claim, Store, WorkerBeat
+from kb.store import Claim, Queue, WorkerBeat
 from kb.store.queue import SPEEDS, Speed
 
 log = logging.getLogger("kb.worker")
@@ -55,7 +55,7 @@ class Worker:
         self,
         enricher: Enricher,
         vectorizer: Vectorizer,
-        store: Store,
+        queue: Queue,
         *,
         concurrency: int,
         lease: float,
@@ -74,7 +74,7 @@ class Worker:
         # The vaults whose notes it claims (empty: any): another configuration's notes on a
         # shared index are that configuration's workers' to build.
         self.vaults = tuple(vaults)
-        self.store = store
+        self.queue = queue
         self.concurrency = concurrency
         self.lease = lease
         self.stop_event = stop or threading.Event()
@@ -162,7 +162,7 @@ class Worker:
         if not self.until_empty or self._stopping() or self._fatal is not None:
             return False
         try:
-            return any(self.store.queue.waiting(self.vaults, s) for s in self.speeds)
+            return any(self.queue.waiting(self.vaults, s) for s in self.speeds)
         except psycopg.Error:
             return False
 
@@ -205,7 +205,7 @@ class Worker:
         """The next work: a few notes waiting for their vectors, else one for its context."""
         for speed in speeds:
             limit = self.vectorizer.notes if speed == "embed" else 1
-            claims = self.store.queue.claim(
+            claims = self.queue.claim(
                 self.id, lease=self.lease, limit=limit, vaults=self.vaults, speed=speed
             )
             if claims:
@@ -223,7 +223,7 @@ class Worker:
             retry_in = min(MIN_BACKOFF * 2 ** (claim.attempts - 1), MAX_NOTE_BACKOFF)
             # With the database gone, the lease runs out and the note is claimed again.
             with contextlib.suppress(psycopg.Error):
-                self.store.queue.release(claim, self.id, error=error, retry_in=retry_in)
+                self.queue.release(claim, self.id, error=error, retry_in=retry_in)
             self._report(
                 Attempt(claim.document_id, "", "", "failed", error=error, speed=claim.speed)
             )
@@ -266,7 +266,7 @@ class Worker:
         try:
             for speed in self.speeds:
                 ids = [doc for s, doc in held if s == speed]
-                self.store.queue.renew(self.id, ids, lease=self.lease, speed=speed)
+                self.queue.renew(self.id, ids, lease=self.lease, speed=speed)
         except psycopg.Error as exc:
             event(log, "cannot renew leases", logging.WARNING, error=first_line(exc))
 
@@ -274,7 +274,7 @@ class Worker:
         with self._lock:
             in_hand = len(self._in_hand)
         try:
-            self.store.queue.beat(
+            self.queue.beat(
                 WorkerBeat(
                     id=self.id,
                     host=self.host,
@@ -292,4 +292,4 @@ class Worker:
     def _leave(self) -> None:
         # With the database gone, the row goes stale and another worker's heartbeat drops it.
         with contextlib.suppress(psycopg.Error):
-            self.store.queue.leave(self.id)
+            self.queue.leave(self.id)

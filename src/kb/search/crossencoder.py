@@ -15,7 +15,7 @@ from kb.errors import LLMError
 from kb.hashes import cache_key
 from kb.llm.base import CrossEncoder
 from kb.results import SearchHit
-from kb.store import Store
+from kb.store import Caches
 
 # The version of what a cross-encoder is shown (`passage`): a change makes every cached
 # score stale.
@@ -23,9 +23,9 @@ PASSAGE_VERSION = "1"
 
 
 class CrossEncoderReranker:
-    def __init__(self, model: CrossEncoder, store: Store, *, candidates: int, chars: int) -> None:
+    def __init__(self, model: CrossEncoder, caches: Caches, *, candidates: int, chars: int) -> None:
         self.model = model
-        self.store = store
+        self.caches = caches
         self.candidates = candidates
         self.chars = chars
 
@@ -48,7 +48,7 @@ class CrossEncoderReranker:
         identity = self.model.identity()
         passages = [self.passage(h) for h in head]
         keys = [cache_key("cross-encoder", PASSAGE_VERSION, identity, query, p) for p in passages]
-        scores = self.store.caches.known_rerank_scores(keys)
+        scores = self.caches.known_rerank_scores(keys)
         # Each text once: two hits may show the model the same words.
         todo = {k: p for k, p in zip(keys, passages, strict=True) if k not in scores}
         if todo:
@@ -59,7 +59,7 @@ class CrossEncoderReranker:
                     f"for {len(todo)} passages"
                 )
             new = dict(zip(todo, fresh, strict=True))
-            self.store.caches.save_rerank_scores(self.model.name, new)
+            self.caches.save_rerank_scores(self.model.name, new)
             scores.update(new)
         scored = [replace(h, rerank_score=scores[k]) for h, k in zip(head, keys, strict=True)]
         order = sorted(range(len(scored)), key=lambda i: (-scores[keys[i]], i))

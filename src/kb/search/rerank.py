@@ -18,7 +18,7 @@ from kb.errors import LLMError
 from kb.hashes import cache_key
 from kb.llm.base import ChatModel
 from kb.outputs import parse_relevance
-from kb.store import SearchHit, Store
+from kb.store import Caches, SearchHit
 
 # Where a candidate whose judgement was unusable goes: the middle of the scale, so it
 # neither jumps ahead of nor falls behind the candidates the model judged.
@@ -40,7 +40,7 @@ class Reranker:
     def __init__(
         self,
         chat: ChatModel,
-        store: Store,
+        caches: Caches,
         *,
         candidates: int,
         chars: int,
@@ -48,7 +48,7 @@ class Reranker:
         concurrency: int = 1,
     ) -> None:
         self.chat = chat
-        self.store = store
+        self.caches = caches
         self.candidates = candidates
         self.chars = chars
         self.context_window = context_window
@@ -69,7 +69,7 @@ class Reranker:
         """
         head, tail = list(hits[: self.candidates]), list(hits[self.candidates :])
         keys = [self.key(query, h) for h in head]
-        scores = self.store.caches.known_relevance(keys)
+        scores = self.caches.known_relevance(keys)
         todo = [i for i, k in enumerate(keys) if k not in scores]
         if todo:
             with ThreadPoolExecutor(self.concurrency, thread_name_prefix="kb-rerank") as pool:
@@ -81,7 +81,7 @@ class Reranker:
                     pool.shutdown(cancel_futures=True)
                     raise
             new = {keys[i]: score for i, score in zip(todo, fresh, strict=True)}
-            self.store.caches.save_relevance(self.chat.name, new)
+            self.caches.save_relevance(self.chat.name, new)
             scores.update(new)
         judged = [replace(h, relevance=scores[k]) for h, k in zip(head, keys, strict=True)]
         order = sorted(
