@@ -184,10 +184,7 @@ def test_a_result_for_an_older_version_is_dropped(kb: Kb, vault: Path) -> None:
     _edit_first_paragraph(vault, LONG_NOTE)
     fast_sync(kb)  # queued again, with a new ticket, while "slow" still works on it
     enricher = kb.enricher()
-    try:
-        attempt = enricher.enrich(claims[LONG_NOTE], "slow")
-    finally:
-        enricher.close()
+    attempt = enricher.enrich(claims[LONG_NOTE], "slow")
     assert attempt.outcome == "dropped" and attempt.llm_calls > 0
     assert _doc(kb.store, LONG_NOTE)["summary"].startswith('Note "Home Server"')
     kb.reset_counts()
@@ -205,12 +202,9 @@ def test_an_expired_lease_hands_the_note_to_another_worker(kb: Kb) -> None:
     [taken] = kb.store.queue.claim("alive", lease=60)
     assert taken.document_id == dead.document_id and taken.attempts == 2
     enricher = kb.enricher()
-    try:
-        assert enricher.enrich(taken, "alive").outcome == "done"
-        # The dead worker, back from a long pause, finds its lease gone: nothing is written.
-        assert enricher.enrich(dead, "dead").outcome == "dropped"
-    finally:
-        enricher.close()
+    assert enricher.enrich(taken, "alive").outcome == "done"
+    # The dead worker, back from a long pause, finds its lease gone: nothing is written.
+    assert enricher.enrich(dead, "dead").outcome == "dropped"
     assert len(rows(kb.store, "SELECT * FROM enrichment_done")) == 1
 
 
@@ -314,10 +308,7 @@ def test_queue_status_rate_and_eta(kb: Kb) -> None:
     [claim] = kb.store.queue.claim("w", lease=60)
     time.sleep(0.2)
     enricher = kb.enricher()
-    try:
-        assert enricher.enrich(claim, "w").outcome == "done"
-    finally:
-        enricher.close()
+    assert enricher.enrich(claim, "w").outcome == "done"
     status = kb.store.queue.status()
     assert status.done_last_hour == status.done_last_day == 1
     assert status.rate is not None and status.rate > 0
@@ -331,10 +322,7 @@ def test_a_deleted_note_leaves_the_queue(kb: Kb, vault: Path) -> None:
     fast_sync(kb)
     assert kb.store.queue.status().items == QUEUED - 1
     enricher = kb.enricher()
-    try:
-        assert enricher.enrich(claim, "w").outcome == "dropped"
-    finally:
-        enricher.close()
+    assert enricher.enrich(claim, "w").outcome == "dropped"
 
 
 def test_a_worker_built_for_other_settings_refuses_the_note(store: Store, vault: Path) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from kb import db
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
     from kb.daemon.daemon import Daemon
+    from kb.indexing.building import NoteBuilder
+    from kb.indexing.embedding import Embedding
     from kb.indexing.enrich import Attempt, Enricher, EnrichReport
     from kb.indexing.events import FileEvent, SyncReport
     from kb.indexing.indexer import Indexer
@@ -67,6 +70,11 @@ class Container:
         # all the searches of a daemon or a web page.
         self._cross_encoder: CrossEncoder | None = None
         self._making = threading.Lock()
+        # One a process, for the indexer, enrichment and vectors alike: one pool of LLM calls
+        # and one bound on embedding requests in flight. Made again when a model is swapped.
+        self._llm_pool: ThreadPoolExecutor | None = None
+        self._embedding: Embedding | None = None
+        self._builder: NoteBuilder | None = None
 
     @classmethod
     def open(cls, config: Config, *, url: str | None = None) -> Container:
@@ -82,6 +90,7 @@ class Container:
     @chat.setter
     def chat(self, model: ChatModel) -> None:
         self._chat = model
+        self._builder = None
 
     @property
     def answer_chat(self) -> ChatModel:
@@ -102,6 +111,37 @@ class Container:
     @embedder.setter
     def embedder(self, model: Embedder) -> None:
         self._embedder = model
+        self._embedding = self._builder = None
+
+    def embedding(self) -> Embedding:
+        """The process's embedding of texts (the embedder, its batches and requests in
+        flight)."""
+        from kb.indexing.embedding import Embedding
+
+        with self._making:
+            if self._embedding is None:
+                llm = self.config.llm
+                self._embedding = Embedding(
+                    self.store, self.embedder, batch=llm.embed_batch, in_flight=llm.concurrency
+                )
+            return self._embedding
+
+    def builder(self) -> NoteBuilder:
+        """The process's note builder: the chat model's context on the one LLM pool, and
+        the vectors of `embedding()`."""
+        from kb.context.contextualizer import Contextualizer
+        from kb.indexing.building import NoteBuilder
+
+        embedding = self.embedding()
+        with self._making:
+            if self._llm_pool is None:
+                self._llm_pool = ThreadPoolExecutor(
+                    max(1, self.config.llm.concurrency), thread_name_prefix="kb-llm"
+                )
+            if self._builder is None:
+                context = Contextualizer.for_config(self.chat, self.config, self._llm_pool)
+                self._builder = NoteBuilder(context, embedding, self.store.caches)
+            return self._builder
 
     def indexer(
         self,
@@ -115,8 +155,7 @@ class Container:
         return Indexer(
             self.config,
             self.store,
-            self.chat,
-            self.embedder,
+            self.builder(),
             on_event=on_event,
             on_scan=on_scan,
             checkpoint=checkpoint,
@@ -130,12 +169,12 @@ class Container:
     def enricher(self) -> Enricher:
         from kb.indexing.enrich import Enricher
 
-        return Enricher(self.config, self.store, self.chat, self.embedder)
+        return Enricher(self.store.queue, self.builder())
 
     def vectorizer(self) -> Vectorizer:
         from kb.indexing.vectorize import Vectorizer
 
-        return Vectorizer(self.config, self.store, self.embedder)
+        return Vectorizer(self.config, self.store, self.embedding())
 
     def worker(
         self,
@@ -285,6 +324,8 @@ class Container:
         with self._making:
             if self._cross_encoder is not None:
                 self._cross_encoder.close()
+            if self._llm_pool is not None:
+                self._llm_pool.shutdown(wait=True, cancel_futures=True)
         self.store.close()
 
     def __enter__(self) -> Container:

@@ -12,18 +12,13 @@ model servers. The loop that drains the queue is `kb.indexing.worker`.
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kb.config import Config
-from kb.context import Contextualizer
 from kb.dates import settings_build
 from kb.errors import KbError
 from kb.indexing.building import NoteBuilder, note_facts
-from kb.indexing.embedding import Embedding
-from kb.llm.base import ChatModel, Embedder
-from kb.store import Claim, Enriched, Store
+from kb.store import Claim, Enriched, Queue
 from kb.store.queue import Speed
 
 # done: written; dropped: the note was edited, deleted or taken by another worker meanwhile
@@ -76,28 +71,16 @@ class Enricher:
     """Writes the LLM context of claimed notes; its model calls share one pool of
     `llm.concurrency` threads, however many notes are in hand."""
 
-    def __init__(self, config: Config, store: Store, chat: ChatModel, embedder: Embedder) -> None:
-        self.store = store
-        self.chat = chat
-        self._llm_pool = ThreadPoolExecutor(
-            max(1, config.llm.concurrency), thread_name_prefix="kb-enrich-llm"
-        )
-        self.context = Contextualizer.for_config(chat, config, self._llm_pool)
-        self.builder = NoteBuilder(
-            self.context,
-            Embedding(
-                store, embedder, batch=config.llm.embed_batch, in_flight=config.llm.concurrency
-            ),
-            store.caches,
-        )
-
-    def close(self) -> None:
-        self._llm_pool.shutdown(wait=True, cancel_futures=True)
+    def __init__(self, queue: Queue, builder: NoteBuilder) -> None:
+        self.queue = queue
+        self.builder = builder
+        self.context = builder.context
+        self.chat = builder.context.chat
 
     def enrich(self, claim: Claim, owner: str) -> Attempt:
         """Build, embed and write one claimed note's LLM context."""
         started = time.monotonic()
-        note = self.store.queue.note(claim.document_id)
+        note = self.queue.note(claim.document_id)
         if note is None:  # deleted since: its item went with it
             return Attempt(claim.document_id, "", "", "dropped")
         build = self.context.build_id(note.personal)
@@ -119,7 +102,7 @@ class Enricher:
             ask=True,
         )
         ctx = built.context
-        written = self.store.queue.finish(
+        written = self.queue.finish(
             claim,
             owner,
             Enriched(

@@ -32,16 +32,13 @@ import psycopg
 
 from kb import db, obsidian, plan
 from kb.config import Config, VaultConfig
-from kb.context import Contextualizer
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
 from kb.hashes import content_hash
 from kb.indexing.building import NoteBuilder
-from kb.indexing.embedding import Embedding
 from kb.indexing.events import FileEvent, SyncReport
 from kb.indexing.preparing import NotePreparer
 from kb.indexing.space import EmbeddingSpace
-from kb.llm.base import ChatModel, Embedder
 from kb.notes import (
     MISNAMED,
     OnDisk,
@@ -81,8 +78,7 @@ class Indexer:
         self,
         config: Config,
         store: Store,
-        chat: ChatModel,
-        embedder: Embedder,
+        builder: NoteBuilder,
         *,
         on_event: Callable[[FileEvent], None] | None = None,
         on_scan: Callable[[int], None] | None = None,
@@ -90,7 +86,7 @@ class Indexer:
     ) -> None:
         self.config = config
         self.store = store
-        self.chat = chat
+        self.chat_name = builder.context.chat.name
         self.on_event = on_event or (lambda event: None)
         self.on_scan = on_scan or (lambda files: None)
         # Called before each file and each write; it raises Interrupted to stop the run there.
@@ -102,27 +98,25 @@ class Indexer:
         # as the embedding server has requests in flight (Embedding holds them to that): it
         # is then never left waiting while a note is parsed or written.
         model_free = self.enrich or config.context.summaries != "llm"
-        self._llm_pool = ThreadPoolExecutor(workers, thread_name_prefix="kb-llm")
         self._file_threads = 2 * workers if model_free else workers
         self._file_pool = ThreadPoolExecutor(self._file_threads, thread_name_prefix="kb-file")
         self._write_group = WRITE_GROUP if model_free else 1
-        self.context = Contextualizer.for_config(chat, config, self._llm_pool)
-        embedding = Embedding(store, embedder, batch=config.llm.embed_batch, in_flight=workers)
+        self.context = builder.context
         self.preparer = NotePreparer(
-            NoteBuilder(self.context, embedding, store.caches),
+            builder,
             self.context,
-            chat.name,
+            self.chat_name,
             max_chars=config.chunking.max_chars,
             enrich=self.enrich,
         )
+        embedding = builder.embedding
         self.space = EmbeddingSpace(
-            store, embedding, embedder.name, [v.name for v in config.vaults]
+            store, embedding, embedding.embedder.name, [v.name for v in config.vaults]
         )
         self._known_vectors = True  # each sync looks whether the index holds any
 
     def close(self) -> None:
         self._file_pool.shutdown(wait=True, cancel_futures=True)
-        self._llm_pool.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self) -> Indexer:
         return self
@@ -238,7 +232,7 @@ class Indexer:
 
     def _rules(self, vault: VaultConfig, *, force: bool, trust_stat: bool) -> plan.Rules:
         """What decides which of the vault's notes are indexed again (kb.indexing.plan)."""
-        retry = self.store.caches.paths_with_fallbacks(vault.name, self.chat.name)
+        retry = self.store.caches.paths_with_fallbacks(vault.name, self.chat_name)
         if not self.enrich:
             # Notes still queued from when enrichment was on get their LLM context now.
             retry |= self.store.queue.paths(vault.name)

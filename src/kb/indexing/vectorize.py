@@ -22,7 +22,6 @@ from kb.config import Config
 from kb.errors import KbError
 from kb.indexing.embedding import Embedding
 from kb.indexing.enrich import Attempt
-from kb.llm.base import Embedder
 from kb.store import Claim, Store, Vector
 from kb.store.queue import Unembedded, VectorsDone
 
@@ -47,14 +46,12 @@ class Vectorizer:
     """Embeds claimed notes' texts; `llm.concurrency` requests of `llm.embed_batch` texts in
     flight at once."""
 
-    def __init__(self, config: Config, store: Store, embedder: Embedder) -> None:
+    def __init__(self, config: Config, store: Store, embedding: Embedding) -> None:
         self.store = store
-        self.embedder = embedder
+        self.embedder = embedding.embedder
         self.batch = config.llm.embed_batch
         self.notes = NOTES_PER_CLAIM
-        self.embedding = Embedding(
-            store, embedder, batch=config.llm.embed_batch, in_flight=config.llm.concurrency
-        )
+        self.embedding = embedding
         self._pool = ThreadPoolExecutor(
             max(1, config.llm.concurrency), thread_name_prefix="kb-embed"
         )

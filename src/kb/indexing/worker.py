@@ -133,7 +133,6 @@ class Worker:
             for slot in self._slots:
                 slot.join()
             self._leave()
-            self.enricher.close()
             self.vectorizer.close()
         if self._fatal is not None:
             raise self._fatal
