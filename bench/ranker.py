@@ -547,7 +547,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for other in args.also_fit_on:
             their_rows, model = load_twins(folder, other)
             twins[dataset.name] += their_rows
-            also.add(model or str(other))
+            if their_rows:
+                also.add(model or str(other.data_dir))
         train += asked + twins[dataset.name]
         fitted_on[dataset.name] = _coverage(dataset, asked)
     rankers = [
