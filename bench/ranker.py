@@ -86,8 +86,15 @@ from retrieval import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-# The level whose rows are made unless --level names another (its paragraph vectors on).
-LEVEL = f"structure{PARAGRAPHS}"
+
+
+def with_paragraphs(level: str) -> str:
+    """A context level as its indexes are named here: with its paragraph vectors on."""
+    return f"{level}{PARAGRAPHS}"
+
+
+# The level whose rows are made unless --level names another.
+LEVEL = with_paragraphs("structure")
 
 
 @dataclass
@@ -439,7 +446,7 @@ class Twins:
     @classmethod
     def parse(cls, value: str) -> Twins:
         folder, _, level = value.partition("=")
-        return cls(Path(folder).expanduser(), f"{level}{PARAGRAPHS}" if level else LEVEL)
+        return cls(Path(folder).expanduser(), with_paragraphs(level) if level else LEVEL)
 
 
 def load_twins(folder: Path, where: Twins) -> tuple[list[Asked], str]:
@@ -492,7 +499,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--limit-docs",
-        dest="limit_docs",
         nargs="*",
         default=[],
         metavar="DATASET=N",
@@ -500,7 +506,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only-vaults",
-        dest="only_vaults",
         nargs="*",
         default=[],
         metavar="DATASET=V1,V2",
@@ -508,7 +513,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--level",
-        default="structure",
+        type=with_paragraphs,
+        default="structure",  # argparse passes a string default through `type`
         help="the context level whose indexes give the rows (paragraph vectors on)",
     )
     parser.add_argument("--data-dir", type=Path, default=Path.home() / ".cache/kb/bench")
@@ -531,7 +537,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.limit = {name: int(docs) for name, docs in _per_dataset(args.limit_docs).items()}
     args.vaults = {name: v.split(",") for name, v in _per_dataset(args.only_vaults).items()}
-    args.level += PARAGRAPHS
 
     env_config = make_config(Vault("", Path.cwd(), ()), args.data_dir, args.level)
     embedder = CachedEmbedder(make_embedder(env_config.llm))
