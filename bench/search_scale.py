@@ -9,9 +9,10 @@ of its own as kb's default has it (`--passages none`: the chunks' vectors alone;
 statements`: the fake model's statements too), then measures:
 
 - in the database: `Store.candidates` as `kb query` calls it (depth 40, the candidate lists
-  fusion reads) in each mode, plus the fusion for hybrid, p50 and p95 over `--queries`
-  queries (`--repeat N`: each query's fastest of N runs, which keeps a busy machine's
-  stalls out of the figures);
+  fusion reads) in each mode, plus the fusion for hybrid, and hybrid again with the learned
+  ranker kb ships ordering its candidates (`hybrid+ranker`, as `kb query` searches by
+  default), p50 and p95 over `--queries` queries (`--repeat N`: each query's fastest of N
+  runs, which keeps a busy machine's stalls out of the figures);
 - end to end: `kb query --mode M --top-k 10 --json` as a subprocess per query (Python start,
   config, embedding of the query, search, output), with the database server already
   running, p50 and p95 over `--cli-queries` queries per mode.
@@ -52,12 +53,17 @@ from kb.config import PASSAGE_MODES, Config, ContextConfig, PassageMode, SearchM
 from kb.container import Container, open_store
 from kb.indexing.events import FileEvent
 from kb.llm import make_embedder
+from kb.search import ranker
+from kb.search.features import FEATURES
 from kb.search.plan import CANDIDATES
-from kb.search.query import rank
+from kb.search.query import Judge, rank
+from kb.search.ranker import Ranker
 from kb.store import Store
 from kb.store import search as store_module
 
 MODES: tuple[SearchMode, ...] = ("vector", "text", "hybrid")
+# Hybrid search as kb runs it by default: its candidates ordered by the learned ranker.
+JUDGED = "hybrid+ranker"
 EMBED_MODEL = "hash-384"
 TOP_K = 10
 DEFAULT_PASSAGES = ContextConfig().passages
@@ -184,17 +190,22 @@ def in_database(
     queries: Sequence[str],
     modes: Sequence[SearchMode] = MODES,
     repeat: int = 1,
-) -> dict[SearchMode, tuple[Latency, list[list[tuple[str, int]]]]]:
+    learned: Ranker | None = None,
+) -> dict[str, tuple[Latency, list[list[tuple[str, int]]]]]:
     """Each mode's latency (each query's fastest of `repeat` runs) and each query's top 10
-    (path, first line)."""
+    (path, first line); with a `learned` ranker, hybrid search ordered by it too (JUDGED)."""
     embedder = make_embedder(config.llm)
     space = store.vectors.space()
     assert space is not None, "the index has an embedding space"
     vectors = [embedder.embed_query(q) for q in queries]
-    results: dict[SearchMode, tuple[Latency, list[list[tuple[str, int]]]]] = {}
-    for mode in modes:
+    runs: list[tuple[str, SearchMode, Ranker | None]] = [(m, m, None) for m in modes]
+    if learned is not None and "hybrid" in modes:
+        runs.append((JUDGED, "hybrid", learned))
+    results: dict[str, tuple[Latency, list[list[tuple[str, int]]]]] = {}
+    for label, mode, judged_by in runs:
         millis, tops = [], []
         for text, vector in zip(queries, vectors, strict=True):
+            judge = Judge(judged_by, text, config.owner_name) if judged_by else None
             fastest = float("inf")
             for _ in range(repeat):
                 started = time.perf_counter()
@@ -206,11 +217,11 @@ def in_database(
                     depth=CANDIDATES,
                     lists="both" if mode == "hybrid" else mode,
                 )
-                hits = rank(found, mode, config.query.fusion)[:TOP_K]
+                hits = rank(found, mode, config.query.fusion, judge=judge)[:TOP_K]
                 fastest = min(fastest, (time.perf_counter() - started) * 1000)
             millis.append(fastest)
             tops.append([(h.path, h.start_line) for h in hits])
-        results[mode] = (percentiles(millis), tops)
+        results[label] = (percentiles(millis), tops)
     return results
 
 
@@ -218,8 +229,8 @@ def exactness(
     store: Store,
     config: Config,
     queries: Sequence[str],
-    tops: Mapping[SearchMode, list[list[tuple[str, int]]]],
-) -> dict[SearchMode, float]:
+    tops: Mapping[str, list[list[tuple[str, int]]]],
+) -> dict[str, float]:
     """Share of each mode's exact top 10 (every posting read, every chunk scored) that the
     measured search found, over `queries`."""
     saved = store_module.TEXT_POSTINGS_PER_WORD, store_module.TEXT_RESCORED
@@ -228,7 +239,7 @@ def exactness(
         exact = in_database(store, config, queries, modes=("text", "hybrid"))
     finally:
         store_module.TEXT_POSTINGS_PER_WORD, store_module.TEXT_RESCORED = saved
-    shares: dict[SearchMode, float] = {}
+    shares: dict[str, float] = {}
     for mode, (_, exact_tops) in exact.items():
         found = [
             len(set(mine) & set(best)) / len(best)
@@ -335,7 +346,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.build_only:
             return 0
         queries = make_queries(args.queries, args.seed)
-        measured = in_database(store, config, queries, repeat=args.repeat)
+        learned = ranker.load(config.query.ranker_file or ranker.DEFAULT_MODEL, FEATURES)
+        measured = in_database(store, config, queries, repeat=args.repeat, learned=learned)
         shares = (
             exactness(
                 store,
@@ -356,10 +368,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"top-{TOP_K}, {len(queries)}"
         f" queries{fastest}, milliseconds"
     )
-    print(f"{'mode':<8}{'DB p50':>9}{'DB p95':>9}{'kb query p50':>14}{'kb query p95':>14}")
-    for mode in MODES:
-        lat = measured[mode][0]
-        row = f"{mode:<8}{lat.p50:>9.1f}{lat.p95:>9.1f}"
+    print(f"{'mode':<14}{'DB p50':>9}{'DB p95':>9}{'kb query p50':>14}{'kb query p95':>14}")
+    for mode, (lat, _) in measured.items():
+        row = f"{mode:<14}{lat.p50:>9.1f}{lat.p95:>9.1f}"
         if mode in cli:
             row += f"{cli[mode].p50:>14.0f}{cli[mode].p95:>14.0f}"
         print(row)
