@@ -211,7 +211,7 @@ def one_run(config_path: Path, admin: str, n: int, server: ModelServer, logs: Pa
         with parts.indexer() as indexer:
             indexer.space.ensure()  # the vector index made before workers start
         with workers(config_path, url, n, logs):
-            while sum(w.alive for w in parts.store.queue.workers()) < n:
+            while sum(w.alive for w in parts.store.workers.listed()) < n:
                 time.sleep(0.2)
             server.reset()
             report = parts.sync()

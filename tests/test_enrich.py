@@ -271,7 +271,7 @@ def test_stopping_a_worker_finishes_the_note_in_hand(kb: Kb) -> None:
     thread.join(30)
     assert not thread.is_alive()
     assert [a.outcome for a in attempts if a.speed == "enrich"] == ["done"]
-    assert kb.store.queue.status().items == QUEUED - 1 and kb.store.queue.workers() == []
+    assert kb.store.queue.status().items == QUEUED - 1 and kb.store.workers.listed() == []
 
 
 def test_a_failed_attempt_is_recorded_and_retried_later(kb: Kb) -> None:

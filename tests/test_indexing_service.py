@@ -26,31 +26,31 @@ def _progress() -> tuple[list[tuple[int, int]], indexing.Progress]:
 
 def test_no_worker_running_enriches_here(kb: Kb) -> None:
     Container.sync(kb)  # searchable by words, the vectors and the LLM context queued
-    backlog = indexing.backlog(kb.store.queue)
+    backlog = indexing.backlog(kb.store.queue, kb.store.workers)
     assert backlog is not None and backlog.workers == 0
     assert (backlog.queues.vectors.items, backlog.queues.context.items) == (QUEUED, QUEUED)
     seen, on_progress = _progress()
 
-    done = indexing.finish(kb.store.queue, kb.drain, on_progress)
+    done = indexing.finish(kb.store.queue, kb.store.workers, kb.drain, on_progress)
 
     assert (done.report.done, done.report.vectored, done.report.failed) == (QUEUED, QUEUED, 0)
     assert done.left.items == 0
     assert seen[-1] == (QUEUED, 0) and len(seen) > 1  # as it went, at most every 0.2 s
-    assert indexing.backlog(kb.store.queue) is None
+    assert indexing.backlog(kb.store.queue, kb.store.workers) is None
 
 
 def test_running_workers_are_watched_not_competed_with(kb: Kb) -> None:
     Container.sync(kb)
     # A worker that looks alive: the wait leaves the queue to the workers.
-    kb.store.queue.beat(WorkerBeat("elsewhere", "laptop", 1, 1, 0, 60.0))
-    backlog = indexing.backlog(kb.store.queue)
+    kb.store.workers.beat(WorkerBeat("elsewhere", "laptop", 1, 1, 0, 60.0))
+    backlog = indexing.backlog(kb.store.queue, kb.store.workers)
     assert backlog is not None and backlog.workers == 1
     worker = kb.worker(until_empty=True)
     running = threading.Thread(target=worker.run, name="test-worker", daemon=True)
     running.start()
     seen, on_progress = _progress()
 
-    done = indexing.finish(kb.store.queue, kb.drain, on_progress)
+    done = indexing.finish(kb.store.queue, kb.store.workers, kb.drain, on_progress)
     running.join(60)
 
     assert done.report.done == 0 and done.left.items == 0, "every note enriched by the worker"
@@ -65,7 +65,9 @@ def test_a_dead_workers_leases_are_waited_out_and_their_notes_enriched(kb: Kb) -
     seen, on_progress = _progress()
     waited: list[indexing.Enrichment] = []
     waiting = threading.Thread(
-        target=lambda: waited.append(indexing.finish(kb.store.queue, kb.drain, on_progress)),
+        target=lambda: waited.append(
+            indexing.finish(kb.store.queue, kb.store.workers, kb.drain, on_progress)
+        ),
         name="test-wait",
         daemon=True,
     )

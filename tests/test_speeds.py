@@ -18,7 +18,7 @@ from kb.llm.fake import FakeEmbedder
 from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.store import Store
-from kb.store.queue import VectorsDone
+from kb.store.texts import VectorsDone
 
 NOTES = 15
 WITH_TEXT = 14  # the example vault's empty note has nothing to embed
@@ -121,13 +121,13 @@ def test_a_late_result_of_a_dead_worker_writes_nothing_stale(kb: Kb, vault: Path
     Container.sync(kb)
     [claim] = kb.store.queue.claim("slow", lease=3600, speed="embed")
     [path] = rows(kb.store, "SELECT path FROM documents WHERE id = %s", claim.document_id)
-    texts = kb.store.queue.unembedded([claim.document_id])
+    texts = kb.store.texts.unembedded([claim.document_id])
     # The note is edited and stored again before the slow worker is done with it.
     note = vault / path["path"]
     note.write_text(note.read_text() + "\n\nOne more paragraph about kayaks.\n")
     Container.sync(kb)
     vectors = FakeEmbedder(kb.config.llm.embed_model).embed([t.text for t in texts])
-    done = kb.store.queue.finish_vectors(
+    done = kb.store.texts.finish_vectors(
         "slow",
         kb.embedder.name,
         list(zip(texts, vectors, strict=True)),

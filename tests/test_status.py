@@ -60,7 +60,7 @@ def test_cli_and_mcp_carry_the_same_report(kb: Kb, tmp_path: Path) -> None:
     lock = WriterLock(kb.store.url)
     assert lock.try_acquire()
     lock.beat(DaemonBeat("d1", "laptop", 4242, "writer", "watching", 3, 60.0))
-    kb.store.queue.beat(WorkerBeat("w1", "laptop", 4343, 2, 1, 60.0, "model server busy"))
+    kb.store.workers.beat(WorkerBeat("w1", "laptop", 4343, 2, 1, 60.0, "model server busy"))
     kb.store.state.reconciled(RECONCILED)
     try:
         config = _config_file(tmp_path, kb)

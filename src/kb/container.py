@@ -194,6 +194,7 @@ class Container:
             self.enricher(),
             self.vectorizer(),
             self.store.queue,
+            self.store.workers,
             concurrency=concurrency or self.config.enrich.concurrency,
             lease=self.config.enrich.lease,
             stop=stop,

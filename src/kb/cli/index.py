@@ -120,7 +120,7 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
 
     queue = parts.store.queue
     vaults = [v.name for v in parts.config.vaults]
-    backlog = indexing.backlog(queue, vaults)
+    backlog = indexing.backlog(queue, parts.store.workers, vaults)
     if backlog is None:
         return None
     for line in _queue_lines(backlog.queues, backlog.workers):
@@ -148,7 +148,9 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
 
         stop = threading.Event()
         with interruptible(stop):
-            enriched = indexing.finish(queue, parts.drain, show, vaults, stop=stop)
+            enriched = indexing.finish(
+                queue, parts.store.workers, parts.drain, show, vaults, stop=stop
+            )
     report, left = enriched.report, enriched.left
     if enriched.stopped:
         # The threads have finished the notes in hand; the rest stay queued.

@@ -22,23 +22,18 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import psycopg
-
-from kb import db, obsidian, plan
+from kb import obsidian, plan
 from kb.config import Config, VaultConfig
-from kb.db import first_line
-from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
+from kb.errors import KbError, NoteError
 from kb.hashes import content_hash
 from kb.indexing.building import NoteBuilder
 from kb.indexing.events import FileEvent, SyncReport
 from kb.indexing.preparing import NotePreparer
 from kb.indexing.space import EmbeddingSpace
+from kb.indexing.writing import WRITE_GROUP, NoteWriter, failed
 from kb.notes import (
     MISNAMED,
     OnDisk,
@@ -52,14 +47,9 @@ from kb.notes import (
     shown_path,
     stat_note,
 )
-from kb.store import NoteRows, Store
+from kb.store import Store
 
 log = logging.getLogger("kb.indexer")
-
-# Notes written to the database in one transaction, where no chat model is on the path (see
-# Documents.save). With a model on it, each note is written as soon as it is done: its
-# outputs are paid for, and a stop must not lose them.
-WRITE_GROUP = 16
 
 
 @dataclass
@@ -98,9 +88,6 @@ class Indexer:
         # as the embedding server has requests in flight (Embedding holds them to that): it
         # is then never left waiting while a note is parsed or written.
         model_free = self.enrich or config.context.summaries != "llm"
-        self._file_threads = 2 * workers if model_free else workers
-        self._file_pool = ThreadPoolExecutor(self._file_threads, thread_name_prefix="kb-file")
-        self._write_group = WRITE_GROUP if model_free else 1
         self.context = builder.context
         self.preparer = NotePreparer(
             builder,
@@ -109,14 +96,21 @@ class Indexer:
             max_chars=config.chunking.max_chars,
             enrich=self.enrich,
         )
+        self.writer = NoteWriter(
+            self.preparer,
+            store.documents,
+            threads=2 * workers if model_free else workers,
+            group=WRITE_GROUP if model_free else 1,
+            checkpoint=lambda: self.checkpoint(),
+            database=(config.database_url, config.data_dir),
+        )
         embedding = builder.embedding
         self.space = EmbeddingSpace(
             store, embedding, embedding.embedder.name, [v.name for v in config.vaults]
         )
-        self._known_vectors = True  # each sync looks whether the index holds any
 
     def close(self) -> None:
-        self._file_pool.shutdown(wait=True, cancel_futures=True)
+        self.writer.close()
 
     def __enter__(self) -> Indexer:
         return self
@@ -176,7 +170,7 @@ class Indexer:
         self.store.vaults.record(vault.name, vault_folder(vault))
         # A new index holds no vector to look up for its notes (the embedding queue looks
         # again when it embeds them).
-        self._known_vectors = self.store.vectors.space() is not None
+        self.writer.known_vectors = self.store.vectors.space() is not None
         vault, _ = obsidian.followed(vault)
         rules = self._rules(vault, force=force, trust_stat=scope is None)
         misnamed: list[str] = []
@@ -191,7 +185,7 @@ class Indexer:
         self.on_scan(survey.notes + len(misnamed))
         for path in misnamed:
             # Listed like any note that failed, under a name that can be stored and shown.
-            emit(self._failed(vault, shown_path(path), NoteError(MISNAMED)))
+            emit(failed(self.store.documents, vault, shown_path(path), NoteError(MISNAMED)))
         for folder in unlisted:
             emit(self._unlistable(vault, folder))
 
@@ -204,7 +198,7 @@ class Indexer:
 
         self.checkpoint()
         self._touch_and_move(vault, todo, emit)
-        self._index_all(vault, todo.index, emit, force=force)
+        self.writer.index(vault, todo.index, emit, force=force)
 
         self.checkpoint()
         docs = self.store.documents
@@ -264,7 +258,7 @@ class Indexer:
             except FileNotFoundError:
                 del on_disk[f.path]
             except NoteError as exc:
-                emit(self._failed(vault, f.path, exc))
+                emit(failed(self.store.documents, vault, f.path, exc))
         return read
 
     def _touch_and_move(
@@ -281,32 +275,6 @@ class Indexer:
             docs.move(vault.name, move.source, f.path, f.size, f.mtime_ns)
             log.debug("%s/%s: moved from %s", vault.name, f.path, move.source)
             emit(FileEvent(vault.name, f.path, "moved", moved_from=move.source))
-
-    def _index_all(
-        self,
-        vault: VaultConfig,
-        files: Sequence[OnDisk],
-        emit: Callable[[FileEvent], None],
-        *,
-        force: bool,
-    ) -> None:
-        """The notes to index, in groups written by the file threads."""
-        # A few groups ahead of the one reported: a large vault's events are let go of as
-        # they are reported, not held to the end.
-        ahead: deque[Future[list[FileEvent]]] = deque()
-        try:
-            for group in plan.groups(files, self._write_group, self._file_threads):
-                ahead.append(self._file_pool.submit(self._index_group, vault, group, force))
-                if len(ahead) > 2 * self._file_threads:
-                    for event in ahead.popleft().result():
-                        emit(event)
-            while ahead:
-                for event in ahead.popleft().result():
-                    emit(event)
-        except BaseException:
-            for future in ahead:
-                future.cancel()
-            raise
 
     def _survey(
         self,
@@ -355,58 +323,6 @@ class Indexer:
             if d.path not in in_scope and gone(vault, d.path)
         }
 
-    def _index_group(
-        self, vault: VaultConfig, files: Sequence[OnDisk], force: bool
-    ) -> list[FileEvent]:
-        """Index some files, written together; their events in the files' order."""
-        outcomes: list[tuple[FileEvent, NoteRows | None]] = []
-        try:
-            for f in files:
-                outcomes.append(self._prepare_guarded(vault, f, force))
-        finally:
-            # The notes done before a stop or a dead model server are written all the same,
-            # unless the writer lock is lost: another writer may own the index now.
-            ready = [rows for _, rows in outcomes if rows is not None]
-            if ready:
-                try:
-                    self.checkpoint()
-                except LockLost:
-                    raise
-                except Interrupted:
-                    pass  # a stop finishes the notes in hand
-                with _connection_needed(self.config):
-                    self.store.documents.save(ready)
-        return [event for event, _ in outcomes]
-
-    def _prepare_guarded(
-        self, vault: VaultConfig, f: OnDisk, force: bool
-    ) -> tuple[FileEvent, NoteRows | None]:
-        try:
-            self.checkpoint()
-            data = read_note(vault, f.path)
-            with _connection_needed(self.config):
-                return self.preparer.prepare(
-                    vault,
-                    f.path,
-                    data,
-                    size=len(data),
-                    mtime_ns=f.mtime_ns,
-                    force=force,
-                    known_vectors=self._known_vectors,
-                )
-        except FileNotFoundError:
-            # Deleted since it was listed (an editor's save dance, or a real delete).
-            self.store.documents.delete(vault.name, [f.path])
-            return FileEvent(vault.name, f.path, "deleted"), None
-        except NoteError as exc:
-            return self._failed(vault, f.path, exc), None
-        except (KbError, Interrupted):
-            raise  # a dead LLM server or database, or a stop: no point trying the next file
-        except Exception as exc:
-            # A bug triggered by one note must not stop the others; it is recorded.
-            log.debug("%s/%s failed", vault.name, f.path, exc_info=True)
-            return self._failed(vault, f.path, NoteError(f"{type(exc).__name__}: {exc}")), None
-
     def _unlistable(self, vault: VaultConfig, folder: Unlisted) -> FileEvent:
         # Recorded with the failed notes, so that `kb status` lists it until it can be read.
         self.store.documents.record_failure(
@@ -415,24 +331,6 @@ class Indexer:
             f"cannot be read ({folder.reason}): the notes indexed under it are kept as they were",
         )
         return FileEvent(vault.name, shown_path(folder.path), "unlistable", error=folder.reason)
-
-    def _failed(self, vault: VaultConfig, path: str, exc: Exception) -> FileEvent:
-        message = str(exc)
-        # Reported to the user through on_event (the CLI's summary, the daemon's log).
-        log.debug("%s/%s: %s", vault.name, path, message)
-        self.store.documents.record_failure(vault.name, path, message)
-        return FileEvent(vault.name, path, "failed", error=message)
-
-
-@contextmanager
-def _connection_needed(config: Config) -> Iterator[None]:
-    """A lost database connection, or a full disk under it, stops the run as a DatabaseError:
-    it is no note's fault, and the next note would fail the same way."""
-    try:
-        yield
-    except psycopg.OperationalError as exc:
-        lost = DatabaseError(f"lost the database connection: {first_line(exc)}")
-        raise db.disk_full(exc, config.database_url, config.data_dir) or lost from None
 
 
 def vault_folder(vault: VaultConfig) -> str:

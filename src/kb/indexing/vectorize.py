@@ -4,7 +4,7 @@ claim a few notes, newest first → read their texts that wait for a vector → 
 vectors this model made before for the same texts (by hash; not for a `kb reindex`) →
 embed the rest once each, `llm.concurrency` requests in flight → write them into the rows
 that still hold those texts, and take the items off the queue, in one transaction
-(`Queue.finish_vectors`).
+(`Texts.finish_vectors`).
 
 A note is found by its words from the moment it is stored; once its item is done, by its
 meaning too. Nothing here reads the vault. The loop that drains the queue is
@@ -23,7 +23,7 @@ from kb.errors import KbError
 from kb.indexing.embedding import Embedding
 from kb.indexing.enrich import Attempt
 from kb.store import Claim, Store, Vector
-from kb.store.queue import Unembedded, VectorsDone
+from kb.store.texts import Unembedded, VectorsDone
 
 # Notes claimed at once: texts for ten or so full requests (a note has about twenty), so the
 # last, part-full request of each claim costs little.
@@ -67,7 +67,7 @@ class Vectorizer:
         started = time.monotonic()
         space = self._space()
         self._indexes(space)
-        texts = self.store.queue.unembedded([c.document_id for c in claims])
+        texts = self.store.texts.unembedded([c.document_id for c in claims])
         fresh = {c.document_id for c in claims if c.fresh}
         known = self._known([t for t in texts if t.document_id not in fresh])
         # Each text once, however many rows hold it.
@@ -83,7 +83,7 @@ class Vectorizer:
                 sent.discard(t.text_hash)  # counted for the first note that holds it
                 embedded[t.document_id] = embedded.get(t.document_id, 0) + 1
         finished = set(
-            self.store.queue.finish_vectors(
+            self.store.texts.finish_vectors(
                 owner,
                 self.embedder.name,
                 [(t, vectors[t.text_hash]) for t in texts],

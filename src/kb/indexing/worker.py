@@ -36,6 +36,7 @@ from kb.indexing.vectorize import Vectorizer
 from kb.logfmt import event
 from kb.store import Claim, Queue, WorkerBeat
 from kb.store.queue import SPEEDS, Speed
+from kb.store.workers import Workers
 
 log = logging.getLogger("kb.worker")
 
@@ -56,6 +57,7 @@ class Worker:
         enricher: Enricher,
         vectorizer: Vectorizer,
         queue: Queue,
+        workers: Workers,
         *,
         concurrency: int,
         lease: float,
@@ -75,6 +77,7 @@ class Worker:
         # shared index are that configuration's workers' to build.
         self.vaults = tuple(vaults)
         self.queue = queue
+        self.workers = workers  # where its heartbeat goes
         self.concurrency = concurrency
         self.lease = lease
         self.stop_event = stop or threading.Event()
@@ -273,7 +276,8 @@ class Worker:
         with self._lock:
             in_hand = len(self._in_hand)
         try:
-            self.queue.beat(
+            self.queue.prune()
+            self.workers.beat(
                 WorkerBeat(
                     id=self.id,
                     host=self.host,
@@ -291,4 +295,4 @@ class Worker:
     def _leave(self) -> None:
         # With the database gone, the row goes stale and another worker's heartbeat drops it.
         with contextlib.suppress(psycopg.Error):
-            self.queue.leave(self.id)
+            self.workers.leave(self.id)

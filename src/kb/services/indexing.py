@@ -19,6 +19,7 @@ from typing import Literal, Protocol
 from kb.indexing.enrich import Attempt, EnrichReport
 from kb.store import QueueStatus
 from kb.store.queue import SPEEDS, Queue
+from kb.store.workers import Workers
 
 # While workers do the work, how often the queues are looked at (seconds).
 WATCH_INTERVAL = 1.0
@@ -108,16 +109,22 @@ def next_step(left: Queues, *, workers: int, claimable: int) -> Step:
     return "wait" if left.in_progress else "done"
 
 
-def backlog(queue: Queue, vaults: Sequence[str] = ()) -> Backlog | None:
+def backlog(queue: Queue, workers: Workers, vaults: Sequence[str] = ()) -> Backlog | None:
     """The backlog of `vaults` (empty: every vault), or None when no note is waiting."""
     left = queues(queue, vaults)
     if not left.items:
         return None
-    return Backlog(left, sum(1 for w in queue.workers() if w.alive and w.serves(vaults)))
+    return Backlog(left, _alive(workers, vaults))
+
+
+def _alive(workers: Workers, vaults: Sequence[str]) -> int:
+    """The workers alive that claim notes of `vaults`."""
+    return sum(1 for w in workers.listed() if w.alive and w.serves(vaults))
 
 
 def finish(
     queue: Queue,
+    workers: Workers,
     drain: Drain,
     on_progress: Progress,
     vaults: Sequence[str] = (),
@@ -145,7 +152,7 @@ def finish(
             progress()
 
     while not stop.is_set():
-        alive = sum(1 for w in queue.workers() if w.alive and w.serves(vaults))
+        alive = _alive(workers, vaults)
         claimable = sum(queue.waiting(vaults, speed) for speed in SPEEDS)
         step = next_step(progress(), workers=alive, claimable=claimable)
         if step == "done":

@@ -128,7 +128,7 @@ def status_report(config: Config, store: Store) -> StatusReport:
         last_reconcile=store.state.last_reconcile(),
         queue=store.queue.status(names),
         vectors=store.queue.status(names, "embed"),
-        workers=store.queue.workers(),
+        workers=store.workers.listed(),
         configured=Configured(
             chat_model=llm.chat_model,
             embed_model=llm.embed_model,

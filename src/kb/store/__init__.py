@@ -8,7 +8,9 @@
 - `search`: a query's candidates, and the notes a search may name;
 - `state`: small key/value state and `kb status`'s report;
 - `daemons`: who is running (the writer lock itself is `lock.WriterLock`);
-- `queue`: notes waiting for their LLM context, the workers draining it;
+- `queue`: notes waiting for their vectors and their LLM context;
+- `workers`: the workers draining the queues, by their heartbeats;
+- `texts`: the texts waiting for a vector, and their vectors written back;
 - `vaults`: the vaults the index holds, the folder each was synced from.
 
 The schema is migrated once at start-up (`kb.db.migrate`, called by the composition
@@ -31,8 +33,6 @@ from kb.store.queue import (
     Queue,
     QueuedNote,
     QueueStatus,
-    WorkerBeat,
-    WorkerRow,
 )
 from kb.store.search import (
     NO_FILTER,
@@ -44,8 +44,10 @@ from kb.store.search import (
     SearchFilter,
 )
 from kb.store.state import FailedFile, LastSync, Reconciliation, State, Status
+from kb.store.texts import Texts
 from kb.store.vaults import VaultRows
 from kb.store.vectors import Vectors
+from kb.store.workers import WorkerBeat, WorkerRow, Workers
 
 __all__ = [
     "NO_FILTER",
@@ -96,6 +98,8 @@ class Store:
         self.state = State(self.pool)
         self.daemons = Daemons(self.pool)
         self.queue = Queue(self.pool)
+        self.workers = Workers(self.pool)
+        self.texts = Texts(self.pool)
         self.vaults = VaultRows(self.pool)
 
     def close(self) -> None:

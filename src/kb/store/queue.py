@@ -1,5 +1,6 @@
 """The two queues of the later speeds: notes waiting for their vectors (`embed`) and for
-their LLM context (`enrich`); the workers that drain both; writing their results back.
+their LLM context (`enrich`); writing their results back. The workers that drain both
+keep their heartbeats in kb.store.workers.
 
 A note saved without all of its vectors, or without its LLM context, gets one item in that
 speed's queue (`queue_notes`, in the transaction that saves its rows); saving it again
@@ -8,8 +9,8 @@ latest content. Workers claim items newest first with `FOR UPDATE SKIP LOCKED` (
 of them, on any machine, never the same item at once), each under a lease they renew while
 they work; an item whose lease ran out (its worker died) is claimed again. `finish` writes a
 note's context only if its item still has the claimed ticket and lease: a result for an
-older version is dropped. `finish_vectors` writes a vector only into a row that still holds
-the text embedded and has none yet, so a late result is harmless either way.
+older version is dropped. The vectors the embedding speed writes back go through
+kb.store.texts.
 """
 
 from __future__ import annotations
@@ -26,8 +27,7 @@ from psycopg.rows import DictRow
 from kb.chunking import Chunk
 from kb.store import passages
 from kb.store.chunks import ChunkRecord, VoiceRecord
-from kb.store.pool import Pool, Vector, iso, vector_param
-from kb.store.state import read_state
+from kb.store.pool import Pool
 from kb.store.vaults import DOCUMENT_IN_VAULTS, ROW_IN_VAULTS
 
 # The later speeds, each a queue: a note's vectors, then its LLM context.
@@ -56,8 +56,6 @@ def _tables(speed: Speed) -> dict[str, sql.Composable]:
 # Finished items kept for the rate and the ETA, and the window the rate is measured over.
 _DONE_KEPT = "1 day"
 _RATE_WINDOW = "10 minutes"
-# A worker that missed this many heartbeats is taken for dead (as a daemon is).
-_STALE_BEATS = 3
 # Failing items listed by `kb status`, the most recent first.
 _FAILING_SHOWN = 20
 
@@ -129,55 +127,6 @@ class QueueStatus:
     rate: float | None
     eta_seconds: float | None
     failures: list[Failing] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class WorkerBeat:
-    """One heartbeat of a running worker."""
-
-    id: str
-    host: str
-    pid: int
-    concurrency: int
-    in_hand: int
-    heartbeat_interval: float
-    last_error: str | None = None
-    vaults: tuple[str, ...] = ()  # the vaults whose notes it claims (empty: every vault)
-
-    def serves(self, vaults: Sequence[str]) -> bool:
-        """Whether it claims notes of any of `vaults` (empty: of any vault)."""
-        return not self.vaults or not vaults or not set(self.vaults).isdisjoint(vaults)
-
-
-@dataclass(frozen=True, kw_only=True)
-class WorkerRow(WorkerBeat):
-    """A worker as `kb status` lists it: its last heartbeat, how long ago that was, and
-    whether it looks alive."""
-
-    started_at: str
-    heartbeat_at: str
-    heartbeat_age: float  # seconds
-    alive: bool
-
-
-@dataclass(frozen=True)
-class Unembedded:
-    """A text of a claimed note waiting for a vector: a chunk's (`passage` False) or a
-    passage's, by its row id, with its note and the hash its vector is cached under."""
-
-    passage: bool
-    id: int
-    document_id: int
-    text: str
-    text_hash: str
-
-
-@dataclass(frozen=True)
-class VectorsDone:
-    """A claimed note's item finished by the embedding speed, and what it cost."""
-
-    claim: Claim
-    embedded: int  # texts sent to the embedder for it
 
 
 def queue_notes(
@@ -274,93 +223,6 @@ class Queue:
                 {"n": limit, "owner": owner, "lease": lease, "vaults": list(vaults)},
             ).fetchall()
         return [Claim(speed=speed, **r) for r in rows]
-
-    def unembedded(self, document_ids: Sequence[int]) -> list[Unembedded]:
-        """The texts of some notes that wait for a vector: their chunks' first, then their
-        passages', each note's in order."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT false AS passage, id, embed_text AS text, context_hash AS text_hash,"
-                "       document_id, position, 0 AS at"
-                "  FROM chunks WHERE document_id = ANY(%(ids)s) AND embedding IS NULL"
-                " UNION ALL"
-                " SELECT true, p.id, p.text, p.text_hash, c.document_id, c.position, p.position"
-                "  FROM passages p JOIN chunks c ON c.id = p.chunk_id"
-                " WHERE c.document_id = ANY(%(ids)s) AND p.embedding IS NULL"
-                " ORDER BY passage, document_id, position, at",
-                {"ids": list(document_ids)},
-            ).fetchall()
-        return [
-            Unembedded(r["passage"], r["id"], r["document_id"], r["text"], r["text_hash"])
-            for r in rows
-        ]
-
-    def finish_vectors(
-        self,
-        owner: str,
-        model: str,
-        vectors: Sequence[tuple[Unembedded, Vector]],
-        done: Sequence[VectorsDone],
-    ) -> list[int]:
-        """Write vectors of `model` into the rows that still hold the text embedded and have
-        none yet, and take the items `done` off the queue where they still have the ticket
-        claimed and the lease; the notes whose items were taken off. Nothing is written when
-        the index has changed model since (its vectors would not compare)."""
-        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            # Locks the space's row: a model switch waits for this write, or this for it.
-            space = read_state(conn, "embedding_space", lock=True)
-            if space is None or space["model"] != model:
-                return []
-            for passage, table, hash_column in (
-                (False, "chunks", "context_hash"),
-                (True, "passages", "text_hash"),
-            ):
-                rows = [(u, v) for u, v in vectors if u.passage is passage]
-                if not rows:
-                    continue
-                cur.execute(
-                    sql.SQL(
-                        "UPDATE {table} t SET embedding = u.embedding, embed_model = %s"
-                        "  FROM unnest(%s::bigint[], %s::text[], %s::vector[])"
-                        "    AS u(id, text_hash, embedding)"
-                        " WHERE t.id = u.id AND t.{hash} = u.text_hash AND t.embedding IS NULL"
-                    ).format(table=sql.Identifier(table), hash=sql.Identifier(hash_column)),
-                    (
-                        model,
-                        [u.id for u, _ in rows],
-                        [u.text_hash for u, _ in rows],
-                        [vector_param(v) for _, v in rows],
-                    ),
-                )
-            if not done:
-                return []
-            cur.execute(
-                """
-                WITH held AS (
-                    SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::timestamptz[],
-                                         %s::integer[]) AS h(document_id, ticket, claimed_at,
-                                                             embedded)
-                ), finished AS (
-                    DELETE FROM embedding_queue q USING held h
-                     WHERE q.document_id = h.document_id AND q.ticket = h.ticket
-                       AND q.lease_owner = %s
-                    RETURNING q.ticket
-                )
-                INSERT INTO embedding_done (ticket, document_id, worker, claimed_at, embedded)
-                SELECT h.ticket, h.document_id, %s, h.claimed_at, h.embedded
-                  FROM held h JOIN finished f ON f.ticket = h.ticket
-                RETURNING document_id
-                """,
-                (
-                    [d.claim.document_id for d in done],
-                    [d.claim.ticket for d in done],
-                    [d.claim.claimed_at for d in done],
-                    [d.embedded for d in done],
-                    owner,
-                    owner,
-                ),
-            )
-            return [r["document_id"] for r in cur.fetchall()]
 
     def note(self, document_id: int) -> QueuedNote | None:
         """The rows of a queued note (None if it was deleted meanwhile)."""
@@ -578,16 +440,9 @@ class Queue:
             failures=[Failing(**f) for f in failing],
         )
 
-    # -- workers -----------------------------------------------------------------------------------
-
-    def beat(self, worker: WorkerBeat) -> None:
-        """Record that a worker is alive; drops long-dead workers and old finished items."""
+    def prune(self) -> None:
+        """Drop the finished items older than the rate and the ETA look at."""
         with self.pool.connection() as conn, conn.transaction():
-            conn.execute(
-                "DELETE FROM workers WHERE id <> %s"
-                "   AND heartbeat_at < now() - make_interval(secs => heartbeat_interval * 20)",
-                (worker.id,),
-            )
             for _, done in _TABLES.values():
                 conn.execute(
                     sql.SQL("DELETE FROM {} WHERE done_at < now() - %s::interval").format(
@@ -595,51 +450,3 @@ class Queue:
                     ),
                     (_DONE_KEPT,),
                 )
-            conn.execute(
-                "INSERT INTO workers (id, host, pid, concurrency, in_hand, heartbeat_interval,"
-                "   last_error, vaults)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT (id) DO UPDATE SET in_hand = EXCLUDED.in_hand,"
-                "   last_error = EXCLUDED.last_error, heartbeat_at = now()",
-                (
-                    worker.id,
-                    worker.host,
-                    worker.pid,
-                    worker.concurrency,
-                    worker.in_hand,
-                    worker.heartbeat_interval,
-                    worker.last_error,
-                    list(worker.vaults),
-                ),
-            )
-
-    def leave(self, worker_id: str) -> None:
-        with self.pool.connection() as conn:
-            conn.execute("DELETE FROM workers WHERE id = %s", (worker_id,))
-
-    def workers(self) -> list[WorkerRow]:
-        """Every worker with a row, with its heartbeat's age and whether it looks alive."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT id, host, pid, concurrency, in_hand, heartbeat_interval, last_error,"
-                "       vaults, started_at, heartbeat_at,"
-                "       extract(epoch FROM now() - heartbeat_at)::float AS heartbeat_age"
-                "  FROM workers ORDER BY started_at"
-            ).fetchall()
-        return [
-            WorkerRow(
-                id=r["id"],
-                host=r["host"],
-                pid=r["pid"],
-                concurrency=r["concurrency"],
-                in_hand=r["in_hand"],
-                heartbeat_interval=r["heartbeat_interval"],
-                last_error=r["last_error"],
-                vaults=tuple(r["vaults"]),
-                started_at=iso(r["started_at"]),
-                heartbeat_at=iso(r["heartbeat_at"]),
-                heartbeat_age=r["heartbeat_age"],
-                alive=r["heartbeat_age"] < _STALE_BEATS * r["heartbeat_interval"],
-            )
-            for r in rows
-        ]
