@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from kb.config import (
+    CONFLICT_PATTERNS,
     DEFAULT_OLLAMA_HOST,
     AskConfig,
     ChunkingConfig,
@@ -21,6 +22,8 @@ from kb.config import (
     QueryConfig,
     RerankConfig,
     VaultConfig,
+    _globs,
+    _spec,
     load_config,
     parse_config,
 )
@@ -410,6 +413,31 @@ def test_configured_ignore_globs() -> None:
     assert not vault.is_ignored("Notes/Templates.md")
     assert not vault.is_ignored("Notes/plan.md")
     assert not VaultConfig("v", Path("/v")).is_ignored("Templates/daily.md")
+
+
+@pytest.mark.parametrize(
+    "globs",
+    [
+        CONFLICT_PATTERNS,
+        ("Private/", "*.tmp.md", "Archive/**/old*.md", "[Dd]rafts/", "notes/a?c.md", "x/**/y/"),
+        ("Journal/**", "!Journal/public.md"),  # a negation: pathspec's own order of patterns
+    ],
+)
+@pytest.mark.parametrize("case_sensitive", [True, False])
+def test_globs_searched_as_one_match_as_pathspec_does(
+    globs: tuple[str, ...], case_sensitive: bool
+) -> None:
+    paths = [
+        "a.md", "Journal/x.md", "journal/x.md", "Journal/public.md", "sub/Journal/a.md",
+        "note (Conflicted copy 2023).md", "d/n.sync-conflict-2023.md", "N (my conflicted copy).md",
+        "Private/a.md", "private/a.md", "a/Private/b.md", "Private", "Privatex/a.md", "x.tmp.md",
+        "Archive/2020/old1.md", "Archive/old2.md", "drafts/a.md", "Drafts/b/c.md",
+        "notes/abc.md", "notes/abbc.md", "x/q/y/z.md", "x/y/z.md", "x/y",
+    ]  # fmt: skip
+    one, spec = _globs(globs, case_sensitive), _spec(globs, case_sensitive)
+    assert (one.any_of is None) == any(g.startswith("!") for g in globs)
+    assert [one.match(p) for p in paths] == [spec.match_file(p) for p in paths]
+    assert any(one.match(p) for p in paths) and not all(one.match(p) for p in paths)
 
 
 def test_is_personal_globs() -> None:

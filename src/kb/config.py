@@ -50,7 +50,7 @@ class VaultConfig:
     dates: DateRules = field(default_factory=DateRules)
 
     def is_personal(self, rel_path: str) -> bool:
-        return bool(self.personal) and _spec(self.personal).match_file(composed(rel_path))
+        return bool(self.personal) and _globs(self.personal).match(composed(rel_path))
 
     def is_ignored(self, rel_path: str, *, case_sensitive: bool = True) -> bool:
         """Whether a path is left out; `case_sensitive` False where the vault's file system
@@ -60,17 +60,48 @@ class VaultConfig:
         if any(part.startswith(".") for part in rel_path.split("/")):
             return True
         rel_path = composed(rel_path)
-        if self.conflicts == "ignore" and _spec(CONFLICT_PATTERNS, case_sensitive).match_file(
-            rel_path
-        ):
+        if self.conflicts == "ignore" and _globs(CONFLICT_PATTERNS, case_sensitive).match(rel_path):
             return True
-        return bool(self.ignore) and _spec(self.ignore, case_sensitive).match_file(rel_path)
+        return bool(self.ignore) and _globs(self.ignore, case_sensitive).match(rel_path)
+
+
+@dataclass(frozen=True)
+class _Globs:
+    """Gitignore-style patterns that match a vault-relative path (as kb writes one: "/"
+    between its parts, never a leading "/" or "./"): where no pattern negates another, a path
+    is matched when any one does, so their expressions are searched as one (a sync asks
+    about every note of the vault; pathspec tries them one by one)."""
+
+    spec: pathspec.GitIgnoreSpec
+    any_of: re.Pattern[str] | None
+
+    def match(self, path: str) -> bool:
+        if self.any_of is not None:
+            return self.any_of.search(path) is not None
+        return self.spec.match_file(path)
 
 
 @functools.lru_cache(maxsize=64)
+def _globs(patterns: tuple[str, ...], case_sensitive: bool = True) -> _Globs:
+    # Cached: the daemon's watcher asks about every event's path.
+    spec = _spec(patterns, case_sensitive)
+    regexes = [p.regex for p in spec.patterns if isinstance(p, pathspec.RegexPattern)]
+    simple = len(regexes) == len(spec.patterns) and all(
+        r is not None and p.include for r, p in zip(regexes, spec.patterns, strict=True)
+    )
+    if not simple or not regexes:
+        return _Globs(spec, None)
+    # pathspec names a group in each expression (where a folder matched, which only decides
+    # between a pattern and its negation): one name may not be given twice in one.
+    alternatives = "|".join(f"(?:{r.pattern.replace('(?P<ps_d>', '(?:')})" for r in regexes if r)
+    try:
+        return _Globs(spec, re.compile(alternatives, 0 if case_sensitive else re.I))
+    except re.error:
+        return _Globs(spec, None)
+
+
 def _spec(patterns: tuple[str, ...], case_sensitive: bool = True) -> pathspec.GitIgnoreSpec:
-    # Cached: the daemon's watcher asks about every event's path. Composed, as the paths
-    # matched are (kb.names).
+    # Composed, as the paths matched are (kb.names).
     spec = pathspec.GitIgnoreSpec.from_lines([composed(p) for p in patterns])
     if case_sensitive:
         return spec

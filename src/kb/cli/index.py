@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 import threading
+import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated
 
@@ -33,6 +34,10 @@ if TYPE_CHECKING:
     from kb.indexing.enrich import EnrichReport
     from kb.indexing.events import SyncReport
     from kb.services.indexing import Queues
+
+
+# How often the progress bar moves while files go by (seconds).
+BAR_STEP = 0.05
 
 
 def _progress() -> Progress:
@@ -67,18 +72,29 @@ def _run_sync(parts: Container, *, force: bool) -> SyncReport:
             total = progress.tasks[task].total or 0
             progress.update(task, total=total + files)
 
-        def on_event(event: FileEvent) -> None:
-            report.add(event)
+        done = [0, 0.0]  # files the bar has not shown yet; when it last moved
+
+        def show() -> None:
             stats = (
                 f"chunks {report.chunks} · LLM calls {report.llm_calls} · "
                 f"skipped {report.unchanged + report.moved} · failed {report.failed}"
             )
+            progress.update(task, advance=done[0], stats=stats)
+            done[0], done[1] = 0, time.monotonic()
+
+        def on_event(event: FileEvent) -> None:
+            report.add(event)
             # Deleted rows and unreadable folders are no file of the scan's count.
-            advance = 0 if event.action in ("deleted", "unlistable") else 1
-            progress.update(task, advance=advance, stats=stats)
+            done[0] += event.action not in ("deleted", "unlistable")
+            # The bar is drawn ten times a second: moving it for each of a large vault's
+            # unchanged notes would cost more than looking at them.
+            if time.monotonic() - done[1] >= BAR_STEP:
+                show()
 
         with parts.indexer(on_event=on_event, on_scan=on_scan) as indexer:
-            return indexer.sync(force=force)
+            synced = indexer.sync(force=force)
+        show()
+        return synced
 
 
 def _summarize(report: SyncReport) -> None:
