@@ -557,3 +557,19 @@ def test_a_templates_folder_named_with_glob_characters_is_followed(
         settle(daemon, kb, timeout=60)
     assert not any(p.startswith("Inbox [old]/") for p in kb.store.documents.states("v"))
     assert any(p.startswith("Inbox/") for p in kb.store.documents.states("v"))
+
+
+def test_the_interval_reconciles_on_the_daemons_own_clock(store: Store, vault: Path) -> None:
+    """Half an hour goes by on the clock the daemon is given, a moment on the wall's: its
+    timers read that clock alone."""
+    now = [1000.0]
+    kb = daemon_kb(store, vault, reconcile_interval=1800.0, reconcile_jitter=0.0)
+    with running(kb, clock=lambda: now[0]) as daemon:
+        start_up = kb.store.state.last_reconcile()
+        assert start_up is not None and start_up.reason == "start-up"
+        now[0] += 1800.0
+        record = wait_for(
+            lambda: (r := kb.store.state.last_reconcile()) and r.reason == "interval" and r,
+            "the interval's reconciliation",
+        )
+        assert record.indexed == 0 and daemon.idle

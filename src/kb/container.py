@@ -12,6 +12,7 @@ build them: `kb query` does not load Markdown parsing or file watching.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -306,10 +307,15 @@ class Container:
         return build_app(parts, access(host, token, allow_hosts))
 
     def daemon(
-        self, *, stop: threading.Event | None = None, daemon_id: str | None = None
+        self,
+        *,
+        stop: threading.Event | None = None,
+        daemon_id: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> Daemon:
         """A daemon over this config's store, given the builders of its indexer and its
-        background worker (not the container: the daemon sits below it)."""
+        background worker (not the container: the daemon sits below it) and the clock its
+        timers read."""
         from kb.daemon.daemon import Daemon
 
         return Daemon(
@@ -319,6 +325,7 @@ class Container:
             worker=self.worker,
             stop=stop,
             daemon_id=daemon_id,
+            clock=clock,
         )
 
     def close(self) -> None:
