@@ -170,7 +170,7 @@ class Container:
     def enricher(self) -> Enricher:
         from kb.indexing.enrich import Enricher
 
-        return Enricher(self.store.queue, self.builder())
+        return Enricher(self.store.enriched, self.builder())
 
     def vectorizer(self) -> Vectorizer:
         from kb.indexing.vectorize import Vectorizer

@@ -3,7 +3,7 @@
 claim → rebuild the note's chunks from its rows → `Contextualizer.build` (the model is asked
 only for outputs not cached) → embed the texts that changed (vectors reused by context
 hash) → write the rows and take the item off the queue in one transaction, if the note is
-still the version claimed (`Queue.finish`; a result for an older version is dropped).
+still the version claimed (`EnrichedNotes.finish`; a result for an older version is dropped).
 
 Nothing here reads the vault: a worker on another machine needs only the database and its
 model servers. The loop that drains the queue is `kb.indexing.worker`.
@@ -18,7 +18,7 @@ from typing import Literal
 from kb.dates import settings_build
 from kb.errors import KbError
 from kb.indexing.building import NoteBuilder, note_facts
-from kb.store import Claim, Enriched, Queue
+from kb.store import Claim, Enriched, EnrichedNotes
 from kb.store.queue import Speed
 
 # done: written; dropped: the note was edited, deleted or taken by another worker meanwhile
@@ -71,8 +71,8 @@ class Enricher:
     """Writes the LLM context of claimed notes; its model calls share one pool of
     `llm.concurrency` threads, however many notes are in hand."""
 
-    def __init__(self, queue: Queue, builder: NoteBuilder) -> None:
-        self.queue = queue
+    def __init__(self, notes: EnrichedNotes, builder: NoteBuilder) -> None:
+        self.notes = notes
         self.builder = builder
         self.context = builder.context
         self.chat = builder.context.chat
@@ -80,7 +80,7 @@ class Enricher:
     def enrich(self, claim: Claim, owner: str) -> Attempt:
         """Build, embed and write one claimed note's LLM context."""
         started = time.monotonic()
-        note = self.queue.note(claim.document_id)
+        note = self.notes.note(claim.document_id)
         if note is None:  # deleted since: its item went with it
             return Attempt(claim.document_id, "", "", "dropped")
         build = self.context.build_id(note.personal)
@@ -102,7 +102,7 @@ class Enricher:
             ask=True,
         )
         ctx = built.context
-        written = self.queue.finish(
+        written = self.notes.finish(
             claim,
             owner,
             Enriched(

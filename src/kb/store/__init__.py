@@ -11,6 +11,7 @@
 - `queue`: notes waiting for their vectors and their LLM context;
 - `workers`: the workers draining the queues, by their heartbeats;
 - `texts`: the texts waiting for a vector, and their vectors written back;
+- `enriched`: a queued note's rows for its LLM context, and that context written back;
 - `vaults`: the vaults the index holds, the folder each was synced from.
 
 The schema is migrated once at start-up (`kb.db.migrate`, called by the composition
@@ -23,17 +24,11 @@ from kb.results import SearchHit
 from kb.store.caches import Caches
 from kb.store.chunks import ChunkRecord, LinesRecord
 from kb.store.documents import Authorship, DocumentRecord, Documents, NoteRows, Undated
+from kb.store.enriched import Enriched, EnrichedNotes, QueuedNote
 from kb.store.lock import DaemonBeat, DaemonRow, Daemons, Role, WriterLock
 from kb.store.passages import PassageRecord, Passages
 from kb.store.pool import Vector, open_pool
-from kb.store.queue import (
-    Claim,
-    Enriched,
-    Pending,
-    Queue,
-    QueuedNote,
-    QueueStatus,
-)
+from kb.store.queue import Claim, Pending, Queue, QueueStatus
 from kb.store.search import (
     NO_FILTER,
     Candidate,
@@ -98,6 +93,7 @@ class Store:
         self.state = State(self.pool)
         self.daemons = Daemons(self.pool)
         self.queue = Queue(self.pool)
+        self.enriched = EnrichedNotes(self.pool)
         self.workers = Workers(self.pool)
         self.texts = Texts(self.pool)
         self.vaults = VaultRows(self.pool)
