@@ -298,41 +298,67 @@ def scan_scope(
 
 def inside_vault(vault: VaultConfig, rel_path: str) -> bool:
     """Whether a vault-relative path, links resolved, still lies inside the vault."""
-    return _resolved_inside(vault, rel_path) is not None
+    return _resolved_inside(vault_root(vault), vault, rel_path) is not None
 
 
-def _resolved_inside(vault: VaultConfig, rel_path: str) -> str | None:
-    """A vault-relative path with its links resolved, or None if that leaves the vault."""
-    root = os.path.realpath(vault.path)
+def _resolved_inside(root: str, vault: VaultConfig, rel_path: str) -> str | None:
+    """A vault-relative path with its links resolved, or None if that leaves the vault
+    (`root`: the vault folder's own path, links resolved)."""
     # Strings, not a Path: pathlib interns every part of a path it parses (for good where
     # interned strings are immortal: early 3.12 releases, free-threaded builds), and the
     # table of interned strings, grown to every file name of a large vault, never shrinks.
+    walked = _walked(root, rel_path)
+    if walked is not None:
+        return walked  # no part of it leaves the root
     real = os.path.realpath(os.path.join(vault.path, rel_path))
     return real if os.path.commonpath([root, real]) == root else None
 
 
-def _real_note(vault: VaultConfig, rel_path: str) -> str:
+def _walked(root: str, rel_path: str) -> str | None:
+    """The path under `root` when none of its parts is a link, each part looked at once
+    (realpath would walk the whole of the vault's own path again for every note: a touched
+    vault's sync spent half its time there); None where a part is a link, "." or "..",
+    which realpath resolves."""
+    path = root
+    for part in rel_path.split("/"):
+        if part in ("", ".", ".."):
+            return None
+        path = os.path.join(path, part)
+        if os.path.islink(path):
+            return None
+    return path
+
+
+def vault_root(vault: VaultConfig) -> str:
+    """The vault folder's own path, links resolved: what a note's path must stay under."""
+    return os.path.realpath(vault.path)
+
+
+def _real_note(vault: VaultConfig, rel_path: str, root: str) -> str:
     """The file a vault-relative path opens, links resolved; NoteError if the path, or what
     it leads to, is outside the vault, ignored or in a dot-folder."""
-    real = _resolved_inside(vault, rel_path)
+    real = _resolved_inside(root, vault, rel_path)
     if real is None:
         raise NoteError("is a link to a file outside the vault; not read")
     if _ignored(vault, rel_path):
         raise NoteError("is ignored (an ignore rule or a dot-folder); not read")
     # A link, or a linked folder, must not reach what its target's own path would not.
-    target = os.path.relpath(real, os.path.realpath(vault.path)).replace(os.sep, "/")
+    target = rel_path
+    if real != os.path.join(root, rel_path):
+        target = os.path.relpath(real, root).replace(os.sep, "/")
     if target != rel_path and _ignored(vault, target):
         raise NoteError("leads through a link to an ignored file or dot-folder; not read")
     return real
 
 
-def read_note(vault: VaultConfig, rel_path: str) -> bytes:
+def read_note(vault: VaultConfig, rel_path: str, *, root: str | None = None) -> bytes:
     """A note's bytes; FileNotFoundError if it is gone, NoteError if it cannot be read.
 
     The one place kb reads a note: whatever a link or an event names, nothing outside the
-    vault, ignored or in a dot-folder is opened.
+    vault, ignored or in a dot-folder is opened. `root` is `vault_root(vault)` where the
+    caller reads many notes (resolved once for them all, not once a note).
     """
-    real = _real_note(vault, rel_path)
+    real = _real_note(vault, rel_path, root or vault_root(vault))
     try:
         # O_NOFOLLOW: a link put in the file's place since the check above is refused;
         # O_NONBLOCK: a FIFO put there does not hang the read.

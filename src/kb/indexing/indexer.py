@@ -46,6 +46,7 @@ from kb.notes import (
     scan_vault,
     shown_path,
     stat_note,
+    vault_root,
 )
 from kb.store import Store
 
@@ -251,10 +252,11 @@ class Indexer:
         # Only hashes are kept here: a file's bytes are read again by the worker that
         # indexes it, so a first sync of a large vault does not hold it all in memory.
         read: list[plan.Read] = []
+        root = vault_root(vault)
         for f in to_read:
             self.checkpoint()
             try:
-                read.append(plan.Read(f, content_hash(read_note(vault, f.path))))
+                read.append(plan.Read(f, content_hash(read_note(vault, f.path, root=root))))
             except FileNotFoundError:
                 del on_disk[f.path]
             except NoteError as exc:

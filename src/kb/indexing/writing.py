@@ -23,7 +23,7 @@ from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
 from kb.indexing.events import FileEvent
 from kb.indexing.preparing import NotePreparer
-from kb.notes import OnDisk, read_note
+from kb.notes import OnDisk, read_note, vault_root
 from kb.store import NoteRows
 from kb.store.documents import Documents
 
@@ -90,9 +90,10 @@ class NoteWriter:
     ) -> list[FileEvent]:
         """Index some files, written together; their events in the files' order."""
         outcomes: list[tuple[FileEvent, NoteRows | None]] = []
+        root = vault_root(vault)
         try:
             for f in files:
-                outcomes.append(self._prepare_guarded(vault, f, force))
+                outcomes.append(self._prepare_guarded(vault, root, f, force))
         finally:
             # The notes done before a stop or a dead model server are written all the same,
             # unless the writer lock is lost: another writer may own the index now.
@@ -109,11 +110,11 @@ class NoteWriter:
         return [event for event, _ in outcomes]
 
     def _prepare_guarded(
-        self, vault: VaultConfig, f: OnDisk, force: bool
+        self, vault: VaultConfig, root: str, f: OnDisk, force: bool
     ) -> tuple[FileEvent, NoteRows | None]:
         try:
             self.checkpoint()
-            data = read_note(vault, f.path)
+            data = read_note(vault, f.path, root=root)
             with connection_needed(*self.database):
                 return self.preparer.prepare(
                     vault,
