@@ -53,8 +53,6 @@ from kb.config import PASSAGE_MODES, Config, ContextConfig, PassageMode, SearchM
 from kb.container import Container, open_store
 from kb.indexing.events import FileEvent
 from kb.llm import make_embedder
-from kb.search import ranker
-from kb.search.features import FEATURES
 from kb.search.plan import CANDIDATES
 from kb.search.query import Judge, rank
 from kb.search.ranker import Ranker
@@ -346,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.build_only:
             return 0
         queries = make_queries(args.queries, args.seed)
-        learned = ranker.load(config.query.ranker_file or ranker.DEFAULT_MODEL, FEATURES)
+        learned = Container(config, store).ranker()
         measured = in_database(store, config, queries, repeat=args.repeat, learned=learned)
         shares = (
             exactness(

@@ -69,7 +69,7 @@ def test_an_unreadable_folder_is_looked_at_again_later_each_time() -> None:
     now = 0.0
     for _ in range(5):
         folders.reconciling()
-        assert folders.met(("v", "Private/"), "Permission denied") == (not looks)
+        assert folders.met(("v", "Private/")) == (not looks)
         assert folders.reconciled({"v"}, now) == []
         assert not folders.due(now)
         wait = 0.0
@@ -85,7 +85,7 @@ def test_an_unreadable_folder_is_looked_at_again_later_each_time() -> None:
     assert folders.reconciled({"v"}, now) == [("v", "Private/")]
     assert not folders.due(math.inf)
     folders.reconciling()
-    assert folders.met(("v", "Private/"), "Permission denied")
+    assert folders.met(("v", "Private/"))
     folders.reconciled({"v"}, now)
     assert folders.due(now + UNREADABLE_RETRY)
 
@@ -94,7 +94,7 @@ def test_a_folder_met_by_a_sync_of_changed_paths_gets_a_look() -> None:
     folders = UnreadableFolders(ceiling=30.0)
     folders.scoped(0.0)
     assert not folders.due(math.inf)
-    folders.met(("v", "Private/"), "Permission denied")
+    folders.met(("v", "Private/"))
     folders.scoped(10.0)
     folders.scoped(12.0)  # a look already planned is kept
     assert not folders.due(14.9) and folders.due(15.0)

@@ -85,15 +85,16 @@ class _Globs:
 def _globs(patterns: tuple[str, ...], case_sensitive: bool = True) -> _Globs:
     # Cached: the daemon's watcher asks about every event's path.
     spec = _spec(patterns, case_sensitive)
-    regexes = [p.regex for p in spec.patterns if isinstance(p, pathspec.RegexPattern)]
-    simple = len(regexes) == len(spec.patterns) and all(
-        r is not None and p.include for r, p in zip(regexes, spec.patterns, strict=True)
-    )
-    if not simple or not regexes:
-        return _Globs(spec, None)
+    expressions = [
+        p.regex.pattern
+        for p in spec.patterns
+        if isinstance(p, pathspec.RegexPattern) and p.regex is not None and p.include
+    ]
+    if not expressions or len(expressions) != len(spec.patterns):
+        return _Globs(spec, None)  # a negation: pathspec's order of patterns decides
     # pathspec names a group in each expression (where a folder matched, which only decides
     # between a pattern and its negation): one name may not be given twice in one.
-    alternatives = "|".join(f"(?:{r.pattern.replace('(?P<ps_d>', '(?:')})" for r in regexes if r)
+    alternatives = "|".join(f"(?:{e.replace('(?P<ps_d>', '(?:')})" for e in expressions)
     try:
         return _Globs(spec, re.compile(alternatives, 0 if case_sensitive else re.I))
     except re.error:

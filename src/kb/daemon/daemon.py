@@ -234,10 +234,7 @@ class Daemon:
                 # Watching starts before the catch-up scan, so no change falls between the two.
                 watcher.start()
                 self._writable.set()
-                self._worker = threading.Thread(
-                    target=self.writer.run, name="kb-worker", daemon=True
-                )
-                self._worker.start()
+                self._start_writer()
                 self._supervise(watcher)
             finally:
                 self._writable.clear()
@@ -274,10 +271,7 @@ class Daemon:
                 # The worker catches everything; this is the last line of defence.
                 event(log, "worker thread died: restarting it", logging.ERROR)
                 self.request_reconcile("worker restarted")
-                self._worker = threading.Thread(
-                    target=self.writer.run, name="kb-worker", daemon=True
-                )
-                self._worker.start()
+                self._start_writer()
             self.stop_event.wait(TICK)
 
     def _start_writer(self) -> None:

@@ -75,7 +75,7 @@ Folder = tuple[str, str]  # (vault, folder path: "" for the vault's root, else e
 
 
 class UnreadableFolders:
-    """The folders the syncs could not read, why, and when to look at them again.
+    """The folders the syncs could not read, and when to look at them again.
 
     The worker tells it what a sync met and when a reconciliation ended; the main thread
     asks whether a look is due. Times are the caller's clock readings.
@@ -84,7 +84,7 @@ class UnreadableFolders:
     def __init__(self, ceiling: float) -> None:
         self._ceiling = ceiling  # the longest wait between two looks
         self._lock = threading.Lock()
-        self._why: dict[Folder, str] = {}
+        self._folders: set[Folder] = set()
         self._seen: set[Folder] = set()  # met by the reconciliation running
         self._wait = UNREADABLE_RETRY
         self._look_at = math.inf
@@ -94,22 +94,21 @@ class UnreadableFolders:
         with self._lock:
             self._seen = set()
 
-    def met(self, folder: Folder, why: str) -> bool:
+    def met(self, folder: Folder) -> bool:
         """A sync could not read `folder`: True the first time (to say so once)."""
         with self._lock:
             self._seen.add(folder)
-            new = folder not in self._why
-            self._why[folder] = why
+            new = folder not in self._folders
+            self._folders.add(folder)
             return new
 
     def reconciled(self, vaults: set[str], now: float) -> list[Folder]:
         """A reconciliation of `vaults` ended: the folders it could read again (forgotten),
         and the next look planned at those it still cannot."""
         with self._lock:
-            again = readable_again(self._why, self._seen, vaults)
-            for folder in again:
-                del self._why[folder]
-            if self._why:
+            again = readable_again(self._folders, self._seen, vaults)
+            self._folders.difference_update(again)
+            if self._folders:
                 self._plan(now)
             else:
                 self._wait, self._look_at = UNREADABLE_RETRY, math.inf
@@ -118,7 +117,7 @@ class UnreadableFolders:
     def scoped(self, now: float) -> None:
         """A sync of changed paths ended: a folder it met unreadable gets a look planned."""
         with self._lock:
-            if self._why and self._look_at == math.inf:
+            if self._folders and self._look_at == math.inf:
                 self._plan(now)
 
     def due(self, now: float) -> bool:

@@ -263,7 +263,7 @@ class Writer:
         if file.action == "unchanged":
             return
         if file.action == "unlistable":
-            if self.unreadable.met((file.vault, file.path), file.error):
+            if self.unreadable.met((file.vault, file.path)):
                 event(
                     log,
                     "cannot read a folder: the notes indexed under it are kept",

@@ -1,16 +1,16 @@
 """The two queues of the later speeds: notes waiting for their vectors (`embed`) and for
-their LLM context (`enrich`); writing their results back. The workers that drain both
-keep their heartbeats in kb.store.workers.
+their LLM context (`enrich`): items queued, claimed, leased, given back and counted. The
+workers that drain both keep their heartbeats in kb.store.workers.
 
 A note saved without all of its vectors, or without its LLM context, gets one item in that
 speed's queue (`queue_notes`, in the transaction that saves its rows); saving it again
 replaces the item with a new ticket, so an edit made before its turn is done once, for the
 latest content. Workers claim items newest first with `FOR UPDATE SKIP LOCKED` (any number
 of them, on any machine, never the same item at once), each under a lease they renew while
-they work; an item whose lease ran out (its worker died) is claimed again. `finish` writes a
-note's context only if its item still has the claimed ticket and lease: a result for an
-older version is dropped. What the speeds write back goes through kb.store.texts (vectors)
-and kb.store.enriched (LLM context).
+they work; an item whose lease ran out (its worker died) is claimed again. What the speeds
+write back, and the items they take off, go through kb.store.texts (vectors) and
+kb.store.enriched (LLM context), each written only while the item still has the claimed
+ticket and lease: a result for an older version is dropped.
 """
 
 from __future__ import annotations
