@@ -27,6 +27,7 @@ from kb.search.answer import NOTHING_FOUND, Answer, Timings
 from kb.services.filters import FILTERS, MAX_TAGS, FilterField, read
 from kb.services.search import SearchRequest
 from kb.store import SearchFilter
+from kb.web.app import web_app
 from kb.web.forms import FormError, read_form
 
 # Each filter as a person writes it (tags several times), and what it is read as.
@@ -76,7 +77,7 @@ def test_every_filter_is_offered_by_every_face(kb: Kb) -> None:
         arguments = tools[tool]["properties"]
         for f in FILTERS:
             assert arguments.get(f.name, {}).get("description") == f.help, (tool, f.name)
-    web = TestClient(kb.web_app(host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
+    web = TestClient(web_app(kb, host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
     for page in ("/", "/ask"):
         html = web.get(page).text
         for f in FILTERS:

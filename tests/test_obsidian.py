@@ -28,6 +28,7 @@ from kb.obsidian import (
 )
 from kb.services.notes import Vaults
 from kb.store import Store
+from kb.web.app import web_app
 
 EXCLUDED = "EXCLUDED-IN-OBSIDIAN"
 
@@ -205,7 +206,7 @@ def test_the_faces_read_no_note_obsidian_excludes(kb: Kb, vault: Path) -> None:
     for path in hidden:
         with pytest.raises(KbError):
             vaults.read("v", path)
-    web = TestClient(kb.web_app(host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
+    web = TestClient(web_app(kb, host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
     for path in hidden:
         for route in ("/note", "/api/note"):
             page = web.get(route, params={"vault": "v", "path": path})

@@ -31,7 +31,7 @@ from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.search.answer import Answer, Timings
 from kb.services.notes import Vaults
-from kb.web.app import Parts, build_app
+from kb.web.app import Parts, build_app, web_app
 from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
 from kb.web.guard import access, host_name
@@ -45,7 +45,7 @@ HOSTILE = "# Trap\n\nA <script>alert('owned')</script> and <img src=x onerror=al
 @pytest.fixture
 def web(kb: Kb) -> TestClient:
     kb.sync()
-    return TestClient(kb.web_app(host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
+    return TestClient(web_app(kb, host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
 
 
 def test_the_search_page_shows_cards_with_the_matched_words(web: TestClient) -> None:
@@ -151,14 +151,14 @@ def test_a_number_that_is_not_ascii_digits_is_one_line(kb: Kb, top_k: str) -> No
 def _served(kb: Kb) -> TestClient:
     """The page as a browser meets it: a failure is the page's 500, not an exception here."""
     kb.sync()
-    app = kb.web_app(host="127.0.0.1", token=None)
+    app = web_app(kb, host="127.0.0.1", token=None)
     return TestClient(app, base_url="http://127.0.0.1:8766", raise_server_exceptions=False)
 
 
 def test_a_hostile_note_is_shown_as_text(kb: Kb, vault: Path) -> None:
     (vault / "Trap.md").write_text(HOSTILE)
     kb.sync()
-    web = TestClient(kb.web_app(host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
+    web = TestClient(web_app(kb, host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
     for page in (
         web.get("/", params={"q": "trap script alert"}),
         web.get("/note", params={"vault": "v", "path": "Trap.md"}),
@@ -220,8 +220,8 @@ def test_another_sites_requests_get_nothing(web: TestClient, headers: dict[str, 
 def test_a_host_header_no_browser_sends_is_refused(kb: Kb, host: str) -> None:
     kb.sync()
     for app in (
-        kb.web_app(host="127.0.0.1", token=None),
-        kb.web_app(host="0.0.0.0", token="s3cret"),  # any name, with the token
+        web_app(kb, host="127.0.0.1", token=None),
+        web_app(kb, host="0.0.0.0", token="s3cret"),  # any name, with the token
     ):
         web = TestClient(app, base_url="http://127.0.0.1:8766")
         answer = web.get("/api/status", headers={"host": host, "authorization": "Bearer s3cret"})
@@ -243,7 +243,7 @@ def test_the_page_only_reads(web: TestClient, method: str) -> None:
 
 def test_with_a_token_every_request_carries_it(kb: Kb) -> None:
     kb.sync()
-    app = kb.web_app(host="0.0.0.0", token="s3cret")
+    app = web_app(kb, host="0.0.0.0", token="s3cret")
     web = TestClient(app, base_url="http://kb.lan:8766", follow_redirects=False)
     assert web.get("/api/status").status_code == 401
     assert web.get("/api/status", headers={"authorization": "Bearer guess"}).status_code == 401
@@ -324,7 +324,7 @@ def test_citations_become_links_to_their_sources() -> None:
 def test_dead_model_servers_leave_full_text_search_and_one_line(kb: Kb, dead_url: str) -> None:  # noqa: F811
     kb.sync()
     _dead_models(kb, dead_url)
-    web = TestClient(kb.web_app(host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
+    web = TestClient(web_app(kb, host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
     page = web.get("/", params={"q": "postgres upgrade"})
     assert page.status_code == 200 and '<article class="card"' in page.text
     assert "full-text search only" in page.text and "by their words alone" in page.text
@@ -351,7 +351,7 @@ def test_a_lost_database_is_one_line_and_the_server_goes_on(kb: Kb, db_url: str)
     for url in ("/status", "/api/status"):
         page = web.get(url, headers={"host": "127.0.0.1"})
         assert page.status_code == 500 and "Traceback" not in page.text
-    healthy = TestClient(kb.web_app(host="127.0.0.1", token=None), base_url="http://127.0.0.1")
+    healthy = TestClient(web_app(kb, host="127.0.0.1", token=None), base_url="http://127.0.0.1")
     assert healthy.get("/status").status_code == 200
 
 
@@ -383,7 +383,7 @@ def slow_server(kb: Kb) -> Iterator[tuple[str, SlowChat]]:
     kb.sync()
     chat = kb.chat = SlowChat()
     server = WebServer(
-        kb.web_app(host="127.0.0.1", token=None), host="127.0.0.1", port=_free_port()
+        web_app(kb, host="127.0.0.1", token=None), host="127.0.0.1", port=_free_port()
     )
     server.start()
     try:

@@ -24,8 +24,6 @@ from kb.llm.base import ChatModel, Embedder
 from kb.store import Store
 
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp
-
     from kb.daemon.daemon import Daemon
     from kb.indexing.building import NoteBuilder
     from kb.indexing.embedding import Embedding
@@ -294,17 +292,6 @@ class Container:
         from kb.search.features import FEATURES
 
         return ranker.load(self.config.query.ranker_file or ranker.DEFAULT_MODEL, FEATURES)
-
-    def web_app(
-        self, *, host: str, token: str | None, allow_hosts: tuple[str, ...] = ()
-    ) -> ASGIApp:
-        """The web page (`kb serve`) over this config's parts, guarded for an address."""
-        from kb.services.notes import Vaults
-        from kb.web.app import Parts, build_app
-        from kb.web.guard import access
-
-        parts = Parts(self.config, self.store, self.search_service(), Vaults(self.config.vaults))
-        return build_app(parts, access(host, token, allow_hosts))
 
     def daemon(
         self,

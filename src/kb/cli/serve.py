@@ -89,12 +89,13 @@ def web_server(
     """The web page, serving, and the token it asks for (None on loopback without one).
     Nothing is printed here: a service's log (`kb daemon --serve`) must not hold the token."""
     from kb.services.access import check_exposure, serving_token
+    from kb.web.app import web_app
     from kb.web.server import WebServer
 
     token = serving_token(os.environ.get("KB_SERVE_TOKEN"))
     check_exposure(host, token, "KB_SERVE_TOKEN")
     server = WebServer(
-        parts.web_app(host=host, token=token, allow_hosts=allow_hosts), host=host, port=port
+        web_app(parts, host=host, token=token, allow_hosts=allow_hosts), host=host, port=port
     )
     server.start()
     return server, token

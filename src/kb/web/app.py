@@ -29,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
 from kb.config import Config
+from kb.container import Container
 from kb.db import first_line
 from kb.errors import KbError
 from kb.results import SearchHit
@@ -40,7 +41,7 @@ from kb.services.status import StatusReport, duration, status_report
 from kb.store import Store
 from kb.web.cards import Card, answer_pieces, cards, note_lines, obsidian_url
 from kb.web.forms import FormError, SearchForm, line_number, read_form
-from kb.web.guard import Access, Guard
+from kb.web.guard import Access, Guard, access
 
 _HERE = files("kb.web")
 log = logging.getLogger("kb.web")
@@ -72,6 +73,20 @@ def obsidian_vaults(config: Config) -> dict[str, str]:
     """The configured vaults that are Obsidian vaults (they hold `.obsidian/`), by name, with
     the folder name Obsidian knows each by."""
     return {v.name: v.path.name for v in config.vaults if (v.path / ".obsidian").is_dir()}
+
+
+def web_app(
+    container: Container, *, host: str, token: str | None, allow_hosts: tuple[str, ...] = ()
+) -> ASGIApp:
+    """The page over a container's parts, guarded for an address (`kb serve`, and the page a
+    daemon serves): composed here, by the face, as the MCP server is."""
+    parts = Parts(
+        container.config,
+        container.store,
+        container.search_service(),
+        Vaults(container.config.vaults),
+    )
+    return build_app(parts, access(host, token, allow_hosts))
 
 
 def build_app(parts: Parts, rules: Access) -> ASGIApp:
