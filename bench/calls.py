@@ -45,8 +45,8 @@ from kb.indexing.enrich import Attempt
 from kb.indexing.events import FileEvent
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder, Prompt
-from kb.notes import Scope
 from kb.store import Store
+from kb.vault.notes import Scope
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VAULT = ROOT.parent / "shared/eval/obsidian-help/vault"

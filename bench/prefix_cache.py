@@ -27,11 +27,11 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import modelstack  # noqa: E402
 from kb import prompts  # noqa: E402
-from kb.chunking import chunk_body  # noqa: E402
 from kb.context import header_line  # noqa: E402
 from kb.llm.base import Prompt  # noqa: E402
 from kb.llm.openai import OpenAIChat  # noqa: E402
-from kb.parsing import decode, parse_note  # noqa: E402
+from kb.vault.chunking import chunk_body  # noqa: E402
+from kb.vault.parsing import decode, parse_note  # noqa: E402
 
 _EVALUATED = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 _PREFIX = re.compile(r"Llama\.generate: (\d+) prefix-match hit, remaining (\d+) prompt tokens")

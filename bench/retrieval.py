@@ -54,7 +54,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kb import db, plan
+from kb import db
 from kb.config import Config, SearchMode, load_config, parse_config
 from kb.container import Container, open_store
 from kb.context.needs import ContextBuild
@@ -62,7 +62,6 @@ from kb.fusion import FUSION_METHODS, Fusion
 from kb.indexing.events import FileEvent
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
-from kb.notes import Scope
 from kb.search import ranker
 from kb.search.features import FEATURES
 from kb.search.plan import CANDIDATES
@@ -70,6 +69,8 @@ from kb.search.query import Judge, owner_query, rank
 from kb.search.rerank import Reranker
 from kb.search.when import question_period
 from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
+from kb.vault import sync_plan
+from kb.vault.notes import Scope
 from kb.voices import voiced
 from reference import FACTS_FILE, FactFinder, ReferenceWriter, load_facts
 
@@ -324,7 +325,7 @@ def built_so_far(config: Config, store: Store) -> set[str]:
     level's (see _templates) that it has not rebuilt yet."""
     vault = config.vaults[0]
     build = ContextBuild.of(config)
-    rules = plan.Rules(build=build.id(False), personal_build=build.id(True), dates=vault.dates)
+    rules = sync_plan.Rules(build=build.id(False), personal_build=build.id(True), dates=vault.dates)
     queued = store.queue.paths(vault.name)
     return {
         path

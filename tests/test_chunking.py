@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kb.chunking import Chunk, chunk_body
-from kb.parsing import decode, parse_note
+from kb.vault.chunking import Chunk, chunk_body
+from kb.vault.parsing import decode, parse_note
 
 EXAMPLE_VAULT = Path(__file__).resolve().parents[1] / "examples" / "vault"
 VAULT_NOTES = sorted(
@@ -418,7 +418,7 @@ def test_vault_chunk_properties(path: Path, max_chars: int) -> None:
 def test_rule_chains_are_compiled_before_any_thread_parses() -> None:
     # In a fresh interpreter: the chains must be ready as soon as a thread has the parser.
     check = (
-        "from kb import chunking as c; m = c._markdown(); "
+        "from kb.vault import chunking as c; m = c._markdown(); "
         "assert all(r.__cache__ for r in (m.core.ruler, m.block.ruler, m.inline.ruler, "
         "m.inline.ruler2))"
     )

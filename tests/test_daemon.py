@@ -23,12 +23,12 @@ from watchdog.observers.inotify_c import InotifyFD
 
 from conftest import rows, stored_chunks
 from daemon_helpers import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
-from kb import notes
 from kb.container import open_store
 from kb.errors import LLMUnavailable
 from kb.indexing import preparing
 from kb.indexing.verify import verify
 from kb.store import Store
+from kb.vault import notes
 
 LONG_NOTE = "Projects/Home Server.md"
 

@@ -13,7 +13,7 @@ from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.outputs import split_parts
 from kb.store import Store
-from kb.wikitext import readable
+from kb.vault.wikitext import readable
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import Kb, make_config
 from kb.errors import NoteError
-from kb.parsing import MAX_FRONTMATTER_DEPTH, parse_note
 from kb.store import Store
+from kb.vault.parsing import MAX_FRONTMATTER_DEPTH, parse_note
 
 
 def alias_bomb(levels: int) -> str:

@@ -17,15 +17,15 @@ from watchdog.events import FileModifiedEvent
 from conftest import Kb, make_config, rows, tool_text
 from kb.config import Config, VaultConfig
 from kb.daemon.watcher import Recorder
-from kb.dates import DailyNotes
 from kb.errors import NoteError
 from kb.indexing.verify import verify
 from kb.mcp.server import build_server
-from kb.notes import Scope, folds_case, is_note, read_note, scan_vault, stat_note
-from kb.obsidian import settings_of
 from kb.services.notes import Vaults
 from kb.services.search import SearchRequest
 from kb.store import SearchFilter, Store
+from kb.vault.dates import DailyNotes
+from kb.vault.notes import Scope, folds_case, is_note, read_note, scan_vault, stat_note
+from kb.vault.obsidian import settings_of
 
 SECRET = "IGNORED-SECRET-TEXT"
 LINKS = {"Pub/link.md", "Pub/trash.md", "Pub/settings.md"}
@@ -171,7 +171,7 @@ def test_a_folding_disk_applies_rules_to_every_spelling(
     vault = _config(linked).vaults[0]
     assert is_note(vault, "private/other.md")
     assert read_note(vault, "Pub/lower.md")
-    monkeypatch.setattr("kb.notes.folds_case", lambda _folder: True)
+    monkeypatch.setattr("kb.vault.notes.folds_case", lambda _folder: True)
     assert not is_note(vault, "private/other.md")
     with pytest.raises(NoteError, match="ignored"):
         read_note(vault, "private/other.md")

@@ -26,12 +26,12 @@ from kb.context import LAYOUT_VERSION, full_context, header_line
 from kb.errors import Interrupted, LLMError, LockLost
 from kb.indexing.verify import verify
 from kb.llm.fake import FakeChat, FakeEmbedder
-from kb.notes import Scope
 from kb.outputs import needs_rewrite
 from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.store import SearchFilter, Store
-from kb.wikitext import readable
+from kb.vault.notes import Scope
+from kb.vault.wikitext import readable
 
 LONG_NOTE = "Projects/Home Server.md"
 

@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 
 from kb.config import VaultConfig, parse_config
-from kb.dates import DailyNotes
 from kb.errors import ConfigError, LLMError
-from kb.obsidian import Settings
 from kb.services.init import (
     Choices,
     Folder,
@@ -26,6 +24,8 @@ from kb.services.init import (
     personal_proposals,
     refuse_vault,
 )
+from kb.vault.dates import DailyNotes
+from kb.vault.obsidian import Settings
 
 
 def test_the_owner_proposed_from_git_then_the_account() -> None:

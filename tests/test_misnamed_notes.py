@@ -9,8 +9,8 @@ from pathlib import Path
 
 from conftest import Kb, make_config
 from kb.indexing.verify import verify
-from kb.notes import MISNAMED, Scope
 from kb.store import Store
+from kb.vault.notes import MISNAMED, Scope
 from test_cli import FAKE, _config, kb
 
 SHOWN = "caf\\xe9.md"

@@ -15,10 +15,12 @@ from starlette.testclient import TestClient
 
 from conftest import Kb, run_kb, tool_text
 from kb.config import VaultConfig
-from kb.dates import DailyNotes
 from kb.errors import KbError
 from kb.mcp.server import build_server
-from kb.obsidian import (
+from kb.services.notes import Vaults
+from kb.store import Store
+from kb.vault.dates import DailyNotes
+from kb.vault.obsidian import (
     Settings,
     excluded_glob,
     followed,
@@ -26,8 +28,6 @@ from kb.obsidian import (
     read_settings,
     settings_of,
 )
-from kb.services.notes import Vaults
-from kb.store import Store
 from kb.web.app import web_app
 
 EXCLUDED = "EXCLUDED-IN-OBSIDIAN"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kb.errors import NoteError
-from kb.parsing import decode, parse_note, strip_code
+from kb.vault.parsing import decode, parse_note, strip_code
 
 # --- decode ------------------------------------------------------------------------------------
 

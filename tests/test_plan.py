@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kb.notes import OnDisk, Unlisted
-from kb.plan import (
+from kb.vault.notes import OnDisk, Unlisted
+from kb.vault.sync_plan import (
     Move,
     Read,
     Rules,

@@ -9,9 +9,9 @@ import json
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from kb.chunking import chunk_body
 from kb.errors import NoteError
-from kb.parsing import one_newline, parse_note
+from kb.vault.chunking import chunk_body
+from kb.vault.parsing import one_newline, parse_note
 
 PROFILE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -18,7 +18,7 @@ from kb.db import migrate, migrations
 from kb.store import NO_FILTER, SearchFilter, Store
 from kb.store import search as store_module
 from kb.store.search import BM25_B, BM25_K1
-from kb.wikitext import readable
+from kb.vault.wikitext import readable
 
 # What a word of a chunk's summaries counts for against one of its own (migration 013).
 SUMMARY_WEIGHT = 0.3

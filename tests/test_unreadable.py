@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import EXAMPLE_VAULT, make_config
-from kb import notes
+from kb.vault import notes
 from unprivileged import (
     KB,
     Account,

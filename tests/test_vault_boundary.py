@@ -13,8 +13,8 @@ from conftest import Kb, make_config
 from kb.daemon.watcher import Recorder
 from kb.errors import NoteError
 from kb.indexing.verify import verify
-from kb.notes import Scope, read_note, scan_vault
 from kb.store import Store
+from kb.vault.notes import Scope, read_note, scan_vault
 
 SECRET = "TOP-SECRET-OUTSIDE-THE-VAULT"
 

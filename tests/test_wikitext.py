@@ -6,7 +6,7 @@ import pytest
 
 from kb.context.layout import full_context
 from kb.outputs import structural_file_summary
-from kb.wikitext import readable
+from kb.vault.wikitext import readable
 
 
 @pytest.mark.parametrize(

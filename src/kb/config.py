@@ -18,12 +18,12 @@ from typing import Any, Literal, get_args
 import pathspec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
-from kb.dates import DEFAULT_DATE_KEYS, DateRules
 from kb.errors import ConfigError
 from kb.fusion import FUSION_METHODS, Fusion, default_fusion
 from kb.locations import default_data_dir, find_config_file
-from kb.names import composed
 from kb.results import SEARCH_MODES, SearchMode
+from kb.vault.dates import DEFAULT_DATE_KEYS, DateRules
+from kb.vault.names import composed
 
 DEFAULT_OLLAMA_HOST = "http://localhost:11434"
 ConflictMode = Literal["ignore", "index"]
@@ -44,7 +44,7 @@ class VaultConfig:
     personal: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     conflicts: ConflictMode = "ignore"
-    # Whether the vault's .obsidian/ settings are followed (kb.obsidian): its templates
+    # Whether the vault's .obsidian/ settings are followed (kb.vault.obsidian): its templates
     # folder and excluded files left out, its daily notes dated by their names.
     obsidian: bool = True
     dates: DateRules = field(default_factory=DateRules)
@@ -102,7 +102,7 @@ def _globs(patterns: tuple[str, ...], case_sensitive: bool = True) -> _Globs:
 
 
 def _spec(patterns: tuple[str, ...], case_sensitive: bool = True) -> pathspec.GitIgnoreSpec:
-    # Composed, as the paths matched are (kb.names).
+    # Composed, as the paths matched are (kb.vault.names).
     spec = pathspec.GitIgnoreSpec.from_lines([composed(p) for p in patterns])
     if case_sensitive:
         return spec

@@ -7,7 +7,7 @@ question matches: "<voice>, <date>: <paragraph>". The voice is a writer's name, 
 paragraph's first-person words become (the same words a query in the first person is read
 by, see `kb.voices.FIRST_PERSON`): the owner's in the owner's personal notes, elsewhere the
 writer the chat model named (kb.voices); else the note's title, the paragraph as written.
-The date is the note's own (kb.dates: a property, a daily note's name, a date in its file
+The date is the note's own (kb.vault.dates: a property, a daily note's name, a date in its file
 name), left out when it has only its file's time.
 
 Pure functions: what a note's passages say depends on the chunks' contents, the voice and

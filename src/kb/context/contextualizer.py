@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from dataclasses import replace
 
-from kb.chunking import Chunk
 from kb.config import Config, ContextConfig
 from kb.context.driver import drive, without_model
 from kb.context.needs import ContextBuild, Needs
@@ -22,6 +21,7 @@ from kb.context.writers import note_voice, with_note_outputs
 from kb.llm.base import ChatModel
 from kb.outputs import Output
 from kb.store.chunks import VoiceRecord
+from kb.vault.chunking import Chunk
 
 
 class Contextualizer:

@@ -7,14 +7,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from kb import tokens
-from kb.chunking import Chunk
-from kb.wikitext import readable
+from kb.vault.chunking import Chunk
+from kb.vault.wikitext import readable
 
 # Bump when full_context's layout changes: every note's context is then rebuilt from cached
 # model answers (see ContextBuild.id).
 # 5: notes are stored with their own dates.
-# 6: links, comments and block ids are read as a person reads them (kb.wikitext); notes
-#    are dated by kb.dates.
+# 6: links, comments and block ids are read as a person reads them (kb.vault.wikitext); notes
+#    are dated by kb.vault.dates.
 # 7: full-text search reads a chunk's statements (with_lines; its questions too, which
 #    only notes built with questions have).
 LAYOUT_VERSION = "7"

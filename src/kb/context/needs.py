@@ -24,15 +24,15 @@ from dataclasses import dataclass
 
 from kb import passages, prompts, voices
 from kb.chunk_writes import CHECKS_VERSION, SPECS, ChunkWriteSpec
-from kb.chunking import CHUNKER_VERSION, Chunk
 from kb.config import Config, ContextConfig
 from kb.context.layout import LAYOUT_VERSION, header_line
 from kb.context.records import NoteFacts
-from kb.dates import spoken
 from kb.hashes import cache_key
 from kb.llm import embed_window
 from kb.outputs import Output
 from kb.store.chunks import VoiceRecord
+from kb.vault.chunking import CHUNKER_VERSION, Chunk
+from kb.vault.dates import spoken
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kb import passages
-from kb.chunking import Chunk
 from kb.config import ChunkWrite
 from kb.context.layout import Texts
 from kb.hashes import content_hash
 from kb.outputs import Output
 from kb.store.chunks import VoiceRecord
+from kb.vault.chunking import Chunk
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,7 @@ class NoteFacts:
     path: str = ""  # the note's path in its vault
     metadata: Mapping[str, Any] = field(default_factory=dict)  # its frontmatter
     aliases: tuple[str, ...] = ()  # the other names its frontmatter gives it
-    date: dt.date | None = None  # its own date (kb.dates), None if only its file's time
+    date: dt.date | None = None  # its own date (kb.vault.dates), None if only its file's time
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kb import outputs, prompts
-from kb.chunking import Chunk
 from kb.config import ContextConfig
 from kb.context.driver import Asking
 from kb.context.layout import header_line, plain_headers, sections, texts
@@ -27,6 +26,7 @@ from kb.context.records import ContextChunk, Draft, FileContext, Window
 from kb.hashes import cache_key
 from kb.llm.base import Prompt
 from kb.outputs import Output
+from kb.vault.chunking import Chunk
 
 _SUMMARY_CHARS_PER_TOKEN = 6
 # The problem of a part a several-part answer has no line for.

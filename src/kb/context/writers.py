@@ -16,15 +16,15 @@ from dataclasses import replace
 
 from kb import chunk_writes, passages, prompts, voices
 from kb.chunk_writes import ChunkWriteSpec
-from kb.chunking import Chunk
 from kb.config import ChunkWrite
 from kb.context.driver import Asking
 from kb.context.layout import fit, header_line, with_lines
 from kb.context.needs import Needs, head
 from kb.context.records import ChunkLines, ContextChunk, Draft, FileContext, NamedVoice, Window
-from kb.dates import spoken
 from kb.llm.base import Prompt
 from kb.outputs import Output
+from kb.vault.chunking import Chunk
+from kb.vault.dates import spoken
 
 
 def note_voice(draft: Draft, needs: Needs, window: Window) -> Asking[NamedVoice]:

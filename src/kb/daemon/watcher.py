@@ -42,9 +42,9 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
-from kb import obsidian
 from kb.config import VaultConfig
-from kb.notes import is_note
+from kb.vault import obsidian
+from kb.vault.notes import is_note
 
 log = logging.getLogger("kb.watcher")
 

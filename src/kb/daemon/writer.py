@@ -21,7 +21,6 @@ from typing import Any
 
 import psycopg
 
-from kb import obsidian
 from kb.config import VaultConfig
 from kb.daemon.schedule import UnreadableFolders, backoff
 from kb.daemon.watcher import Debouncer, Due
@@ -30,10 +29,11 @@ from kb.errors import DatabaseError, Interrupted, LockLost
 from kb.indexing.events import FileEvent, SyncReport
 from kb.indexing.indexer import Indexer
 from kb.logfmt import event
-from kb.notes import Scope
 from kb.store import Reconciliation
 from kb.store.lock import WriterLock
 from kb.store.state import State
+from kb.vault import obsidian
+from kb.vault.notes import Scope
 
 log = logging.getLogger("kb.daemon")
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from kb.chunking import Chunk
 from kb.context import Contextualizer, FileContext, NoteFacts
 from kb.indexing.embedding import Embedding
-from kb.notes import note_title
 from kb.outputs import Output
 from kb.store import ChunkRecord
 from kb.store.caches import Caches
+from kb.vault.chunking import Chunk
+from kb.vault.notes import note_title
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def note_facts(
     path: str, metadata: Mapping[str, Any], chunks: list[Chunk], date: dt.date | None
 ) -> NoteFacts:
     """What a note's context is built from besides its chunks; `date` is its own date
-    (kb.dates), None when it has only its file's time."""
+    (kb.vault.dates), None when it has only its file's time."""
     folder = PurePosixPath(path).parent.as_posix()
     return NoteFacts(
         title=note_title(metadata, chunks, path),

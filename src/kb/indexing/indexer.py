@@ -25,7 +25,6 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from kb import obsidian, plan
 from kb.config import Config, VaultConfig
 from kb.errors import KbError, NoteError
 from kb.hashes import content_hash
@@ -34,7 +33,9 @@ from kb.indexing.events import FileEvent, SyncReport
 from kb.indexing.preparing import NotePreparer
 from kb.indexing.space import EmbeddingSpace
 from kb.indexing.writing import WRITE_GROUP, NoteWriter, failed
-from kb.notes import (
+from kb.store import Store
+from kb.vault import obsidian, sync_plan
+from kb.vault.notes import (
     MISNAMED,
     OnDisk,
     Scope,
@@ -48,7 +49,6 @@ from kb.notes import (
     stat_note,
     vault_root,
 )
-from kb.store import Store
 
 log = logging.getLogger("kb.indexer")
 
@@ -58,7 +58,7 @@ class _Survey:
     """What a sync looks closer at: the rows and notes not unchanged on their stat; and how
     many rows and notes the vault has in all."""
 
-    stored: dict[str, plan.Stored]
+    stored: dict[str, sync_plan.Stored]
     on_disk: dict[str, OnDisk]
     rows: int = 0
     notes: int = 0
@@ -149,7 +149,7 @@ class Indexer:
     def _follow_renames(self) -> None:
         """Re-key the rows of vaults the config now names otherwise (same folder)."""
         configured = {v.name: vault_folder(v) for v in self.config.vaults}
-        for old, new in plan.vault_renames(configured, self.store.vaults.stored()).items():
+        for old, new in sync_plan.vault_renames(configured, self.store.vaults.stored()).items():
             notes = self.store.vaults.rename(old, new)
             log.info("vault '%s' is now '%s' in the config: its %d notes kept", old, new, notes)
 
@@ -190,12 +190,12 @@ class Indexer:
         for folder in unlisted:
             emit(self._unlistable(vault, folder))
 
-        to_read, new = plan.to_read(stored, list(on_disk.values()), rules)
+        to_read, new = sync_plan.to_read(stored, list(on_disk.values()), rules)
         read = self._hashed(vault, to_read, on_disk, emit)
         elsewhere = {}
         if scope is not None and not force:
-            elsewhere = self._vanished_elsewhere(vault, plan.new_hashes(stored, read), stored)
-        todo = plan.decide(stored, read, on_disk.keys(), rules, elsewhere, new, unlisted)
+            elsewhere = self._vanished_elsewhere(vault, sync_plan.new_hashes(stored, read), stored)
+        todo = sync_plan.decide(stored, read, on_disk.keys(), rules, elsewhere, new, unlisted)
 
         self.checkpoint()
         self._touch_and_move(vault, todo, emit)
@@ -208,7 +208,7 @@ class Indexer:
             {
                 shown_path(p)
                 for p in scope.files
-                if p not in on_disk and p not in misnamed and not plan.kept(p, unlisted)
+                if p not in on_disk and p not in misnamed and not sync_plan.kept(p, unlisted)
             }
             if scope
             else set()
@@ -219,19 +219,21 @@ class Indexer:
             docs.keep_failures(
                 vault.name,
                 lambda p: (
-                    p in failed_names or plan.kept(p, unlisted) or stat_note(vault, p) is not None
+                    p in failed_names
+                    or sync_plan.kept(p, unlisted)
+                    or stat_note(vault, p) is not None
                 ),
             )
         for path in todo.delete:
             emit(FileEvent(vault.name, path, "deleted"))
 
-    def _rules(self, vault: VaultConfig, *, force: bool, trust_stat: bool) -> plan.Rules:
-        """What decides which of the vault's notes are indexed again (kb.indexing.plan)."""
+    def _rules(self, vault: VaultConfig, *, force: bool, trust_stat: bool) -> sync_plan.Rules:
+        """What decides which of the vault's notes are indexed again (kb.vault.sync_plan)."""
         retry = self.store.caches.paths_with_fallbacks(vault.name, self.chat_name)
         if not self.enrich:
             # Notes still queued from when enrichment was on get their LLM context now.
             retry |= self.store.queue.paths(vault.name)
-        return plan.Rules(
+        return sync_plan.Rules(
             force=force,
             trust_stat=trust_stat,
             build=self.context.build_id(False),
@@ -246,17 +248,17 @@ class Indexer:
         to_read: Sequence[OnDisk],
         on_disk: dict[str, OnDisk],
         emit: Callable[[FileEvent], None],
-    ) -> list[plan.Read]:
+    ) -> list[sync_plan.Read]:
         """The content hashes of the notes to read; a note gone since the scan leaves
         `on_disk` (it is deleted), one that cannot be read is reported as failed."""
         # Only hashes are kept here: a file's bytes are read again by the worker that
         # indexes it, so a first sync of a large vault does not hold it all in memory.
-        read: list[plan.Read] = []
+        read: list[sync_plan.Read] = []
         root = vault_root(vault)
         for f in to_read:
             self.checkpoint()
             try:
-                read.append(plan.Read(f, content_hash(read_note(vault, f.path, root=root))))
+                read.append(sync_plan.Read(f, content_hash(read_note(vault, f.path, root=root))))
             except FileNotFoundError:
                 del on_disk[f.path]
             except NoteError as exc:
@@ -264,7 +266,7 @@ class Indexer:
         return read
 
     def _touch_and_move(
-        self, vault: VaultConfig, todo: plan.Plan, emit: Callable[[FileEvent], None]
+        self, vault: VaultConfig, todo: sync_plan.Plan, emit: Callable[[FileEvent], None]
     ) -> None:
         """The notes found unchanged, and those moved, recorded as such."""
         docs = self.store.documents
@@ -282,7 +284,7 @@ class Indexer:
         self,
         vault: VaultConfig,
         scope: Scope | None,
-        rules: plan.Rules,
+        rules: sync_plan.Rules,
         misnamed: list[str],
         unlisted: list[Unlisted],
         emit: Callable[[FileEvent], None],
@@ -302,10 +304,10 @@ class Indexer:
         survey = _Survey({}, {})
         with docs.each_state(vault.name) as states:
             notes = nameable(scan_vault(vault, unlisted=unlisted), misnamed)
-            for old, new in plan.pair(states, notes, unlisted):
+            for old, new in sync_plan.pair(states, notes, unlisted):
                 survey.rows += old is not None
                 survey.notes += new is not None
-                if old and new and plan.unchanged(old, new, rules):
+                if old and new and sync_plan.unchanged(old, new, rules):
                     emit(FileEvent(vault.name, new.path, "unchanged"))
                     continue
                 if old:
@@ -315,8 +317,8 @@ class Indexer:
         return survey
 
     def _vanished_elsewhere(
-        self, vault: VaultConfig, hashes: list[str], in_scope: Mapping[str, plan.Stored]
-    ) -> dict[str, plan.Stored]:
+        self, vault: VaultConfig, hashes: list[str], in_scope: Mapping[str, sync_plan.Stored]
+    ) -> dict[str, sync_plan.Stored]:
         if not hashes:
             return {}
         return {

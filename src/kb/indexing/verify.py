@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
-from kb import obsidian
 from kb.config import Config, VaultConfig
 from kb.context import ContextBuild
 from kb.errors import NoteError
 from kb.hashes import content_hash
 from kb.llm import embed_name
-from kb.notes import (
+from kb.store import Documents
+from kb.vault import obsidian
+from kb.vault.notes import (
     MISNAMED,
     OnDisk,
     Unlisted,
@@ -25,8 +26,7 @@ from kb.notes import (
     scan_vault,
     shown_path,
 )
-from kb.plan import Stored, pair
-from kb.store import Documents
+from kb.vault.sync_plan import Stored, pair
 
 KINDS = {
     "missing": "a note on disk with no row",

@@ -17,15 +17,16 @@ from pathlib import Path
 
 import psycopg
 
-from kb import db, plan
+from kb import db
 from kb.config import VaultConfig
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
 from kb.indexing.events import FileEvent
 from kb.indexing.preparing import NotePreparer
-from kb.notes import OnDisk, read_note, vault_root
 from kb.store import NoteRows
 from kb.store.documents import Documents
+from kb.vault import sync_plan
+from kb.vault.notes import OnDisk, read_note, vault_root
 
 log = logging.getLogger("kb.indexer")
 
@@ -72,7 +73,7 @@ class NoteWriter:
         # they are reported, not held to the end.
         ahead: deque[Future[list[FileEvent]]] = deque()
         try:
-            for group in plan.groups(files, self.group, self.threads):
+            for group in sync_plan.groups(files, self.group, self.threads):
                 ahead.append(self._pool.submit(self._index_group, vault, group, force))
                 if len(ahead) > 2 * self.threads:
                     for event in ahead.popleft().result():

@@ -67,7 +67,7 @@ _INSTRUCTIONS = (
 class NoteEntry:
     vault: str
     path: str
-    date: str | None  # the note's date (kb.dates)
+    date: str | None  # the note's date (kb.vault.dates)
     modified: str  # ISO 8601, UTC
     tags: list[str]
     chunks: int

@@ -63,7 +63,7 @@ class Source:
 
     number: int
     hit: SearchHit
-    date: str | None  # the note's date (kb.dates), else the day it was last modified
+    date: str | None  # the note's date (kb.vault.dates), else the day it was last modified
     personal: bool  # written by the owner
     text: str  # as given to the model (kb.search.reading): whole, or cut with CUT_MARK
     cut: bool
@@ -212,7 +212,7 @@ def says_not_in_notes(answer: str) -> bool:
 
 
 def note_date(info: NoteInfo | None) -> str | None:
-    """The date to show beside a passage: the note's date (kb.dates), else its modification day."""
+    """The date to show beside a passage: the note's date (kb.vault.dates), else its modification day."""
     if info is None:
         return None
     if info.date and info.date.strip():

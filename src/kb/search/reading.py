@@ -20,7 +20,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from kb.dates import spoken
+from kb.vault.dates import spoken
 
 _DAYS = [d.lower() for d in calendar.day_name]
 _NUMBERS = "one two three four five six seven eight nine ten".split()

@@ -20,12 +20,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kb import obsidian
 from kb.config import VaultConfig, escaped, glob_problem
 from kb.errors import ConfigError, KbError, LLMError
 from kb.llm.providers import provider as spec_of
-from kb.names import composed
-from kb.notes import read_note, scan_vault
+from kb.vault import obsidian
+from kb.vault.names import composed
+from kb.vault.notes import read_note, scan_vault
 from kb.voices import FIRST_PERSON
 
 # Folder names that say "my journal" in themselves.

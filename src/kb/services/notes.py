@@ -3,8 +3,8 @@ request's vault name and path become a note's text.
 
 A path is only ever read inside a configured vault's root, after links are resolved, and
 only if it is a note kb would index: the config's rules and the vault's Obsidian settings
-(its templates folder, its excluded files), read as a sync reads them (kb.obsidian.followed),
-for the path and for where it leads (see kb.notes.read_note).
+(its templates folder, its excluded files), read as a sync reads them (kb.vault.obsidian.followed),
+for the path and for where it leads (see kb.vault.notes.read_note).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from kb.config import VaultConfig
 from kb.errors import KbError, NoteError
-from kb.notes import inside_vault, is_note, read_note
-from kb.obsidian import followed
-from kb.parsing import decode
 from kb.services.inputs import path_text
+from kb.vault.notes import inside_vault, is_note, read_note
+from kb.vault.obsidian import followed
+from kb.vault.parsing import decode
 
 
 @dataclass(frozen=True)

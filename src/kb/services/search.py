@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 from kb.config import QueryConfig, SearchMode
 from kb.llm.base import ChatModel, Embedder
-from kb.plan import vault_filter
 from kb.results import SearchResult
 from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.search.ranker import Ranker
 from kb.store import NO_FILTER, SearchFilter, Store
+from kb.vault.sync_plan import vault_filter
 
 if TYPE_CHECKING:
     # A search that is not re-ranked loads no prompts, and one that is not a question no

@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from kb import obsidian
 from kb.config import Config
 from kb.llm import embed_profile
 from kb.llm.profiles import EmbedderProfile
-from kb.plan import StoredVault, vault_filter
 from kb.redact import redact
 from kb.store import DaemonRow, QueueStatus, Reconciliation, Status, Store, Undated, WorkerRow
+from kb.vault import obsidian
+from kb.vault.sync_plan import StoredVault, vault_filter
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class StatusReport:
     vectors: QueueStatus  # the notes waiting for their vectors (found by their words meanwhile)
     workers: list[WorkerRow]
     configured: Configured
-    # Each vault's Obsidian settings kb follows, one a line (kb.obsidian).
+    # Each vault's Obsidian settings kb follows, one a line (kb.vault.obsidian).
     obsidian: dict[str, list[str]]
     undated: list[Undated]  # notes whose date property names no day
     # Vaults the index holds that this config does not name: another configuration's, or

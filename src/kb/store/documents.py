@@ -12,13 +12,13 @@ from typing import Any, LiteralString
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
-from kb.dates import file_day
-from kb.notes import OnDisk
-from kb.plan import Stored
 from kb.store import passages
 from kb.store.chunks import ChunkRecord, VoiceRecord
 from kb.store.pool import Pool, like_prefix
 from kb.store.queue import Pending, queue_notes
+from kb.vault.dates import file_day
+from kb.vault.notes import OnDisk
+from kb.vault.sync_plan import Stored
 
 # The columns of a Stored note, for every query that returns one.
 _STORED = "SELECT path, content_hash, size, mtime_ns, personal, context_build FROM documents"
@@ -47,8 +47,8 @@ class DocumentRecord:
     context_build: str  # how the context was built, see ContextBuild.id
     summary_fallback: str | None = None  # the chat model whose summary was rejected
     voice: VoiceRecord | None = None  # the writer the chat model named (kb.voices)
-    note_date: dt.date | None = None  # the note's date (kb.dates.note_date)
-    date_source: str | None = None  # where it was read (kb.dates.DateSource)
+    note_date: dt.date | None = None  # the note's date (kb.vault.dates.note_date)
+    date_source: str | None = None  # where it was read (kb.vault.dates.DateSource)
     date_unread: str | None = None  # a date property that names no day, passed over
 
 
@@ -59,7 +59,7 @@ class Undated:
     vault: str
     path: str
     property: str  # as written: "date: soon"
-    dated_by: str  # kb.dates.DateSource
+    dated_by: str  # kb.vault.dates.DateSource
 
 
 @dataclass(frozen=True)

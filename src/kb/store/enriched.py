@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kb.chunking import Chunk
 from kb.store import passages
 from kb.store.chunks import ChunkRecord, VoiceRecord
 from kb.store.pool import Pool
 from kb.store.queue import Claim
+from kb.vault.chunking import Chunk
 
 
 @dataclass(frozen=True)

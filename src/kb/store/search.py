@@ -12,8 +12,8 @@ from psycopg import sql
 
 from kb.errors import KbError
 from kb.fusion import Ranked
-from kb.names import composed
 from kb.store.pool import Pool, Vector, epoch_ns, like_prefix, vector_param
+from kb.vault.names import composed
 
 
 @dataclass(frozen=True)
@@ -31,8 +31,8 @@ class Candidate:
     vector_rank: int | None
     text_rank: int | None
     text_score: float | None
-    note_date: dt.date | None = None  # its note's date (kb.dates)
-    date_source: str | None = None  # where that date was read (kb.dates.DateSource)
+    note_date: dt.date | None = None  # its note's date (kb.vault.dates)
+    date_source: str | None = None  # where that date was read (kb.vault.dates.DateSource)
     # What the learned ranker (kb.search.features) reads beyond both lists' verdicts: the
     # chunk's place in its note, the note's kind, and each of its vectors' similarity.
     position: int = 0
@@ -114,7 +114,7 @@ class SearchFilter:
 
     path_prefix: str | None = None
     tags: tuple[str, ...] = ()  # all of them; a tag also matches its nested tags (a/b)
-    # The note's date (kb.dates): from this day on, and before this day.
+    # The note's date (kb.vault.dates): from this day on, and before this day.
     after: dt.date | None = None
     before: dt.date | None = None
     # The file's modification time.
@@ -122,7 +122,7 @@ class SearchFilter:
     modified_before: dt.datetime | None = None
     paths: tuple[str, ...] = ()  # only these notes (exact vault-relative paths)
     # Only these vaults' notes (empty: every vault the index holds). Set by the search
-    # service, not by a face: see kb.plan.vault_filter.
+    # service, not by a face: see kb.vault.sync_plan.vault_filter.
     vaults: tuple[str, ...] = ()
 
     @property
@@ -154,7 +154,7 @@ def _under(prefix: str) -> tuple[str, str]:
 
     A filter names whole folders ("Docs" is the folder Docs/, never Docs2/), written as the
     user may: "./Docs/", "/Docs" and "Docs\\" are Docs too, and "/" is the whole vault.
-    A filter cannot leave its vault (".."). Composed, as paths are compared (kb.names)."""
+    A filter cannot leave its vault (".."). Composed, as paths are compared (kb.vault.names)."""
     parts = [p for p in prefix.replace("\\", "/").split("/") if p not in ("", ".")]
     if ".." in parts:
         raise KbError(f"path filter {prefix!r}: '..' cannot name a folder of the vault")
@@ -162,12 +162,12 @@ def _under(prefix: str) -> tuple[str, str]:
     return path, like_prefix(path + "/") if path else "%"
 
 
-# A note is in a path filter's folder (or is its note), names compared composed (kb.names):
+# A note is in a path filter's folder (or is its note), names compared composed (kb.vault.names):
 # a stored path is the disk's own name, which may be decomposed.
 _IN_FOLDER = "(normalize(d.path, NFC) = %(exact)s OR normalize(d.path, NFC) LIKE %(like)s)"
 
 
-# The day of a note of `d` (kb.dates); a row stored before notes had one always dated has
+# The day of a note of `d` (kb.vault.dates); a row stored before notes had one always dated has
 # its file's day.
 _NOTE_DAY = "coalesce(d.note_date, to_timestamp(d.mtime_ns / 1e9)::date)"
 
@@ -189,7 +189,7 @@ class NoteInfo:
     vault: str
     path: str
     personal: bool
-    date: str | None  # the note's date (kb.dates), else its frontmatter's `date` as written
+    date: str | None  # the note's date (kb.vault.dates), else its frontmatter's `date` as written
     mtime_ns: int
     tags: list[str]
     chunks: int

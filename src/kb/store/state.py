@@ -110,7 +110,7 @@ class State:
 
     def status(self, vaults: Sequence[str] = ()) -> Status:
         """One pass over each table: the counts a large index would pay for many times; of
-        `vaults` alone when given (see kb.plan.vault_filter)."""
+        `vaults` alone when given (see kb.vault.sync_plan.vault_filter)."""
         with self.pool.connection() as conn:
             by_model = conn.execute(
                 "SELECT chat_model, count(*) AS chunks,"

@@ -18,8 +18,8 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from kb.dates import DateRules
-from kb.notes import OnDisk, Unlisted
+from kb.vault.dates import DateRules
+from kb.vault.notes import OnDisk, Unlisted
 
 T = TypeVar("T")
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
 
-from kb.chunking import Chunk
 from kb.config import VaultConfig
 from kb.errors import NoteError
+from kb.vault.chunking import Chunk
 
 NOTE_SUFFIXES = (".md", ".markdown")
 MAX_NOTE_BYTES = 16 * 1024 * 1024
