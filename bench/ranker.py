@@ -60,6 +60,7 @@ from kb.container import open_store
 from kb.fusion import Fused, Fusion
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import Embedder
+from kb.prompting.voices import voiced
 from kb.results import SearchHit
 from kb.search import features
 from kb.search import ranker as kb_ranker
@@ -68,7 +69,6 @@ from kb.search.plan import CANDIDATES
 from kb.search.query import fused_order, owner_query
 from kb.search.when import question_period
 from kb.store import NO_FILTER, Candidate, SearchFilter, Store
-from kb.voices import voiced
 from retrieval import (
     PARAGRAPHS,
     CachedEmbedder,

@@ -62,6 +62,7 @@ from kb.fusion import FUSION_METHODS, Fusion
 from kb.indexing.events import FileEvent
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
+from kb.prompting.voices import voiced
 from kb.search import ranker
 from kb.search.features import FEATURES
 from kb.search.plan import CANDIDATES
@@ -71,7 +72,6 @@ from kb.search.when import question_period
 from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
 from kb.vault import sync_plan
 from kb.vault.notes import Scope
-from kb.voices import voiced
 from reference import FACTS_FILE, FactFinder, ReferenceWriter, load_facts
 
 ROOT = Path(__file__).resolve().parents[1]

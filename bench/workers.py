@@ -45,7 +45,7 @@ from kb import db
 from kb.config import load_config
 from kb.container import Container
 from kb.llm.fake import FakeEmbedder
-from kb.prompts import LINES_CUE
+from kb.prompting.prompts import LINES_CUE
 
 ROOT = Path(__file__).resolve().parents[1]
 DIMENSIONS = 64

@@ -228,7 +228,7 @@ def test_a_whole_run_on_fake_models_records_every_answer_and_resumes(
 
 def test_whole_answers_stream_in_one_piece() -> None:
     from kb.llm.fake import FakeChat
-    from kb.prompts import answer_prompt
+    from kb.prompting.prompts import answer_prompt
 
     chat = answers.WholeAnswers(FakeChat("fake-chat"))
     prompt = answer_prompt(

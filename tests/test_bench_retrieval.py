@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kb import prompts
 from kb.config import load_config
 from kb.container import Container, open_store
 from kb.llm.fake import FakeChat, FakeEmbedder
+from kb.prompting import prompts
 from kb.store import SearchHit
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from kb.chunk_writes import QUESTIONS, STATEMENTS, ChunkWriteSpec, read_lines
 from kb.config import ContextConfig, ModelWrite
 from kb.context.layout import header_line
 from kb.context.needs import ContextBuild, Needs
 from kb.hashes import cache_key
-from kb.prompts import lines_prompt
+from kb.prompting.chunk_writes import QUESTIONS, STATEMENTS, ChunkWriteSpec, read_lines
+from kb.prompting.prompts import lines_prompt
 from kb.vault.chunking import Chunk
 
 SOURCE = (

@@ -8,12 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from kb import prompts
 from kb.config import ContextConfig
 from kb.context import Contextualizer, FileContext, NoteFacts
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
-from kb.outputs import Output
+from kb.prompting import prompts
+from kb.prompting.outputs import Output
 from kb.vault.chunking import Chunk, chunk_body
 
 OWNER = "Alex Doe"

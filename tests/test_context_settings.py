@@ -11,9 +11,9 @@ import pytest
 
 from conftest import OWNER, Kb, file_summaries, rows, stored_chunks, summaries_config
 from daemon_helpers import FAST, running, settle
-from kb import prompts
 from kb.errors import KbError
 from kb.indexing.verify import verify
+from kb.prompting import prompts
 from kb.store import Store
 
 

@@ -11,7 +11,7 @@ import pytest
 from conftest import OWNER, Kb, rows, stored_chunks
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
-from kb.outputs import split_parts
+from kb.prompting.outputs import split_parts
 from kb.store import Store
 from kb.vault.wikitext import readable
 

@@ -26,7 +26,7 @@ from kb.context import LAYOUT_VERSION, full_context, header_line
 from kb.errors import Interrupted, LLMError, LockLost
 from kb.indexing.verify import verify
 from kb.llm.fake import FakeChat, FakeEmbedder
-from kb.outputs import needs_rewrite
+from kb.prompting.outputs import needs_rewrite
 from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.store import SearchFilter, Store

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kb.llm.base import Prompt
-from kb.outputs import (
+from kb.prompting.outputs import (
     clean_rewrite,
     clean_summary,
     first_person_words,
@@ -16,7 +16,7 @@ from kb.outputs import (
     structural_file_summary,
     summary_problem,
 )
-from kb.prompts import chunk_summary_prompt
+from kb.prompting.prompts import chunk_summary_prompt
 
 # --- clean_summary -----------------------------------------------------------------------------
 

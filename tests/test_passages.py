@@ -15,10 +15,10 @@ from kb.passages import (
     chunk_passages,
     paragraphs,
 )
+from kb.prompting.voices import voiced
 from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.store import Store
-from kb.voices import voiced
 
 # -- building them (pure) ----------------------------------------------------------------------
 

@@ -11,11 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import Kb, make_config
-from kb import tokens
 from kb.container import Container
 from kb.context import fit
 from kb.errors import KbError
-from kb.llm import embed_name, embed_profile, embed_window, make_embedder
+from kb.llm import embed_name, embed_profile, embed_window, make_embedder, tokens
 from kb.llm.fake import FakeEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder, profile_for
 from kb.search.plan import SearchPlan

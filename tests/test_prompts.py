@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kb.llm.base import Prompt
-from kb.prompts import (
+from kb.prompting.prompts import (
     chunk_summary_prompt,
     file_summary_prompt,
     note_budget,

@@ -557,7 +557,7 @@ def test_wrong_or_broken_vectors_stop_the_run(
 
 def test_the_offline_provider_keeps_only_its_latest_prompts() -> None:
     from kb.llm.fake import RECENT_PROMPTS
-    from kb.prompts import rewrite_prompt
+    from kb.prompting.prompts import rewrite_prompt
 
     chat = FakeChat()
     for i in range(RECENT_PROMPTS + 10):

@@ -26,7 +26,7 @@ from kb.config import CHUNK_WRITES, ChunkWrite, Config
 from kb.container import Container
 from kb.indexing.events import SyncReport
 from kb.llm import make_embedder
-from kb.outputs import first_person_words
+from kb.prompting.outputs import first_person_words
 from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.store import Store

@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from conftest import OWNER, Kb, make_config, rows
-from kb.chunk_writes import STATEMENTS, read_lines
 from kb.config import ConfigError, parse_config
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
-from kb.prompts import voice_prompt
+from kb.prompting.chunk_writes import STATEMENTS, read_lines
+from kb.prompting.prompts import voice_prompt
+from kb.prompting.voices import NoteHead, note_head, read_voice
 from kb.services.search import SearchRequest
 from kb.store import Store
 from kb.store.pool import vector_param
 from kb.store.search import WRITTEN_DISTANCE_FACTOR
-from kb.voices import NoteHead, note_head, read_voice
 
 LETTER = "Letters/Sam/2024-03-05.md"
 JOURNAL = "Alex/Journal/2024-03-02.md"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kb.context.layout import full_context
-from kb.outputs import structural_file_summary
+from kb.prompting.outputs import structural_file_summary
 from kb.vault.wikitext import readable
 
 

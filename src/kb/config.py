@@ -145,12 +145,12 @@ SUMMARY_MODES: tuple[SummaryMode, ...] = get_args(SummaryMode)
 PassageMode = Literal["paragraphs", "none"]
 PASSAGE_MODES: tuple[PassageMode, ...] = get_args(PassageMode)
 # What the chat model writes of each chunk, one item a line, each a passage of its own
-# (kb.chunk_writes): the facts it holds (statements) and the questions it answers.
+# (kb.prompting.chunk_writes): the facts it holds (statements) and the questions it answers.
 ChunkWrite = Literal["statements", "questions"]
 CHUNK_WRITES: tuple[ChunkWrite, ...] = get_args(ChunkWrite)
 # What the chat model writes at the "llm" level: file and chunk summaries (embedded with each
 # chunk), the voice of each note outside the owner's folders (whose "I" its paragraph
-# passages speak in; kb.voices), and each chunk's lines (ChunkWrite).
+# passages speak in; kb.prompting.voices), and each chunk's lines (ChunkWrite).
 ModelWrite = Literal["summaries", "voices", ChunkWrite]
 MODEL_WRITES: tuple[ModelWrite, ...] = get_args(ModelWrite)
 

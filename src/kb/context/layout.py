@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from kb import tokens
+from kb.llm import tokens
 from kb.vault.chunking import Chunk
 from kb.vault.wikitext import readable
 
@@ -90,7 +90,7 @@ def with_lines(
     full_context: str, summaries_at: int | None, lines: Sequence[str]
 ) -> tuple[str, int | None]:
     """What full-text search reads once a chunk has lines the model wrote (its statements,
-    its questions; kb.chunk_writes), and where its weighed part begins: everything before,
+    its questions; kb.prompting.chunk_writes), and where its weighed part begins: everything before,
     then each kind's lines, weighed as summaries are (a model's words, not the note's: they
     add the names and dates a question asks by without outranking the chunk that says it).
     The embedder's text stays the chunk's; each line is a vector of its own."""

@@ -8,8 +8,8 @@ version, so a run only asks for what is new:
 - a chunk summary depends on its own chunk and header path, not on the file summary, so a
   new file summary does not redo every chunk summary;
 - the rewrite depends on the chunk and the owner's name;
-- the voice on the note's path, properties and opening (kb.voices);
-- a chunk's lines (its statements, its questions; kb.chunk_writes) on its text, its header
+- the voice on the note's path, properties and opening (kb.prompting.voices);
+- a chunk's lines (its statements, its questions; kb.prompting.chunk_writes) on its text, its header
   path, who "I" is and the note's date, so a rename, or an edit elsewhere in the note, keeps
   them.
 
@@ -22,14 +22,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kb import passages, prompts, voices
-from kb.chunk_writes import CHECKS_VERSION, SPECS, ChunkWriteSpec
+from kb import passages
 from kb.config import Config, ContextConfig
 from kb.context.layout import LAYOUT_VERSION, header_line
 from kb.context.records import NoteFacts
 from kb.hashes import cache_key
 from kb.llm import embed_window
-from kb.outputs import Output
+from kb.prompting import prompts, voices
+from kb.prompting.chunk_writes import CHECKS_VERSION, SPECS, ChunkWriteSpec
+from kb.prompting.outputs import Output
 from kb.store.chunks import VoiceRecord
 from kb.vault.chunking import CHUNKER_VERSION, Chunk
 from kb.vault.dates import spoken

@@ -11,7 +11,7 @@ from kb import passages
 from kb.config import ChunkWrite
 from kb.context.layout import Texts
 from kb.hashes import content_hash
-from kb.outputs import Output
+from kb.prompting.outputs import Output
 from kb.store.chunks import VoiceRecord
 from kb.vault.chunking import Chunk
 
@@ -83,8 +83,8 @@ class ContextChunk:
     # weighs all.
     summaries_at: int | None
     embed_text: str  # what the embedder reads: full_context fitted to its window
-    # The lines the model wrote of the chunk (kb.chunk_writes: statements, questions), each
-    # kind when asked for and known; each line is a passage of its own.
+    # The lines the model wrote of the chunk (kb.prompting.chunk_writes: statements,
+    # questions), each kind when asked for and known; each line is a passage of its own.
     lines: tuple[ChunkLines, ...] = ()
 
     @classmethod
@@ -127,7 +127,7 @@ class FileContext:
     problems: list[str]
     # Each chunk's passages (`context.passages`, its lines), as the embedder reads them.
     passages: list[list[passages.Passage]] = field(default_factory=list)
-    # The writer the model named (kb.voices), when it was asked and its answer is known.
+    # The writer the model named (kb.prompting.voices), when it was asked and its answer is known.
     voice: Output | None = None
     voice_key: str | None = None
 

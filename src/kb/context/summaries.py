@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kb import outputs, prompts
 from kb.config import ContextConfig
 from kb.context.driver import Asking
 from kb.context.layout import header_line, plain_headers, sections, texts
@@ -25,7 +24,8 @@ from kb.context.needs import Needs
 from kb.context.records import ContextChunk, Draft, FileContext, Window
 from kb.hashes import cache_key
 from kb.llm.base import Prompt
-from kb.outputs import Output
+from kb.prompting import outputs, prompts
+from kb.prompting.outputs import Output
 from kb.vault.chunking import Chunk
 
 _SUMMARY_CHARS_PER_TOKEN = 6

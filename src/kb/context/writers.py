@@ -2,9 +2,9 @@
 (its statements, the questions it answers), and the passages made of them (each a vector of
 its own).
 
-Outside the owner's folders the model names the note's writer once (kb.voices); each chunk's
-lines of every kind asked for are then written knowing who "I" is and the note's date, one
-prompt per chunk and kind (kb.chunk_writes); the paragraphs of a chunk speak in that voice
+Outside the owner's folders the model names the note's writer once (kb.prompting.voices); each
+chunk's lines of every kind asked for are then written knowing who "I" is and the note's date, one
+prompt per chunk and kind (kb.prompting.chunk_writes); the paragraphs of a chunk speak in that voice
 (kb.passages). Like kb.context.summaries, `with_note_outputs` yields its prompts and never
 waits on a model.
 """
@@ -14,15 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from kb import chunk_writes, passages, prompts, voices
-from kb.chunk_writes import ChunkWriteSpec
+from kb import passages
 from kb.config import ChunkWrite
 from kb.context.driver import Asking
 from kb.context.layout import fit, header_line, with_lines
 from kb.context.needs import Needs, head
 from kb.context.records import ChunkLines, ContextChunk, Draft, FileContext, NamedVoice, Window
 from kb.llm.base import Prompt
-from kb.outputs import Output
+from kb.prompting import chunk_writes, prompts, voices
+from kb.prompting.chunk_writes import ChunkWriteSpec
+from kb.prompting.outputs import Output
 from kb.vault.chunking import Chunk
 from kb.vault.dates import spoken
 

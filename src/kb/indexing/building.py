@@ -17,7 +17,7 @@ from typing import Any
 
 from kb.context import Contextualizer, FileContext, NoteFacts
 from kb.indexing.embedding import Embedding
-from kb.outputs import Output
+from kb.prompting.outputs import Output
 from kb.store import ChunkRecord
 from kb.store.caches import Caches
 from kb.vault.chunking import Chunk

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kb import tokens
 from kb.config import LLMConfig
+from kb.llm import tokens
 from kb.llm.base import ChatModel, Embedder, Prompt
 from kb.llm.profiles import EmbedderProfile, ProfiledEmbedder, profile_for, stored_name
 from kb.llm.providers import Endpoint, provider

@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from kb import prompts
 from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.llm.base import ChatModel, Embedder, close_stream
+from kb.prompting import prompts
 from kb.search import reading
 from kb.search.grounding import Read, unsupported
 from kb.search.query import search
@@ -212,7 +212,8 @@ def says_not_in_notes(answer: str) -> bool:
 
 
 def note_date(info: NoteInfo | None) -> str | None:
-    """The date to show beside a passage: the note's date (kb.vault.dates), else its modification day."""
+    """The date to show beside a passage: the note's date (kb.vault.dates), else its
+    modification day."""
     if info is None:
         return None
     if info.date and info.date.strip():
@@ -231,7 +232,7 @@ def number_sources(
     """Number the hits that fit the budget (their header lines count too), best first,
     each written for the reader (kb.search.reading): with `owner`, the owner's notes speak
     of them as "you" and every other note is someone else's; `authors` gives the writers
-    the chat model named (kb.voices) and the notes' own dates."""
+    the chat model named (kb.prompting.voices) and the notes' own dates."""
     drafts = []
     for n, hit in enumerate(hits, 1):
         info = facts.get((hit.vault, hit.path))

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import Stemmer
 
 from kb.fusion import Fused
+from kb.prompting.voices import FIRST_PERSON
 from kb.search.when import Period
 from kb.store import Candidate, Candidates
-from kb.voices import FIRST_PERSON
 
 # Where a chunk is missing from a list: one place past the end of a list of 40.
 ABSENT = 41

@@ -3,7 +3,7 @@
 A small model given passages that do not answer a question often answers anyway: with the
 words of a passage about something else, or with another person's facts ("What colour did
 Joanna dye her hair?" answered from Nate's letter about his). The checks are the kind the
-lines the model writes at index time pass (kb.chunk_writes): each sentence of the answer,
+lines the model writes at index time pass (kb.prompting.chunk_writes): each sentence of the answer,
 past what the question itself says, must be made of the passages' words; its numbers and
 months must be theirs; and when the question is about someone kb knows (the owner, or a
 writer the model named), the passages behind the sentence must be that person's own notes
@@ -19,8 +19,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kb.prompting.voices import FIRST_PERSON
 from kb.search.reading import Writer
-from kb.voices import FIRST_PERSON
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)?")
 _NUMBER = re.compile(r"\b\d+(?:[.,:]\d+)?\b")

@@ -9,12 +9,12 @@ from kb.config import SearchMode
 from kb.errors import KbError, LLMError
 from kb.fusion import Fused, Fusion, fuse, single
 from kb.llm.base import Embedder
+from kb.prompting.voices import FIRST_PERSON, voiced
 from kb.results import SearchHit, SearchResult
 from kb.search import features, ranker
 from kb.search.ranker import Ranker
 from kb.search.when import Period, question_period
 from kb.store import Candidates, Store
-from kb.voices import FIRST_PERSON, voiced
 
 if TYPE_CHECKING:
     from kb.search.plan import SearchPlan

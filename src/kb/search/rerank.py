@@ -13,11 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Protocol
 
-from kb import prompts
 from kb.errors import LLMError
 from kb.hashes import cache_key
 from kb.llm.base import ChatModel
-from kb.outputs import parse_relevance
+from kb.prompting import prompts
+from kb.prompting.outputs import parse_relevance
 from kb.store import Caches, SearchHit
 
 # Where a candidate whose judgement was unusable goes: the middle of the scale, so it

@@ -23,10 +23,10 @@ from pathlib import Path
 from kb.config import VaultConfig, escaped, glob_problem
 from kb.errors import ConfigError, KbError, LLMError
 from kb.llm.providers import provider as spec_of
+from kb.prompting.voices import FIRST_PERSON
 from kb.vault import obsidian
 from kb.vault.names import composed
 from kb.vault.notes import read_note, scan_vault
-from kb.voices import FIRST_PERSON
 
 # Folder names that say "my journal" in themselves.
 _JOURNAL_NAMES = re.compile(

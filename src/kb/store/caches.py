@@ -10,7 +10,7 @@ from typing import Any
 
 from psycopg import sql
 
-from kb.outputs import Output
+from kb.prompting.outputs import Output
 from kb.store.chunks import VoiceRecord
 from kb.store.pool import Pool, Vector
 

@@ -46,7 +46,7 @@ class DocumentRecord:
     summary_key: str
     context_build: str  # how the context was built, see ContextBuild.id
     summary_fallback: str | None = None  # the chat model whose summary was rejected
-    voice: VoiceRecord | None = None  # the writer the chat model named (kb.voices)
+    voice: VoiceRecord | None = None  # the writer the chat model named (kb.prompting.voices)
     note_date: dt.date | None = None  # the note's date (kb.vault.dates.note_date)
     date_source: str | None = None  # where it was read (kb.vault.dates.DateSource)
     date_unread: str | None = None  # a date property that names no day, passed over
@@ -116,7 +116,7 @@ def _document_params(doc: DocumentRecord) -> tuple[object, ...]:
 class Authorship:
     """Who wrote a note and when, as an answer's passages say it (kb.search.reading)."""
 
-    writer: str | None  # the writer the chat model named (kb.voices), where it named one
+    writer: str | None  # the writer the chat model named (kb.prompting.voices), where it named one
     day: dt.date | None  # the note's own date; None where it has only its file's time
 
 

@@ -98,11 +98,11 @@ TEXT_POSTINGS_WALKED = 20 * TEXT_POSTINGS_PER_WORD
 PASSAGE_DEPTH = 2
 
 
-# A passage the chat model wrote (a statement or a question, kb.chunk_writes) says what the
-# model read in the chunk, loosely or wrongly at times: its cosine distance counts this many
-# times, so that it lifts its chunk only where it is clearly nearer the query than the
-# chunk's own text and paragraphs. A factor rather than a fixed margin, because embedders
-# spread their distances differently (e5's lie closer together than MiniLM's). Counted as
+# A passage the chat model wrote (a statement or a question, kb.prompting.chunk_writes) says what
+# the model read in the chunk, loosely or wrongly at times: its cosine distance counts this many
+# times, so that it lifts its chunk only where it is clearly nearer the query than the chunk's own
+# text and paragraphs. A factor rather than a fixed margin, because embedders spread their distances
+# differently (e5's lie closer together than MiniLM's). Counted as
 # it is, the small model's statements crowded the vector list with chunks they paraphrase
 # loosely (docs/retrieval.md#how-much-a-statement-counts).
 WRITTEN_DISTANCE_FACTOR = 1.25

@@ -7,7 +7,8 @@ from kb.store.pool import Pool
 from kb.vault.sync_plan import StoredVault
 
 # Several configurations may share one index: a read of one is kept to its vaults, given in
-# %(vaults)s (an empty list: every vault, where the index holds no other; kb.vault.sync_plan.vault_filter).
+# %(vaults)s (an empty list: every vault, where the index holds no other;
+# kb.vault.sync_plan.vault_filter).
 # A row of a table with a `vault` column (documents, failures):
 ROW_IN_VAULTS = "(cardinality(%(vaults)s::text[]) = 0 OR vault = ANY(%(vaults)s::text[]))"
 # A row of a table with a `document_id` column (chunks, enrichment_queue):

@@ -1,7 +1,7 @@
 """What the chat model writes of each chunk, one item a line, each naming who and when: the
 facts it holds (statements) and the questions it answers (doc2query).
 
-The chat model writes them from the chunk, told who the note's "I" is (kb.voices) and the
+The chat model writes them from the chunk, told who the note's "I" is (kb.prompting.voices) and the
 note's date, so "I won last week" can become "Nate won a tournament in the week before 21
 January 2022", or "When did Nate win his first video game tournament?". Each line kept is
 then embedded as a vector of its own (kb.passages): a question about one fact of a long
@@ -21,23 +21,23 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kb import prompts
 from kb.config import ChunkWrite
-from kb.outputs import Output
+from kb.prompting import prompts
+from kb.prompting.outputs import Output
+from kb.prompting.voices import FIRST_PERSON
 from kb.store.passages import PassageKind
-from kb.voices import FIRST_PERSON
 
 
 @dataclass(frozen=True)
 class ChunkWriteSpec:
     """One kind of lines the model writes of each chunk: how it is asked, checked, cached
     and searched. Its kind names it everywhere: in `context.writes`, as its prompt's task
-    and wording (kb.prompts.lines_prompt), first in its cache key, and in its chunk columns
-    (`<kind>`, `<kind>_key`, `<kind>_fallback`)."""
+    and wording (kb.prompting.prompts.lines_prompt), first in its cache key, and in its chunk
+    columns (`<kind>`, `<kind>_key`, `<kind>_fallback`)."""
 
     kind: ChunkWrite
     passage: PassageKind  # what each line kept is among its chunk's passages
-    version: str  # its prompt's (kb.prompts): in its cache key and in the notes' build id
+    version: str  # its prompt's (kb.prompting.prompts): in its cache key and in the notes' build id
     max_tokens: int  # room for `most` lines of twenty-odd tokens; a runaway stops soon
     most: int  # lines kept at most: a runaway list is noise
     max_words: int
