@@ -149,10 +149,10 @@ class Container:
         on_scan: Callable[[int], None] | None = None,
         checkpoint: Callable[[], None] | None = None,
     ) -> Indexer:
-        from kb.indexing.indexer import Indexer
+        from kb.indexing.indexer import Indexer, SyncSettings
 
         return Indexer(
-            self.config,
+            SyncSettings.of(self.config),
             self.store,
             self.builder(),
             on_event=on_event,
@@ -173,7 +173,10 @@ class Container:
     def vectorizer(self) -> Vectorizer:
         from kb.indexing.vectorize import Vectorizer
 
-        return Vectorizer(self.config, self.store, self.embedding())
+        llm = self.config.llm
+        return Vectorizer(
+            self.store, self.embedding(), batch=llm.embed_batch, concurrency=llm.concurrency
+        )
 
     def worker(
         self,

@@ -24,6 +24,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from kb.config import Config, VaultConfig
 from kb.errors import KbError, NoteError
@@ -64,10 +65,36 @@ class _Survey:
     notes: int = 0
 
 
+@dataclass(frozen=True)
+class SyncSettings:
+    """What a sync reads of the configuration, and nothing more."""
+
+    vaults: tuple[VaultConfig, ...]
+    # Whether the LLM context is left to the enrichment queue's workers (two speeds).
+    enrich: bool
+    # Whether a note is written without waiting on a chat model (enrichment, or none asked).
+    model_free: bool
+    llm_concurrency: int
+    max_chars: int
+    database: tuple[str, Path]  # its URL and kb's data directory: what a full disk names
+
+    @classmethod
+    def of(cls, config: Config) -> SyncSettings:
+        enrich = config.enrich.enabled and config.context.summaries == "llm"
+        return cls(
+            vaults=tuple(config.vaults),
+            enrich=enrich,
+            model_free=enrich or config.context.summaries != "llm",
+            llm_concurrency=max(1, config.llm.concurrency),
+            max_chars=config.chunking.max_chars,
+            database=(config.database_url, config.data_dir),
+        )
+
+
 class Indexer:
     def __init__(
         self,
-        config: Config,
+        settings: SyncSettings,
         store: Store,
         builder: NoteBuilder,
         *,
@@ -75,39 +102,37 @@ class Indexer:
         on_scan: Callable[[int], None] | None = None,
         checkpoint: Callable[[], None] | None = None,
     ) -> None:
-        self.config = config
+        self.settings = settings
         self.store = store
         self.chat_name = builder.context.chat.name
         self.on_event = on_event or (lambda event: None)
         self.on_scan = on_scan or (lambda files: None)
         # Called before each file and each write; it raises Interrupted to stop the run there.
         self.checkpoint = checkpoint or (lambda: None)
-        workers = max(1, config.llm.concurrency)
-        # Two speeds: the LLM context is left to the enrichment queue's workers.
-        self.enrich = config.enrich.enabled and config.context.summaries == "llm"
-        # With no chat model on this path, twice as many notes are read and stored at once
-        # as the embedding server has requests in flight (Embedding holds them to that): it
-        # is then never left waiting while a note is parsed or written.
-        model_free = self.enrich or config.context.summaries != "llm"
+        self.enrich = settings.enrich
         self.context = builder.context
         self.preparer = NotePreparer(
             builder,
             self.context,
             self.chat_name,
-            max_chars=config.chunking.max_chars,
+            max_chars=settings.max_chars,
             enrich=self.enrich,
         )
+        workers = settings.llm_concurrency
+        # With no chat model on this path, twice as many notes are read and stored at once
+        # as the embedding server has requests in flight (Embedding holds them to that): it
+        # is then never left waiting while a note is parsed or written.
         self.writer = NoteWriter(
             self.preparer,
             store.documents,
-            threads=2 * workers if model_free else workers,
-            group=WRITE_GROUP if model_free else 1,
+            threads=2 * workers if settings.model_free else workers,
+            group=WRITE_GROUP if settings.model_free else 1,
             checkpoint=lambda: self.checkpoint(),
-            database=(config.database_url, config.data_dir),
+            database=settings.database,
         )
         embedding = builder.embedding
         self.space = EmbeddingSpace(
-            store, embedding, embedding.embedder.name, [v.name for v in config.vaults]
+            store, embedding, embedding.embedder.name, [v.name for v in settings.vaults]
         )
 
     def close(self) -> None:
@@ -130,7 +155,7 @@ class Indexer:
         report = SyncReport()
         self._follow_renames()
         self.space.follow()
-        for vault in self.config.vaults if vaults is None else vaults:
+        for vault in self.settings.vaults if vaults is None else vaults:
             if not vault.path.is_dir():
                 raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
             self._sync_vault(vault, report, force=force)
@@ -148,7 +173,7 @@ class Indexer:
 
     def _follow_renames(self) -> None:
         """Re-key the rows of vaults the config now names otherwise (same folder)."""
-        configured = {v.name: vault_folder(v) for v in self.config.vaults}
+        configured = {v.name: vault_folder(v) for v in self.settings.vaults}
         for old, new in sync_plan.vault_renames(configured, self.store.vaults.stored()).items():
             notes = self.store.vaults.rename(old, new)
             log.info("vault '%s' is now '%s' in the config: its %d notes kept", old, new, notes)

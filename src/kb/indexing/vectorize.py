@@ -18,7 +18,6 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from kb.config import Config
 from kb.errors import KbError
 from kb.indexing.embedding import Embedding
 from kb.indexing.enrich import Attempt
@@ -46,15 +45,13 @@ class Vectorizer:
     """Embeds claimed notes' texts; `llm.concurrency` requests of `llm.embed_batch` texts in
     flight at once."""
 
-    def __init__(self, config: Config, store: Store, embedding: Embedding) -> None:
+    def __init__(self, store: Store, embedding: Embedding, *, batch: int, concurrency: int) -> None:
         self.store = store
         self.embedder = embedding.embedder
-        self.batch = config.llm.embed_batch
+        self.batch = batch
         self.notes = NOTES_PER_CLAIM
         self.embedding = embedding
-        self._pool = ThreadPoolExecutor(
-            max(1, config.llm.concurrency), thread_name_prefix="kb-embed"
-        )
+        self._pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="kb-embed")
         # A worker's threads that find a new index make its space once: one probe, not one
         # each.
         self._making_space = threading.Lock()
