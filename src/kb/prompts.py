@@ -278,9 +278,9 @@ _ANSWER_SYSTEM = (
     "its title. Start with the answer itself, in as few words as answer the question (a "
     "date, a name, a number, a short phrase), then cite the passage it comes from by its "
     "number in square brackets, like [2]. Add one short sentence only when the question asks "
-    "how or why, or for several things. If the passages do not answer the question, reply "
-    'with one sentence that starts with "Your notes don\'t say" and nothing else; never '
-    "guess."
+    "how or why, or for several things. When the passages answer part of the question, "
+    "answer that part. If no passage answers any of it, reply with one sentence that starts "
+    'with "Your notes don\'t say" and nothing else; never guess.'
 )
 # Said in the question's turn, after the examples, so that the instructions and examples are
 # the same for every vault and a server that caches prompt prefixes evaluates them once.
