@@ -523,7 +523,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--unanswerable", type=int, default=101, help="unanswerable questions")
     parser.add_argument("--docs", type=int, default=100, help="docs-rag questions")
     parser.add_argument("--seed", type=int, default=15)
-    parser.add_argument("--top-k", type=int, default=5, help="passages per answer")
+    parser.add_argument(
+        "--top-k", type=int, default=None, help="passages per answer (default: [ask] passages)"
+    )
     parser.add_argument(
         "--setups", default="kb", help=f"comma-separated, of: {', '.join(SETUPS)} (default kb)"
     )

@@ -195,7 +195,7 @@ def test_a_first_person_question_is_the_owners(kb: Kb) -> None:
     chat = ScriptedChat("You climbed Mount Takao [1].")
     answer = _ask(kb, chat, "when did I climb a mountain", owner=OWNER, top_k=3)
     [prompt] = chat.prompts
-    assert f"The user is {OWNER}" in prompt.system
+    assert f"The user is {OWNER}" in prompt.user and OWNER not in prompt.system
     mine = [s for s in answer.sources if s.hit.path.startswith("Alex/")]
     assert mine and all(s.personal for s in mine)
     for source in answer.sources:
@@ -296,6 +296,20 @@ def test_answers_come_from_the_ask_model_and_everything_else_from_llms(
     assert answering.calls == {"answer": 1} and kb.chat.total_calls == 0
     # The prompt fits the answering model's window, not [llm]'s.
     assert answering.prompts[-1].num_ctx <= 2048
+
+
+@pytest.mark.parametrize(("passages", "top_k", "given"), [(None, None, 3), (2, None, 2), (2, 4, 4)])
+def test_an_answer_reads_ask_passages_unless_the_question_says(
+    store: Store, vault: Path, passages: int | None, top_k: int | None, given: int
+) -> None:
+    """A search lists query.top_k chunks (5); an answer is written from the fewer best that
+    `[ask] passages` says, or as many as the question's --top-k."""
+    kb = Kb(store, make_config(vault, ask={} if passages is None else {"passages": passages}))
+    kb.sync()
+    question = "what does the home server run"
+    answer = kb.search_service().ask(SearchRequest(question, top_k=top_k))
+    assert len(answer.sources) == given
+    assert len(kb.search_service().search(SearchRequest(question)).hits) == 5
 
 
 def test_without_ask_settings_the_llm_chat_model_answers(kb: Kb) -> None:

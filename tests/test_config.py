@@ -319,6 +319,8 @@ def test_ask_settings_are_checked() -> None:
     # [llm]'s Ollama server cannot answer an OpenAI-compatible request.
     assert "'ask.host'" in error(minimal(ask={"provider": "openai"}))
     assert "'ask.context_window'" in error(minimal(ask={"context_window": 0}))
+    assert "'ask.passages'" in error(minimal(ask={"passages": 0}))
+    assert "'ask.passages'" in error(minimal(ask={"passages": 2.5}))
     assert "'ask.chat_model'" in error(minimal(ask={"chat_model": 7}))
     assert "unknown config key 'ask.model'" in error(minimal(ask={"model": "x"}))
     cfg = parse(minimal(ask={"provider": "ollama", "host": "gpu-box:11434"}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kb.llm.base import Prompt
+from kb.prompting import prompts
 from kb.prompting.prompts import (
     chunk_summary_prompt,
     file_summary_prompt,
@@ -235,3 +236,46 @@ def test_parts_within_the_budget_fit_the_window(window: int) -> None:
     )
     assert prompt.num_ctx <= window and _estimated_tokens(prompt) <= window
     assert parts_budget(FILE_SUMMARY, owner=None, max_tokens=500, context_window=window) > 0
+
+
+@pytest.mark.parametrize(
+    ("question", "hint"),
+    [
+        ("When did Jon move to Lisbon?", "Answer with the date or time."),
+        ("what year was the roof redone", "Answer with the date or time."),
+        ("How many tournaments did Nate win?", "Answer with the number or amount."),
+        ("Who fixed the boiler?", "Answer with the name."),
+        ("Where did we stay in Kyoto?", "Answer with the place."),
+        (
+            "Would Caroline pursue writing as a career?",
+            "Answer yes or no, then why in a few words.",
+        ),
+        ("What made John leave his IT job?", None),
+        ("Whenever the backup fails, what happens?", None),
+        ("Is there a way to export notes?", "Answer yes or no, then why in a few words."),
+    ],
+)
+def test_the_question_names_the_shape_of_its_answer(question: str, hint: str | None) -> None:
+    assert prompts.answer_hint(question) == hint
+    prompt = prompts.answer_prompt(
+        question, [("2 March 2024:", "text")], owner=None, max_tokens=320, context_window=8192
+    )
+    assert prompt.user.endswith(f"Question: {question}" + (f"\n{hint}" if hint else ""))
+
+
+def test_the_answer_prompts_instructions_and_examples_are_every_vaults() -> None:
+    """The owner is named in the question's turn, so that a server caching prompt prefixes
+    evaluates the instructions and examples once for every vault."""
+    mine, theirs = (
+        prompts.answer_prompt(
+            "when did I move?", [("h", "t")], owner=owner, max_tokens=320, context_window=8192
+        )
+        for owner in ("Alex Doe", "Sam Roe")
+    )
+    assert (mine.system, mine.examples) == (theirs.system, theirs.examples)
+    assert mine.user.startswith("The user is Alex Doe.") and "Alex" not in mine.system
+    assert "Sam Roe" in theirs.user and "Alex" not in theirs.user
+    # The owner's lines take their room from the passages'.
+    assert prompts.answer_budget(
+        "when did I move?", owner="Alex Doe", max_tokens=320, context_window=8192
+    ) < prompts.answer_budget("when did I move?", owner=None, max_tokens=320, context_window=8192)

@@ -220,6 +220,10 @@ class AskConfig:
     chat_model: str = ""
     api_key: str = ""
     context_window: int | None = None
+    # Passages an answer is written from, best first, where the question does not say
+    # (--top-k): fewer than a search lists, since a small model answers best from the few
+    # best.
+    passages: int = 3
 
     def own_model(self) -> bool:
         """Whether answers are written by a chat model of their own, not `[llm]`'s."""
@@ -549,6 +553,7 @@ def _ask(r: _Reader, env: dict[str, str], llm: LLMConfig) -> AskConfig:
         chat_model=_env(env, "KB_ASK_MODEL", r.get("ask.chat_model", str, "")).strip(),
         api_key=_env(env, "KB_ASK_API_KEY", r.get("ask.api_key", str, "")),
         context_window=r.number("ask.context_window", None, TOKENS, whole=True),
+        passages=r.number("ask.passages", AskConfig.passages, TOP_K, whole=True),
     )
     if spec is None:
         return ask

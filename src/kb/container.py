@@ -283,6 +283,7 @@ class Container:
             owner_name=self.config.owner_name,
             vaults=[v.name for v in self.config.vaults],
             context_window=self.config.ask.llm(self.config.llm).context_window,
+            answer_passages=self.config.ask.passages,
             chat=lambda: self.answer_chat,
             reranker=self.reranker,
             ranker=self.ranker if self.config.query.ranker == "learned" else None,

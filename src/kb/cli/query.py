@@ -176,7 +176,11 @@ def ask_command(
     top_k: Annotated[
         int | None,
         typer.Option(
-            "--top-k", "-k", min=1, max=MAX_TOP_K, help="How many passages to read (default 5)."
+            "--top-k",
+            "-k",
+            min=1,
+            max=MAX_TOP_K,
+            help="How many passages to read (default: ask.passages, 3).",
         ),
     ] = None,
     threshold: Threshold = None,

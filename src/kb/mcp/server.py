@@ -170,7 +170,8 @@ def _add_ask(server: MCPServer, searches: SearchService) -> None:
     def ask(
         question: Annotated[Text, Field(description="The question, in plain words.")],
         top_k: Annotated[
-            int | None, Field(ge=1, le=20, description="How many passages to read (default 5).")
+            int | None,
+            Field(ge=1, le=20, description="How many passages to read (default: ask.passages, 3)."),
         ] = None,
         **filters: FilterValue,
     ) -> AskResult:

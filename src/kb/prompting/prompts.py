@@ -36,7 +36,7 @@ VOICE_VERSION = "1"
 STATEMENTS_VERSION = "1"
 QUESTIONS_VERSION = "1"
 # Answers are never cached, so their version only names the wording in use (`kb ask --json`).
-ANSWER_VERSION = "2"
+ANSWER_VERSION = "3"
 
 # The tags that delimit each input in a prompt. Text from a note (or from the user) that
 # spells one of them is quoted, so it can never close its block and speak as the prompt.
@@ -275,25 +275,37 @@ _RERANK_EXAMPLES = (
 _ANSWER_SYSTEM = (
     "You answer a question using only the numbered passages from the user's notes, never "
     "what you know otherwise. Each passage starts with who wrote it, the note's date and "
-    "its title. Answer in one to three short sentences. After each fact, cite the passage "
-    "it comes from by its number in square brackets, like [2]. If the passages do not "
-    "answer the question, reply with one sentence that starts with \"Your notes don't "
-    'say" and nothing else; never guess.'
+    "its title. Start with the answer itself, in as few words as answer the question (a "
+    "date, a name, a number, a short phrase), then cite the passage it comes from by its "
+    "number in square brackets, like [2]. Add one short sentence only when the question asks "
+    "how or why, or for several things. When the passages answer part of the question, "
+    "answer that part. If no passage answers any of it, reply with one sentence that starts "
+    'with "Your notes don\'t say" and nothing else; never guess.'
 )
+# Said in the question's turn, after the examples, so that the instructions and examples are
+# the same for every vault and a server that caches prompt prefixes evaluates them once.
 _ANSWER_OWNER = (
-    ' The user is {owner}. Passages by "You ({owner})" are {owner}\'s own notes: tell '
+    'The user is {owner}. Passages by "You ({owner})" are {owner}\'s own notes: tell '
     '{owner} what they say as "you". Every other passage was written by someone else, and '
-    "its facts are that writer's, never {owner}'s."
+    "its facts are that writer's, never {owner}'s.\n\n"
 )
-# One answered and one unanswerable question, so the model sees both ways out.
+# A short answer, an answer that needs a few more words, and a question the passages do not
+# answer: the shapes the model is to copy.
 _ANSWER_EXAMPLES = (
     (
         '<passages>\n[1] 2 March 2024, in "Projects/Home Server" > Home Server > Backups:\n'
         "restic runs every night at 02:00 and keeps 7 daily snapshots on the USB disk.\n\n"
         '[2] 9 March 2024, in "Journal/2024-03-09":\nRestored the photos folder as a test '
         "yesterday (8 March 2024); it took 20 minutes.\n</passages>\n\n"
-        "Question: when do the backups run?",
-        "Every night at 02:00, with restic keeping 7 daily snapshots on the USB disk [1].",
+        "Question: when was a restore last tested?\nAnswer with the date or time.",
+        "On 8 March 2024 [2].",
+    ),
+    (
+        '<passages>\n[1] 2 March 2024, in "Projects/Home Server" > Home Server > Backups:\n'
+        "restic runs every night at 02:00 and keeps 7 daily snapshots on the USB disk."
+        "\n</passages>\n\nQuestion: how are the backups kept?",
+        "As restic snapshots taken every night at 02:00, the last 7 days of them kept on the "
+        "USB disk [1].",
     ),
     (
         '<passages>\n[1] 20 November 2023, in "Recipes/Bread" > Bread:\nBake 40 minutes at '
@@ -302,11 +314,43 @@ _ANSWER_EXAMPLES = (
     ),
 )
 
+# What shape of answer a question asks for, read from its first words: a small model keeps to
+# a short answer far better when the question's own turn names what to give.
+_ANSWER_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), hint)
+    for pattern, hint in (
+        (r"(?:when|what (?:year|month|day|date|time))\b", "Answer with the date or time."),
+        (r"how (?:many|much|long|often|old)\b", "Answer with the number or amount."),
+        (r"(?:who|whom|whose)\b", "Answer with the name."),
+        (r"where\b", "Answer with the place."),
+        (
+            r"(?:is|are|was|were|do|does|did|has|have|had|can|could|would|will|should)\b",
+            "Answer yes or no, then why in a few words.",
+        ),
+    )
+)
+
+
+def answer_hint(question: str) -> str | None:
+    """The line that tells the model what shape of answer the question asks for, if its first
+    words say (when, how many, who, where, yes or no)."""
+    opening = question.strip().lstrip("¿\"'(").strip()
+    return next((hint for pattern, hint in _ANSWER_HINTS if pattern.match(opening)), None)
+
+
+def _answer_turn(question: str, passages: str, owner: str | None) -> str:
+    hint = answer_hint(question)
+    return (
+        (_ANSWER_OWNER.format(owner=owner) if owner else "")
+        + f"<passages>\n{passages}\n</passages>\n\nQuestion: {question}"
+        + (f"\n{hint}" if hint else "")
+    )
+
 
 def answer_budget(question: str, *, owner: str | None, max_tokens: int, context_window: int) -> int:
     """Characters of passages (with their header lines) that fit the window with the answer."""
-    system = _ANSWER_SYSTEM + (_ANSWER_OWNER.format(owner=owner) if owner else "")
-    return _input_budget(system + _joined(_ANSWER_EXAMPLES) + question, max_tokens, context_window)
+    fixed = _ANSWER_SYSTEM + _joined(_ANSWER_EXAMPLES) + _answer_turn(question, "", owner)
+    return _input_budget(fixed, max_tokens, context_window)
 
 
 def answer_prompt(
@@ -318,12 +362,13 @@ def answer_prompt(
     context_window: int,
 ) -> Prompt:
     """Answer from numbered passages, each a (header line, text) pair, best first."""
-    system = _ANSWER_SYSTEM + (_ANSWER_OWNER.format(owner=owner) if owner else "")
     blocks = "\n\n".join(f"[{n}] {header}\n{text}" for n, (header, text) in enumerate(passages, 1))
-    user = f"<passages>\n{blocks}\n</passages>\n\nQuestion: {question}"
+    user = _answer_turn(question, blocks, owner)
     inputs = {"question": question, "owner": owner or ""}
     inputs |= {f"passage_{n}": text for n, (_, text) in enumerate(passages, 1)}
-    return _prompt("answer", system, user, max_tokens, context_window, inputs, _ANSWER_EXAMPLES)
+    return _prompt(
+        "answer", _ANSWER_SYSTEM, user, max_tokens, context_window, inputs, _ANSWER_EXAMPLES
+    )
 
 
 def _example(pair: tuple[str, str], owner: str | None) -> tuple[tuple[str, str], ...]:

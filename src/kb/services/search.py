@@ -65,6 +65,7 @@ class SearchService:
         owner_name: str,
         vaults: Sequence[str],
         context_window: int,
+        answer_passages: int = 3,
         chat: Callable[[], ChatModel],
         reranker: Callable[[], HitReranker],
         ranker: Callable[[], Ranker] | None = None,
@@ -76,6 +77,7 @@ class SearchService:
         self.owner_name = owner_name
         self.vaults = tuple(vaults)  # the config's: the only ones it searches
         self.context_window = context_window
+        self.answer_passages = answer_passages  # `[ask] passages`: a question's top-k
         self._chat = chat
         self._reranker = reranker
         # The learned ranker (kb.search.ranker), read on the first search; None: fusion's
@@ -122,7 +124,7 @@ class SearchService:
         `stop`, once set, ends it (kb.search.answer.Stopped)."""
         from kb.search.answer import ask
 
-        plan = self.plan(request)
+        plan = self.plan(replace(request, top_k=request.top_k or self.answer_passages))
         return ask(
             self.store,
             self.embedder,
