@@ -125,3 +125,16 @@ def test_whom_a_sentence_is_about_is_read_in_the_paragraph_it_was_taken_from() -
     assert unsupported(answer, question, [letter, journal], [], owner="Joanna") == (
         "not about whom the question asks"
     )
+
+
+def test_a_passages_header_line_copied_is_no_answer() -> None:
+    """What a small model asked something the passages do not say sometimes writes: the line
+    kb puts above a passage."""
+    copied = 'You, 21 January 2022, in "Joanna/Journal/2022-01-21": You watched a movie.'
+    question = "What does Nate recommend for a comfy living room?"
+    assert unsupported(copied, question, [JOURNAL, LETTER], [], owner="Joanna") == (
+        "a passage's header line, not its words"
+    )
+    # Naming the note in other words is an answer like any other.
+    named = "You watched a movie, as your journal of 21 January 2022 says [1]."
+    assert unsupported(named, "What did I watch?", [JOURNAL], [1], owner="Joanna") is None

@@ -29,6 +29,8 @@ _CITATION = re.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _SECOND_PERSON = frozenset(("you", "your", "yours", "yourself"))
+# Where a header line names its note: `in "Letters/Nate/2022-04-15"` (kb.search.reading.header).
+_HEADER_PLACE = re.compile(r'\bin "([^"\n]+)"')
 # An answer this short ("Twice", "Mafia") may name one thing its passages say otherwise
 # (a count, a word for it): only a longer one is held to their words.
 _FEWEST_WORDS_CHECKED = 2
@@ -112,7 +114,12 @@ def unsupported(
     about = people_asked_about(question, owner, writers)
     # A paragraph stands behind a sentence by what it says, not by naming someone in it.
     names = stems(" ".join(about))
+    places = {place for p in passages for place in _HEADER_PLACE.findall(p.header)}
     for sentence in _SENTENCE.split(_CITATION.sub(" ", answer)):
+        # kb's own line above a passage (who, when, which note) is no fact of the notes: a
+        # small model asked what the passages do not say sometimes copies it as its answer.
+        if any(f'"{place}"' in sentence for place in places):
+            return "a passage's header line, not its words"
         new = stems(sentence) - asked
         missing = new - held
         if len(missing) >= _FEWEST_WORDS_CHECKED and len(missing) > len(new) / 2:
