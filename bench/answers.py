@@ -73,7 +73,7 @@ from kb.config import Config, SearchMode
 from kb.container import Container, open_store
 from kb.errors import KbError
 from kb.llm import make_chat, make_embedder
-from kb.llm.base import ChatModel, Embedder, Prompt
+from kb.llm.base import ChatModel, Embedder, Prompt, TokenUsage
 from kb.search.answer import Answer
 from kb.services.search import SearchRequest
 from kb.store import Store
@@ -114,6 +114,29 @@ class WholeAnswers:
 
     def stream(self, prompt: Prompt) -> Iterator[str]:
         yield self._chat.complete(prompt)
+
+
+class Recorded:
+    """A chat model that says to each question what a model said in an earlier run
+    (--recheck): kb's retrieval and its check of today, over the same words."""
+
+    name = "recorded"
+
+    def __init__(self, said: dict[str, str]) -> None:
+        self.usage = TokenUsage()
+        self._said = said
+
+    def complete(self, prompt: Prompt) -> str:
+        return self._said[prompt.inputs["question"]]
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        yield self.complete(prompt)
+
+
+def said_before(records: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """What the model wrote to each question of a run's records (its words, also where kb
+    withdrew them); questions no model was asked (no passage found) are left out."""
+    return {r["question"]: r["withdrawn"] or r["answer"] for r in records if r.get("model")}
 
 
 @dataclass(frozen=True)
@@ -548,6 +571,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="stream answers, to time the first words (on a server no other job uses)",
     )
+    parser.add_argument(
+        "--recheck",
+        type=Path,
+        help="an earlier run's --out: its questions answered again with the words its model "
+        "wrote then, so a change to retrieval or to the check is measured without a model",
+    )
     parser.add_argument("--index-only", action="store_true", help="stop after indexing")
     parser.add_argument("--table-only", action="store_true", help="print the table of --out")
     parser.add_argument("--json", type=Path, help="also save the table's figures here")
@@ -560,20 +589,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = [n.strip() for n in args.setups.split(",") if n.strip()]
     if not names or any(n not in SETUPS for n in names):
         parser.error(f"--setups takes some of {', '.join(SETUPS)}")
+    if args.recheck and len(names) > 1:
+        parser.error("--recheck checks one setup's answers: name it alone in --setups")
 
     if not args.table_only:
         corpora, questions = load(args.personal_dev, args.docs_rag)
         counts = {"answerable": args.answerable, "unanswerable": args.unanswerable}
         counts["docs"] = args.docs
         picked = sample(questions, counts, args.seed)
+        said: dict[str, str] = {}
+        if args.recheck:
+            earlier = map(json.loads, _lines(args.recheck))
+            said = said_before([r for r in earlier if r["setup"] == names[0]])
+        if args.recheck:
+            picked = [q for q in picked if q.text in said]
         config = config_for(corpora["docs-rag"], "none", args.data_dir)
         log = Log(args.log)
         try:
             log(f"{len(picked)} questions ({counts}, seed {args.seed}), setups {', '.join(names)}")
             # A shared server queues each answer behind other jobs' requests.
-            chat = make_chat(replace(config.llm, timeout=args.timeout))
+            chat: ChatModel = make_chat(replace(config.llm, timeout=args.timeout))
             embedder = make_embedder(config.llm)
-            if not args.stream:
+            if args.recheck:
+                chat = Recorded(said)
+            elif not args.stream:
                 chat = WholeAnswers(chat)
             run(args, [SETUPS[n] for n in names], chat, embedder, corpora, picked, log)
         finally:

@@ -225,6 +225,20 @@ def test_a_whole_run_on_fake_models_records_every_answer_and_resumes(
     assert answers.main([*args, "--table-only"]) == 0
     assert json.loads((tmp_path / "t.json").read_text()) == figures
 
+    # Checked again with the words the model wrote then: the same answers, no model asked.
+    again = tmp_path / "again.jsonl"
+    recheck = [*args[:6], "--out", str(again), "--setups", "kb", "--recheck", str(out)]
+    assert answers.main(recheck) == 0
+    rechecked = {r["qid"]: r for r in map(json.loads, again.read_text().splitlines())}
+    kb_before = {r["qid"]: r for r in records if r["setup"] == "kb"}
+    assert set(rechecked) == {q for q, r in kb_before.items() if r["model"]}
+    for qid, record in rechecked.items():
+        assert record["model"] == "recorded"
+        assert (record["answer"], record["withdrawn"]) == (
+            kb_before[qid]["answer"],
+            kb_before[qid]["withdrawn"],
+        )
+
 
 def test_whole_answers_stream_in_one_piece() -> None:
     from kb.llm.fake import FakeChat
