@@ -36,7 +36,7 @@ VOICE_VERSION = "1"
 STATEMENTS_VERSION = "1"
 QUESTIONS_VERSION = "1"
 # Answers are never cached, so their version only names the wording in use (`kb ask --json`).
-ANSWER_VERSION = "3"
+ANSWER_VERSION = "4"
 
 # The tags that delimit each input in a prompt. Text from a note (or from the user) that
 # spells one of them is quoted, so it can never close its block and speak as the prompt.
@@ -275,12 +275,10 @@ _RERANK_EXAMPLES = (
 _ANSWER_SYSTEM = (
     "You answer a question using only the numbered passages from the user's notes, never "
     "what you know otherwise. Each passage starts with who wrote it, the note's date and "
-    "its title. Start with the answer itself, in as few words as answer the question (a "
-    "date, a name, a number, a short phrase), then cite the passage it comes from by its "
-    "number in square brackets, like [2]. Add one short sentence only when the question asks "
-    "how or why, or for several things. When the passages answer part of the question, "
-    "answer that part. If no passage answers any of it, reply with one sentence that starts "
-    'with "Your notes don\'t say" and nothing else; never guess.'
+    "its title. Answer in one to three short sentences. After each fact, cite the passage "
+    "it comes from by its number in square brackets, like [2]. If the passages do not "
+    "answer the question, reply with one sentence that starts with \"Your notes don't "
+    'say" and nothing else; never guess.'
 )
 # Said in the question's turn, after the examples, so that the instructions and examples are
 # the same for every vault and a server that caches prompt prefixes evaluates them once.
@@ -289,23 +287,15 @@ _ANSWER_OWNER = (
     '{owner} what they say as "you". Every other passage was written by someone else, and '
     "its facts are that writer's, never {owner}'s.\n\n"
 )
-# A short answer, an answer that needs a few more words, and a question the passages do not
-# answer: the shapes the model is to copy.
+# One answered and one unanswerable question, so the model sees both ways out.
 _ANSWER_EXAMPLES = (
     (
         '<passages>\n[1] 2 March 2024, in "Projects/Home Server" > Home Server > Backups:\n'
         "restic runs every night at 02:00 and keeps 7 daily snapshots on the USB disk.\n\n"
         '[2] 9 March 2024, in "Journal/2024-03-09":\nRestored the photos folder as a test '
         "yesterday (8 March 2024); it took 20 minutes.\n</passages>\n\n"
-        "Question: when was a restore last tested?\nAnswer with the date or time.",
-        "On 8 March 2024 [2].",
-    ),
-    (
-        '<passages>\n[1] 2 March 2024, in "Projects/Home Server" > Home Server > Backups:\n'
-        "restic runs every night at 02:00 and keeps 7 daily snapshots on the USB disk."
-        "\n</passages>\n\nQuestion: how are the backups kept?",
-        "As restic snapshots taken every night at 02:00, the last 7 days of them kept on the "
-        "USB disk [1].",
+        "Question: when do the backups run?\nAnswer with the date or time.",
+        "Every night at 02:00, with restic keeping 7 daily snapshots on the USB disk [1].",
     ),
     (
         '<passages>\n[1] 20 November 2023, in "Recipes/Bread" > Bread:\nBake 40 minutes at '
