@@ -23,6 +23,7 @@ from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 
 from conftest import Kb, kb_command, run_kb
+from kb.config import AskConfig
 from kb.container import Container, open_store
 from kb.errors import KbError
 from kb.llm.base import Prompt
@@ -180,7 +181,9 @@ def test_the_answer_streams_as_events_then_comes_whole_with_its_sources(web: Tes
     assert kinds[-1] == "done" and kinds.count("text") > 1
     done = events[-1][1]
     assert '<a class="cite" href="#source-' in done["html"]
-    assert done["html"].count('<article class="card"') == 5 and done["cited"]
+    # The passages the answer read: `[ask] passages` of them, fewer than a search lists.
+    read = AskConfig.passages
+    assert done["html"].count('<article class="card"') == read and done["cited"]
 
 
 def test_an_answer_the_notes_do_not_hold_says_so(web: TestClient) -> None:

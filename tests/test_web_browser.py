@@ -22,6 +22,7 @@ import pytest
 from playwright.sync_api import Dialog, Page, expect, sync_playwright
 
 from conftest import EXAMPLE_VAULT, ROOT, kb_command
+from kb.config import AskConfig
 
 HOSTILE = "# Trap\n\nA <script>alert('owned')</script> and <img src=x onerror=alert(2)> trap.\n"
 SHOTS = Path(os.environ.get("KB_SCREENSHOTS", ROOT / "test-output" / "screenshots"))
@@ -185,7 +186,8 @@ def test_ask_streams_an_answer_with_citations_and_sources(page: Page, served: Se
     assert page.locator("a.cite").count() > 0
     cite = page.locator("a.cite").first.get_attribute("href")
     assert cite is not None and page.locator(cite).count() == 1  # a link to its passage
-    assert page.locator("section.answer article.card").count() == 5
+    # The passages the answer read: `[ask] passages` of them, fewer than a search lists.
+    assert page.locator("section.answer article.card").count() == AskConfig.passages
     _shot(page, "ask")
 
     page.goto(served.url + "/ask?q=zebra&path=Nowhere%2F")
