@@ -601,19 +601,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.recheck:
             earlier = map(json.loads, _lines(args.recheck))
             said = said_before([r for r in earlier if r["setup"] == names[0]])
-        if args.recheck:
             picked = [q for q in picked if q.text in said]
         config = config_for(corpora["docs-rag"], "none", args.data_dir)
         log = Log(args.log)
         try:
             log(f"{len(picked)} questions ({counts}, seed {args.seed}), setups {', '.join(names)}")
             # A shared server queues each answer behind other jobs' requests.
-            chat: ChatModel = make_chat(replace(config.llm, timeout=args.timeout))
-            embedder = make_embedder(config.llm)
+            chat: ChatModel
             if args.recheck:
                 chat = Recorded(said)
-            elif not args.stream:
-                chat = WholeAnswers(chat)
+            else:
+                chat = make_chat(replace(config.llm, timeout=args.timeout))
+                if not args.stream:
+                    chat = WholeAnswers(chat)
+            embedder = make_embedder(config.llm)
             run(args, [SETUPS[n] for n in names], chat, embedder, corpora, picked, log)
         finally:
             log.close()

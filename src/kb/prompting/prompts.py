@@ -287,23 +287,6 @@ _ANSWER_OWNER = (
     '{owner} what they say as "you". Every other passage was written by someone else, and '
     "its facts are that writer's, never {owner}'s.\n\n"
 )
-# One answered and one unanswerable question, so the model sees both ways out.
-_ANSWER_EXAMPLES = (
-    (
-        '<passages>\n[1] 2 March 2024, in "Projects/Home Server" > Home Server > Backups:\n'
-        "restic runs every night at 02:00 and keeps 7 daily snapshots on the USB disk.\n\n"
-        '[2] 9 March 2024, in "Journal/2024-03-09":\nRestored the photos folder as a test '
-        "yesterday (8 March 2024); it took 20 minutes.\n</passages>\n\n"
-        "Question: when do the backups run?\nAnswer with the date or time.",
-        "Every night at 02:00, with restic keeping 7 daily snapshots on the USB disk [1].",
-    ),
-    (
-        '<passages>\n[1] 20 November 2023, in "Recipes/Bread" > Bread:\nBake 40 minutes at '
-        "230 °C.\n</passages>\n\nQuestion: which flour did Maria recommend?",
-        "Your notes don't say which flour Maria recommended.",
-    ),
-)
-
 # What shape of answer a question asks for, read from its first words: a small model keeps to
 # a short answer far better when the question's own turn names what to give.
 _ANSWER_HINTS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
@@ -335,6 +318,31 @@ def _answer_turn(question: str, passages: str, owner: str | None) -> str:
         + f"<passages>\n{passages}\n</passages>\n\nQuestion: {question}"
         + (f"\n{hint}" if hint else "")
     )
+
+
+# One answered and one unanswerable question, so the model sees both ways out; their turns
+# are written as a question's own (`_answer_turn`), with the shape its words name.
+_ANSWER_EXAMPLES = (
+    (
+        _answer_turn(
+            "when do the backups run?",
+            '[1] 2 March 2024, in "Projects/Home Server" > Home Server > Backups:\n'
+            "restic runs every night at 02:00 and keeps 7 daily snapshots on the USB disk.\n\n"
+            '[2] 9 March 2024, in "Journal/2024-03-09":\nRestored the photos folder as a test '
+            "yesterday (8 March 2024); it took 20 minutes.",
+            None,
+        ),
+        "Every night at 02:00, with restic keeping 7 daily snapshots on the USB disk [1].",
+    ),
+    (
+        _answer_turn(
+            "which flour did Maria recommend?",
+            '[1] 20 November 2023, in "Recipes/Bread" > Bread:\nBake 40 minutes at 230 °C.',
+            None,
+        ),
+        "Your notes don't say which flour Maria recommended.",
+    ),
+)
 
 
 def answer_budget(question: str, *, owner: str | None, max_tokens: int, context_window: int) -> int:

@@ -65,7 +65,7 @@ class SearchService:
         owner_name: str,
         vaults: Sequence[str],
         context_window: int,
-        answer_passages: int = 3,
+        answer_passages: int,
         chat: Callable[[], ChatModel],
         reranker: Callable[[], HitReranker],
         ranker: Callable[[], Ranker] | None = None,
