@@ -156,6 +156,6 @@ def test_status_counts_the_chunks_embedded_cut(
         assert 0 < status.cut <= status.chunks
 
 
-@given(st.text(alphabet=st.sampled_from("ab1_ .,-\n\t9Z"), max_size=200))
+@given(st.text(alphabet=st.sampled_from("ab1_ .,-\n\t9Z\x1c\x7f\x00"), max_size=200))
 def test_the_ascii_estimate_counts_as_the_piece_by_piece_one(text: str) -> None:
     assert tokens.estimate(text) == sum(tokens._pieces(p) for p in tokens._PIECES.findall(text))

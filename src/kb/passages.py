@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import islice
 
 from kb.hashes import content_hash
 from kb.prompting.voices import voiced
@@ -103,11 +104,16 @@ def chunk_passages(content: str, voice: Voice, seen: set[str] | None = None) -> 
     seen = set() if seen is None else seen
     kept = []
     for text in texts:
-        if len(_WORD.findall(text)) < MIN_WORDS or text in seen:
+        if text in seen or _words_up_to(text, MIN_WORDS) < MIN_WORDS:
             continue
         seen.add(text)
         kept.append(text)
     return [Passage(i, "paragraph", voice.say(t)) for i, t in enumerate(kept)]
+
+
+def _words_up_to(text: str, most: int) -> int:
+    """How many words `text` holds, counted no further than `most` (paragraphs are long)."""
+    return sum(1 for _ in islice(_WORD.finditer(text), most))
 
 
 def line_passages(text: str, kind: PassageKind, *, start: int) -> list[Passage]:

@@ -29,7 +29,9 @@ def _markdown() -> MarkdownIt:
     loads markdown-it."""
     from markdown_it import MarkdownIt
 
-    md = MarkdownIt("commonmark").enable("table")
+    # Chunks are cut from block tokens and a heading's text, which the block rules set: the
+    # inline rules (a third of the parse) would build children nothing reads.
+    md = MarkdownIt("commonmark").enable("table").disable(["inline", "text_join"])
     # markdown-it compiles its rule chains on first use, and two threads doing that at once
     # can see them half-built ("none of the block rules matched"): compile them here, before
     # it is returned (two threads that both build one each warm their own).
