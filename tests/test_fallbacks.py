@@ -201,3 +201,20 @@ def test_fallback_notes_are_retried_even_when_untouched(kb: Kb, vault: Path) -> 
     kb.sync()
     assert asked_parts(kb.chat) > 0
     assert (vault / RAMEN).stat().st_mtime_ns == stat.st_mtime_ns
+
+
+def test_every_fallback_column_is_in_its_tables_fallback_index(store: Store) -> None:
+    # Each sync looks for another model's fallbacks: a fallback column the partial index
+    # leaves out makes that search read every chunk of the vault.
+    for table, index in (("documents", "documents_fallback_idx"), ("chunks", "chunks_fallback_idx")):
+        columns = {
+            r["column_name"]
+            for r in rows(
+                store,
+                "SELECT column_name FROM information_schema.columns"
+                " WHERE table_name = %s AND column_name LIKE '%%\\_fallback'",
+                table,
+            )
+        }
+        (definition,) = rows(store, "SELECT pg_get_indexdef(%s::regclass) AS d", index)
+        assert columns and all(f"{c} IS NOT NULL" in definition["d"] for c in columns), table
