@@ -206,7 +206,8 @@ def test_fallback_notes_are_retried_even_when_untouched(kb: Kb, vault: Path) -> 
 def test_every_fallback_column_is_in_its_tables_fallback_index(store: Store) -> None:
     # Each sync looks for another model's fallbacks: a fallback column the partial index
     # leaves out makes that search read every chunk of the vault.
-    for table, index in (("documents", "documents_fallback_idx"), ("chunks", "chunks_fallback_idx")):
+    indexes = (("documents", "documents_fallback_idx"), ("chunks", "chunks_fallback_idx"))
+    for table, index in indexes:
         columns = {
             r["column_name"]
             for r in rows(
