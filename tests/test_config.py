@@ -262,6 +262,13 @@ def test_ollama_host_env(value: str, url: str) -> None:
     cfg = parse(minimal(llm={"host": "http://from-file:1"}), {"OLLAMA_HOST": value})
     assert cfg.llm.chat_host == url
     assert cfg.llm.embed_host == url
+    assert cfg.environment == (("OLLAMA_HOST", value),)
+
+
+def test_the_config_names_the_variables_its_provider_read() -> None:
+    assert parse(minimal(), {}).environment == (("OLLAMA_HOST", ""),)
+    openai = minimal(llm={"provider": "openai", "host": "http://h/v1"})
+    assert parse(openai, {"OLLAMA_HOST": "h:1"}).environment == ()
 
 
 def test_ollama_host_from_file_and_empty_host_means_default() -> None:

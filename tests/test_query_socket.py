@@ -76,7 +76,8 @@ def test_the_identity_follows_the_config_file_and_kbs_environment(tmp_path: Path
     same = config_identity(config, env)
     assert config_identity(config, {**env, "PATH": "/bin"}) == same
     assert config_identity(config, {**env, "KB_PROVIDER": "ollama"}) != same
-    assert config_identity(config, {**env, "OLLAMA_HOST": "h:1"}) != same
+    # A provider's own variable is compared by the daemon, which knows its provider.
+    assert config_identity(config, {**env, "OLLAMA_HOST": "h:1"}) == same
     assert config_identity(None, {**env, "KB_CONFIG": str(config)}) == same
     config.write_text("owner_name = 'B, edited'\n")
     assert config_identity(config, env) != same
@@ -86,10 +87,13 @@ def test_the_identity_follows_the_config_file_and_kbs_environment(tmp_path: Path
     "raw",
     [
         b"not json",
-        b'{"argv": "query x", "identity": "i"}',
-        b'{"argv": ["query", 1], "identity": "i"}',
-        b'{"argv": ["query"], "identity": 7}',
-        b'{"argv": ["query"]}',
+        b'{"argv": "query x", "identity": "i", "environment": {}}',
+        b'{"argv": ["query", 1], "identity": "i", "environment": {}}',
+        b'{"argv": ["query"], "identity": 7, "environment": {}}',
+        b'{"argv": ["query"], "environment": {}}',
+        b'{"argv": ["query"], "identity": "i"}',
+        b'{"argv": ["query"], "identity": "i", "environment": {"HOME": 1}}',
+        b'{"argv": ["query"], "identity": "i", "environment": ["HOME"]}',
     ],
 )
 def test_a_malformed_request_is_an_error(raw: bytes) -> None:
@@ -246,8 +250,8 @@ def _send(path: Path, request: dict[str, object]) -> dict[str, object]:
     return answer
 
 
-def _request(identity: str, *argv: str) -> dict[str, object]:
-    return {"argv": list(argv), "identity": identity}
+def _request(identity: str, *argv: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    return {"argv": list(argv), "identity": identity, "environment": env or {}}
 
 
 def test_the_daemon_runs_nothing_but_a_query_of_its_own_configuration(
@@ -283,6 +287,25 @@ def test_the_daemon_runs_nothing_but_a_query_of_its_own_configuration(
         # Another override is another configuration: the launcher runs the command itself.
         other = {**env, "KB_LLM_CONCURRENCY": "3"}
         assert ask_daemon(["-c", str(config), "query", "x"], other) is None
+
+
+def test_a_daemon_answers_only_a_launcher_that_agrees_on_its_providers_variables(
+    setup: tuple[Path, dict[str, str]], parts: Container
+) -> None:
+    config, env = setup
+    identity = config_identity(config, env)
+    read = (("OLLAMA_HOST", "http://gpu-box:11434"),)
+    with serving(identity, env, forwarded(parts), read=read) as path:
+        assert path is not None
+        query = ("query", "miso ramen")
+        agrees = {**env, "OLLAMA_HOST": "http://gpu-box:11434"}
+        assert "hits" in _send(path, _request(identity, *query, env=agrees))
+        assert "refused" in _send(path, _request(identity, *query, env=env))
+        other = {**env, "OLLAMA_HOST": "http://localhost:11434"}
+        assert "refused" in _send(path, _request(identity, *query, env=other))
+        reply = ask_daemon(["--config", str(config), *query], agrees)
+        assert isinstance(reply, Served)
+        assert ask_daemon(["--config", str(config), *query], other) is None
 
 
 def test_one_daemon_answers_and_a_dead_ones_socket_is_taken_over(

@@ -367,6 +367,10 @@ class Config:
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     enrich: EnrichConfig = field(default_factory=EnrichConfig)
     source: Path | None = None
+    # The environment variables besides KB_* this configuration was resolved with, and
+    # their values ("" unset): the provider's own host variable (OLLAMA_HOST). A daemon
+    # answers a `kb query` only for a launcher whose environment agrees on them.
+    environment: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -482,7 +486,15 @@ def parse_config(
         daemon=daemon,
         enrich=enrich,
         source=source,
+        environment=_environment_read(llm.provider, env),
     )
+
+
+def _environment_read(provider: str, env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    from kb.llm.providers import provider as spec_of
+
+    variable = spec_of(provider).host_variable
+    return ((variable, env.get(variable, "")),) if variable else ()
 
 
 def _vaults(r: _Reader, base_dir: Path) -> tuple[VaultConfig, ...]:

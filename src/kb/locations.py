@@ -31,10 +31,12 @@ def find_config_file(explicit: Path | None = None, env: Mapping[str, str] | None
 
 def config_identity(explicit: Path | None, env: Mapping[str, str]) -> str:
     """What decides the configuration a kb process runs with, as one hash: the config file
-    (its absolute path, size and modification time) and the environment variables kb reads.
+    (its absolute path, size and modification time) and kb's own environment variables.
 
     Two processes with the same identity run the same configuration, so one may answer for
-    the other; an edited config file or a different override makes another identity.
+    the other; an edited config file or a different override makes another identity. The
+    variables a provider reads (OLLAMA_HOST) are known only once the config is read, so the
+    daemon compares those itself (`Config.environment`, kb.daemon.query_socket).
     """
     path = find_config_file(explicit, env).absolute()
     try:
@@ -42,11 +44,7 @@ def config_identity(explicit: Path | None, env: Mapping[str, str]) -> str:
         file: list[object] = [str(path), info.st_size, info.st_mtime_ns, info.st_ino]
     except OSError:
         file = [str(path)]
-    overrides = sorted(
-        (k, v)
-        for k, v in env.items()
-        if (k.startswith("KB_") and k != "KB_CONFIG") or k == "OLLAMA_HOST"
-    )
+    overrides = sorted((k, v) for k, v in env.items() if k.startswith("KB_") and k != "KB_CONFIG")
     blob = json.dumps([file, overrides], ensure_ascii=False).encode("utf-8", "surrogatepass")
     return hashlib.sha256(blob).hexdigest()
 

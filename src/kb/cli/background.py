@@ -42,7 +42,8 @@ def daemon(
     log, stop = _service(ctx, "kb.daemon")
     options: Options = ctx.obj
     identity = config_identity(options.config, os.environ)
-    parts = _connect_until_stopped(_service_config(ctx), stop, log)
+    config = _service_config(ctx)
+    parts = _connect_until_stopped(config, stop, log)
     if parts is None:
         return
     runner = parts.daemon(stop=stop)
@@ -56,7 +57,7 @@ def daemon(
         # The URL alone: the log is kept and read by others; the token is the user's own.
         required: dict[str, Any] = {"token": "required"} if token else {}
         event(log, "serving the web page", url=web.url, **required)
-    with serving(identity, os.environ, forwarded(parts)) as path:
+    with serving(identity, os.environ, forwarded(parts), read=config.environment) as path:
         if path is not None:
             event(log, "answering queries", socket=str(path))
         runner.run()

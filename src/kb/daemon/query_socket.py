@@ -9,9 +9,11 @@ done exactly as the command would do it alone (no daemon for this configuration,
 configuration, a usage error, the database failing, a dead daemon), the launcher runs the
 command itself; forwarding only ever saves time.
 
-The protocol is one JSON object each way. Request: `argv` and `identity` (see
-`locations.config_identity`). Reply: the results (`hits`, `mode_used`, `warnings`, and how
-to show them: `json`, `explain`); or `error`, the one line the command stops with; or
+The protocol is one JSON object each way. Request: `argv`, `identity` (see
+`locations.config_identity`) and `environment`, the launcher's, which the daemon compares on
+the variables its configuration read besides kb's own (`Config.environment`: OLLAMA_HOST).
+Reply: the results (`hits`, `mode_used`, `warnings`, and how to show them: `json`,
+`explain`); or `error`, the one line the command stops with; or
 `refused` (the reason) when the launcher should run the command itself. Only the user who
 runs the daemon can connect: the socket is in a folder only they can enter, and the daemon
 checks the peer's uid.
@@ -52,6 +54,7 @@ REPLY_TIMEOUT = 600.0
 class Request:
     argv: tuple[str, ...]
     identity: str
+    environment: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ def ask_daemon(argv: Sequence[str], env: Mapping[str, str]) -> Reply | None:
     path = socket_path(identity, env)
     if not path.exists() or not private_dir(path.parent, create=False):
         return None
-    request = Request(argv=tuple(argv), identity=identity)
+    request = Request(argv=tuple(argv), identity=identity, environment=dict(env))
     try:
         payload = json.dumps(asdict(request), ensure_ascii=False).encode()
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
@@ -219,12 +222,16 @@ def _read_all(conn: socket.socket) -> bytes:
 def parse_request(data: bytes) -> Request:
     """A request as the daemon checks it: any field of the wrong type is a ValueError."""
     raw = json.loads(data)
-    argv, identity = raw["argv"], raw["identity"]
+    argv, identity, environment = raw["argv"], raw["identity"], raw["environment"]
     if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
         raise ValueError("argv must be a list of strings")
     if not isinstance(identity, str):
         raise ValueError("identity must be a string")
-    return Request(argv=tuple(argv), identity=identity)
+    if not isinstance(environment, dict) or not all(
+        isinstance(value, str) for value in environment.values()
+    ):
+        raise ValueError("environment must map names to strings")
+    return Request(argv=tuple(argv), identity=identity, environment=environment)
 
 
 def _peer_uid(conn: socket.socket) -> int | None:
@@ -237,6 +244,7 @@ def _peer_uid(conn: socket.socket) -> int | None:
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     identity: str
+    read: tuple[tuple[str, str], ...]  # the daemon's Config.environment
     runner: Runner
 
 
@@ -260,7 +268,9 @@ class _Handler(socketserver.BaseRequestHandler):
             conn.sendall(json.dumps(answer, ensure_ascii=False).encode("utf-8", "replace"))
 
     def _answer(self, request: Request) -> dict[str, object]:
-        if request.identity != self.server.identity:
+        if request.identity != self.server.identity or any(
+            request.environment.get(name, "") != value for name, value in self.server.read
+        ):
             return {"refused": "another configuration"}
         line = query_line(request.argv)
         if line is None:
@@ -285,10 +295,16 @@ def _read_limited(conn: socket.socket) -> bytes:
 
 
 @contextmanager
-def serving(identity: str, env: Mapping[str, str], runner: Runner) -> Iterator[Path | None]:
-    """Answer `kb query` for this configuration while the block runs; yields the socket,
-    or None when there is none to take (its folder is not private, or another live daemon
-    of the same configuration answers already)."""
+def serving(
+    identity: str,
+    env: Mapping[str, str],
+    runner: Runner,
+    *,
+    read: tuple[tuple[str, str], ...] = (),
+) -> Iterator[Path | None]:
+    """Answer `kb query` for this configuration (`read`: its Config.environment) while the
+    block runs; yields the socket, or None when there is none to take (its folder is not
+    private, or another live daemon of the same configuration answers already)."""
     path = socket_path(identity, env)
     if not private_dir(path.parent, create=True):
         log.warning("not answering queries: %s is not a private folder", path.parent)
@@ -305,7 +321,7 @@ def serving(identity: str, env: Mapping[str, str], runner: Runner) -> Iterator[P
         log.warning("not answering queries on %s: %s", path, exc)
         yield None
         return
-    server.identity, server.runner = identity, runner
+    server.identity, server.read, server.runner = identity, read, runner
     thread = threading.Thread(target=server.serve_forever, name="kb-queries", daemon=True)
     thread.start()
     try:
