@@ -121,7 +121,12 @@ class Container:
             if self._embedding is None:
                 llm = self.config.llm
                 self._embedding = Embedding(
-                    self.store, self.embedder, batch=llm.embed_batch, in_flight=llm.concurrency
+                    caches=self.store.caches,
+                    vectors=self.store.vectors,
+                    passages=self.store.passages,
+                    embedder=self.embedder,
+                    batch=llm.embed_batch,
+                    in_flight=llm.concurrency,
                 )
             return self._embedding
 
@@ -175,7 +180,14 @@ class Container:
 
         llm = self.config.llm
         return Vectorizer(
-            self.store, self.embedding(), batch=llm.embed_batch, concurrency=llm.concurrency
+            texts=self.store.texts,
+            queue=self.store.queue,
+            vectors=self.store.vectors,
+            caches=self.store.caches,
+            passages=self.store.passages,
+            embedding=self.embedding(),
+            batch=llm.embed_batch,
+            concurrency=llm.concurrency,
         )
 
     def worker(

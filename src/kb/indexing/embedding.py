@@ -17,15 +17,29 @@ from kb.context import ContextChunk
 from kb.errors import LLMError
 from kb.llm.base import Embedder
 from kb.passages import Passage
-from kb.store import ChunkRecord, LinesRecord, PassageRecord, Store, Vector
+from kb.store import ChunkRecord, LinesRecord, PassageRecord, Vector
+from kb.store.caches import Caches
+from kb.store.passages import Passages
+from kb.store.vectors import Vectors
 
 
 class Embedding:
     """`batch` texts per request, at most `in_flight` requests at once however many threads
     embed (llm.concurrency: a server serves that many at once)."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, batch: int, in_flight: int) -> None:
-        self.store = store
+    def __init__(
+        self,
+        *,
+        caches: Caches,
+        vectors: Vectors,
+        passages: Passages,
+        embedder: Embedder,
+        batch: int,
+        in_flight: int,
+    ) -> None:
+        self.caches = caches
+        self._vectors = vectors  # `vectors` is the method that embeds chunks
+        self.passages = passages
         self.embedder = embedder
         self.batch = batch
         self._in_flight = threading.Semaphore(max(1, in_flight))
@@ -91,7 +105,7 @@ class Embedding:
         model = self.embedder.name
         vectors: dict[str, Vector | None] = {}
         if reuse and hashes:
-            vectors.update(self.store.passages.known_embeddings(hashes, model))
+            vectors.update(self.passages.known_embeddings(hashes, model))
         missing = list(
             {
                 p.text_hash: p.text
@@ -126,7 +140,7 @@ class Embedding:
         hashes = [c.context_hash for c in chunks]
         vectors: dict[str, Vector | None] = {}
         if reuse and hashes:
-            vectors.update(self.store.caches.known_embeddings(hashes, self.embedder.name))
+            vectors.update(self.caches.known_embeddings(hashes, self.embedder.name))
         missing = [c for c in chunks if c.context_hash not in vectors]
         fresh = self._embed_or_wait([c.embed_text for c in missing], embed)
         vectors.update(zip((c.context_hash for c in missing), fresh, strict=True))
@@ -139,7 +153,7 @@ class Embedding:
         """Vectors for texts, each checked: the size the index holds, and finite numbers."""
         if not texts:
             return []
-        space = None if probe else (self.space or self.store.vectors.space())
+        space = None if probe else (self.space or self._vectors.space())
         dimensions = space[1] if space else None
         out: list[Vector] = []
         for start in range(0, len(texts), self.batch):

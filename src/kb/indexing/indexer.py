@@ -132,7 +132,12 @@ class Indexer:
         )
         embedding = builder.embedding
         self.space = EmbeddingSpace(
-            store, embedding, embedding.embedder.name, [v.name for v in settings.vaults]
+            vectors=store.vectors,
+            queue=store.queue,
+            vaults=store.vaults,
+            embedding=embedding,
+            model=embedding.embedder.name,
+            own_vaults=[v.name for v in settings.vaults],
         )
 
     def close(self) -> None:

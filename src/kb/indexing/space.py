@@ -9,38 +9,51 @@ from collections.abc import Sequence
 
 from kb.errors import KbError
 from kb.indexing.embedding import Embedding
-from kb.store import Store
+from kb.store.queue import Queue
+from kb.store.vaults import VaultRows
+from kb.store.vectors import Vectors
 
 log = logging.getLogger("kb.indexer")
 
 
 class EmbeddingSpace:
-    """`embedding`'s model as the index's; `vaults` are the configuration's own."""
+    """`embedding`'s model as the index's; `own_vaults` names the configuration's vaults."""
 
-    def __init__(self, store: Store, embedding: Embedding, model: str, vaults: Sequence[str]):
-        self.store = store
+    def __init__(
+        self,
+        *,
+        vectors: Vectors,
+        queue: Queue,
+        vaults: VaultRows,
+        embedding: Embedding,
+        model: str,
+        own_vaults: Sequence[str],
+    ) -> None:
+        self.vectors = vectors
+        self.queue = queue
+        self.vaults = vaults
         self.embedding = embedding
         self.model = model
-        self.vaults = frozenset(vaults)
+        self.own_vaults = frozenset(own_vaults)
 
     def follow(self) -> None:
         """A new embedding model is switched to at the start of a sync (its old vectors
         dropped, their notes queued for new ones); an index with no vector yet gets its space
         from the first vectors the embedding queue writes, so no text waits on the embedder
         here."""
-        space = self.store.vectors.space()
+        space = self.vectors.space()
         if space is None:
             return
         if space[0] != self.model:
             self.ensure()
-        elif not self.store.vectors.has_index() and not self.store.queue.backlog()[0]:
-            self.store.vectors.build_index(*space)  # a bulk load was cut short
+        elif not self.vectors.has_index() and not self.queue.backlog()[0]:
+            self.vectors.build_index(*space)  # a bulk load was cut short
 
     def ensure(self) -> None:
         """Make the configured embedding model the index's, asking it for its size: the
         notes whose vectors it drops wait for new ones in the embedding queue, and stored
         contexts are embedded as they are (a model change never costs a summary)."""
-        space = self.store.vectors.space()
+        space = self.vectors.space()
         if space is not None and space[0] == self.model:
             return
         if space is not None:
@@ -54,22 +67,22 @@ class EmbeddingSpace:
                 self.model,
                 dimensions,
             )
-        self.store.vectors.switch(self.model, dimensions)
+        self.vectors.switch(self.model, dimensions)
 
     def reembed_all(self) -> None:
         """Drop every vector of the index: each note waits for new ones in the embedding
         queue (the stored contexts are embedded as they are)."""
-        space = self.store.vectors.space()
+        space = self.vectors.space()
         if space is not None and space[0] != self.model:
             self._refuse_switch_under(space[0])
-        self.store.vectors.clear()
+        self.vectors.clear()
         self.ensure()
 
     def _refuse_switch_under(self, model: str) -> None:
         """A switch re-embeds every vault of the index: never those of another configuration
         (or ones no config names any more) without a word."""
-        stored = self.store.vaults.stored()
-        others = sorted(v.name for v in stored if v.notes and v.name not in self.vaults)
+        stored = self.vaults.stored()
+        others = sorted(v.name for v in stored if v.notes and v.name not in self.own_vaults)
         if others:
             raise KbError(
                 f"the index is embedded with {model}, which vaults {', '.join(others)} also use;"

@@ -21,8 +21,12 @@ from concurrent.futures import ThreadPoolExecutor
 from kb.errors import KbError
 from kb.indexing.embedding import Embedding
 from kb.indexing.enrich import Attempt
-from kb.store import Claim, Store, Vector
-from kb.store.texts import Unembedded, VectorsDone
+from kb.store import Claim, Vector
+from kb.store.caches import Caches
+from kb.store.passages import Passages
+from kb.store.queue import Queue
+from kb.store.texts import Texts, Unembedded, VectorsDone
+from kb.store.vectors import Vectors
 
 # Notes claimed at once: texts for ten or so full requests (a note has about twenty), so the
 # last, part-full request of each claim costs little.
@@ -45,8 +49,23 @@ class Vectorizer:
     """Embeds claimed notes' texts; `llm.concurrency` requests of `llm.embed_batch` texts in
     flight at once."""
 
-    def __init__(self, store: Store, embedding: Embedding, *, batch: int, concurrency: int) -> None:
-        self.store = store
+    def __init__(
+        self,
+        *,
+        texts: Texts,
+        queue: Queue,
+        vectors: Vectors,
+        caches: Caches,
+        passages: Passages,
+        embedding: Embedding,
+        batch: int,
+        concurrency: int,
+    ) -> None:
+        self.texts = texts
+        self.queue = queue
+        self.vectors = vectors
+        self.caches = caches
+        self.passages = passages
         self.embedder = embedding.embedder
         self.batch = batch
         self.notes = NOTES_PER_CLAIM
@@ -64,7 +83,7 @@ class Vectorizer:
         started = time.monotonic()
         space = self._space()
         self._indexes(space)
-        texts = self.store.texts.unembedded([c.document_id for c in claims])
+        texts = self.texts.unembedded([c.document_id for c in claims])
         fresh = {c.document_id for c in claims if c.fresh}
         known = self._known([t for t in texts if t.document_id not in fresh])
         # Each text once, however many rows hold it.
@@ -80,7 +99,7 @@ class Vectorizer:
                 sent.discard(t.text_hash)  # counted for the first note that holds it
                 embedded[t.document_id] = embedded.get(t.document_id, 0) + 1
         finished = set(
-            self.store.texts.finish_vectors(
+            self.texts.finish_vectors(
                 owner,
                 self.embedder.name,
                 [(t, vectors[t.text_hash]) for t in texts],
@@ -104,23 +123,23 @@ class Vectorizer:
 
     def _indexes(self, space: tuple[str, int]) -> None:
         """The vector indexes dropped for a bulk load, and built again once nothing waits."""
-        waiting, notes = self.store.queue.backlog()
-        indexed = self.store.vectors.has_index()
+        waiting, notes = self.queue.backlog()
+        indexed = self.vectors.has_index()
         if indexed and bulk_load(waiting, notes - waiting):
-            self.store.vectors.drop_index()
+            self.vectors.drop_index()
         elif not indexed and not waiting:
-            self.store.vectors.build_index(*space)
+            self.vectors.build_index(*space)
 
     def _space(self) -> tuple[str, int]:
         """The index's embedding space, made here from the first vectors of a new index; a
         worker that embeds with another model than the index holds refuses."""
-        space = self.store.vectors.space()
+        space = self.vectors.space()
         if space is None:
             with self._making_space:
-                space = self.store.vectors.space()
+                space = self.vectors.space()
                 if space is None:
                     dimensions = len(self.embedding.embed(["dimension probe"], probe=True)[0])
-                    self.store.vectors.switch(self.embedder.name, dimensions)
+                    self.vectors.switch(self.embedder.name, dimensions)
                     space = (self.embedder.name, dimensions)
         if space[0] != self.embedder.name:
             raise KbError(
@@ -135,10 +154,10 @@ class Vectorizer:
         """Vectors this model made before for some of the texts, by their hash."""
         model = self.embedder.name
         known = dict(
-            self.store.caches.known_embeddings([t.text_hash for t in texts if not t.passage], model)
+            self.caches.known_embeddings([t.text_hash for t in texts if not t.passage], model)
         )
         known.update(
-            self.store.passages.known_embeddings([t.text_hash for t in texts if t.passage], model)
+            self.passages.known_embeddings([t.text_hash for t in texts if t.passage], model)
         )
         return known
 
