@@ -536,7 +536,10 @@ def rerank_row(
             fusion=fusion,
             filters=filters[q.vault],
         )
-        hits = search(stores[q.vault], embedder, judged).hits
+        store = stores[q.vault]
+        hits = search(
+            embedder, judged, search=store.search, vectors=store.vectors, queue=store.queue
+        ).hits
         scores.add(q, [spans[q.vault](h) for h in hits], time.perf_counter() - started)
     return scores
 

@@ -156,10 +156,13 @@ def _ask(
     **plan: Any,
 ) -> Answer:
     return ask(
-        kb.store,
         kb.embedder,
         chat,
         SearchPlan(question, **plan),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+        documents=kb.store.documents,
         context_window=context_window,
         on_text=on_text,
     )
@@ -275,7 +278,13 @@ def test_passages_are_retrieved_with_the_configured_fusion(kb: Kb) -> None:
         return [(s.hit.path, s.hit.start_line) for s in answer.sources]
 
     def listed(mode: SearchMode) -> list[tuple[str, int]]:
-        hits = search(kb.store, kb.embedder, SearchPlan(question, top_k=6, mode=mode)).hits
+        hits = search(
+            kb.embedder,
+            SearchPlan(question, top_k=6, mode=mode),
+            search=kb.store.search,
+            vectors=kb.store.vectors,
+            queue=kb.store.queue,
+        ).hits
         return [(h.path, h.start_line) for h in hits]
 
     # All the weight on one list: the passages come in that list's order.

@@ -93,7 +93,13 @@ def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
             chunk["content"],
         )  # fmt: skip
     assert verify(kb.config, kb.store.documents).in_sync
-    found = search(kb.store, kb.embedder, SearchPlan("restic offsite backups", top_k=3))
+    found = search(
+        kb.embedder,
+        SearchPlan("restic offsite backups", top_k=3),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    )
     assert found.hits and found.hits[0].path == LONG_NOTE and found.mode_used == "text"
     assert found.warnings == (
         f"{QUEUED} notes are not in the vector list yet (their vectors are being embedded):"
@@ -103,7 +109,13 @@ def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
     embed_all(kb)
     assert kb.chat.total_calls == 0 and kb.store.queue.status(speed="embed").items == 0
     assert all(c["embedding"] is not None for c in stored_chunks(kb.store, LONG_NOTE))
-    found = search(kb.store, kb.embedder, SearchPlan("restic offsite backups", top_k=3))
+    found = search(
+        kb.embedder,
+        SearchPlan("restic offsite backups", top_k=3),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    )
     assert found.hits[0].path == LONG_NOTE and found.mode_used == "hybrid"
     assert found.warnings == ()
 

@@ -43,7 +43,13 @@ METACHARACTERS = [
 def test_metacharacters_are_only_text(kb: Kb, mode: SearchMode) -> None:
     kb.sync()
     for text in METACHARACTERS:
-        hits = query_mod.search(kb.store, kb.embedder, SearchPlan(text, top_k=3, mode=mode)).hits
+        hits = query_mod.search(
+            kb.embedder,
+            SearchPlan(text, top_k=3, mode=mode),
+            search=kb.store.search,
+            vectors=kb.store.vectors,
+            queue=kb.store.queue,
+        ).hits
         assert len(hits) <= 3, text
     assert kb.store.documents.states("v"), "the index is intact"
 
@@ -52,7 +58,13 @@ def test_metacharacters_are_only_text(kb: Kb, mode: SearchMode) -> None:
 def test_unusable_queries_are_one_clear_error(kb: Kb, text: str) -> None:
     kb.sync()
     with pytest.raises(KbError):
-        query_mod.search(kb.store, kb.embedder, SearchPlan(text, top_k=3))
+        query_mod.search(
+            kb.embedder,
+            SearchPlan(text, top_k=3),
+            search=kb.store.search,
+            vectors=kb.store.vectors,
+            queue=kb.store.queue,
+        )
 
 
 def test_extreme_dates_filter_without_error(kb: Kb) -> None:
@@ -67,7 +79,11 @@ def test_extreme_dates_filter_without_error(kb: Kb) -> None:
     ]:
         filters = SearchFilter(modified_after=after, modified_before=before)
         hits = query_mod.search(
-            kb.store, kb.embedder, SearchPlan("ramen", top_k=3, filters=filters)
+            kb.embedder,
+            SearchPlan("ramen", top_k=3, filters=filters),
+            search=kb.store.search,
+            vectors=kb.store.vectors,
+            queue=kb.store.queue,
         ).hits
         assert bool(hits) == found, (after, before)
 

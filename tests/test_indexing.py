@@ -96,7 +96,13 @@ def test_a_dead_embedder_loses_no_note(kb: Kb) -> None:
     waiting = kb.store.queue.status(speed="embed")
     assert waiting.items > 0 and waiting.failing > 0
     assert waiting.failures[0].error == "embedding server gone"
-    found = search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3, mode="text"))
+    found = search(
+        kb.embedder,
+        SearchPlan("miso ramen", top_k=3, mode="text"),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    )
     assert found.hits and "ramen" in found.hits[0].content.lower()
     assert verify(kb.config, kb.store.documents).in_sync  # queued, not lost
 
@@ -105,7 +111,13 @@ def test_a_dead_embedder_loses_no_note(kb: Kb) -> None:
     assert kb.sync().indexed == 0
     assert kb.store.queue.status(speed="embed").items == 0
     assert not rows(kb.store, "SELECT 1 FROM chunks WHERE embedding IS NULL")
-    hits = search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3, mode="vector")).hits
+    hits = search(
+        kb.embedder,
+        SearchPlan("miso ramen", top_k=3, mode="vector"),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    ).hits
     assert hits and "ramen" in hits[0].content.lower()
 
 
@@ -280,7 +292,13 @@ def test_rename_and_move_make_no_calls(kb: Kb, vault: Path) -> None:
     assert report.moved == 4 and report.deleted == 0
     assert [c["id"] for c in stored_chunks(kb.store, "Archive/Homelab.md")] == ids
     assert not _stored(kb.store, LONG_NOTE)
-    hits = search(kb.store, kb.embedder, SearchPlan("restic offsite backups", top_k=20)).hits
+    hits = search(
+        kb.embedder,
+        SearchPlan("restic offsite backups", top_k=20),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    ).hits
     assert not any(h.path == LONG_NOTE for h in hits)
 
 
@@ -308,7 +326,13 @@ def test_delete_removes_rows_and_results(kb: Kb, vault: Path) -> None:
         " WHERE d.id IS NULL",
     )
     assert orphans["n"] == 0
-    hits = search(kb.store, kb.embedder, SearchPlan("home server restic backups", top_k=50)).hits
+    hits = search(
+        kb.embedder,
+        SearchPlan("home server restic backups", top_k=50),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    ).hits
     assert not {h.path for h in hits} & {LONG_NOTE, "Reference/Postgres Cheatsheet.md"}
 
 
@@ -328,11 +352,21 @@ def test_embedding_model_change_reembeds_without_summaries(kb: Kb, vault: Path) 
         ).fetchall()
     assert models == [{"embed_model": "hash-64", "d": 64}]
     hits = search(
-        kb.store, other.embedder, SearchPlan("miso ramen recipe", top_k=3, mode="vector")
+        other.embedder,
+        SearchPlan("miso ramen recipe", top_k=3, mode="vector"),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
     ).hits
     assert hits and hits[0].path.endswith("Weeknight Miso Ramen.md")
     with pytest.raises(Exception, match="run `kb index`"):
-        search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3))
+        search(
+            kb.embedder,
+            SearchPlan("miso ramen", top_k=3),
+            search=kb.store.search,
+            vectors=kb.store.vectors,
+            queue=kb.store.queue,
+        )
 
 
 def test_reindex_forces_everything_or_only_embeddings(kb: Kb) -> None:
@@ -393,7 +427,11 @@ def test_first_person_query_prefers_the_owners_notes(kb: Kb) -> None:
 
     def rank(owner: str | None, mode: SearchMode) -> int:
         hits = search(
-            kb.store, kb.embedder, SearchPlan(question, owner=owner, top_k=30, mode=mode)
+            kb.embedder,
+            SearchPlan(question, owner=owner, top_k=30, mode=mode),
+            search=kb.store.search,
+            vectors=kb.store.vectors,
+            queue=kb.store.queue,
         ).hits
         paths = [h.path for h in hits]
         return paths.index(mine) if mine in paths else len(paths)
@@ -417,7 +455,11 @@ def test_the_owners_name_is_for_full_text_search_only(kb: Kb) -> None:
     def text_scores(owner: str | None) -> list[float]:
         embedder = Recording(kb.embedder.name)
         hits = search(
-            kb.store, embedder, SearchPlan(question, owner=owner, top_k=30, mode="hybrid")
+            embedder,
+            SearchPlan(question, owner=owner, top_k=30, mode="hybrid"),
+            search=kb.store.search,
+            vectors=kb.store.vectors,
+            queue=kb.store.queue,
         ).hits
         return [h.text_score or 0.0 for h in hits]
 
@@ -469,24 +511,30 @@ def test_failed_save_leaves_the_old_version_whole(kb: Kb, vault: Path) -> None:
 def test_query_filters_and_threshold(kb: Kb) -> None:
     kb.sync()
     hits = search(
-        kb.store,
         kb.embedder,
         SearchPlan("postgres migration", top_k=5, filters=SearchFilter(path_prefix="Alex/")),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
     ).hits
     assert hits and all(h.path.startswith("Alex/") for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     best = max(similarity(h) for h in hits)
     strict = search(
-        kb.store,
         kb.embedder,
         SearchPlan("postgres migration", top_k=5, threshold=best, mode="vector"),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
     ).hits
     assert len(strict) >= 1 and all(similarity(h) >= best for h in strict)
     assert (
         search(
-            kb.store,
             kb.embedder,
             SearchPlan("postgres", top_k=5, filters=SearchFilter(path_prefix="Nope/")),
+            search=kb.store.search,
+            vectors=kb.store.vectors,
+            queue=kb.store.queue,
         ).hits
         == []
     )

@@ -228,16 +228,47 @@ def test_mcp_search_and_ask_answer_from_full_text_and_say_so(
 
 def test_the_one_search_says_which_lists_it_used(kb: Kb, dead_url: str) -> None:  # noqa: F811
     kb.sync()
-    alive = query_mod.search(kb.store, kb.embedder, SearchPlan(QUESTION, top_k=5))
+    alive = query_mod.search(
+        kb.embedder,
+        SearchPlan(QUESTION, top_k=5),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    )
     assert alive.mode_used == "hybrid" and alive.warnings == ()
     _dead(kb, dead_url)
-    fallen = query_mod.search(kb.store, kb.embedder, SearchPlan(QUESTION, top_k=5))
-    text = query_mod.search(kb.store, kb.embedder, SearchPlan(QUESTION, top_k=5, mode="text"))
+    fallen = query_mod.search(
+        kb.embedder,
+        SearchPlan(QUESTION, top_k=5),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    )
+    text = query_mod.search(
+        kb.embedder,
+        SearchPlan(QUESTION, top_k=5, mode="text"),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    )
     assert fallen.mode_used == text.mode_used == "text"
     assert fallen.hits == text.hits and len(fallen.warnings) == 1 and text.warnings == ()
     with pytest.raises(LLMUnavailable):
-        query_mod.search(kb.store, kb.embedder, SearchPlan(QUESTION, top_k=5, mode="vector"))
+        query_mod.search(
+            kb.embedder,
+            SearchPlan(QUESTION, top_k=5, mode="vector"),
+            search=kb.store.search,
+            vectors=kb.store.vectors,
+            queue=kb.store.queue,
+        )
     answer = answer_mod.ask(
-        kb.store, kb.embedder, kb.chat, SearchPlan(QUESTION), context_window=8192
+        kb.embedder,
+        kb.chat,
+        SearchPlan(QUESTION),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+        documents=kb.store.documents,
+        context_window=8192,
     )
     assert answer.mode_used == "text" and answer.warnings == fallen.warnings

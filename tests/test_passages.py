@@ -140,12 +140,24 @@ def test_a_query_matching_only_the_voice_finds_the_chunk(store: Store, notes: Pa
     question = f"{OWNER} march"
     plain = _kb(store, notes, passages="none")
     plain.sync()
-    before = search(store, plain.embedder, SearchPlan(question, top_k=1, mode="vector")).hits
+    before = search(
+        plain.embedder,
+        SearchPlan(question, top_k=1, mode="vector"),
+        search=store.search,
+        vectors=store.vectors,
+        queue=store.queue,
+    ).hits
     assert before[0].path == DECOY
 
     voiced = _kb(store, notes)
     voiced.sync()
-    hits = search(store, voiced.embedder, SearchPlan(question, top_k=5, mode="vector")).hits
+    hits = search(
+        voiced.embedder,
+        SearchPlan(question, top_k=5, mode="vector"),
+        search=store.search,
+        vectors=store.vectors,
+        queue=store.queue,
+    ).hits
     assert hits[0].path == JOURNAL
     # Its similarity is its best passage's; its text, the chunk's own; one row per chunk.
     assert hits[0].similarity is not None and hits[0].similarity > 0.5
@@ -155,7 +167,13 @@ def test_a_query_matching_only_the_voice_finds_the_chunk(store: Store, notes: Pa
     # passage, and "march" is the other note's word).
     [found] = [
         h
-        for h in search(store, voiced.embedder, SearchPlan(question, top_k=5)).hits
+        for h in search(
+            voiced.embedder,
+            SearchPlan(question, top_k=5),
+            search=store.search,
+            vectors=store.vectors,
+            queue=store.queue,
+        ).hits
         if h.path == JOURNAL
     ]
     assert found.vector_rank == 1 and found.text_rank is None
@@ -217,5 +235,11 @@ def test_a_new_embedding_model_re_embeds_passages(store: Store, notes: Path) -> 
     assert stored and all(r == {"embed_model": "hash-128", "dims": 128} for r in stored)
     assert store.vectors.has_index()
     question = f"{OWNER} march"
-    hits = search(store, other.embedder, SearchPlan(question, top_k=1, mode="vector")).hits
+    hits = search(
+        other.embedder,
+        SearchPlan(question, top_k=1, mode="vector"),
+        search=store.search,
+        vectors=store.vectors,
+        queue=store.queue,
+    ).hits
     assert hits[0].path == JOURNAL

@@ -121,10 +121,22 @@ def test_a_change_of_prefixes_re_embeds_without_a_model_call(kb: Kb, vault: Path
     assert not kb.chat.calls
     assert fake.texts >= chunks
     assert kb.store.vectors.space() == (prefixed.name, 256)
-    assert search(kb.store, prefixed, SearchPlan("miso ramen", top_k=3)).hits
+    assert search(
+        prefixed,
+        SearchPlan("miso ramen", top_k=3),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    ).hits
     # A search with the old prefixes would compare vectors of two kinds: it is refused.
     with pytest.raises(KbError, match="re-embed"):
-        search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3))
+        search(
+            kb.embedder,
+            SearchPlan("miso ramen", top_k=3),
+            search=kb.store.search,
+            vectors=kb.store.vectors,
+            queue=kb.store.queue,
+        )
 
 
 def test_fit_cuts_a_full_context_at_the_window_and_keeps_one_that_fits() -> None:

@@ -244,7 +244,11 @@ def test_related_texts_are_closer_than_unrelated(small: Indexed) -> None:
 def test_owner_activity_query_ranks_the_personal_note_first(small: Indexed) -> None:
     embedder = make_embedder(small.config.llm)
     hits = search(
-        small.store, embedder, SearchPlan("when did I climb a mountain", owner=OWNER, top_k=50)
+        embedder,
+        SearchPlan("when did I climb a mountain", owner=OWNER, top_k=50),
+        search=small.store.search,
+        vectors=small.store.vectors,
+        queue=small.store.queue,
     ).hits
     paths = [h.path for h in hits]
     assert JOURNAL in paths
@@ -325,7 +329,11 @@ def test_a_clipping_speaks_in_its_writer_s_voice(stated: Indexed, kind: ChunkWri
     assert not any(OWNER.split()[0] in line for line in lines), lines
     embedder = make_embedder(stated.config.llm)
     hits = search(
-        stated.store, embedder, SearchPlan("who climbed Mount Fuji overnight", owner=OWNER, top_k=3)
+        embedder,
+        SearchPlan("who climbed Mount Fuji overnight", owner=OWNER, top_k=3),
+        search=stated.store.search,
+        vectors=stated.store.vectors,
+        queue=stated.store.queue,
     ).hits
     assert hits[0].path == CLIPPING
 

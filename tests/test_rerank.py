@@ -104,12 +104,18 @@ def test_parse_relevance(answer: str, score: int | None) -> None:
 @pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
 def test_search_with_reranker_returns_top_k_of_the_judged(indexed: Kb, mode: SearchMode) -> None:
     plain = search(
-        indexed.store, indexed.embedder, SearchPlan("miso ramen", top_k=3, mode=mode)
+        indexed.embedder,
+        SearchPlan("miso ramen", top_k=3, mode=mode),
+        search=indexed.store.search,
+        vectors=indexed.store.vectors,
+        queue=indexed.store.queue,
     ).hits
     reranked = search(
-        indexed.store,
         indexed.embedder,
         SearchPlan("miso ramen", top_k=3, mode=mode, reranker=_reranker(indexed, candidates=6)),
+        search=indexed.store.search,
+        vectors=indexed.store.vectors,
+        queue=indexed.store.queue,
     ).hits
     assert len(plain) == 3 and len(reranked) == 3
     assert reranked[0].path == RAMEN and reranked[0].relevance == 10
@@ -118,7 +124,11 @@ def test_search_with_reranker_returns_top_k_of_the_judged(indexed: Kb, mode: Sea
         (h.relevance for h in reranked), key=lambda r: -(r if r is not None else UNJUDGED)
     )
     top6 = search(
-        indexed.store, indexed.embedder, SearchPlan("miso ramen", top_k=6, mode=mode)
+        indexed.embedder,
+        SearchPlan("miso ramen", top_k=6, mode=mode),
+        search=indexed.store.search,
+        vectors=indexed.store.vectors,
+        queue=indexed.store.queue,
     ).hits
     assert {(h.path, h.start_line) for h in reranked} <= {(h.path, h.start_line) for h in top6}
 
@@ -130,12 +140,20 @@ class Unreachable(FakeChat):
 
 
 def test_a_dead_chat_server_leaves_the_search_order(indexed: Kb) -> None:
-    plain = search(indexed.store, indexed.embedder, SearchPlan("miso ramen", top_k=3))
+    plain = search(
+        indexed.embedder,
+        SearchPlan("miso ramen", top_k=3),
+        search=indexed.store.search,
+        vectors=indexed.store.vectors,
+        queue=indexed.store.queue,
+    )
     dead = Unreachable("dead")
     found = search(
-        indexed.store,
         indexed.embedder,
         SearchPlan("miso ramen", top_k=3, reranker=_reranker(indexed, dead)),
+        search=indexed.store.search,
+        vectors=indexed.store.vectors,
+        queue=indexed.store.queue,
     )
     assert found.hits == plain.hits and found.mode_used == "hybrid"
     [warning] = found.warnings
@@ -167,9 +185,11 @@ def test_a_note_cannot_score_itself(indexed: Kb) -> None:
     indexed.sync()
     reranker = _reranker(indexed, Gullible("fake-chat"))
     hits = search(
-        indexed.store,
         indexed.embedder,
         SearchPlan("miso ramen chili oil", top_k=10, reranker=reranker),
+        search=indexed.store.search,
+        vectors=indexed.store.vectors,
+        queue=indexed.store.queue,
     ).hits
     trick = [h for h in hits if h.path == "Inbox/Trick.md"]
     assert trick, "the note is among the candidates"

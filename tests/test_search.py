@@ -21,7 +21,13 @@ TAKAO = "Alex/Journal/2024-04-12.md"
 
 def _search(kb: Kb, text: str, **plan: Any) -> list[SearchHit]:
     plan.setdefault("top_k", 10)
-    return search(kb.store, kb.embedder, SearchPlan(text, **plan)).hits
+    return search(
+        kb.embedder,
+        SearchPlan(text, **plan),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    ).hits
 
 
 @pytest.fixture

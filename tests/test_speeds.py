@@ -68,7 +68,13 @@ def test_every_note_is_found_by_its_words_before_any_embedding_call(kb: Kb) -> N
     assert _waiting(kb.store) == WITH_TEXT
     assert verify(kb.config, kb.store.documents).in_sync  # every note stored, its vectors queued
     for query, path in (("miso ramen chili oil", RAMEN), ("restic offsite", "Projects/Home")):
-        found = search(kb.store, kb.embedder, SearchPlan(query, top_k=3))
+        found = search(
+            kb.embedder,
+            SearchPlan(query, top_k=3),
+            search=kb.store.search,
+            vectors=kb.store.vectors,
+            queue=kb.store.queue,
+        )
         assert found.mode_used == "text" and found.hits[0].path.startswith(path), query
         assert found.warnings == (
             f"{WITH_TEXT} notes are not in the vector list yet (their vectors are being"
@@ -88,14 +94,26 @@ def test_a_query_while_the_vectors_are_embedded_searches_what_exists(kb: Kb) -> 
         assert gated.held.wait(60)
         waiting = _waiting(kb.store)
         assert 0 < waiting <= WITH_TEXT
-        found = search(kb.store, FakeEmbedder(gated.name), SearchPlan("miso ramen", top_k=5))
+        found = search(
+            FakeEmbedder(gated.name),
+            SearchPlan("miso ramen", top_k=5),
+            search=kb.store.search,
+            vectors=kb.store.vectors,
+            queue=kb.store.queue,
+        )
         assert found.hits and found.hits[0].path == RAMEN
         assert found.mode_used == "hybrid"  # the vector list exists, with what it holds
         assert found.warnings and found.warnings[0].startswith(f"{waiting} notes are not")
     finally:
         gated.go.set()
         running.join(60)
-    found = search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=5, mode="vector"))
+    found = search(
+        kb.embedder,
+        SearchPlan("miso ramen", top_k=5, mode="vector"),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    )
     assert found.hits[0].path == RAMEN and found.warnings == ()
     assert _waiting(kb.store) == 0
 
@@ -175,7 +193,13 @@ def test_a_bulk_load_builds_the_vector_index_once_after_the_vectors(
     Container.sync(kb)
     _embed_all(kb)  # the first vectors make the space and its indexes, then drop them
     assert True in dropped and kb.store.vectors.has_index()  # two slots may both drop it
-    hits = search(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3, mode="vector")).hits
+    hits = search(
+        kb.embedder,
+        SearchPlan("miso ramen", top_k=3, mode="vector"),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    ).hits
     assert hits and hits[0].path == RAMEN
 
 

@@ -308,7 +308,13 @@ def _hits(kb: Kb, text: str) -> list:
     from kb.search.plan import SearchPlan
     from kb.search.query import search
 
-    return search(kb.store, kb.embedder, SearchPlan(text, top_k=40, mode="text")).hits
+    return search(
+        kb.embedder,
+        SearchPlan(text, top_k=40, mode="text"),
+        search=kb.store.search,
+        vectors=kb.store.vectors,
+        queue=kb.store.queue,
+    ).hits
 
 
 def test_text_search_after_an_embedding_model_switch(kb: Kb, store: Store, vault: Path) -> None:

@@ -67,14 +67,28 @@ def test_a_dated_question_puts_the_notes_of_its_time_first(store: Store, tmp_pat
     modes: tuple[SearchMode, ...] = ("hybrid", "text", "vector")
     for mode in modes:
         hits = search(
-            store, kb.embedder, SearchPlan("Swam laps in March 2023", top_k=4, mode=mode)
+            kb.embedder,
+            SearchPlan("Swam laps in March 2023", top_k=4, mode=mode),
+            search=store.search,
+            vectors=store.vectors,
+            queue=store.queue,
         ).hits
         assert {h.path for h in hits[:2]} == {"Journal/2023-03-14.md", "Swimming.md"}, mode
-    undated = search(store, kb.embedder, SearchPlan("Swam laps in the lake", top_k=4)).hits
+    undated = search(
+        kb.embedder,
+        SearchPlan("Swam laps in the lake", top_k=4),
+        search=store.search,
+        vectors=store.vectors,
+        queue=store.queue,
+    ).hits
     assert undated[0].path.startswith("Journal/")
     # Relative words are read from today.
     yesterday = search(
-        store, kb.embedder, SearchPlan("swam laps yesterday", top_k=4, today=dt.date(2023, 4, 3))
+        kb.embedder,
+        SearchPlan("swam laps yesterday", top_k=4, today=dt.date(2023, 4, 3)),
+        search=store.search,
+        vectors=store.vectors,
+        queue=store.queue,
     ).hits
     assert yesterday[0].path == "Journal/2023-04-02.md"
 

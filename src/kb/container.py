@@ -289,11 +289,15 @@ class Container:
         from kb.services.search import SearchService
 
         return SearchService(
-            self.store,
             self.embedder,
             self.config.query,
+            search=self.store.search,
+            vectors=self.store.vectors,
+            queue=self.store.queue,
+            documents=self.store.documents,
+            vaults=self.store.vaults,
             owner_name=self.config.owner_name,
-            vaults=[v.name for v in self.config.vaults],
+            own_vaults=[v.name for v in self.config.vaults],
             context_window=self.config.ask.llm(self.config.llm).context_window,
             answer_passages=self.config.ask.passages,
             chat=lambda: self.answer_chat,

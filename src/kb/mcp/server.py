@@ -36,6 +36,7 @@ from kb.services.notes import NoteText, Vaults
 from kb.services.search import SearchRequest, SearchService
 from kb.services.status import status_report
 from kb.store import NoteInfo, Store
+from kb.store.search import Search
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import ToolAnnotations
@@ -125,7 +126,7 @@ def build_server(parts: Container) -> MCPServer:
     vaults = Vaults(parts.config.vaults)
     _add_search(server, searches)
     _add_get_note(server, vaults)
-    _add_list_notes(server, parts.store, [v.name for v in parts.config.vaults])
+    _add_list_notes(server, [v.name for v in parts.config.vaults], search=parts.store.search)
     _add_status(server, parts.config, parts.store)
     _add_ask(server, searches)
     _add_notes_as_resources(server, vaults)
@@ -222,7 +223,7 @@ def _add_get_note(server: MCPServer, vaults: Vaults) -> None:
             return vaults.read(vault, path, start_line, end_line)
 
 
-def _add_list_notes(server: MCPServer, store: Store, names: list[str]) -> None:
+def _add_list_notes(server: MCPServer, names: list[str], *, search: Search) -> None:
     @server.tool(annotations=_READ_ONLY)
     def list_notes(
         vault: Annotated[Name | None, Field(description="Only this vault.")] = None,
@@ -237,7 +238,7 @@ def _add_list_notes(server: MCPServer, store: Store, names: list[str]) -> None:
     ) -> NoteList:
         """List the indexed notes in path order, a page at a time."""
         with _as_tool_error():
-            page = store.search.list_notes(
+            page = search.list_notes(
                 # Only this config's vaults: another may share the index.
                 vaults=[name for name in names if vault in (None, name)],
                 folder=folder,

@@ -20,10 +20,13 @@ from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.llm.base import ChatModel, Embedder, close_stream
 from kb.prompting import prompts
-from kb.search import reading
+from kb.search import query, reading
 from kb.search.grounding import Read, unsupported
-from kb.search.query import search
-from kb.store import Authorship, NoteInfo, SearchHit, Store
+from kb.store import Authorship, NoteInfo, SearchHit
+from kb.store.documents import Documents
+from kb.store.queue import Queue
+from kb.store.search import Search
+from kb.store.vectors import Vectors
 
 if TYPE_CHECKING:
     from kb.search.plan import SearchPlan
@@ -268,11 +271,14 @@ def closest(sources: Sequence[Source]) -> str:
 
 
 def ask(
-    store: Store,
     embedder: Embedder,
     chat: ChatModel,
     plan: SearchPlan,
     *,
+    search: Search,
+    vectors: Vectors,
+    queue: Queue,
+    documents: Documents,
     context_window: int,
     on_text: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
@@ -288,7 +294,7 @@ def ask(
     """
     question, owner = plan.text, plan.owner
     started = time.perf_counter()
-    found = search(store, embedder, plan)
+    found = query.search(embedder, plan, search=search, vectors=vectors, queue=queue)
     hits = found.hits
     retrieved = time.perf_counter()
     if not hits:
@@ -306,7 +312,7 @@ def ask(
             found.mode_used,
             found.warnings,
         )
-    sources = _sources(store, hits, question, owner, context_window)
+    sources = _sources(hits, question, owner, context_window, search=search, documents=documents)
     prompt = prompts.answer_prompt(
         question,
         [(s.header(), s.text) for s in sources],
@@ -345,7 +351,13 @@ def ask(
 
 
 def _sources(
-    store: Store, hits: Sequence[SearchHit], question: str, owner: str | None, window: int
+    hits: Sequence[SearchHit],
+    question: str,
+    owner: str | None,
+    window: int,
+    *,
+    search: Search,
+    documents: Documents,
 ) -> list[Source]:
     """The hits as the numbered passages the model reads, as many as the prompt's budget of
     a `window` of tokens holds, each with its note's facts and writer."""
@@ -355,10 +367,10 @@ def _sources(
     )
     return number_sources(
         hits,
-        store.search.note_info(notes),
+        search.note_info(notes),
         budget,
         owner=owner,
-        authors=store.documents.authorship(notes),
+        authors=documents.authorship(notes),
     )
 
 

@@ -14,7 +14,10 @@ from kb.results import SearchHit, SearchResult
 from kb.search import features, ranker
 from kb.search.ranker import Ranker
 from kb.search.when import Period, question_period
-from kb.store import Candidates, Store
+from kb.store import Candidates
+from kb.store.queue import Queue
+from kb.store.search import Search
+from kb.store.vectors import Vectors
 
 if TYPE_CHECKING:
     from kb.search.plan import SearchPlan
@@ -104,7 +107,9 @@ def _hit(found: Candidates, fused: Fused) -> SearchHit:
     )
 
 
-def search(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
+def search(
+    embedder: Embedder, plan: SearchPlan, *, search: Search, vectors: Vectors, queue: Queue
+) -> SearchResult:
     """The plan's best chunks, best first (what each part of it means: kb.search.plan).
 
     With a reranker, its candidates are fetched and judged by it (the chat model or a
@@ -121,7 +126,7 @@ def search(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
     Notes stored but not embedded yet (the embedding queue's) are in the text list only; a
     search that uses the vector list says in a warning how many there are.
     """
-    space, waiting = _index_state(store, embedder, plan)
+    space, waiting = _index_state(embedder, plan, vectors=vectors, queue=queue)
     warnings: list[str] = []
     if waiting and plan.uses_vectors:
         warnings.append(
@@ -133,7 +138,7 @@ def search(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
     vector, used = (None, "text") if space is None else _embedded(embedder, plan, warnings)
     model, dimensions = space or (embedder.name, 1)
     fetch = max(plan.top_k, plan.reranker.candidates) if plan.reranker else plan.top_k
-    found = store.search.candidates(
+    found = search.candidates(
         vector,
         owner_query(plan.text, plan.owner) if plan.owner else plan.text,
         model=model,
@@ -159,15 +164,13 @@ def search(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
 
 
 def _index_state(
-    store: Store, embedder: Embedder, plan: SearchPlan
+    embedder: Embedder, plan: SearchPlan, *, vectors: Vectors, queue: Queue
 ) -> tuple[tuple[str, int] | None, int]:
     """The index's embedding space (None before its first vector) and how many notes wait
     for their vectors; a KbError when the plan cannot be searched on it."""
-    space = store.vectors.space()
+    space = vectors.space()
     waiting = (
-        store.queue.unembedded_notes(plan.filters.vaults)
-        if plan.uses_vectors or space is None
-        else 0
+        queue.unembedded_notes(plan.filters.vaults) if plan.uses_vectors or space is None else 0
     )
     if space is None and (not waiting or plan.mode == "vector" or plan.threshold is not None):
         if waiting:

@@ -20,7 +20,12 @@ from kb.results import SearchResult
 from kb.search.plan import SearchPlan
 from kb.search.query import search
 from kb.search.ranker import Ranker
-from kb.store import NO_FILTER, SearchFilter, Store
+from kb.store import NO_FILTER, SearchFilter
+from kb.store.documents import Documents
+from kb.store.queue import Queue
+from kb.store.search import Search
+from kb.store.vaults import VaultRows
+from kb.store.vectors import Vectors
 from kb.vault.sync_plan import vault_filter
 
 if TYPE_CHECKING:
@@ -50,7 +55,7 @@ class SearchRequest:
 
 
 class SearchService:
-    """Runs requests on one store and embedder with one configuration's `[query]` settings.
+    """Runs requests on one index and embedder with one configuration's `[query]` settings.
 
     `chat` is the model that answers (`[ask]`'s, else `[llm]`'s), and `context_window` its
     window; it is asked for only when a request needs it: a plain search never builds it.
@@ -58,12 +63,16 @@ class SearchService:
 
     def __init__(
         self,
-        store: Store,
         embedder: Embedder,
         settings: QueryConfig,
         *,
+        search: Search,
+        vectors: Vectors,
+        queue: Queue,
+        documents: Documents,
+        vaults: VaultRows,
         owner_name: str,
-        vaults: Sequence[str],
+        own_vaults: Sequence[str],
         context_window: int,
         answer_passages: int,
         chat: Callable[[], ChatModel],
@@ -71,11 +80,15 @@ class SearchService:
         ranker: Callable[[], Ranker] | None = None,
         voiced_index: bool = False,
     ) -> None:
-        self.store = store
+        self._search = search  # `search` is the method that runs a request
+        self.vectors = vectors
+        self.queue = queue
+        self.documents = documents
+        self.vaults = vaults
         self.embedder = embedder
         self.settings = settings
         self.owner_name = owner_name
-        self.vaults = tuple(vaults)  # the config's: the only ones it searches
+        self.own_vaults = tuple(own_vaults)  # the config's: the only ones it searches
         self.context_window = context_window
         self.answer_passages = answer_passages  # `[ask] passages`: a question's top-k
         self._chat = chat
@@ -93,7 +106,7 @@ class SearchService:
         owner = request.owner and self.settings.owner_in_first_person
         rerank = self.settings.rerank if request.rerank is None else request.rerank
         # The vaults are asked at each search: another configuration may add one meanwhile.
-        only = vault_filter(self.vaults, self.store.vaults.names())
+        only = vault_filter(self.own_vaults, self.vaults.names())
         return SearchPlan(
             request.text,
             owner=self.owner_name if owner else None,
@@ -110,7 +123,13 @@ class SearchService:
 
     def search(self, request: SearchRequest) -> SearchResult:
         """The best chunks for the request, best first (see kb.search.query.search)."""
-        return search(self.store, self.embedder, self.plan(request))
+        return search(
+            self.embedder,
+            self.plan(request),
+            search=self._search,
+            vectors=self.vectors,
+            queue=self.queue,
+        )
 
     def ask(
         self,
@@ -126,10 +145,13 @@ class SearchService:
 
         plan = self.plan(replace(request, top_k=request.top_k or self.answer_passages))
         return ask(
-            self.store,
             self.embedder,
             self._chat(),
             plan,
+            search=self._search,
+            vectors=self.vectors,
+            queue=self.queue,
+            documents=self.documents,
             context_window=self.context_window,
             on_text=on_text,
             stop=stop,
