@@ -25,7 +25,11 @@ from kb.config import Config, parse_config
 from kb.container import Container, open_store
 from kb.db import migrate
 from kb.indexing.events import SyncReport
+from kb.llm.base import Embedder
 from kb.llm.fake import FakeChat, FakeEmbedder
+from kb.results import SearchResult
+from kb.search.plan import SearchPlan
+from kb.search.query import search
 from kb.store import SearchHit, Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,6 +183,11 @@ def run_kb(config: Path, env: Mapping[str, str], *args: str) -> subprocess.Compl
     return subprocess.run(
         kb_command(config, *args), capture_output=True, text=True, env=dict(env), timeout=300
     )
+
+
+def search_store(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
+    """A search of a test's store (`kb.search.query.search`, given the repositories it reads)."""
+    return search(embedder, plan, search=store.search, vectors=store.vectors, queue=store.queue)
 
 
 def rows(store: Store, query: str, *params: object) -> list[dict[str, Any]]:

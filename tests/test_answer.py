@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import OWNER, Kb, make_config
+from conftest import OWNER, Kb, make_config, search_store
 from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.fusion import Fusion
@@ -28,7 +28,6 @@ from kb.search.answer import (
     says_not_in_notes,
 )
 from kb.search.plan import SearchPlan
-from kb.search.query import search
 from kb.services.search import SearchRequest
 from kb.store import NoteInfo, SearchFilter, Store
 
@@ -278,13 +277,7 @@ def test_passages_are_retrieved_with_the_configured_fusion(kb: Kb) -> None:
         return [(s.hit.path, s.hit.start_line) for s in answer.sources]
 
     def listed(mode: SearchMode) -> list[tuple[str, int]]:
-        hits = search(
-            kb.embedder,
-            SearchPlan(question, top_k=6, mode=mode),
-            search=kb.store.search,
-            vectors=kb.store.vectors,
-            queue=kb.store.queue,
-        ).hits
+        hits = search_store(kb.store, kb.embedder, SearchPlan(question, top_k=6, mode=mode)).hits
         return [(h.path, h.start_line) for h in hits]
 
     # All the weight on one list: the passages come in that list's order.

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from conftest import OWNER, Kb, file_summaries, rows, stored_chunks, summaries_config
+from conftest import OWNER, Kb, file_summaries, rows, search_store, stored_chunks, summaries_config
 from kb.container import Container
 from kb.context import full_context, header_line
 from kb.indexing.enrich import Attempt
@@ -23,7 +23,6 @@ from kb.indexing.verify import verify
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.search.plan import SearchPlan
-from kb.search.query import search
 from kb.store import Claim, Store
 
 
@@ -93,13 +92,7 @@ def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
             chunk["content"],
         )  # fmt: skip
     assert verify(kb.config, kb.store.documents).in_sync
-    found = search(
-        kb.embedder,
-        SearchPlan("restic offsite backups", top_k=3),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
-    )
+    found = search_store(kb.store, kb.embedder, SearchPlan("restic offsite backups", top_k=3))
     assert found.hits and found.hits[0].path == LONG_NOTE and found.mode_used == "text"
     assert found.warnings == (
         f"{QUEUED} notes are not in the vector list yet (their vectors are being embedded):"
@@ -109,13 +102,7 @@ def test_a_note_is_searchable_before_its_enrichment(kb: Kb) -> None:
     embed_all(kb)
     assert kb.chat.total_calls == 0 and kb.store.queue.status(speed="embed").items == 0
     assert all(c["embedding"] is not None for c in stored_chunks(kb.store, LONG_NOTE))
-    found = search(
-        kb.embedder,
-        SearchPlan("restic offsite backups", top_k=3),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
-    )
+    found = search_store(kb.store, kb.embedder, SearchPlan("restic offsite backups", top_k=3))
     assert found.hits[0].path == LONG_NOTE and found.mode_used == "hybrid"
     assert found.warnings == ()
 

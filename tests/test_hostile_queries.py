@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kb
+from conftest import Kb, search_store
 from kb.config import SearchMode
 from kb.errors import KbError
-from kb.search import query as query_mod
 from kb.search.plan import MAX_QUERY_CHARS, SearchPlan
 from kb.store import SearchFilter
 from test_cli import FAKE, _config
@@ -43,13 +42,7 @@ METACHARACTERS = [
 def test_metacharacters_are_only_text(kb: Kb, mode: SearchMode) -> None:
     kb.sync()
     for text in METACHARACTERS:
-        hits = query_mod.search(
-            kb.embedder,
-            SearchPlan(text, top_k=3, mode=mode),
-            search=kb.store.search,
-            vectors=kb.store.vectors,
-            queue=kb.store.queue,
-        ).hits
+        hits = search_store(kb.store, kb.embedder, SearchPlan(text, top_k=3, mode=mode)).hits
         assert len(hits) <= 3, text
     assert kb.store.documents.states("v"), "the index is intact"
 
@@ -58,13 +51,7 @@ def test_metacharacters_are_only_text(kb: Kb, mode: SearchMode) -> None:
 def test_unusable_queries_are_one_clear_error(kb: Kb, text: str) -> None:
     kb.sync()
     with pytest.raises(KbError):
-        query_mod.search(
-            kb.embedder,
-            SearchPlan(text, top_k=3),
-            search=kb.store.search,
-            vectors=kb.store.vectors,
-            queue=kb.store.queue,
-        )
+        search_store(kb.store, kb.embedder, SearchPlan(text, top_k=3))
 
 
 def test_extreme_dates_filter_without_error(kb: Kb) -> None:
@@ -78,12 +65,8 @@ def test_extreme_dates_filter_without_error(kb: Kb) -> None:
         (None, dt.datetime(9999, 12, 31, 23, 59, 59), True),
     ]:
         filters = SearchFilter(modified_after=after, modified_before=before)
-        hits = query_mod.search(
-            kb.embedder,
-            SearchPlan("ramen", top_k=3, filters=filters),
-            search=kb.store.search,
-            vectors=kb.store.vectors,
-            queue=kb.store.queue,
+        hits = search_store(
+            kb.store, kb.embedder, SearchPlan("ramen", top_k=3, filters=filters)
         ).hits
         assert bool(hits) == found, (after, before)
 

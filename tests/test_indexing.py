@@ -17,6 +17,7 @@ from conftest import (
     file_summaries,
     make_config,
     rows,
+    search_store,
     similarity,
     stored_chunks,
     summaries_config,
@@ -28,7 +29,6 @@ from kb.indexing.verify import verify
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.prompting.outputs import needs_rewrite
 from kb.search.plan import SearchPlan
-from kb.search.query import search
 from kb.store import SearchFilter, Store
 from kb.vault.notes import Scope
 from kb.vault.wikitext import readable
@@ -96,13 +96,7 @@ def test_a_dead_embedder_loses_no_note(kb: Kb) -> None:
     waiting = kb.store.queue.status(speed="embed")
     assert waiting.items > 0 and waiting.failing > 0
     assert waiting.failures[0].error == "embedding server gone"
-    found = search(
-        kb.embedder,
-        SearchPlan("miso ramen", top_k=3, mode="text"),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
-    )
+    found = search_store(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3, mode="text"))
     assert found.hits and "ramen" in found.hits[0].content.lower()
     assert verify(kb.config, kb.store.documents).in_sync  # queued, not lost
 
@@ -111,12 +105,8 @@ def test_a_dead_embedder_loses_no_note(kb: Kb) -> None:
     assert kb.sync().indexed == 0
     assert kb.store.queue.status(speed="embed").items == 0
     assert not rows(kb.store, "SELECT 1 FROM chunks WHERE embedding IS NULL")
-    hits = search(
-        kb.embedder,
-        SearchPlan("miso ramen", top_k=3, mode="vector"),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
+    hits = search_store(
+        kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3, mode="vector")
     ).hits
     assert hits and "ramen" in hits[0].content.lower()
 
@@ -292,13 +282,7 @@ def test_rename_and_move_make_no_calls(kb: Kb, vault: Path) -> None:
     assert report.moved == 4 and report.deleted == 0
     assert [c["id"] for c in stored_chunks(kb.store, "Archive/Homelab.md")] == ids
     assert not _stored(kb.store, LONG_NOTE)
-    hits = search(
-        kb.embedder,
-        SearchPlan("restic offsite backups", top_k=20),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
-    ).hits
+    hits = search_store(kb.store, kb.embedder, SearchPlan("restic offsite backups", top_k=20)).hits
     assert not any(h.path == LONG_NOTE for h in hits)
 
 
@@ -326,12 +310,8 @@ def test_delete_removes_rows_and_results(kb: Kb, vault: Path) -> None:
         " WHERE d.id IS NULL",
     )
     assert orphans["n"] == 0
-    hits = search(
-        kb.embedder,
-        SearchPlan("home server restic backups", top_k=50),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
+    hits = search_store(
+        kb.store, kb.embedder, SearchPlan("home server restic backups", top_k=50)
     ).hits
     assert not {h.path for h in hits} & {LONG_NOTE, "Reference/Postgres Cheatsheet.md"}
 
@@ -351,22 +331,12 @@ def test_embedding_model_change_reembeds_without_summaries(kb: Kb, vault: Path) 
             "SELECT DISTINCT embed_model, vector_dims(embedding) AS d FROM chunks"
         ).fetchall()
     assert models == [{"embed_model": "hash-64", "d": 64}]
-    hits = search(
-        other.embedder,
-        SearchPlan("miso ramen recipe", top_k=3, mode="vector"),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
+    hits = search_store(
+        kb.store, other.embedder, SearchPlan("miso ramen recipe", top_k=3, mode="vector")
     ).hits
     assert hits and hits[0].path.endswith("Weeknight Miso Ramen.md")
     with pytest.raises(Exception, match="run `kb index`"):
-        search(
-            kb.embedder,
-            SearchPlan("miso ramen", top_k=3),
-            search=kb.store.search,
-            vectors=kb.store.vectors,
-            queue=kb.store.queue,
-        )
+        search_store(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3))
 
 
 def test_reindex_forces_everything_or_only_embeddings(kb: Kb) -> None:
@@ -426,12 +396,8 @@ def test_first_person_query_prefers_the_owners_notes(kb: Kb) -> None:
     mine = "Alex/Journal/2024-04-12.md"
 
     def rank(owner: str | None, mode: SearchMode) -> int:
-        hits = search(
-            kb.embedder,
-            SearchPlan(question, owner=owner, top_k=30, mode=mode),
-            search=kb.store.search,
-            vectors=kb.store.vectors,
-            queue=kb.store.queue,
+        hits = search_store(
+            kb.store, kb.embedder, SearchPlan(question, owner=owner, top_k=30, mode=mode)
         ).hits
         paths = [h.path for h in hits]
         return paths.index(mine) if mine in paths else len(paths)
@@ -454,12 +420,8 @@ def test_the_owners_name_is_for_full_text_search_only(kb: Kb) -> None:
 
     def text_scores(owner: str | None) -> list[float]:
         embedder = Recording(kb.embedder.name)
-        hits = search(
-            embedder,
-            SearchPlan(question, owner=owner, top_k=30, mode="hybrid"),
-            search=kb.store.search,
-            vectors=kb.store.vectors,
-            queue=kb.store.queue,
+        hits = search_store(
+            kb.store, embedder, SearchPlan(question, owner=owner, top_k=30, mode="hybrid")
         ).hits
         return [h.text_score or 0.0 for h in hits]
 
@@ -510,31 +472,25 @@ def test_failed_save_leaves_the_old_version_whole(kb: Kb, vault: Path) -> None:
 
 def test_query_filters_and_threshold(kb: Kb) -> None:
     kb.sync()
-    hits = search(
+    hits = search_store(
+        kb.store,
         kb.embedder,
         SearchPlan("postgres migration", top_k=5, filters=SearchFilter(path_prefix="Alex/")),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
     ).hits
     assert hits and all(h.path.startswith("Alex/") for h in hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     best = max(similarity(h) for h in hits)
-    strict = search(
+    strict = search_store(
+        kb.store,
         kb.embedder,
         SearchPlan("postgres migration", top_k=5, threshold=best, mode="vector"),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
     ).hits
     assert len(strict) >= 1 and all(similarity(h) >= best for h in strict)
     assert (
-        search(
+        search_store(
+            kb.store,
             kb.embedder,
             SearchPlan("postgres", top_k=5, filters=SearchFilter(path_prefix="Nope/")),
-            search=kb.store.search,
-            vectors=kb.store.vectors,
-            queue=kb.store.queue,
         ).hits
         == []
     )

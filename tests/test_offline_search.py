@@ -15,7 +15,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import Kb, run_kb, tool_text
+from conftest import Kb, run_kb, search_store, tool_text
 from kb.cli.query import forwarded
 from kb.config import load_config
 from kb.container import Container
@@ -26,7 +26,6 @@ from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.locations import config_identity
 from kb.mcp.server import build_server
 from kb.search import answer as answer_mod
-from kb.search import query as query_mod
 from kb.search.plan import SearchPlan
 from test_providers import (  # noqa: F401 (fixtures)
     CHAT,
@@ -228,39 +227,15 @@ def test_mcp_search_and_ask_answer_from_full_text_and_say_so(
 
 def test_the_one_search_says_which_lists_it_used(kb: Kb, dead_url: str) -> None:  # noqa: F811
     kb.sync()
-    alive = query_mod.search(
-        kb.embedder,
-        SearchPlan(QUESTION, top_k=5),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
-    )
+    alive = search_store(kb.store, kb.embedder, SearchPlan(QUESTION, top_k=5))
     assert alive.mode_used == "hybrid" and alive.warnings == ()
     _dead(kb, dead_url)
-    fallen = query_mod.search(
-        kb.embedder,
-        SearchPlan(QUESTION, top_k=5),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
-    )
-    text = query_mod.search(
-        kb.embedder,
-        SearchPlan(QUESTION, top_k=5, mode="text"),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
-    )
+    fallen = search_store(kb.store, kb.embedder, SearchPlan(QUESTION, top_k=5))
+    text = search_store(kb.store, kb.embedder, SearchPlan(QUESTION, top_k=5, mode="text"))
     assert fallen.mode_used == text.mode_used == "text"
     assert fallen.hits == text.hits and len(fallen.warnings) == 1 and text.warnings == ()
     with pytest.raises(LLMUnavailable):
-        query_mod.search(
-            kb.embedder,
-            SearchPlan(QUESTION, top_k=5, mode="vector"),
-            search=kb.store.search,
-            vectors=kb.store.vectors,
-            queue=kb.store.queue,
-        )
+        search_store(kb.store, kb.embedder, SearchPlan(QUESTION, top_k=5, mode="vector"))
     answer = answer_mod.ask(
         kb.embedder,
         kb.chat,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import OWNER, Kb, make_config, rows
+from conftest import OWNER, Kb, make_config, rows, search_store
 from kb.passages import (
     Voice,
     chunk_passages,
@@ -17,7 +17,6 @@ from kb.passages import (
 )
 from kb.prompting.voices import voiced
 from kb.search.plan import SearchPlan
-from kb.search.query import search
 from kb.store import Store
 
 # -- building them (pure) ----------------------------------------------------------------------
@@ -140,24 +139,12 @@ def test_a_query_matching_only_the_voice_finds_the_chunk(store: Store, notes: Pa
     question = f"{OWNER} march"
     plain = _kb(store, notes, passages="none")
     plain.sync()
-    before = search(
-        plain.embedder,
-        SearchPlan(question, top_k=1, mode="vector"),
-        search=store.search,
-        vectors=store.vectors,
-        queue=store.queue,
-    ).hits
+    before = search_store(store, plain.embedder, SearchPlan(question, top_k=1, mode="vector")).hits
     assert before[0].path == DECOY
 
     voiced = _kb(store, notes)
     voiced.sync()
-    hits = search(
-        voiced.embedder,
-        SearchPlan(question, top_k=5, mode="vector"),
-        search=store.search,
-        vectors=store.vectors,
-        queue=store.queue,
-    ).hits
+    hits = search_store(store, voiced.embedder, SearchPlan(question, top_k=5, mode="vector")).hits
     assert hits[0].path == JOURNAL
     # Its similarity is its best passage's; its text, the chunk's own; one row per chunk.
     assert hits[0].similarity is not None and hits[0].similarity > 0.5
@@ -167,13 +154,7 @@ def test_a_query_matching_only_the_voice_finds_the_chunk(store: Store, notes: Pa
     # passage, and "march" is the other note's word).
     [found] = [
         h
-        for h in search(
-            voiced.embedder,
-            SearchPlan(question, top_k=5),
-            search=store.search,
-            vectors=store.vectors,
-            queue=store.queue,
-        ).hits
+        for h in search_store(store, voiced.embedder, SearchPlan(question, top_k=5)).hits
         if h.path == JOURNAL
     ]
     assert found.vector_rank == 1 and found.text_rank is None
@@ -235,11 +216,5 @@ def test_a_new_embedding_model_re_embeds_passages(store: Store, notes: Path) -> 
     assert stored and all(r == {"embed_model": "hash-128", "dims": 128} for r in stored)
     assert store.vectors.has_index()
     question = f"{OWNER} march"
-    hits = search(
-        other.embedder,
-        SearchPlan(question, top_k=1, mode="vector"),
-        search=store.search,
-        vectors=store.vectors,
-        queue=store.queue,
-    ).hits
+    hits = search_store(store, other.embedder, SearchPlan(question, top_k=1, mode="vector")).hits
     assert hits[0].path == JOURNAL

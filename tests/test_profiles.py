@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import Kb, make_config
+from conftest import Kb, make_config, search_store
 from kb.container import Container
 from kb.context import fit
 from kb.errors import KbError
@@ -18,7 +18,6 @@ from kb.llm import embed_name, embed_profile, embed_window, make_embedder, token
 from kb.llm.fake import FakeEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder, profile_for
 from kb.search.plan import SearchPlan
-from kb.search.query import search
 from kb.store import Store
 
 NOMIC = ("search_query: ", "search_document: ")
@@ -121,22 +120,10 @@ def test_a_change_of_prefixes_re_embeds_without_a_model_call(kb: Kb, vault: Path
     assert not kb.chat.calls
     assert fake.texts >= chunks
     assert kb.store.vectors.space() == (prefixed.name, 256)
-    assert search(
-        prefixed,
-        SearchPlan("miso ramen", top_k=3),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
-    ).hits
+    assert search_store(kb.store, prefixed, SearchPlan("miso ramen", top_k=3)).hits
     # A search with the old prefixes would compare vectors of two kinds: it is refused.
     with pytest.raises(KbError, match="re-embed"):
-        search(
-            kb.embedder,
-            SearchPlan("miso ramen", top_k=3),
-            search=kb.store.search,
-            vectors=kb.store.vectors,
-            queue=kb.store.queue,
-        )
+        search_store(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3))
 
 
 def test_fit_cuts_a_full_context_at_the_window_and_keeps_one_that_fits() -> None:

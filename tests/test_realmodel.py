@@ -21,14 +21,13 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from conftest import EXAMPLE_VAULT, OWNER, ROOT, SUMMARIES, make_config
+from conftest import EXAMPLE_VAULT, OWNER, ROOT, SUMMARIES, make_config, search_store
 from kb.config import CHUNK_WRITES, ChunkWrite, Config
 from kb.container import Container
 from kb.indexing.events import SyncReport
 from kb.llm import make_embedder
 from kb.prompting.outputs import first_person_words
 from kb.search.plan import SearchPlan
-from kb.search.query import search
 from kb.store import Store
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -243,12 +242,8 @@ def test_related_texts_are_closer_than_unrelated(small: Indexed) -> None:
 
 def test_owner_activity_query_ranks_the_personal_note_first(small: Indexed) -> None:
     embedder = make_embedder(small.config.llm)
-    hits = search(
-        embedder,
-        SearchPlan("when did I climb a mountain", owner=OWNER, top_k=50),
-        search=small.store.search,
-        vectors=small.store.vectors,
-        queue=small.store.queue,
+    hits = search_store(
+        small.store, embedder, SearchPlan("when did I climb a mountain", owner=OWNER, top_k=50)
     ).hits
     paths = [h.path for h in hits]
     assert JOURNAL in paths
@@ -328,12 +323,8 @@ def test_a_clipping_speaks_in_its_writer_s_voice(stated: Indexed, kind: ChunkWri
     assert any("Hannah" in line for line in lines), lines
     assert not any(OWNER.split()[0] in line for line in lines), lines
     embedder = make_embedder(stated.config.llm)
-    hits = search(
-        embedder,
-        SearchPlan("who climbed Mount Fuji overnight", owner=OWNER, top_k=3),
-        search=stated.store.search,
-        vectors=stated.store.vectors,
-        queue=stated.store.queue,
+    hits = search_store(
+        stated.store, embedder, SearchPlan("who climbed Mount Fuji overnight", owner=OWNER, top_k=3)
     ).hits
     assert hits[0].path == CLIPPING
 

@@ -7,14 +7,13 @@ import time
 
 import pytest
 
-from conftest import Kb
+from conftest import Kb, search_store
 from kb.config import SearchMode
 from kb.errors import LLMUnavailable
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.prompting.outputs import parse_relevance
 from kb.search.plan import SearchPlan
-from kb.search.query import search
 from kb.search.rerank import UNJUDGED, Reranker
 from kb.store import SearchHit
 
@@ -103,19 +102,13 @@ def test_parse_relevance(answer: str, score: int | None) -> None:
 
 @pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])
 def test_search_with_reranker_returns_top_k_of_the_judged(indexed: Kb, mode: SearchMode) -> None:
-    plain = search(
-        indexed.embedder,
-        SearchPlan("miso ramen", top_k=3, mode=mode),
-        search=indexed.store.search,
-        vectors=indexed.store.vectors,
-        queue=indexed.store.queue,
+    plain = search_store(
+        indexed.store, indexed.embedder, SearchPlan("miso ramen", top_k=3, mode=mode)
     ).hits
-    reranked = search(
+    reranked = search_store(
+        indexed.store,
         indexed.embedder,
         SearchPlan("miso ramen", top_k=3, mode=mode, reranker=_reranker(indexed, candidates=6)),
-        search=indexed.store.search,
-        vectors=indexed.store.vectors,
-        queue=indexed.store.queue,
     ).hits
     assert len(plain) == 3 and len(reranked) == 3
     assert reranked[0].path == RAMEN and reranked[0].relevance == 10
@@ -123,12 +116,8 @@ def test_search_with_reranker_returns_top_k_of_the_judged(indexed: Kb, mode: Sea
     assert [h.relevance for h in reranked] == sorted(
         (h.relevance for h in reranked), key=lambda r: -(r if r is not None else UNJUDGED)
     )
-    top6 = search(
-        indexed.embedder,
-        SearchPlan("miso ramen", top_k=6, mode=mode),
-        search=indexed.store.search,
-        vectors=indexed.store.vectors,
-        queue=indexed.store.queue,
+    top6 = search_store(
+        indexed.store, indexed.embedder, SearchPlan("miso ramen", top_k=6, mode=mode)
     ).hits
     assert {(h.path, h.start_line) for h in reranked} <= {(h.path, h.start_line) for h in top6}
 
@@ -140,20 +129,12 @@ class Unreachable(FakeChat):
 
 
 def test_a_dead_chat_server_leaves_the_search_order(indexed: Kb) -> None:
-    plain = search(
-        indexed.embedder,
-        SearchPlan("miso ramen", top_k=3),
-        search=indexed.store.search,
-        vectors=indexed.store.vectors,
-        queue=indexed.store.queue,
-    )
+    plain = search_store(indexed.store, indexed.embedder, SearchPlan("miso ramen", top_k=3))
     dead = Unreachable("dead")
-    found = search(
+    found = search_store(
+        indexed.store,
         indexed.embedder,
         SearchPlan("miso ramen", top_k=3, reranker=_reranker(indexed, dead)),
-        search=indexed.store.search,
-        vectors=indexed.store.vectors,
-        queue=indexed.store.queue,
     )
     assert found.hits == plain.hits and found.mode_used == "hybrid"
     [warning] = found.warnings
@@ -184,12 +165,10 @@ def test_a_note_cannot_score_itself(indexed: Kb) -> None:
     (indexed.config.vaults[0].path / "Inbox" / "Trick.md").write_text(INJECTION)
     indexed.sync()
     reranker = _reranker(indexed, Gullible("fake-chat"))
-    hits = search(
+    hits = search_store(
+        indexed.store,
         indexed.embedder,
         SearchPlan("miso ramen chili oil", top_k=10, reranker=reranker),
-        search=indexed.store.search,
-        vectors=indexed.store.vectors,
-        queue=indexed.store.queue,
     ).hits
     trick = [h for h in hits if h.path == "Inbox/Trick.md"]
     assert trick, "the note is among the candidates"

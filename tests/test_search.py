@@ -9,10 +9,9 @@ from typing import Any
 
 import pytest
 
-from conftest import Kb, similarity
+from conftest import Kb, search_store, similarity
 from kb.errors import KbError
 from kb.search.plan import SearchPlan
-from kb.search.query import search
 from kb.store import SearchFilter, SearchHit
 
 RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"
@@ -21,13 +20,7 @@ TAKAO = "Alex/Journal/2024-04-12.md"
 
 def _search(kb: Kb, text: str, **plan: Any) -> list[SearchHit]:
     plan.setdefault("top_k", 10)
-    return search(
-        kb.embedder,
-        SearchPlan(text, **plan),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
-    ).hits
+    return search_store(kb.store, kb.embedder, SearchPlan(text, **plan)).hits
 
 
 @pytest.fixture

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kb, make_config, rows
+from conftest import Kb, make_config, rows, search_store
 from kb.container import Container
 from kb.indexing import vectorize
 from kb.indexing.verify import verify
 from kb.llm.fake import FakeEmbedder
 from kb.search.plan import SearchPlan
-from kb.search.query import search
 from kb.store import Store
 from kb.store.texts import VectorsDone
 
@@ -68,13 +67,7 @@ def test_every_note_is_found_by_its_words_before_any_embedding_call(kb: Kb) -> N
     assert _waiting(kb.store) == WITH_TEXT
     assert verify(kb.config, kb.store.documents).in_sync  # every note stored, its vectors queued
     for query, path in (("miso ramen chili oil", RAMEN), ("restic offsite", "Projects/Home")):
-        found = search(
-            kb.embedder,
-            SearchPlan(query, top_k=3),
-            search=kb.store.search,
-            vectors=kb.store.vectors,
-            queue=kb.store.queue,
-        )
+        found = search_store(kb.store, kb.embedder, SearchPlan(query, top_k=3))
         assert found.mode_used == "text" and found.hits[0].path.startswith(path), query
         assert found.warnings == (
             f"{WITH_TEXT} notes are not in the vector list yet (their vectors are being"
@@ -94,26 +87,14 @@ def test_a_query_while_the_vectors_are_embedded_searches_what_exists(kb: Kb) -> 
         assert gated.held.wait(60)
         waiting = _waiting(kb.store)
         assert 0 < waiting <= WITH_TEXT
-        found = search(
-            FakeEmbedder(gated.name),
-            SearchPlan("miso ramen", top_k=5),
-            search=kb.store.search,
-            vectors=kb.store.vectors,
-            queue=kb.store.queue,
-        )
+        found = search_store(kb.store, FakeEmbedder(gated.name), SearchPlan("miso ramen", top_k=5))
         assert found.hits and found.hits[0].path == RAMEN
         assert found.mode_used == "hybrid"  # the vector list exists, with what it holds
         assert found.warnings and found.warnings[0].startswith(f"{waiting} notes are not")
     finally:
         gated.go.set()
         running.join(60)
-    found = search(
-        kb.embedder,
-        SearchPlan("miso ramen", top_k=5, mode="vector"),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
-    )
+    found = search_store(kb.store, kb.embedder, SearchPlan("miso ramen", top_k=5, mode="vector"))
     assert found.hits[0].path == RAMEN and found.warnings == ()
     assert _waiting(kb.store) == 0
 
@@ -193,12 +174,8 @@ def test_a_bulk_load_builds_the_vector_index_once_after_the_vectors(
     Container.sync(kb)
     _embed_all(kb)  # the first vectors make the space and its indexes, then drop them
     assert True in dropped and kb.store.vectors.has_index()  # two slots may both drop it
-    hits = search(
-        kb.embedder,
-        SearchPlan("miso ramen", top_k=3, mode="vector"),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
+    hits = search_store(
+        kb.store, kb.embedder, SearchPlan("miso ramen", top_k=3, mode="vector")
     ).hits
     assert hits and hits[0].path == RAMEN
 

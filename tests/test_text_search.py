@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conftest import Kb, make_config, rows
+from conftest import Kb, make_config, rows, search_store
 from kb.container import open_store
 from kb.context import full_context, summaries_start
 from kb.db import migrate, migrations
@@ -306,15 +306,8 @@ def test_statistics_and_postings_follow_every_write(kb: Kb, vault: Path) -> None
 
 def _hits(kb: Kb, text: str) -> list:
     from kb.search.plan import SearchPlan
-    from kb.search.query import search
 
-    return search(
-        kb.embedder,
-        SearchPlan(text, top_k=40, mode="text"),
-        search=kb.store.search,
-        vectors=kb.store.vectors,
-        queue=kb.store.queue,
-    ).hits
+    return search_store(kb.store, kb.embedder, SearchPlan(text, top_k=40, mode="text")).hits
 
 
 def test_text_search_after_an_embedding_model_switch(kb: Kb, store: Store, vault: Path) -> None:

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kb, make_config, rows
+from conftest import Kb, make_config, rows, search_store
 from kb.results import SearchMode
 from kb.search.plan import SearchPlan
-from kb.search.query import search
 from kb.search.when import Period, period_of, question_period
 from kb.store import Store
 
@@ -66,29 +65,15 @@ def test_a_dated_question_puts_the_notes_of_its_time_first(store: Store, tmp_pat
     ]
     modes: tuple[SearchMode, ...] = ("hybrid", "text", "vector")
     for mode in modes:
-        hits = search(
-            kb.embedder,
-            SearchPlan("Swam laps in March 2023", top_k=4, mode=mode),
-            search=store.search,
-            vectors=store.vectors,
-            queue=store.queue,
+        hits = search_store(
+            store, kb.embedder, SearchPlan("Swam laps in March 2023", top_k=4, mode=mode)
         ).hits
         assert {h.path for h in hits[:2]} == {"Journal/2023-03-14.md", "Swimming.md"}, mode
-    undated = search(
-        kb.embedder,
-        SearchPlan("Swam laps in the lake", top_k=4),
-        search=store.search,
-        vectors=store.vectors,
-        queue=store.queue,
-    ).hits
+    undated = search_store(store, kb.embedder, SearchPlan("Swam laps in the lake", top_k=4)).hits
     assert undated[0].path.startswith("Journal/")
     # Relative words are read from today.
-    yesterday = search(
-        kb.embedder,
-        SearchPlan("swam laps yesterday", top_k=4, today=dt.date(2023, 4, 3)),
-        search=store.search,
-        vectors=store.vectors,
-        queue=store.queue,
+    yesterday = search_store(
+        store, kb.embedder, SearchPlan("swam laps yesterday", top_k=4, today=dt.date(2023, 4, 3))
     ).hits
     assert yesterday[0].path == "Journal/2023-04-02.md"
 
