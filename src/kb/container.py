@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from kb import db
 from kb.config import Config
-from kb.llm import make_chat, make_embedder
-from kb.llm.base import ChatModel, Embedder
+from kb.llm import make_chat, make_cross_encoder, make_embedder
+from kb.llm.base import ChatModel, CrossEncoder, Embedder
 from kb.store import Store
 
 if TYPE_CHECKING:
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from kb.indexing.indexer import Indexer
     from kb.indexing.vectorize import Vectorizer
     from kb.indexing.worker import Worker
-    from kb.llm.base import CrossEncoder
     from kb.search.ranker import Ranker
     from kb.search.rerank import HitReranker
     from kb.services.search import SearchService
@@ -267,22 +266,8 @@ class Container:
         (loaded when it first scores)."""
         with self._making:
             if self._cross_encoder is None:
-                self._cross_encoder = self._make_cross_encoder()
+                self._cross_encoder = make_cross_encoder(self.config.rerank)
             return self._cross_encoder
-
-    def _make_cross_encoder(self) -> CrossEncoder:
-        r = self.config.rerank
-        if r.backend == "onnx" and r.folder is not None:
-            from kb.llm.onnx_crossencoder import OnnxCrossEncoder
-
-            return OnnxCrossEncoder(r.folder)
-        if r.backend == "http":
-            from kb.llm.rerank_server import RerankServer
-
-            return RerankServer(
-                r.url, model=r.model, api_key=r.api_key, style=r.style, timeout=r.timeout
-            )
-        raise ValueError(f"rerank.backend {r.backend!r} is not a cross-encoder")
 
     def search_service(self) -> SearchService:
         """Searches and questions with this config's `[query]` settings, for every face."""

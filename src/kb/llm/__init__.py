@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kb.config import LLMConfig
+from kb.config import LLMConfig, RerankConfig
 from kb.llm import tokens
-from kb.llm.base import ChatModel, Embedder, Prompt
+from kb.llm.base import ChatModel, CrossEncoder, Embedder, Prompt
 from kb.llm.profiles import EmbedderProfile, ProfiledEmbedder, profile_for, stored_name
 from kb.llm.providers import Endpoint, provider
 
@@ -28,6 +28,22 @@ def make_chat(cfg: LLMConfig, *, section: str = "llm") -> ChatModel:
 def make_embedder(cfg: LLMConfig) -> Embedder:
     at = Endpoint(cfg.embed_host, cfg.embed_model, cfg.api_key, cfg.timeout, cfg.retries)
     return ProfiledEmbedder(provider(cfg.provider).embedder(at), embed_profile(cfg))
+
+
+def make_cross_encoder(cfg: RerankConfig) -> CrossEncoder:
+    """The cross-encoder of `[rerank]`: a /rerank server's client, or a local ONNX model
+    (loaded when it first scores)."""
+    if cfg.backend == "onnx" and cfg.folder is not None:
+        from kb.llm.onnx_crossencoder import OnnxCrossEncoder
+
+        return OnnxCrossEncoder(cfg.folder)
+    if cfg.backend == "http":
+        from kb.llm.rerank_server import RerankServer
+
+        return RerankServer(
+            cfg.url, model=cfg.model, api_key=cfg.api_key, style=cfg.style, timeout=cfg.timeout
+        )
+    raise ValueError(f"rerank.backend {cfg.backend!r} is not a cross-encoder")
 
 
 def embed_profile(cfg: LLMConfig) -> EmbedderProfile:
@@ -64,12 +80,14 @@ def served_models(cfg: LLMConfig, host: str, *, timeout: float = 5.0) -> list[st
 
 __all__ = [
     "ChatModel",
+    "CrossEncoder",
     "Embedder",
     "Prompt",
     "embed_name",
     "embed_profile",
     "embed_window",
     "make_chat",
+    "make_cross_encoder",
     "make_embedder",
     "served_models",
 ]
