@@ -157,8 +157,13 @@ class Container:
 
         return Indexer(
             SyncSettings.of(self.config),
-            self.store,
             self.builder(),
+            documents=self.store.documents,
+            vaults=self.store.vaults,
+            state=self.store.state,
+            caches=self.store.caches,
+            queue=self.store.queue,
+            vectors=self.store.vectors,
             on_event=on_event,
             on_scan=on_scan,
             checkpoint=checkpoint,

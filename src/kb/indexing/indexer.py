@@ -34,7 +34,12 @@ from kb.indexing.events import FileEvent, SyncReport
 from kb.indexing.preparing import NotePreparer
 from kb.indexing.space import EmbeddingSpace
 from kb.indexing.writing import WRITE_GROUP, NoteWriter, failed
-from kb.store import Store
+from kb.store.caches import Caches
+from kb.store.documents import Documents
+from kb.store.queue import Queue
+from kb.store.state import State
+from kb.store.vaults import VaultRows
+from kb.store.vectors import Vectors
 from kb.vault import obsidian, sync_plan
 from kb.vault.notes import (
     MISNAMED,
@@ -95,15 +100,25 @@ class Indexer:
     def __init__(
         self,
         settings: SyncSettings,
-        store: Store,
         builder: NoteBuilder,
         *,
+        documents: Documents,
+        vaults: VaultRows,
+        state: State,
+        caches: Caches,
+        queue: Queue,
+        vectors: Vectors,
         on_event: Callable[[FileEvent], None] | None = None,
         on_scan: Callable[[int], None] | None = None,
         checkpoint: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.store = store
+        self.documents = documents
+        self.vaults = vaults
+        self.state = state
+        self.caches = caches
+        self.queue = queue
+        self.vectors = vectors
         self.chat_name = builder.context.chat.name
         self.on_event = on_event or (lambda event: None)
         self.on_scan = on_scan or (lambda files: None)
@@ -124,7 +139,7 @@ class Indexer:
         # is then never left waiting while a note is parsed or written.
         self.writer = NoteWriter(
             self.preparer,
-            store.documents,
+            documents,
             threads=2 * workers if settings.model_free else workers,
             group=WRITE_GROUP if settings.model_free else 1,
             checkpoint=lambda: self.checkpoint(),
@@ -132,9 +147,9 @@ class Indexer:
         )
         embedding = builder.embedding
         self.space = EmbeddingSpace(
-            vectors=store.vectors,
-            queue=store.queue,
-            vaults=store.vaults,
+            vectors=vectors,
+            queue=queue,
+            vaults=vaults,
             embedding=embedding,
             model=embedding.embedder.name,
             own_vaults=[v.name for v in settings.vaults],
@@ -164,7 +179,7 @@ class Indexer:
             if not vault.path.is_dir():
                 raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
             self._sync_vault(vault, report, force=force)
-        self.store.state.set(
+        self.state.set(
             "last_sync",
             {
                 "at": _now_iso(),
@@ -179,8 +194,8 @@ class Indexer:
     def _follow_renames(self) -> None:
         """Re-key the rows of vaults the config now names otherwise (same folder)."""
         configured = {v.name: vault_folder(v) for v in self.settings.vaults}
-        for old, new in sync_plan.vault_renames(configured, self.store.vaults.stored()).items():
-            notes = self.store.vaults.rename(old, new)
+        for old, new in sync_plan.vault_renames(configured, self.vaults.stored()).items():
+            notes = self.vaults.rename(old, new)
             log.info("vault '%s' is now '%s' in the config: its %d notes kept", old, new, notes)
 
     def sync_scope(self, vault: VaultConfig, scope: Scope) -> SyncReport:
@@ -198,10 +213,10 @@ class Indexer:
         scope: Scope | None = None,
     ) -> None:
         # Read at each sync: an edit of .obsidian/*.json is taken up as a config change is.
-        self.store.vaults.record(vault.name, vault_folder(vault))
+        self.vaults.record(vault.name, vault_folder(vault))
         # A new index holds no vector to look up for its notes (the embedding queue looks
         # again when it embeds them).
-        self.writer.known_vectors = self.store.vectors.space() is not None
+        self.writer.known_vectors = self.vectors.space() is not None
         vault, _ = obsidian.followed(vault)
         rules = self._rules(vault, force=force, trust_stat=scope is None)
         misnamed: list[str] = []
@@ -216,7 +231,7 @@ class Indexer:
         self.on_scan(survey.notes + len(misnamed))
         for path in misnamed:
             # Listed like any note that failed, under a name that can be stored and shown.
-            emit(failed(self.store.documents, vault, shown_path(path), NoteError(MISNAMED)))
+            emit(failed(self.documents, vault, shown_path(path), NoteError(MISNAMED)))
         for folder in unlisted:
             emit(self._unlistable(vault, folder))
 
@@ -232,7 +247,7 @@ class Indexer:
         self.writer.index(vault, todo.index, emit, force=force)
 
         self.checkpoint()
-        docs = self.store.documents
+        docs = self.documents
         # Paths named by the scope but not on disk may have a failure recorded, and no row.
         deleted = set(todo.delete) | (
             {
@@ -259,10 +274,10 @@ class Indexer:
 
     def _rules(self, vault: VaultConfig, *, force: bool, trust_stat: bool) -> sync_plan.Rules:
         """What decides which of the vault's notes are indexed again (kb.vault.sync_plan)."""
-        retry = self.store.caches.paths_with_fallbacks(vault.name, self.chat_name)
+        retry = self.caches.paths_with_fallbacks(vault.name, self.chat_name)
         if not self.enrich:
             # Notes still queued from when enrichment was on get their LLM context now.
-            retry |= self.store.queue.paths(vault.name)
+            retry |= self.queue.paths(vault.name)
         return sync_plan.Rules(
             force=force,
             trust_stat=trust_stat,
@@ -292,14 +307,14 @@ class Indexer:
             except FileNotFoundError:
                 del on_disk[f.path]
             except NoteError as exc:
-                emit(failed(self.store.documents, vault, f.path, exc))
+                emit(failed(self.documents, vault, f.path, exc))
         return read
 
     def _touch_and_move(
         self, vault: VaultConfig, todo: sync_plan.Plan, emit: Callable[[FileEvent], None]
     ) -> None:
         """The notes found unchanged, and those moved, recorded as such."""
-        docs = self.store.documents
+        docs = self.documents
         docs.touch(vault.name, todo.touch)
         for f in todo.touch:
             emit(FileEvent(vault.name, f.path, "unchanged"))
@@ -322,7 +337,7 @@ class Indexer:
         """The rows and notes of a sync that are not unchanged on their stat (those are
         reported as they go by: a full sync of a large vault holds a few at a time), and in
         `unlisted` the folders that could not be read."""
-        docs = self.store.documents
+        docs = self.documents
         if scope is not None:
             stored = docs.states_in(
                 vault.name, map(shown_path, scope.files), map(shown_path, scope.folders)
@@ -353,13 +368,13 @@ class Indexer:
             return {}
         return {
             d.path: d
-            for d in self.store.documents.states_with_hashes(vault.name, hashes)
+            for d in self.documents.states_with_hashes(vault.name, hashes)
             if d.path not in in_scope and gone(vault, d.path)
         }
 
     def _unlistable(self, vault: VaultConfig, folder: Unlisted) -> FileEvent:
         # Recorded with the failed notes, so that `kb status` lists it until it can be read.
-        self.store.documents.record_failure(
+        self.documents.record_failure(
             vault.name,
             shown_path(folder.path),
             f"cannot be read ({folder.reason}): the notes indexed under it are kept as they were",
