@@ -317,7 +317,8 @@ class Container:
 
         return Daemon(
             self.config,
-            self.store,
+            state=self.store.state,
+            database_url=self.store.url,
             indexer=self.indexer,
             worker=self.worker,
             stop=stop,

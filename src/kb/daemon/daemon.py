@@ -41,9 +41,9 @@ from kb.indexing.events import FileEvent
 from kb.indexing.indexer import Indexer
 from kb.indexing.worker import Worker
 from kb.logfmt import event
-from kb.store import Store
 from kb.store.lock import DaemonBeat, Role, WriterLock
 from kb.store.queue import Speed
+from kb.store.state import State
 
 log = logging.getLogger("kb.daemon")
 
@@ -65,13 +65,16 @@ class WorkerFactory(Protocol):
 
 class Daemon:
     """The daemon's main thread and the threads it starts; `clock` (seconds, monotonic) is
-    what its schedule, the writer's pauses and its lock checks read."""
+    what its schedule, the writer's pauses and its lock checks read. Of the store it is
+    handed `state`, where its syncs are recorded, and the database's URL, on which its
+    writer lock holds a session of its own."""
 
     def __init__(
         self,
         config: Config,
-        store: Store,
         *,
+        state: State,
+        database_url: str,
         indexer: IndexerFactory,
         worker: WorkerFactory,
         stop: threading.Event | None = None,
@@ -80,7 +83,6 @@ class Daemon:
     ) -> None:
         self.config = config
         self.settings = config.daemon
-        self.store = store
         self.stop_event = stop or threading.Event()
         self.host = socket.gethostname()
         self.id = daemon_id or f"{self.host}:{os.getpid()}"
@@ -106,7 +108,7 @@ class Daemon:
             stop=self.stop_event, speeds=("embed", "enrich") if enriching else ("embed",)
         )
         self._enriching: threading.Thread | None = None
-        self.lock = WriterLock(store.url, [v.name for v in config.vaults])
+        self.lock = WriterLock(database_url, [v.name for v in config.vaults])
         self._writable = threading.Event()
         self._worker: threading.Thread | None = None
         self.watcher: Watcher | None = None
@@ -122,7 +124,7 @@ class Daemon:
             reconciliations=self.reconciliations,
             unreadable=self.unreadable,
             activity=self.activity,
-            state=store.state,
+            state=state,
             lock=self.lock,
             writable=self._writable,
             stop=self.stop_event,
