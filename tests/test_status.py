@@ -68,7 +68,7 @@ def test_cli_and_mcp_carry_the_same_report(kb: Kb, tmp_path: Path) -> None:
         shown = run_kb(config, env, "status")
         printed = run_kb(config, env, "status", "--json")
         mcp = _mcp_status(kb)
-        report = status_report(kb.config, kb.store)
+        report = status_report(kb.config, kb.status_sources())
     finally:
         lock.leave("d1")
     assert shown.returncode == printed.returncode == 0, shown.stderr + printed.stderr

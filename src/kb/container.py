@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from kb.search.ranker import Ranker
     from kb.search.rerank import HitReranker
     from kb.services.search import SearchService
+    from kb.services.status import StatusSources
     from kb.store.queue import Speed
 
 
@@ -232,19 +233,12 @@ class Container:
         """Embed and enrich every queued note this process can claim, here and now (`kb index
         --wait`), until `stop` is set (the notes in hand are finished); a model server or
         database that fails stops it with the error."""
-        from kb.indexing.enrich import EnrichReport
+        from kb.indexing.worker import drained
 
-        report = EnrichReport()
-        adding = threading.Lock()  # slots report from their own threads
-
-        def attempted(attempt: Attempt) -> None:
-            with adding:
-                report.add(attempt)
-            if on_attempt is not None:
-                on_attempt(attempt)
-
-        self.worker(stop=stop, until_empty=True, fail_fast=True, on_attempt=attempted).run()
-        return report
+        return drained(
+            lambda hook: self.worker(stop=stop, until_empty=True, fail_fast=True, on_attempt=hook),
+            on_attempt,
+        )
 
     def reranker(self) -> HitReranker:
         """The re-ranker `rerank.backend` names: the chat model's judge, or a cross-encoder."""
@@ -295,6 +289,13 @@ class Container:
             ranker=self.ranker if self.config.query.ranker == "learned" else None,
             voiced_index=self.config.context.voiced_passages(),
         )
+
+    def status_sources(self) -> StatusSources:
+        """What the status report reads, for every face that shows it."""
+        from kb.services.status import StatusSources
+
+        s = self.store
+        return StatusSources(s.vaults, s.state, s.daemons, s.queue, s.workers, s.documents)
 
     def ranker(self) -> Ranker:
         """The learned ranker of `query.ranker_file`, or the one kb ships."""

@@ -23,7 +23,7 @@ def status(
     from kb.services.status import status_report
 
     with session(ctx) as parts:
-        status = status_report(parts.config, parts.store)
+        status = status_report(parts.config, parts.status_sources())
     if as_json:
         text = json.dumps(status.as_json(), ensure_ascii=False, indent=2, default=str)
         stdout().file.write(text + "\n")

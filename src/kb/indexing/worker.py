@@ -31,7 +31,7 @@ import psycopg
 
 from kb.db import first_line
 from kb.errors import KbError
-from kb.indexing.enrich import Attempt, Enricher
+from kb.indexing.enrich import Attempt, Enricher, EnrichReport
 from kb.indexing.vectorize import Vectorizer
 from kb.logfmt import event
 from kb.store import Claim, Queue, WorkerBeat
@@ -296,3 +296,22 @@ class Worker:
         # With the database gone, the row goes stale and another worker's heartbeat drops it.
         with contextlib.suppress(psycopg.Error):
             self.workers.leave(self.id)
+
+
+def drained(
+    worker: Callable[[Callable[[Attempt], None]], Worker],
+    on_attempt: Callable[[Attempt], None] | None = None,
+) -> EnrichReport:
+    """Run the worker `worker` builds around an attempt hook to its end, and add up what
+    each attempt did; `on_attempt` sees each one too."""
+    report = EnrichReport()
+    adding = threading.Lock()  # slots report from their own threads
+
+    def attempted(attempt: Attempt) -> None:
+        with adding:
+            report.add(attempt)
+        if on_attempt is not None:
+            on_attempt(attempt)
+
+    worker(attempted).run()
+    return report

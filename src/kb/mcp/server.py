@@ -34,8 +34,8 @@ from kb.services.access import check_exposure, serving_token, token_matches
 from kb.services.filters import FilterField, FilterValue, read, search_filter, with_filters
 from kb.services.notes import NoteText, Vaults
 from kb.services.search import SearchRequest, SearchService
-from kb.services.status import status_report
-from kb.store import NoteInfo, Store
+from kb.services.status import StatusSources, status_report
+from kb.store import NoteInfo
 from kb.store.search import Search
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
@@ -127,7 +127,7 @@ def build_server(parts: Container) -> MCPServer:
     _add_search(server, searches)
     _add_get_note(server, vaults)
     _add_list_notes(server, [v.name for v in parts.config.vaults], search=parts.store.search)
-    _add_status(server, parts.config, parts.store)
+    _add_status(server, parts.config, parts.status_sources())
     _add_ask(server, searches)
     _add_notes_as_resources(server, vaults)
     return server
@@ -252,12 +252,12 @@ def _add_list_notes(server: MCPServer, names: list[str], *, search: Search) -> N
         )
 
 
-def _add_status(server: MCPServer, config: Config, store: Store) -> None:
+def _add_status(server: MCPServer, config: Config, sources: StatusSources) -> None:
     @server.tool(annotations=_READ_ONLY)
     def status() -> dict[str, Any]:
         """What the index holds: notes, chunks, models, last sync, failed files, daemon, and
         the notes still waiting for their LLM context."""
-        return status_report(config, store).summary()
+        return status_report(config, sources).summary()
 
 
 def _add_notes_as_resources(server: MCPServer, vaults: Vaults) -> None:

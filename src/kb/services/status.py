@@ -13,9 +13,27 @@ from kb.config import Config
 from kb.llm import embed_profile
 from kb.llm.profiles import EmbedderProfile
 from kb.redact import redact
-from kb.store import DaemonRow, QueueStatus, Reconciliation, Status, Store, Undated, WorkerRow
+from kb.store import DaemonRow, QueueStatus, Reconciliation, Status, Undated, WorkerRow
+from kb.store.documents import Documents
+from kb.store.lock import Daemons
+from kb.store.queue import Queue
+from kb.store.state import State
+from kb.store.vaults import VaultRows
+from kb.store.workers import Workers
 from kb.vault import obsidian
 from kb.vault.sync_plan import StoredVault, vault_filter
+
+
+@dataclass(frozen=True)
+class StatusSources:
+    """The repositories the report reads, handed in by the composition root."""
+
+    vaults: VaultRows
+    state: State
+    daemons: Daemons
+    queue: Queue
+    workers: Workers
+    documents: Documents
 
 
 @dataclass(frozen=True)
@@ -112,23 +130,23 @@ def _backlog(queue: QueueStatus) -> dict[str, Any]:
     }
 
 
-def status_report(config: Config, store: Store) -> StatusReport:
+def status_report(config: Config, sources: StatusSources) -> StatusReport:
     """Read the report from the index."""
     database = (config.database_url and redact(config.database_url)) or (
         f"embedded PostgreSQL in {config.data_dir / 'pgdata'}"
     )
     llm = config.llm
     names = [v.name for v in config.vaults]
-    stored = store.vaults.stored()
+    stored = sources.vaults.stored()
     return StatusReport(
         database=database,
         vaults=names,
-        index=store.state.status(vault_filter(names, [v.name for v in stored])),
-        daemons=store.daemons.list(),
-        last_reconcile=store.state.last_reconcile(),
-        queue=store.queue.status(names),
-        vectors=store.queue.status(names, "embed"),
-        workers=store.workers.listed(),
+        index=sources.state.status(vault_filter(names, [v.name for v in stored])),
+        daemons=sources.daemons.list(),
+        last_reconcile=sources.state.last_reconcile(),
+        queue=sources.queue.status(names),
+        vectors=sources.queue.status(names, "embed"),
+        workers=sources.workers.listed(),
         configured=Configured(
             chat_model=llm.chat_model,
             embed_model=llm.embed_model,
@@ -136,7 +154,7 @@ def status_report(config: Config, store: Store) -> StatusReport:
             provider=llm.provider,
         ),
         obsidian={v.name: obsidian.followed(v)[1].lines() for v in config.vaults},
-        undated=store.documents.undated(),
+        undated=sources.documents.undated(),
         other_vaults=[v for v in stored if v.name not in names],
     )
 

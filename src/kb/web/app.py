@@ -37,8 +37,8 @@ from kb.search.answer import Answer, Stopped
 from kb.services.filters import FILTERS
 from kb.services.notes import Vaults
 from kb.services.search import SearchRequest, SearchService
-from kb.services.status import StatusReport, duration, status_report
-from kb.store import Store
+from kb.services.status import StatusReport, StatusSources, duration, status_report
+from kb.store.search import Search
 from kb.web.cards import Card, answer_pieces, cards, note_lines, obsidian_url
 from kb.web.forms import FormError, SearchForm, line_number, read_form
 from kb.web.guard import Access, Guard, access
@@ -64,7 +64,8 @@ class Parts:
     """What the page reads from: built by the composition root, like every face's parts."""
 
     config: Config
-    store: Store
+    search: Search  # the notes' rows the page lists and links
+    status: StatusSources
     searches: SearchService
     vaults: Vaults
 
@@ -82,7 +83,8 @@ def web_app(
     daemon serves): composed here, by the face, as the MCP server is."""
     parts = Parts(
         container.config,
-        container.store,
+        container.store.search,
+        container.status_sources(),
         container.search_service(),
         Vaults(container.config.vaults),
     )
@@ -153,7 +155,7 @@ class _Pages:
             note = self.parts.vaults.read(params.get("vault", ""), params.get("path", ""))
         except KbError as exc:
             return self._page("error.html", 404, title="No such note", error=str(exc))
-        info = self.parts.store.search.note_info([(note.vault, note.path)])
+        info = self.parts.search.note_info([(note.vault, note.path)])
         folder = self.obsidian.get(note.vault)
         return self._page(
             "note.html",
@@ -286,13 +288,13 @@ class _Pages:
 
     def _cards(self, query: str, hits: list[SearchHit]) -> list[Card]:
         """The hits as cards: the query's words marked, each note's facts read once."""
-        search = self.parts.store.search
+        search = self.parts.search
         marked = search.marked(query, [h.content for h in hits])
         facts = search.note_info((h.vault, h.path) for h in hits)
         return cards(hits, marked, facts, self.obsidian)
 
     def _report(self) -> StatusReport:
-        return status_report(self.parts.config, self.parts.store)
+        return status_report(self.parts.config, self.parts.status)
 
     def _page(self, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         values.setdefault("error", None)
