@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.search.answer import Answer, Timings
 from kb.services.notes import Vaults
+from kb.services.status import status_report
 from kb.web.app import Parts, build_app, web_app
 from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
@@ -350,7 +352,8 @@ def test_a_lost_database_is_one_line_and_the_server_goes_on(kb: Kb, db_url: str)
     lost = open_store(db_url)
     lost.close()
     sources = Container(kb.config, lost).status_sources()
-    parts = Parts(kb.config, lost.search, sources, kb.search_service(), Vaults(kb.config.vaults))
+    report = partial(status_report, kb.config, sources)
+    parts = Parts(lost.search, report, kb.search_service(), Vaults(kb.config.vaults))
     web = TestClient(build_app(parts, access("127.0.0.1", None)), raise_server_exceptions=False)
     for url in ("/status", "/api/status"):
         page = web.get(url, headers={"host": "127.0.0.1"})

@@ -316,8 +316,11 @@ class Container:
         timers read."""
         from kb.daemon.daemon import Daemon
 
+        enrich = self.config.enrich
         return Daemon(
-            self.config,
+            self.config.daemon,
+            vaults=self.config.vaults,
+            enrich_here=enrich.enabled and enrich.in_daemon,
             state=self.store.state,
             database_url=self.store.url,
             indexer=self.indexer,

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from kb.config import Config
+from kb.config import DaemonConfig, VaultConfig
 from kb.daemon.schedule import Schedule, UnreadableFolders
 from kb.daemon.watcher import Debouncer, OverflowAlarm, Watcher
 from kb.daemon.writer import TICK, Activity, Reconciliations, Writer
@@ -65,14 +65,18 @@ class WorkerFactory(Protocol):
 
 class Daemon:
     """The daemon's main thread and the threads it starts; `clock` (seconds, monotonic) is
-    what its schedule, the writer's pauses and its lock checks read. Of the store it is
-    handed `state`, where its syncs are recorded, and the database's URL, on which its
-    writer lock holds a session of its own."""
+    what its schedule, the writer's pauses and its lock checks read. Of the config it is
+    handed its own section, the vaults it watches and whether the LLM context is written
+    here (`enrich_here`: enrichment on and not left to workers elsewhere); of the store,
+    `state`, where its syncs are recorded, and the database's URL, on which its writer
+    lock holds a session of its own."""
 
     def __init__(
         self,
-        config: Config,
+        settings: DaemonConfig,
         *,
+        vaults: Sequence[VaultConfig],
+        enrich_here: bool,
         state: State,
         database_url: str,
         indexer: IndexerFactory,
@@ -81,8 +85,8 @@ class Daemon:
         daemon_id: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.config = config
-        self.settings = config.daemon
+        self.settings = settings
+        self.vaults = tuple(vaults)
         self.stop_event = stop or threading.Event()
         self.host = socket.gethostname()
         self.id = daemon_id or f"{self.host}:{os.getpid()}"
@@ -100,15 +104,14 @@ class Daemon:
             on_event=lambda file: self.writer.file_event(file),
             checkpoint=lambda: self.writer.checkpoint(),
         )
-        enrich = config.enrich
         # Vectors are embedded here always (a note is found by its meaning only then); the
         # LLM context unless workers elsewhere are to write it.
-        enriching = enrich.enabled and enrich.in_daemon and self.indexer.enrich
+        enriching = enrich_here and self.indexer.enrich
         self.enrichment = worker(
             stop=self.stop_event, speeds=("embed", "enrich") if enriching else ("embed",)
         )
         self._enriching: threading.Thread | None = None
-        self.lock = WriterLock(database_url, [v.name for v in config.vaults])
+        self.lock = WriterLock(database_url, [v.name for v in self.vaults])
         self._writable = threading.Event()
         self._worker: threading.Thread | None = None
         self.watcher: Watcher | None = None
@@ -119,7 +122,7 @@ class Daemon:
         self.clock = clock
         self.unreadable = UnreadableFolders(ceiling=self.settings.reconcile_interval)
         self.writer = Writer(
-            vaults=config.vaults,
+            vaults=self.vaults,
             debouncer=self.debouncer,
             reconciliations=self.reconciliations,
             unreadable=self.unreadable,
@@ -166,7 +169,7 @@ class Daemon:
             log,
             "daemon started",
             id=self.id,
-            vaults=",".join(v.name for v in self.config.vaults),
+            vaults=",".join(v.name for v in self.vaults),
         )
         self._enriching = threading.Thread(target=self._enrich, name="kb-enrichment", daemon=True)
         self._enriching.start()
@@ -228,7 +231,7 @@ class Daemon:
         self.request_reconcile("lock taken again" if self._turns else "start-up")
         self._turns += 1
         self.watcher = watcher = Watcher(
-            self.config.vaults, self.debouncer.add, polling=self.settings.polling
+            self.vaults, self.debouncer.add, polling=self.settings.polling
         )
         alarm = OverflowAlarm(lambda: self.request_reconcile("watcher overflow"))
         with alarm.installed():

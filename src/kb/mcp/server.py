@@ -13,7 +13,7 @@ optional bearer token.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -24,7 +24,7 @@ from pydantic import AfterValidator, Field
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kb.config import Config, SearchMode
+from kb.config import SearchMode
 from kb.container import Container
 from kb.errors import KbError
 from kb.mcp.arguments import ArgumentCheckedServer, Name, Offset, PathText, Text
@@ -34,7 +34,7 @@ from kb.services.access import check_exposure, serving_token, token_matches
 from kb.services.filters import FilterField, FilterValue, read, search_filter, with_filters
 from kb.services.notes import NoteText, Vaults
 from kb.services.search import SearchRequest, SearchService
-from kb.services.status import StatusSources, status_report
+from kb.services.status import StatusReport, status_report
 from kb.store import NoteInfo
 from kb.store.search import Search
 from mcp.server import MCPServer
@@ -127,7 +127,7 @@ def build_server(parts: Container) -> MCPServer:
     _add_search(server, searches)
     _add_get_note(server, vaults)
     _add_list_notes(server, [v.name for v in parts.config.vaults], search=parts.store.search)
-    _add_status(server, parts.config, parts.status_sources())
+    _add_status(server, partial(status_report, parts.config, parts.status_sources()))
     _add_ask(server, searches)
     _add_notes_as_resources(server, vaults)
     return server
@@ -252,12 +252,12 @@ def _add_list_notes(server: MCPServer, names: list[str], *, search: Search) -> N
         )
 
 
-def _add_status(server: MCPServer, config: Config, sources: StatusSources) -> None:
+def _add_status(server: MCPServer, report: Callable[[], StatusReport]) -> None:
     @server.tool(annotations=_READ_ONLY)
     def status() -> dict[str, Any]:
         """What the index holds: notes, chunks, models, last sync, failed files, daemon, and
         the notes still waiting for their LLM context."""
-        return status_report(config, sources).summary()
+        return report().summary()
 
 
 def _add_notes_as_resources(server: MCPServer, vaults: Vaults) -> None:

@@ -14,8 +14,9 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import asdict, dataclass
+from functools import partial
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 
-from kb.config import Config
+from kb.config import VaultConfig
 from kb.container import Container
 from kb.db import first_line
 from kb.errors import KbError
@@ -37,7 +38,7 @@ from kb.search.answer import Answer, Stopped
 from kb.services.filters import FILTERS
 from kb.services.notes import Vaults
 from kb.services.search import SearchRequest, SearchService
-from kb.services.status import StatusReport, StatusSources, duration, status_report
+from kb.services.status import StatusReport, duration, status_report
 from kb.store.search import Search
 from kb.web.cards import Card, answer_pieces, cards, note_lines, obsidian_url
 from kb.web.forms import FormError, SearchForm, line_number, read_form
@@ -63,17 +64,16 @@ _KEEP_ALIVE = 5.0
 class Parts:
     """What the page reads from: built by the composition root, like every face's parts."""
 
-    config: Config
     search: Search  # the notes' rows the page lists and links
-    status: StatusSources
+    status: Callable[[], StatusReport]  # read anew for each request
     searches: SearchService
     vaults: Vaults
 
 
-def obsidian_vaults(config: Config) -> dict[str, str]:
-    """The configured vaults that are Obsidian vaults (they hold `.obsidian/`), by name, with
-    the folder name Obsidian knows each by."""
-    return {v.name: v.path.name for v in config.vaults if (v.path / ".obsidian").is_dir()}
+def obsidian_vaults(vaults: Iterable[VaultConfig]) -> dict[str, str]:
+    """The vaults that are Obsidian vaults (they hold `.obsidian/`), by name, with the folder
+    name Obsidian knows each by."""
+    return {v.name: v.path.name for v in vaults if (v.path / ".obsidian").is_dir()}
 
 
 def web_app(
@@ -82,9 +82,8 @@ def web_app(
     """The page over a container's parts, guarded for an address (`kb serve`, and the page a
     daemon serves): composed here, by the face, as the MCP server is."""
     parts = Parts(
-        container.config,
         container.store.search,
-        container.status_sources(),
+        partial(status_report, container.config, container.status_sources()),
         container.search_service(),
         Vaults(container.config.vaults),
     )
@@ -113,7 +112,7 @@ def build_app(parts: Parts, rules: Access) -> ASGIApp:
 class _Pages:
     def __init__(self, parts: Parts) -> None:
         self.parts = parts
-        self.obsidian = obsidian_vaults(parts.config)
+        self.obsidian = obsidian_vaults(parts.vaults.by_name.values())
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(_HERE / "templates")),
             autoescape=True,
@@ -294,13 +293,13 @@ class _Pages:
         return cards(hits, marked, facts, self.obsidian)
 
     def _report(self) -> StatusReport:
-        return status_report(self.parts.config, self.parts.status)
+        return self.parts.status()
 
     def _page(self, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         values.setdefault("error", None)
         values.setdefault("warnings", ())
         html = self.templates.get_template(template).render(
-            vaults=[v.name for v in self.parts.config.vaults], **values
+            vaults=list(self.parts.vaults.by_name), **values
         )
         return HTMLResponse(html, status_code=status)
 
