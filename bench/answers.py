@@ -75,7 +75,7 @@ from kb.errors import KbError
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder, Prompt, TokenUsage
 from kb.search.answer import Answer
-from kb.services.search import SearchRequest
+from kb.services.searching import SearchRequest
 from kb.store import Store
 from retrieval import PARAGRAPHS, Gold, Spans, Vault, _hit, make_config
 

@@ -65,8 +65,8 @@ from kb.results import SearchHit
 from kb.search import features
 from kb.search import ranker as kb_ranker
 from kb.search.features import FEATURES
+from kb.search.hybrid import fused_order, owner_query
 from kb.search.plan import CANDIDATES
-from kb.search.query import fused_order, owner_query
 from kb.search.when import question_period
 from kb.store import NO_FILTER, Candidate, SearchFilter, Store
 from retrieval import (

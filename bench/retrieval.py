@@ -18,9 +18,9 @@ Each vault is indexed by kb itself, once per context level, each into its own da
 the embedded server in --data-dir: `none` (the chunk alone), `structure` (title, folder and
 header path, no LLM) and `llm` (the model's summaries and first-person rewrite); a level
 with `+paragraphs` (`structure+paragraphs`) also gives every chunk its paragraphs in their
-writer's voice as vectors of their own (`context.passages`, see kb.passages); its database
-starts as a copy of its base level's, when that is indexed in the same run, so only the
-passages are embedded (its cost is what passages add). Databases
+writer's voice as vectors of their own (`context.passages`, see kb.context.passage_texts);
+its database starts as a copy of its base level's, when that is indexed in the same run, so
+only the passages are embedded (its cost is what passages add). Databases
 are kept, so a second run (or one that was interrupted) pays only for what is missing: kb's
 own content-hash caches. A quick run (--limit-docs) indexes its documents into the same
 databases, searches only them and asks only the questions they answer; its work counts
@@ -65,8 +65,8 @@ from kb.llm.base import ChatModel, Embedder
 from kb.prompting.voices import voiced
 from kb.search import ranker
 from kb.search.features import FEATURES
+from kb.search.hybrid import Judge, owner_query, rank
 from kb.search.plan import CANDIDATES
-from kb.search.query import Judge, owner_query, rank
 from kb.search.rerank import Reranker
 from kb.search.when import question_period
 from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
@@ -472,7 +472,7 @@ def score_level(
         assert space is not None, "an indexed vault has an embedding space"
         # As kb searches: full-text search reads a first-person question with the owner's
         # name; the embedder reads it as asked, or in the owner's voice where the level's
-        # passages speak in writers' voices (`voiced_queries`, see kb.search.query.search).
+        # passages speak in writers' voices (`voiced_queries`, see kb.search.hybrid.search).
         texts = {"plain": q.text, "owner": owner_query(q.text, owners[q.vault])}
         started = time.perf_counter()
         vector = embedder.embed_query(q.text)
@@ -520,8 +520,8 @@ def rerank_row(
     learned: ranker.Ranker,
 ) -> Scores:
     """The chat model's judgement of kb's default order (the learned ranker's)."""
+    from kb.search.hybrid import search
     from kb.search.plan import SearchPlan
-    from kb.search.query import search
 
     scores = Scores()
     owners = {v.name: v.owner for v in dataset.vaults}

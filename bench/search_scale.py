@@ -53,11 +53,11 @@ from kb.config import PASSAGE_MODES, Config, ContextConfig, PassageMode, SearchM
 from kb.container import Container, open_store
 from kb.indexing.events import FileEvent
 from kb.llm import make_embedder
+from kb.search.hybrid import Judge, rank
 from kb.search.plan import CANDIDATES
-from kb.search.query import Judge, rank
 from kb.search.ranker import Ranker
 from kb.store import Store
-from kb.store import search as store_module
+from kb.store import candidates as store_module
 
 MODES: tuple[SearchMode, ...] = ("vector", "text", "hybrid")
 # Hybrid search as kb runs it by default: its candidates ordered by the learned ranker.

@@ -52,7 +52,7 @@ from kb.container import Container, open_store  # noqa: E402
 from kb.llm import make_embedder  # noqa: E402
 from kb.llm.base import Embedder, Prompt, TokenUsage  # noqa: E402
 from kb.llm.fake import FakeEmbedder  # noqa: E402
-from kb.services.search import SearchRequest  # noqa: E402
+from kb.services.searching import SearchRequest  # noqa: E402
 from kb.store import NO_FILTER, SearchFilter  # noqa: E402
 
 DEFAULT_VAULT = ROOT.parent / "shared/eval/obsidian-help/vault"

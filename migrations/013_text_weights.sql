@@ -20,7 +20,7 @@ CREATE FUNCTION text_terms(full_context text, summaries_at integer) RETURNS tsve
     END;
 
 -- A lexeme's frequency in a chunk, each occurrence counted by its weight (A 1, D 0.3): what
--- BM25 reads as the term frequency, here (the postings' order) and in kb.store.search. One
+-- BM25 reads as the term frequency, here (the postings' order) and in kb.store.candidates. One
 -- expression, so the planner inlines it: a search calls it for every query word of every
 -- chunk it scores.
 CREATE FUNCTION text_frequency(weights text[]) RETURNS float8

@@ -1,5 +1,5 @@
 -- A chunk's passages: extra texts (today its paragraphs in their writer's voice, see
--- kb.passages), each embedded as a vector of its own. The vector list scores a chunk by the
+-- kb.context.passage_texts), each embedded as a vector of its own. The vector list scores a chunk by the
 -- best of its own vector and its passages'. Like chunks' vectors, a passage's vector is
 -- untyped: its HNSW index is built for the active model's size (kb.store.passages).
 CREATE TABLE passages (

@@ -1,4 +1,4 @@
--- A note's own date (its frontmatter `date`, else a date in its file name; kb.passages),
+-- A note's own date (its frontmatter `date`, else a date in its file name; kb.vault.dates),
 -- NULL when it has none: what a question's dates are matched against (kb.when), unlike the
 -- file's modification time, which a sync, a clone or a backup resets.
 ALTER TABLE documents ADD COLUMN note_date date;

@@ -28,8 +28,8 @@ from kb.indexing.events import SyncReport
 from kb.llm.base import Embedder
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.results import SearchResult
+from kb.search.hybrid import search
 from kb.search.plan import SearchPlan
-from kb.search.query import search
 from kb.store import SearchHit, Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,7 +186,7 @@ def run_kb(config: Path, env: Mapping[str, str], *args: str) -> subprocess.Compl
 
 
 def search_store(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
-    """A search of a test's store (`kb.search.query.search`, given the repositories it reads)."""
+    """A search of a test's store (`kb.search.hybrid.search`, given the repositories it reads)."""
     return search(embedder, plan, search=store.search, vectors=store.vectors, queue=store.queue)
 
 

@@ -28,7 +28,7 @@ from kb.search.answer import (
     says_not_in_notes,
 )
 from kb.search.plan import SearchPlan
-from kb.services.search import SearchRequest
+from kb.services.searching import SearchRequest
 from kb.store import NoteInfo, SearchFilter, Store
 
 # -- fitting passages --------------------------------------------------------------------------

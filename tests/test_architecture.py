@@ -1,5 +1,6 @@
 """docs/architecture.md's layer table is true to the code: every module of src/kb sits in one
-layer, the counts of files and lines hold, and no import points up a layer or around a loop."""
+layer, the counts of files and lines hold, and no import points up a layer or around a loop.
+And no two modules of src/kb share a file name."""
 
 from __future__ import annotations
 
@@ -45,6 +46,8 @@ def module_key(path: Path) -> str:
 
 
 MODULES = {module_key(p): p for p in sorted(SOURCE.rglob("*.py"))}
+# The files every package may have, whose name says what they are, not what they do.
+PACKAGE_FILES = {"__init__.py", "__main__.py"}
 
 
 def layer_of(module: str, table: list[Layer]) -> int | None:
@@ -58,6 +61,15 @@ def layer_of(module: str, table: list[Layer]) -> int | None:
             if folder and (best is None or len(entry) > best[1]):
                 best = (row, len(entry))
     return None if best is None else best[0]
+
+
+def shared_names(root: Path) -> dict[str, list[str]]:
+    """The file names that two modules or more under `root` have, each with their paths."""
+    paths: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        if path.name not in PACKAGE_FILES:
+            paths.setdefault(path.name, []).append(path.relative_to(root).as_posix())
+    return {name: found for name, found in paths.items() if len(found) > 1}
 
 
 def runtime_imports(path: Path) -> Iterator[str]:
@@ -132,6 +144,32 @@ def test_no_modules_import_each_other_around_a_loop() -> None:
         raise AssertionError(f"an import loop: {' -> '.join(loop.args[1])}") from None
 
 
+def test_no_two_modules_share_a_file_name() -> None:
+    """A module's file name says its job, once: `status.py` is the command or the report,
+    never both, so a name in a traceback, an import or a file search finds one module."""
+    assert shared_names(SOURCE) == {}
+
+
+def test_a_file_name_two_modules_share_is_found(tmp_path: Path) -> None:
+    """What the check above rests on: the whole tree is walked, and only a package's own
+    files may repeat."""
+    for module in (
+        "__main__.py",
+        "cli/__init__.py",
+        "cli/status.py",
+        "store/__init__.py",
+        "store/state.py",
+        "services/status.py",
+        "services/deeper/state.py",
+    ):
+        (tmp_path / module).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / module).touch()
+    assert shared_names(tmp_path) == {
+        "state.py": ["services/deeper/state.py", "store/state.py"],
+        "status.py": ["cli/status.py", "services/status.py"],
+    }
+
+
 def test_imports_are_read_as_they_run(tmp_path: Path) -> None:
     """What the checks above rest on: a function's import counts, a module named in a
     `from` import is that module, and what only the type checker reads does not count."""
@@ -140,12 +178,14 @@ def test_imports_are_read_as_they_run(tmp_path: Path) -> None:
         "from typing import TYPE_CHECKING\n"
         "from kb.store import documents, Store\n"
         "if TYPE_CHECKING:\n"
-        "    from kb.web.app import Parts\n"
+        "    from kb.web.routes import Parts\n"
         "def later():\n"
-        "    from kb.web.app import web_app\n"
-        "    import kb.search.query\n",
+        "    from kb.web.routes import web_app\n"
+        "    import kb.search.hybrid\n",
         encoding="utf-8",
     )
-    assert list(runtime_imports(module)) == ["store/documents", "store", "web/app", "search/query"]
+    imported = list(runtime_imports(module))
+    assert imported == ["store/documents", "store", "web/routes", "search/hybrid"]
     table = [Layer("faces", ("web/",), 0, 0), Layer("composition", ("container", "web/x"), 0, 0)]
-    assert [layer_of(m, table) for m in ("web/app", "web/x", "container", "cli")] == [0, 1, 1, None]
+    modules = ("web/routes", "web/x", "container", "cli")
+    assert [layer_of(m, table) for m in modules] == [0, 1, 1, None]

@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 ranker = importlib.import_module("ranker")
 retrieval = importlib.import_module("retrieval")
 
-# Sections of two paragraphs or more, so that each chunk has paragraph vectors (kb.passages);
-# Alex's journal is personal, and one note is dated.
+# Sections of two paragraphs or more, so that each chunk has paragraph vectors
+# (kb.context.passage_texts); Alex's journal is personal, and one note is dated.
 NOTES = {
     "Alex/journal.md": "---\ndate: 2024-03-10\n---\n# Sunday\n\n## Cooking\n\n"
     "I cooked a spicy lentil soup with cumin and lemon.\n\n"

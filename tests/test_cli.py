@@ -278,7 +278,7 @@ def test_a_query_loads_neither_markdown_parsing_nor_file_watching(cfg: Path, db_
         for line in result.stderr.splitlines()
         if line.startswith("import time:")
     }
-    assert "kb.search.query" in imported
+    assert "kb.search.hybrid" in imported
     loaded = {name.split(".")[0] for name in imported}
     # Nor a cross-encoder's runtime: only a search re-ranked by one loads it.
     assert not loaded & {"markdown_it", "mdit_py_plugins", "watchdog", "onnxruntime", "tokenizers"}

@@ -26,7 +26,7 @@ from kb.llm.onnx_crossencoder import OnnxCrossEncoder
 from kb.llm.rerank_server import RerankServer, read_scores
 from kb.results import SearchHit, SearchResult, explanation, hits_json
 from kb.search.crossencoder import CrossEncoderReranker
-from kb.services.search import SearchRequest
+from kb.services.searching import SearchRequest
 from kb.store import Store
 from tiny_crossencoder import write_crossencoder
 

@@ -22,7 +22,7 @@ from kb.config import load_config
 from kb.container import Container
 from kb.daemon.query_socket import serving
 from kb.locations import config_identity
-from kb.mcp.server import build_server
+from kb.mcp.tools import build_server
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 QUESTION = "when did I climb a mountain"

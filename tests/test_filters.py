@@ -21,14 +21,14 @@ from typer.testing import CliRunner
 from conftest import Kb, tool_text
 from kb.cli.app import app
 from kb.cli.query import forwarded
-from kb.mcp.server import build_server
+from kb.mcp.tools import build_server
 from kb.results import SearchResult
 from kb.search.answer import NOTHING_FOUND, Answer, Timings
 from kb.services.filters import FILTERS, MAX_TAGS, FilterField, read
-from kb.services.search import SearchRequest
+from kb.services.searching import SearchRequest
 from kb.store import SearchFilter
-from kb.web.app import web_app
 from kb.web.forms import FormError, read_form
+from kb.web.routes import web_app
 
 # Each filter as a person writes it (tags several times), and what it is read as.
 GIVEN: dict[str, tuple[tuple[str, ...], Any]] = {

@@ -19,9 +19,9 @@ from kb.config import Config, VaultConfig
 from kb.daemon.watcher import Recorder
 from kb.errors import NoteError
 from kb.indexing.verify import verify
-from kb.mcp.server import build_server
-from kb.services.notes import Vaults
-from kb.services.search import SearchRequest
+from kb.mcp.tools import build_server
+from kb.services.note_reader import Vaults
+from kb.services.searching import SearchRequest
 from kb.store import SearchFilter, Store
 from kb.vault.dates import DailyNotes
 from kb.vault.notes import Scope, folds_case, is_note, read_note, scan_vault, stat_note

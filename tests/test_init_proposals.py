@@ -11,7 +11,7 @@ import pytest
 
 from kb.config import VaultConfig, parse_config
 from kb.errors import ConfigError, LLMError
-from kb.services.init import (
+from kb.services.init_proposals import (
     Choices,
     Folder,
     Proposal,

@@ -26,8 +26,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import TextResourceContents
 
 from conftest import Kb, kb_command, make_config, tool_text
-from kb.mcp.server import build_server
-from kb.services.notes import Vaults
+from kb.mcp.tools import build_server
+from kb.services.note_reader import Vaults
 
 TOOLS = {"search", "get_note", "list_notes", "status", "ask"}
 

@@ -13,8 +13,8 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from conftest import Kb, tool_text
-from kb.mcp.server import build_server
 from kb.mcp.stdio import rejection
+from kb.mcp.tools import build_server
 from kb.services.filters import FILTERS
 from kb.services.inputs import NAME_BYTES, PATH_BYTES
 

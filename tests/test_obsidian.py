@@ -16,8 +16,8 @@ from starlette.testclient import TestClient
 from conftest import Kb, run_kb, tool_text
 from kb.config import VaultConfig
 from kb.errors import KbError
-from kb.mcp.server import build_server
-from kb.services.notes import Vaults
+from kb.mcp.tools import build_server
+from kb.services.note_reader import Vaults
 from kb.store import Store
 from kb.vault.dates import DailyNotes
 from kb.vault.obsidian import (
@@ -28,7 +28,7 @@ from kb.vault.obsidian import (
     read_settings,
     settings_of,
 )
-from kb.web.app import web_app
+from kb.web.routes import web_app
 
 EXCLUDED = "EXCLUDED-IN-OBSIDIAN"
 

@@ -24,7 +24,7 @@ from kb.errors import LLMUnavailable
 from kb.llm.ollama import OllamaEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.locations import config_identity
-from kb.mcp.server import build_server
+from kb.mcp.tools import build_server
 from kb.search import answer as answer_mod
 from kb.search.plan import SearchPlan
 from test_providers import (  # noqa: F401 (fixtures)

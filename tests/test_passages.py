@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import OWNER, Kb, make_config, rows, search_store
-from kb.passages import (
+from kb.context.passage_texts import (
     Voice,
     chunk_passages,
     paragraphs,

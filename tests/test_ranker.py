@@ -19,7 +19,7 @@ from kb.errors import KbError, LLMError
 from kb.results import explanation
 from kb.search import ranker
 from kb.search.features import FEATURES
-from kb.services.search import SearchRequest
+from kb.services.searching import SearchRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))

@@ -13,8 +13,8 @@ from kb.config import MAX_TOP_K
 from kb.errors import KbError
 from kb.fusion import Fusion
 from kb.search.plan import MAX_QUERY_CHARS, SearchPlan
-from kb.services import search as search_service
-from kb.services.search import SearchRequest
+from kb.services import searching as search_service
+from kb.services.searching import SearchRequest
 from kb.store import SearchFilter, Store
 
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from kb.store.search import (
+from kb.store.candidates import (
     NO_FILTER,
     SearchFilter,
     candidates_params,

@@ -15,8 +15,8 @@ from conftest import OWNER, Kb, rows, run_kb
 from kb.config import parse_config
 from kb.errors import KbError
 from kb.llm.fake import FakeEmbedder
-from kb.services.search import SearchRequest
-from kb.services.status import status_report
+from kb.services.searching import SearchRequest
+from kb.services.status_report import status_report
 from kb.store import Store, WriterLock
 from kb.vault.sync_plan import StoredVault, vault_filter, vault_renames
 

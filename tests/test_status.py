@@ -13,8 +13,8 @@ import anyio
 from mcp import Client
 
 from conftest import OWNER, Kb, run_kb
-from kb.mcp.server import build_server
-from kb.services.status import status_report
+from kb.mcp.tools import build_server
+from kb.services.status_report import status_report
 from kb.store import DaemonBeat, Reconciliation, WorkerBeat, WriterLock
 
 RECONCILED = Reconciliation(

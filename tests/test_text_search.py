@@ -16,8 +16,8 @@ from kb.container import open_store
 from kb.context import full_context, summaries_start
 from kb.db import migrate, migrations
 from kb.store import NO_FILTER, SearchFilter, Store
-from kb.store import search as store_module
-from kb.store.search import BM25_B, BM25_K1
+from kb.store import candidates as store_module
+from kb.store.candidates import BM25_B, BM25_K1
 from kb.vault.wikitext import readable
 
 # What a word of a chunk's summaries counts for against one of its own (migration 013).

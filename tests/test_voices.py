@@ -14,10 +14,10 @@ from kb.llm.fake import FakeChat
 from kb.prompting.chunk_writes import STATEMENTS, read_lines
 from kb.prompting.prompts import voice_prompt
 from kb.prompting.voices import NoteHead, note_head, read_voice
-from kb.services.search import SearchRequest
+from kb.services.searching import SearchRequest
 from kb.store import Store
+from kb.store.candidates import WRITTEN_DISTANCE_FACTOR
 from kb.store.pool import vector_param
-from kb.store.search import WRITTEN_DISTANCE_FACTOR
 
 LETTER = "Letters/Sam/2024-03-05.md"
 JOURNAL = "Alex/Journal/2024-03-02.md"

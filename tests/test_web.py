@@ -32,12 +32,12 @@ from kb.llm.fake import FakeChat
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.search.answer import Answer, Timings
-from kb.services.notes import Vaults
-from kb.services.status import status_report
-from kb.web.app import Parts, build_app, web_app
+from kb.services.note_reader import Vaults
+from kb.services.status_report import status_report
 from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
 from kb.web.guard import access, host_name
+from kb.web.routes import Parts, build_app, web_app
 from kb.web.server import WebServer
 from test_providers import dead_url  # noqa: F401 (a fixture)
 from unprivileged import NoAccount, account, as_user

@@ -140,8 +140,8 @@ class ChunkingConfig:
 # and header path only (no LLM at all), or nothing but the chunk.
 SummaryMode = Literal["llm", "structure", "none"]
 SUMMARY_MODES: tuple[SummaryMode, ...] = get_args(SummaryMode)
-# Extra texts of a chunk, each embedded as a vector of its own (see kb.passages): every
-# paragraph in its writer's voice, or none.
+# Extra texts of a chunk, each embedded as a vector of its own (see
+# kb.context.passage_texts): every paragraph in its writer's voice, or none.
 PassageMode = Literal["paragraphs", "none"]
 PASSAGE_MODES: tuple[PassageMode, ...] = get_args(PassageMode)
 # What the chat model writes of each chunk, one item a line, each a passage of its own

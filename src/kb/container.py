@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from kb.indexing.worker import Worker
     from kb.search.ranker import Ranker
     from kb.search.rerank import HitReranker
-    from kb.services.search import SearchService
-    from kb.services.status import StatusSources
+    from kb.services.searching import SearchService
+    from kb.services.status_report import StatusSources
     from kb.store.queue import Speed
 
 
@@ -270,7 +270,7 @@ class Container:
 
     def search_service(self) -> SearchService:
         """Searches and questions with this config's `[query]` settings, for every face."""
-        from kb.services.search import SearchService
+        from kb.services.searching import SearchService
 
         return SearchService(
             self.embedder,
@@ -292,7 +292,7 @@ class Container:
 
     def status_sources(self) -> StatusSources:
         """What the status report reads, for every face that shows it."""
-        from kb.services.status import StatusSources
+        from kb.services.status_report import StatusSources
 
         s = self.store
         return StatusSources(s.vaults, s.state, s.daemons, s.queue, s.workers, s.documents)

@@ -25,7 +25,7 @@ from kb.cli.shared import (
     stdout,
 )
 from kb.errors import KbError
-from kb.services.status import duration
+from kb.services.status_report import duration
 
 if TYPE_CHECKING:
     from rich.progress import Progress

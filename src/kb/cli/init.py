@@ -21,7 +21,7 @@ from kb.llm.providers import provider as spec_of
 from kb.terminal import printable
 
 if TYPE_CHECKING:
-    from kb.services import init
+    from kb.services import init_proposals
 
 
 def init_command(
@@ -54,7 +54,7 @@ def init_command(
 ) -> None:
     """Write a config for a vault: the owner, personal folders, what to skip, the models."""
     from kb.locations import find_config_file
-    from kb.services import init
+    from kb.services import init_proposals
 
     options: Options = ctx.obj
     target = find_config_file(options.config)
@@ -72,14 +72,14 @@ def init_command(
         )
     except KbError as exc:
         raise fail(str(exc)) from None
-    chosen = list(_chosen(init.personal_proposals(start.survey), yes))
-    chosen += [init.Proposal(g, "given with --personal") for g in personal or ()]
-    out.print("skipped      " + init.ALWAYS_SKIPPED)
-    for proposal in init.ignore_proposals(start.survey.settings):
+    chosen = list(_chosen(init_proposals.personal_proposals(start.survey), yes))
+    chosen += [init_proposals.Proposal(g, "given with --personal") for g in personal or ()]
+    out.print("skipped      " + init_proposals.ALWAYS_SKIPPED)
+    for proposal in init_proposals.ignore_proposals(start.survey.settings):
         out.print(f"  {shown(proposal.glob)}  ({shown(proposal.reason)}, followed at each sync)")
     for glob in ignore or ():
         out.print(f"  {shown(glob)}  (given with --ignore)")
-    choices = init.Choices(
+    choices = init_proposals.Choices(
         owner=start.owner,
         name=start.name,
         path=start.path,
@@ -89,9 +89,9 @@ def init_command(
         provider=start.provider,
     )
     text = (
-        start.existing.rstrip("\n") + "\n" + init.vault_text(choices)
+        start.existing.rstrip("\n") + "\n" + init_proposals.vault_text(choices)
         if add and start.existing is not None
-        else init.config_text(choices, dt.date.today())
+        else init_proposals.config_text(choices, dt.date.today())
     )
     _write(target, text, start.existing, replace=not add, force=force)
     out.print(f"wrote        {shown(str(target))}")
@@ -107,7 +107,7 @@ class _Start:
     owner: str
     provider: str
     existing: str | None  # the config file's text, when there is one
-    survey: init.Survey
+    survey: init_proposals.Survey
 
 
 def _start(
@@ -124,7 +124,7 @@ def _start(
     """The vault, its name and owner (asked unless given or --yes), and its survey; a
     KbError when the options cannot make a config. `globs`: --personal's and --ignore's."""
     from kb.config import VaultConfig
-    from kb.services import init
+    from kb.services import init_proposals
 
     spec_of(provider, key="--provider")
     existing = target.read_text(encoding="utf-8") if target.exists() else None
@@ -132,19 +132,19 @@ def _start(
     if add and existing is None:
         raise KbError(f"--add: there is no config at {target} to add to")
     personal, ignore = globs
-    init.refuse_globs("--ignore", ignore)
-    init.refuse_globs("--personal", personal)
-    init.refuse_vault(path, configured)
+    init_proposals.refuse_globs("--ignore", ignore)
+    init_proposals.refuse_globs("--personal", personal)
+    init_proposals.refuse_vault(path, configured)
     vault_name = name or path.name or "vault"
     if any(v.name == vault_name for v in configured):
         raise KbError(f"a vault is already named '{vault_name}': pass --name")
     out = stdout()
     out.print(f"vault        {shown(str(path))} (named '{shown(vault_name)}')")
-    found = [] if add else init.owner_names(*init.names_on_this_machine())
+    found = [] if add else init_proposals.owner_names(*init_proposals.names_on_this_machine())
     owner_name = "" if add else _owner(owner, yes, found)
     if owner_name:
         out.print(f"owner        {shown(owner_name)}")
-    survey = init.survey(VaultConfig(vault_name, path, ignore=tuple(ignore)))
+    survey = init_proposals.survey(VaultConfig(vault_name, path, ignore=tuple(ignore)))
     return _Start(path, vault_name, owner_name, provider, existing, survey)
 
 
@@ -152,7 +152,7 @@ def _write(target: Path, text: str, existing: str | None, *, replace: bool, forc
     """Write the config `text` once it reads as kb will read it and its models answer; an
     existing config is replaced only with --force (the changes shown otherwise)."""
     from kb.config import parse_config
-    from kb.services import init
+    from kb.services import init_proposals
 
     try:
         # Read as kb will read it, the environment's overrides (OLLAMA_HOST) included.
@@ -162,7 +162,7 @@ def _write(target: Path, text: str, existing: str | None, *, replace: bool, forc
     _check_models(config)
     if existing is not None and replace and not force:
         stderr().print(f"{shown(str(target))} exists; --force overwrites it. It would change:")
-        for line in init.changes(existing, text, target):
+        for line in init_proposals.changes(existing, text, target):
             stderr().print(printable(line), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_ERROR)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -197,7 +197,9 @@ def _owner(given: str | None, yes: bool, found: list[str]) -> str:
     return name
 
 
-def _chosen(proposals: Sequence[init.Proposal], yes: bool) -> Iterator[init.Proposal]:
+def _chosen(
+    proposals: Sequence[init_proposals.Proposal], yes: bool
+) -> Iterator[init_proposals.Proposal]:
     """The personal folders proposed, each shown with its reason, and those accepted."""
     if not proposals:
         stdout().print("personal     none proposed (--personal GLOB names one)")
@@ -215,7 +217,7 @@ def _check_models(config: Config) -> None:
     without failing the init."""
     from kb.errors import LLMError
     from kb.llm import served_models
-    from kb.services import init
+    from kb.services import init_proposals
 
     llm = config.llm
     spec = spec_of(llm.provider)
@@ -233,7 +235,7 @@ def _check_models(config: Config) -> None:
             served = served_models(llm, host)
         except LLMError as exc:
             served = exc
-        check = init.model_check(llm.provider, host, models, served)
+        check = init_proposals.model_check(llm.provider, host, models, served)
         if check.ready:
             stdout().print(f"models       {', '.join(models)} ready at {shown(host)}")
             continue

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from kb.container import Container
     from kb.daemon.query_socket import Reply, Runner
     from kb.search.answer import Answer
-    from kb.services.search import SearchRequest
+    from kb.services.searching import SearchRequest
 
 
 def _similarity(value: float | None) -> float | None:
@@ -152,7 +152,7 @@ def _query_call(
 ) -> _QueryCall:
     """`kb query`'s options as a request (they are read here, wherever the search runs: in
     this process, or in a daemon answering a launcher)."""
-    from kb.services.search import SearchRequest
+    from kb.services.searching import SearchRequest
 
     if mode is not None and mode not in SEARCH_MODES:
         raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
@@ -191,7 +191,7 @@ def ask_command(
     **filters: FilterValue,
 ) -> None:
     """Answer a question from your notes, citing the passages it used."""
-    from kb.services.search import SearchRequest
+    from kb.services.searching import SearchRequest
 
     request = SearchRequest(
         question,

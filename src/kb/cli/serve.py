@@ -33,7 +33,7 @@ def mcp_command(
     stdio by default, as desktop assistants launch it; --http serves streamable HTTP at
     http://HOST:PORT/mcp, requiring `Authorization: Bearer $KB_MCP_TOKEN` when that is set.
     """
-    from kb.mcp.server import build_server, serve
+    from kb.mcp.tools import build_server, serve
 
     # Nothing to finish on a stop: no tool writes, and a stopped client wants no answer. (A
     # stdio server could not end otherwise: its reader thread blocks on stdin until exit.)
@@ -89,7 +89,7 @@ def web_server(
     """The web page, serving, and the token it asks for (None on loopback without one).
     Nothing is printed here: a service's log (`kb daemon --serve`) must not hold the token."""
     from kb.services.access import check_exposure, serving_token
-    from kb.web.app import web_app
+    from kb.web.routes import web_app
     from kb.web.server import WebServer
 
     token = serving_token(os.environ.get("KB_SERVE_TOKEN"))

@@ -9,10 +9,10 @@ import typer
 
 from kb.cli.render import shown
 from kb.cli.shared import AsJson, session, stdout
-from kb.services.status import duration
+from kb.services.status_report import duration
 
 if TYPE_CHECKING:
-    from kb.services.status import StatusReport
+    from kb.services.status_report import StatusReport
 
 
 def status(
@@ -20,7 +20,7 @@ def status(
     as_json: AsJson = False,
 ) -> None:
     """What the index holds, which models made it, and what failed."""
-    from kb.services.status import status_report
+    from kb.services.status_report import status_report
 
     with session(ctx) as parts:
         status = status_report(parts.config, parts.status_sources())

@@ -5,6 +5,8 @@
 - `summaries`: the summaries core (file and chunk summaries, the first-person rewrite),
   and the structural context that asks no model;
 - `writers`: the voice of each note, each chunk's statements, and the passages made of them;
+- `passage_texts`: what a chunk's passages say (its paragraphs in their writer's voice, the
+  lines the model wrote of it), each embedded as a vector of its own;
 - `driver`: runs a core's prompts on the chat model, through the pool;
 - `layout`: the texts full-text search and the embedder read, laid out from the parts;
 - `contextualizer`: the cores joined to the model, as the indexer and enrichment use them.

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kb import passages
 from kb.config import Config, ContextConfig
+from kb.context import passage_texts
 from kb.context.layout import LAYOUT_VERSION, header_line
 from kb.context.records import NoteFacts
 from kb.hashes import cache_key
@@ -73,7 +73,7 @@ class ContextBuild:
                 f"prompts{prompts.PROMPT_VERSION}:{settings.first_chunks}+{settings.last_chunks}"
             )
         if settings.passages != "none":
-            parts.append(passages.build_id())
+            parts.append(passage_texts.build_id())
         # "statements1", "questions1": each kind of lines its prompt's version; and the
         # checks', which cached lines are read through again.
         kinds = settings.chunk_writes()

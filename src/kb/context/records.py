@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kb import passages
 from kb.config import ChunkWrite
+from kb.context import passage_texts
 from kb.context.layout import Texts
 from kb.hashes import content_hash
 from kb.prompting.outputs import Output
@@ -126,7 +126,7 @@ class FileContext:
     # Outputs rejected in this build, e.g. "chunk 3 summary: echo of the note".
     problems: list[str]
     # Each chunk's passages (`context.passages`, its lines), as the embedder reads them.
-    passages: list[list[passages.Passage]] = field(default_factory=list)
+    passages: list[list[passage_texts.Passage]] = field(default_factory=list)
     # The writer the model named (kb.prompting.voices), when it was asked and its answer is known.
     voice: Output | None = None
     voice_key: str | None = None

@@ -5,8 +5,8 @@ its own).
 Outside the owner's folders the model names the note's writer once (kb.prompting.voices); each
 chunk's lines of every kind asked for are then written knowing who "I" is and the note's date, one
 prompt per chunk and kind (kb.prompting.chunk_writes); the paragraphs of a chunk speak in that voice
-(kb.passages). Like kb.context.summaries, `with_note_outputs` yields its prompts and never
-waits on a model.
+(kb.context.passage_texts). Like kb.context.summaries, `with_note_outputs` yields its prompts and
+never waits on a model.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from kb import passages
 from kb.config import ChunkWrite
+from kb.context import passage_texts
 from kb.context.driver import Asking
 from kb.context.layout import fit, header_line, with_lines
 from kb.context.needs import Needs, head
@@ -130,25 +130,29 @@ def note_passages(
     *,
     title: str,
     date: str | None,
-) -> list[list[passages.Passage]]:
+) -> list[list[passage_texts.Passage]]:
     """Each chunk's passages, fitted to the embedder's window: its paragraphs
     (`context.passages`) in the owner's voice in personal notes, else in the writer's the
     model named, else under the note's title, as written; then the lines the model wrote of
     it (statements, questions), but for an answer that fell back."""
     writer = needs.writer(personal, voice)
-    speaker = passages.Voice(writer, True, date) if writer else passages.Voice(title, False, date)
+    speaker = (
+        passage_texts.Voice(writer, True, date)
+        if writer
+        else passage_texts.Voice(title, False, date)
+    )
     out = []
     seen: set[str] = set()
     for chunk, written in zip(chunks, lines, strict=True):
         found = (
-            passages.chunk_passages(chunk.content, speaker, seen)
+            passage_texts.chunk_passages(chunk.content, speaker, seen)
             if needs.settings.passages != "none"
             else []
         )
         for w in written:
             if not w.output.fallback:
                 kind = chunk_writes.SPECS[w.kind].passage
-                found += passages.line_passages(w.output.text, kind, start=len(found))
+                found += passage_texts.line_passages(w.output.text, kind, start=len(found))
         out.append([replace(p, text=fit(p.text, window.embed)) for p in found])
     return out if any(out) else []
 

@@ -1,6 +1,6 @@
 """A note's built context turned into chunk rows with vectors: the vectors of texts embedded
 before (by this model) are reused by context hash, the rest embedded, each checked. So are
-the chunks' passages (kb.passages), by the hash of their text.
+the chunks' passages (kb.context.passage_texts), by the hash of their text.
 
 Shared by the indexer (a note stored as it is saved, its texts not embedded yet: `embed`
 off leaves them to the embedding queue), the embedding queue's worker (kb.indexing.vectorize)
@@ -14,9 +14,9 @@ import threading
 from collections.abc import Sequence
 
 from kb.context import ContextChunk
+from kb.context.passage_texts import Passage
 from kb.errors import LLMError
 from kb.llm.base import Embedder
-from kb.passages import Passage
 from kb.store import ChunkRecord, LinesRecord, PassageRecord, Vector
 from kb.store.caches import Caches
 from kb.store.passages import Passages

@@ -4,8 +4,8 @@ facts it holds (statements) and the questions it answers (doc2query).
 The chat model writes them from the chunk, told who the note's "I" is (kb.prompting.voices) and the
 note's date, so "I won last week" can become "Nate won a tournament in the week before 21
 January 2022", or "When did Nate win his first video game tournament?". Each line kept is
-then embedded as a vector of its own (kb.passages): a question about one fact of a long
-chunk matches the statement of that fact, or the question it answers, better than the
+then embedded as a vector of its own (kb.context.passage_texts): a question about one fact of a
+long chunk matches the statement of that fact, or the question it answers, better than the
 chunk's own vector.
 
 A small model fails in known ways: it copies the note's lines under a speaker label, lists

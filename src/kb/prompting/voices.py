@@ -4,8 +4,8 @@ In the owner's personal folders the voice is the owner, by rule. Anywhere else "
 whoever wrote the note: a letter's sender, a clipping's author, the speaker of a talk. A
 folder layout rule would fit one vault only, so the model reads what a person would (the
 path, the properties, the first lines) and names the writer; kb's paragraph passages then
-speak in that voice (kb.passages). A small model may name someone the note never mentions:
-every word of its answer must be found in what it read, or the answer is rejected.
+speak in that voice (kb.context.passage_texts). A small model may name someone the note never
+mentions: every word of its answer must be found in what it read, or the answer is rejected.
 
 Pure functions: what the model is shown, and what of its answer is kept.
 """
@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 # The words by which a writer, or a question, speaks of themself: a writer's name in the
-# passages of their notes (kb.passages), the owner's in a first-person query (kb.search.query).
+# passages of their notes (kb.context.passage_texts), the owner's in a first-person query
+# (kb.search.hybrid).
 FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b", re.IGNORECASE)
 # What the model reads of a note: enough for a greeting, a byline or an author line.
 EXCERPT_CHARS = 1200

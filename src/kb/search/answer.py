@@ -20,12 +20,12 @@ from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.llm.base import ChatModel, Embedder, close_stream
 from kb.prompting import prompts
-from kb.search import query, reading
+from kb.search import hybrid, reading
 from kb.search.grounding import Read, unsupported
 from kb.store import Authorship, NoteInfo, SearchHit
+from kb.store.candidates import Search
 from kb.store.documents import Documents
 from kb.store.queue import Queue
-from kb.store.search import Search
 from kb.store.vectors import Vectors
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ def ask(
     """
     question, owner = plan.text, plan.owner
     started = time.perf_counter()
-    found = query.search(embedder, plan, search=search, vectors=vectors, queue=queue)
+    found = hybrid.search(embedder, plan, search=search, vectors=vectors, queue=queue)
     hits = found.hits
     retrieved = time.perf_counter()
     if not hits:

@@ -2,7 +2,7 @@
 with, checked once when it is made.
 
 The search service makes a plan of each request (what the request leaves out taken from
-the `[query]` settings, the vault filter set, the ranker read); `kb.search.query.search` and
+the `[query]` settings, the vault filter set, the ranker read); `kb.search.hybrid.search` and
 `kb.search.answer.ask` run one and decide nothing about it.
 """
 
@@ -39,7 +39,7 @@ class SearchPlan:
 
     text: str
     _: KW_ONLY
-    # Set: a first-person query is about the owner (kb.search.query.owner_query).
+    # Set: a first-person query is about the owner (kb.search.hybrid.owner_query).
     owner: str | None = None
     top_k: int = QueryConfig.top_k
     # A minimum cosine similarity, in every mode, so it means the same whichever list a

@@ -1,7 +1,7 @@
 """The search filters, defined once for every face: `kb query` and `kb ask`'s options, the
 MCP tools `search` and `ask`'s arguments and the web page's form fields are all made from
 FILTERS and read by `read`, so no face offers a filter another lacks or reads one
-differently. A new filter is a record here and its SQL (kb.store.search: `SearchFilter`
+differently. A new filter is a record here and its SQL (kb.store.candidates: `SearchFilter`
 and the candidates query).
 """
 

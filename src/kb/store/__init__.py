@@ -5,7 +5,7 @@
 - `caches`: model outputs already paid for (summaries, rewrites, vectors, judgements);
 - `vectors`: the embedding space and chunks waiting for a vector;
 - `passages`: a chunk's extra texts with vectors of their own, and those waiting for one;
-- `search`: a query's candidates, and the notes a search may name;
+- `search`: a query's candidates, and the notes a search may name (`candidates.Search`);
 - `state`: small key/value state and `kb status`'s report;
 - `daemons`: who is running (the writer lock itself is `lock.WriterLock`);
 - `queue`: notes waiting for their vectors and their LLM context;
@@ -22,14 +22,7 @@ from __future__ import annotations
 
 from kb.results import SearchHit
 from kb.store.caches import Caches
-from kb.store.chunks import ChunkRecord, LinesRecord
-from kb.store.documents import Authorship, DocumentRecord, Documents, NoteRows, Undated
-from kb.store.enriched import Enriched, EnrichedNotes, QueuedNote
-from kb.store.lock import DaemonBeat, DaemonRow, Daemons, Role, WriterLock
-from kb.store.passages import PassageRecord, Passages
-from kb.store.pool import Vector, open_pool
-from kb.store.queue import Claim, Pending, Queue, QueueStatus
-from kb.store.search import (
+from kb.store.candidates import (
     NO_FILTER,
     Candidate,
     Candidates,
@@ -38,6 +31,13 @@ from kb.store.search import (
     Search,
     SearchFilter,
 )
+from kb.store.chunks import ChunkRecord, LinesRecord
+from kb.store.documents import Authorship, DocumentRecord, Documents, NoteRows, Undated
+from kb.store.enriched import Enriched, EnrichedNotes, QueuedNote
+from kb.store.lock import DaemonBeat, DaemonRow, Daemons, Role, WriterLock
+from kb.store.passages import PassageRecord, Passages
+from kb.store.pool import Vector, open_pool
+from kb.store.queue import Claim, Pending, Queue, QueueStatus
 from kb.store.state import FailedFile, LastSync, Reconciliation, State, Status
 from kb.store.texts import Texts
 from kb.store.vaults import VaultRows

@@ -48,7 +48,8 @@ class ChunkRecord:
     rewrite_fallback: str | None = None
     # The lines the model wrote of it (kb.prompting.chunk_writes), each kind when asked for.
     lines: tuple[LinesRecord, ...] = ()
-    # Its extra texts, each with a vector of its own (kb.passages); they hang off the chunk.
+    # Its extra texts, each with a vector of its own (kb.context.passage_texts); they hang off
+    # the chunk.
     passages: tuple[PassageRecord, ...] = ()
 
     def context_params(self) -> tuple[object, ...]:

@@ -1,4 +1,5 @@
-"""The passages table: a chunk's extra texts (kb.passages), each with a vector of its own.
+"""The passages table: a chunk's extra texts (kb.context.passage_texts), each with a vector of
+its own.
 
 Written with their note's chunks (`write`, in `Documents.save`'s transaction), deleted with
 them (ON DELETE CASCADE), re-keyed with them on a move (they hang off the chunk). Their
@@ -17,8 +18,8 @@ from psycopg.rows import DictRow
 
 from kb.store.pool import Pool, Vector, vector_param
 
-# What a passage is (kb.passages): a paragraph of its chunk in its writer's voice, or a
-# statement or a question the chat model wrote of it (kb.prompting.chunk_writes).
+# What a passage is (kb.context.passage_texts): a paragraph of its chunk in its writer's voice,
+# or a statement or a question the chat model wrote of it (kb.prompting.chunk_writes).
 PassageKind = Literal["paragraph", "statement", "question"]
 
 

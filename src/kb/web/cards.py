@@ -14,7 +14,7 @@ from kb.results import SearchHit, explanation
 from kb.results import scores as score_words
 from kb.search.answer import CITATION, Answer, note_date
 from kb.store import NoteInfo
-from kb.store.search import MARK_END, MARK_START
+from kb.store.candidates import MARK_END, MARK_START
 
 # A piece of a passage, and whether it is one of the words the query matched.
 Segment = tuple[str, bool]
@@ -46,9 +46,9 @@ class NoteLine:
 
 
 def segments(marked: str, original: str) -> list[Segment]:
-    """A passage cut where the database marked the query's words (kb.store.search.marked);
-    the passage whole and unmarked when the marks do not add up to it (a note holding a
-    mark character)."""
+    """A passage cut where the database marked the query's words (`Search.marked` in
+    kb.store.candidates); the passage whole and unmarked when the marks do not add up to it
+    (a note holding a mark character)."""
     pieces: list[Segment] = []
     rest = marked
     while rest:

@@ -14,7 +14,7 @@ from kb.errors import KbError
 from kb.results import SEARCH_MODES, SearchMode
 from kb.services.filters import FILTERS, FilterField, FilterValue, read, search_filter
 from kb.services.inputs import plain_text, whole_number
-from kb.services.search import SearchRequest
+from kb.services.searching import SearchRequest
 
 # Longer than any question a person types; a URL of this size still fits every browser.
 MAX_QUERY_CHARS = 2000

@@ -36,10 +36,10 @@ from kb.errors import KbError
 from kb.results import SearchHit
 from kb.search.answer import Answer, Stopped
 from kb.services.filters import FILTERS
-from kb.services.notes import Vaults
-from kb.services.search import SearchRequest, SearchService
-from kb.services.status import StatusReport, duration, status_report
-from kb.store.search import Search
+from kb.services.note_reader import Vaults
+from kb.services.searching import SearchRequest, SearchService
+from kb.services.status_report import StatusReport, duration, status_report
+from kb.store.candidates import Search
 from kb.web.cards import Card, answer_pieces, cards, note_lines, obsidian_url
 from kb.web.forms import FormError, SearchForm, line_number, read_form
 from kb.web.guard import Access, Guard, access

@@ -39,7 +39,7 @@ class Candidate:
     note_chunks: int = 1
     personal: bool = False
     own_similarity: float | None = None  # the chunk's own vector; None without a query one
-    # The best similarity of each kind of passage it has (kb.passages), by kind.
+    # The best similarity of each kind of passage it has (kb.context.passage_texts), by kind.
     kinds: dict[str, float] | None = None
     passages: int = 0
 
@@ -312,7 +312,7 @@ WITH own AS (
      WHERE {where}
      ORDER BY {distance} LIMIT %(nv)s
 ), by_passage AS (
-    -- The chunks of the nearest passages (kb.passages), each a vector of its own.
+    -- The chunks of the nearest passages (kb.context.passage_texts), each a vector of its own.
     SELECT p.chunk_id AS id FROM {passages}
      ORDER BY {passage_distance} LIMIT %(np)s
 ), v AS (
@@ -460,7 +460,7 @@ class Search:
         """The top `depth` chunks of each list for a query, in one round trip.
 
         vector: nearest by cosine, a chunk scored by the best of its own vector and its
-        passages' (kb.passages), a written passage's distance times
+        passages' (kb.context.passage_texts), a written passage's distance times
         WRITTEN_DISTANCE_FACTOR. text: full-text match on full_context (any of the
         query's words, ranked by BM25: see TEXT_POSTINGS_PER_WORD). How the two lists become
         one is `kb.fusion`'s job. Without a `vector` only the text list can be asked for,

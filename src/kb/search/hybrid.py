@@ -15,8 +15,8 @@ from kb.search import features, ranker
 from kb.search.ranker import Ranker
 from kb.search.when import Period, question_period
 from kb.store import Candidates
+from kb.store.candidates import Search
 from kb.store.queue import Queue
-from kb.store.search import Search
 from kb.store.vectors import Vectors
 
 if TYPE_CHECKING:

@@ -32,11 +32,11 @@ from kb.results import SearchResult
 from kb.search.answer import Answer, note_date
 from kb.services.access import check_exposure, serving_token, token_matches
 from kb.services.filters import FilterField, FilterValue, read, search_filter, with_filters
-from kb.services.notes import NoteText, Vaults
-from kb.services.search import SearchRequest, SearchService
-from kb.services.status import StatusReport, status_report
+from kb.services.note_reader import NoteText, Vaults
+from kb.services.searching import SearchRequest, SearchService
+from kb.services.status_report import StatusReport, status_report
 from kb.store import NoteInfo
-from kb.store.search import Search
+from kb.store.candidates import Search
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import ToolAnnotations

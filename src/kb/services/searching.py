@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 from kb.config import QueryConfig, SearchMode
 from kb.llm.base import ChatModel, Embedder
 from kb.results import SearchResult
+from kb.search.hybrid import search
 from kb.search.plan import SearchPlan
-from kb.search.query import search
 from kb.search.ranker import Ranker
 from kb.store import NO_FILTER, SearchFilter
+from kb.store.candidates import Search
 from kb.store.documents import Documents
 from kb.store.queue import Queue
-from kb.store.search import Search
 from kb.store.vaults import VaultRows
 from kb.store.vectors import Vectors
 from kb.vault.sync_plan import vault_filter
@@ -122,7 +122,7 @@ class SearchService:
         )
 
     def search(self, request: SearchRequest) -> SearchResult:
-        """The best chunks for the request, best first (see kb.search.query.search)."""
+        """The best chunks for the request, best first (see kb.search.hybrid.search)."""
         return search(
             self.embedder,
             self.plan(request),
