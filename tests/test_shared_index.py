@@ -16,7 +16,6 @@ from kb.config import parse_config
 from kb.errors import KbError
 from kb.llm.fake import FakeEmbedder
 from kb.services.searching import SearchRequest
-from kb.services.status_report import status_report
 from kb.store import Store, WriterLock
 from kb.vault.sync_plan import StoredVault, vault_filter, vault_renames
 
@@ -68,7 +67,7 @@ def test_each_config_searches_lists_and_reports_its_own_vaults(two: tuple[Kb, Kb
     for mode in ("hybrid", "text", "vector"):
         found = a.search_service().search(SearchRequest("zeppelins book hill", mode=mode))
         assert {h.vault for h in found.hits} == {"a"}, mode
-    status = status_report(a.config, a.status_sources())
+    status = a.status_reader()()
     assert status.index.documents == 1
     assert [(v.name, v.notes) for v in status.other_vaults] == [("b", 1)]
     assert status.summary()["other_vaults"] == {"b": 1}
@@ -98,7 +97,7 @@ def test_a_vault_renamed_in_the_config_keeps_its_rows(store: Store, tmp_path: Pa
     assert renamed.chat.total_calls == 0 and renamed.embedder.texts == 0
     assert _notes(store) == {"Notes": 1}
     assert rows(store, "SELECT id FROM documents") == ids
-    assert status_report(renamed.config, renamed.status_sources()).other_vaults == []
+    assert renamed.status_reader()().other_vaults == []
 
 
 def test_forgotten_outputs_are_never_asked_again(two: tuple[Kb, Kb]) -> None:

@@ -14,7 +14,6 @@ from mcp import Client
 
 from conftest import OWNER, Kb, run_kb
 from kb.mcp.tools import build_server
-from kb.services.status_report import status_report
 from kb.store import DaemonBeat, Reconciliation, WorkerBeat, WriterLock
 
 RECONCILED = Reconciliation(
@@ -68,7 +67,7 @@ def test_cli_and_mcp_carry_the_same_report(kb: Kb, tmp_path: Path) -> None:
         shown = run_kb(config, env, "status")
         printed = run_kb(config, env, "status", "--json")
         mcp = _mcp_status(kb)
-        report = status_report(kb.config, kb.status_sources())
+        report = kb.status_reader()()
     finally:
         lock.leave("d1")
     assert shown.returncode == printed.returncode == 0, shown.stderr + printed.stderr

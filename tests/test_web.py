@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,6 @@ from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.search.answer import Answer, Timings
 from kb.services.note_reader import Vaults
-from kb.services.status_report import status_report
 from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
 from kb.web.guard import access, host_name
@@ -351,8 +349,7 @@ def test_a_lost_database_is_one_line_and_the_server_goes_on(kb: Kb, db_url: str)
     kb.sync()
     lost = open_store(db_url)
     lost.close()
-    sources = Container(kb.config, lost).status_sources()
-    report = partial(status_report, kb.config, sources)
+    report = Container(kb.config, lost).status_reader()
     parts = Parts(lost.search, report, kb.search_service(), Vaults(kb.config.vaults))
     web = TestClient(build_app(parts, access("127.0.0.1", None)), raise_server_exceptions=False)
     for url in ("/status", "/api/status"):

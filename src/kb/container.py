@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from kb import db
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from kb.search.ranker import Ranker
     from kb.search.rerank import HitReranker
     from kb.services.searching import SearchService
-    from kb.services.status_report import StatusSources
+    from kb.services.status_report import StatusReport
     from kb.store.queue import Speed
 
 
@@ -290,12 +291,14 @@ class Container:
             voiced_index=self.config.context.voiced_passages(),
         )
 
-    def status_sources(self) -> StatusSources:
-        """What the status report reads, for every face that shows it."""
-        from kb.services.status_report import StatusSources
+    def status_reader(self) -> Callable[[], StatusReport]:
+        """The status report of this config over the six repositories it reads, read anew at
+        each call: for every face that shows it."""
+        from kb.services.status_report import StatusSources, status_report
 
         s = self.store
-        return StatusSources(s.vaults, s.state, s.daemons, s.queue, s.workers, s.documents)
+        sources = StatusSources(s.vaults, s.state, s.daemons, s.queue, s.workers, s.documents)
+        return partial(status_report, self.config, sources)
 
     def ranker(self) -> Ranker:
         """The learned ranker of `query.ranker_file`, or the one kb ships."""

@@ -20,10 +20,8 @@ def status(
     as_json: AsJson = False,
 ) -> None:
     """What the index holds, which models made it, and what failed."""
-    from kb.services.status_report import status_report
-
     with session(ctx) as parts:
-        status = status_report(parts.config, parts.status_sources())
+        status = parts.status_reader()()
     if as_json:
         text = json.dumps(status.as_json(), ensure_ascii=False, indent=2, default=str)
         stdout().file.write(text + "\n")

@@ -34,7 +34,7 @@ from kb.services.access import check_exposure, serving_token, token_matches
 from kb.services.filters import FilterField, FilterValue, read, search_filter, with_filters
 from kb.services.note_reader import NoteText, Vaults
 from kb.services.searching import SearchRequest, SearchService
-from kb.services.status_report import StatusReport, status_report
+from kb.services.status_report import StatusReport
 from kb.store import NoteInfo
 from kb.store.candidates import Search
 from mcp.server import MCPServer
@@ -127,7 +127,7 @@ def build_server(parts: Container) -> MCPServer:
     _add_search(server, searches)
     _add_get_note(server, vaults)
     _add_list_notes(server, [v.name for v in parts.config.vaults], search=parts.store.search)
-    _add_status(server, partial(status_report, parts.config, parts.status_sources()))
+    _add_status(server, parts.status_reader())
     _add_ask(server, searches)
     _add_notes_as_resources(server, vaults)
     return server

@@ -16,7 +16,6 @@ import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import asdict, dataclass
-from functools import partial
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from kb.search.answer import Answer, Stopped
 from kb.services.filters import FILTERS
 from kb.services.note_reader import Vaults
 from kb.services.searching import SearchRequest, SearchService
-from kb.services.status_report import StatusReport, duration, status_report
+from kb.services.status_report import StatusReport, duration
 from kb.store.candidates import Search
 from kb.web.cards import Card, answer_pieces, cards, note_lines, obsidian_url
 from kb.web.forms import FormError, SearchForm, line_number, read_form
@@ -83,7 +82,7 @@ def web_app(
     daemon serves): composed here, by the face, as the MCP server is."""
     parts = Parts(
         container.store.search,
-        partial(status_report, container.config, container.status_sources()),
+        container.status_reader(),
         container.search_service(),
         Vaults(container.config.vaults),
     )
