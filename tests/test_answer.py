@@ -349,3 +349,18 @@ def test_an_answer_its_passages_do_not_hold_is_withdrawn_for_the_closest_passage
     assert held.withdrawn is None and held.text == said
     declined = _ask(kb, ScriptedChat("Your notes don't say."), "what is a zeppelin")
     assert declined.withdrawn is None and declined.text == "Your notes don't say."
+
+
+def test_a_sentence_cited_to_the_wrong_passage_stands_with_the_one_that_holds_it(
+    kb: Kb,
+) -> None:
+    kb.sync()
+    question = "when did I climb a mountain"
+    sources = _ask(kb, ScriptedChat("x"), question, owner=OWNER, top_k=3).sources
+    summit = next(s.number for s in sources if "crowded" in s.text)
+    other = next(s.number for s in sources if "stepping stones" in s.text)
+    slipped = f"The summit was crowded, and Mount Fuji came out of the haze [{other}]."
+    answer = _ask(kb, ScriptedChat(slipped), question, owner=OWNER, top_k=3)
+    assert answer.withdrawn is None and answer.text == slipped
+    # The passage that holds it is the answer's source, whatever number the model wrote.
+    assert answer.cited == [summit]

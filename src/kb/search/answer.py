@@ -21,7 +21,7 @@ from kb.errors import LLMError
 from kb.llm.base import ChatModel, Embedder, close_stream
 from kb.prompting import prompts
 from kb.search import hybrid, reading
-from kb.search.grounding import Read, unsupported
+from kb.search.grounding import Read, check
 from kb.store import Authorship, NoteInfo, SearchHit
 from kb.store.candidates import Search
 from kb.store.documents import Documents
@@ -411,9 +411,11 @@ def held_to_passages(answer: Answer, *, owner: str | None) -> Answer:
     if answer.not_in_notes:
         return answer
     reads = [Read(s.number, s.header(), s.text, s.writer) for s in answer.sources]
-    why = unsupported(answer.text, answer.question, reads, answer.cited, owner=owner)
+    found = check(answer.text, answer.question, reads, answer.cited, owner=owner)
+    why = found.why
     if why is None:
-        return answer
+        # Its sources are the passages that hold it, whatever numbers the model wrote.
+        return replace(answer, cited=list(found.behind)) if found.behind else answer
     return replace(
         answer,
         text=closest(answer.sources),

@@ -28,6 +28,8 @@ _MONTH = re.compile(r"\b(" + "|".join(calendar.month_name[1:]) + r")\b", re.IGNO
 _CITATION = re.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _PARAGRAPH = re.compile(r"\n\s*\n")
+# A list item's number ("2. Install the SDK"): the answer's layout, not a fact.
+_ENUMERATOR = re.compile(r"^\s*\d+[.)](?:\s+|$)")
 _SECOND_PERSON = frozenset(("you", "your", "yours", "yourself"))
 # Where a header line names its note: `in "Letters/Nate/2022-04-15"` (kb.search.reading.header).
 _HEADER_PLACE = re.compile(r'\bin "([^"\n]+)"')
@@ -92,48 +94,100 @@ def _tied(read: Read, paragraph: str, about: set[str], owner: str | None) -> boo
     return writer is None or not writer.name
 
 
-def unsupported(
+@dataclass(frozen=True)
+class Grounding:
+    """What the check found: why the passages do not hold the answer (None: they do), and
+    the passages behind it: those it cites that hold a sentence of it, and for a sentence
+    it cites another passage for, the one that holds the most of it. Empty when it cites
+    none."""
+
+    why: str | None
+    behind: tuple[int, ...] = ()
+
+
+def check(
     answer: str,
     question: str,
     passages: Sequence[Read],
     cited: Sequence[int],
     *,
     owner: str | None,
-) -> str | None:
-    """Why the answer says what its passages do not, or None when they hold it.
+) -> Grounding:
+    """Whether the answer says only what its passages say.
 
-    The passages behind it are the ones it cites, or all it was given when it cites none.
-    `owner` is the owner's name when the question is read as theirs."""
-    behind = [p for p in passages if p.number in cited] or list(passages)
-    held_text = "\n".join(f"{p.header}\n{p.text}" for p in behind)
-    held = stems(held_text)
-    numbers = set(_NUMBER.findall(held_text))
-    months = {m.lower() for m in _MONTH.findall(held_text)}
+    The passages behind each sentence are the ones the answer cites, or all it was given
+    when it cites none, or when the cited ones miss what the passages given hold: a small
+    model often copies a sentence well and cites the wrong number for it. `owner` is the
+    owner's name when the question is read as theirs."""
+    given = _Held.of(passages)
+    cited_reads = [p for p in passages if p.number in cited]
+    first = _Held.of(cited_reads) if cited_reads else given
     asked = stems(question)
+    asked_numbers = set(_NUMBER.findall(question))
     writers = [p.writer.name for p in passages if p.writer and p.writer.name]
     about = people_asked_about(question, owner, writers)
     # A paragraph stands behind a sentence by what it says, not by naming someone in it.
     names = stems(" ".join(about))
     places = {place for p in passages for place in _HEADER_PLACE.findall(p.header)}
+    behind: list[int] = []
     for sentence in _SENTENCE.split(_CITATION.sub(" ", answer)):
         # kb's own line above a passage (who, when, which note) is no fact of the notes: a
         # small model asked what the passages do not say sometimes copies it as its answer.
         if any(f'"{place}"' in sentence for place in places):
-            return "a passage's header line, not its words"
-        new = stems(sentence) - asked
-        missing = new - held
-        if len(missing) >= _FEWEST_WORDS_CHECKED and len(missing) > len(new) / 2:
-            return "words the passages do not hold"
-        if set(_NUMBER.findall(sentence)) - numbers - set(_NUMBER.findall(question)):
-            return "a number the passages do not give"
-        if {m.lower() for m in _MONTH.findall(sentence)} - months:
-            return "a month the passages do not give"
+            return Grounding("a passage's header line, not its words")
+        sentence = _ENUMERATOR.sub("", sentence)
+        held = first
+        why = held.misses(sentence, asked, asked_numbers)
+        if why is None and cited_reads:
+            behind.extend(p.number for p in cited_reads)
+        elif why is not None and held is not given:
+            held = given
+            why = held.misses(sentence, asked, asked_numbers)
+            if why is None and (source := _source(stems(sentence) - asked, passages)):
+                behind.append(source)
+        if why is not None:
+            return Grounding(why)
         # Whom the passages say it of, by the words of it they hold (a word from nowhere was
         # weighed above).
-        said = (new - names) & held
-        if about and said and not _said_of(said, behind, about, owner):
-            return "not about whom the question asks"
-    return None
+        said = (stems(sentence) - asked - names) & held.stems
+        if about and said and not _said_of(said, held.reads, about, owner):
+            return Grounding("not about whom the question asks")
+    return Grounding(None, tuple(dict.fromkeys(behind)))
+
+
+def _source(words: set[str], passages: Sequence[Read]) -> int | None:
+    """The passage that holds the most of a sentence's words (the first of equals)."""
+    counts = [(len(words & stems(f"{p.header}\n{p.text}")), p.number) for p in passages]
+    most = max((count for count, _ in counts), default=0)
+    return next((number for count, number in counts if count == most), None) if most else None
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What some passages hold: their content words, numbers and months."""
+
+    reads: Sequence[Read]
+    stems: set[str]
+    numbers: set[str]
+    months: set[str]
+
+    @classmethod
+    def of(cls, reads: Sequence[Read]) -> _Held:
+        text = "\n".join(f"{p.header}\n{p.text}" for p in reads)
+        months = {m.lower() for m in _MONTH.findall(text)}
+        return cls(reads, stems(text), set(_NUMBER.findall(text)), months)
+
+    def misses(self, sentence: str, asked: set[str], asked_numbers: set[str]) -> str | None:
+        """Why these passages do not hold a sentence of an answer, or None."""
+        new = stems(sentence) - asked
+        missing = new - self.stems
+        if len(missing) >= _FEWEST_WORDS_CHECKED and len(missing) > len(new) / 2:
+            return "words the passages do not hold"
+        if set(_NUMBER.findall(sentence)) - self.numbers - asked_numbers:
+            return "a number the passages do not give"
+        if {m.lower() for m in _MONTH.findall(sentence)} - self.months:
+            return "a month the passages do not give"
+        return None
 
 
 def _said_of(said: set[str], behind: Sequence[Read], about: set[str], owner: str | None) -> bool:
