@@ -56,7 +56,8 @@ def test_a_sentence_cited_to_the_wrong_passage_is_held_by_the_one_that_holds_it(
     assert found == Grounding(None, (2,))
     # Held by the passage it cites, it keeps that one.
     answer = "You finished your first screenplay [1]. Nate dyed his hair purple [2]."
-    assert check(answer, question, [JOURNAL, LETTER], [1, 2], owner="Joanna").behind == (1, 2)
+    found = check(answer, "What happened in 2022?", [JOURNAL, LETTER], [1, 2], owner="Joanna")
+    assert found.behind == (1, 2)
     # Whom it is said of is read in the passage that holds it, not in the one cited.
     answer = "Your hair was dyed purple [1]."
     found = check(answer, "What color did I dye my hair?", [JOURNAL, LETTER], [1], owner="Joanna")
@@ -158,3 +159,49 @@ def test_a_passages_header_line_copied_is_no_answer() -> None:
     # Naming the note in other words is an answer like any other.
     named = "You watched a movie, as your journal of 21 January 2022 says [1]."
     assert check(named, "What did I watch?", [JOURNAL], [1], owner="Joanna").why is None
+
+
+def test_a_folder_named_for_someone_makes_them_known_and_their_notes_theirs() -> None:
+    """At the structure level kb knows no writer but the owner; a folder named for someone
+    ("Letters/Nate") tells whose notes those are."""
+    question = "What did Nate finish and print?"
+    # The owner's journal says it of the owner, not of Nate.
+    assert check(
+        "Nate finished his first screenplay and printed it [1].",
+        question,
+        [JOURNAL, LETTER],
+        [1],
+        owner="Joanna",
+    ).why == ("not about whom the question asks")
+    # Nate's own letter answers for him.
+    assert (
+        check(
+            "Nate dyed his hair purple [2].",
+            "What did Nate dye?",
+            [JOURNAL, LETTER],
+            [2],
+            owner="Joanna",
+        ).why
+        is None
+    )
+    # Someone else's letter does not, unless its paragraph names him (kb knows Nate by the
+    # folders of the passages it gave).
+    johns = Read(3, LETTER.header.replace("Nate", "John"), LETTER.text, SOMEONE)
+    assert check(
+        "Nate dyed his hair purple [3].",
+        "What did Nate dye?",
+        [JOURNAL, LETTER, johns],
+        [3],
+        owner="Joanna",
+    ).why == ("not about whom the question asks")
+    named = Read(3, johns.header, "Nate dyed his hair purple last week.", SOMEONE)
+    assert (
+        check(
+            "Nate dyed his hair purple [3].",
+            "What did Nate dye?",
+            [JOURNAL, LETTER, named],
+            [3],
+            owner="Joanna",
+        ).why
+        is None
+    )

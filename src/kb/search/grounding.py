@@ -5,9 +5,10 @@ words of a passage about something else, or with another person's facts ("What c
 Joanna dye her hair?" answered from Nate's letter about his). The checks are the kind the
 lines the model writes at index time pass (kb.prompting.chunk_writes): each sentence of the answer,
 past what the question itself says, must be made of the passages' words; its numbers and
-months must be theirs; and when the question is about someone kb knows (the owner, or a
-writer the model named), the passages behind the sentence must be that person's own notes
-or name them. An answer that fails is not shown as an answer (kb.search.answer).
+months must be theirs; and when the question is about someone kb knows (the owner, a writer
+the model named, or someone a folder of the notes is named for: "Letters/Nate"), the
+passages behind the sentence must be that person's own notes or name them. An answer that
+fails is not shown as an answer (kb.search.answer).
 
 Pure functions.
 """
@@ -79,8 +80,10 @@ def _named(name: str, words: set[str]) -> bool:
 
 def _tied(read: Read, paragraph: str, about: set[str], owner: str | None) -> bool:
     """Whether a paragraph of a passage is about one of the people asked about: their own
-    note, or one that names them; or, for the owner, someone else's note speaking to "you"
-    (a letter to them). A writer kb does not know may be anyone but the owner."""
+    note (by its writer, or a folder named for them), or one that names them; or, for the
+    owner, someone else's note speaking to "you" (a letter to them). A note of a writer kb
+    does not know may be anyone's but the owner's, unless a folder of it is named for
+    someone else."""
     writer = read.writer
     words = {w.lower() for w in _WORD.findall(paragraph)}
     if writer is not None and writer.owner:
@@ -89,9 +92,23 @@ def _tied(read: Read, paragraph: str, about: set[str], owner: str | None) -> boo
         return True
     if any(_named(person, words) for person in about):
         return True
+    folders = _folders(read.header)
+    if folders & about:
+        return True
     if owner in about:
         return bool(words & _SECOND_PERSON)
-    return writer is None or not writer.name
+    return (writer is None or not writer.name) and not folders
+
+
+def _folders(header: str) -> set[str]:
+    """The folders of a passage's note that may be named for someone: capitalised ones
+    ("Letters/Nate/2022-04-15": Letters, Nate); a person's name never matches the others."""
+    return {
+        part
+        for place in _HEADER_PLACE.findall(header)
+        for part in place.split("/")[:-1]
+        if part[:1].isupper()
+    }
 
 
 @dataclass(frozen=True)
@@ -124,8 +141,11 @@ def check(
     first = _Held.of(cited_reads) if cited_reads else given
     asked = stems(question)
     asked_numbers = set(_NUMBER.findall(question))
-    writers = [p.writer.name for p in passages if p.writer and p.writer.name]
-    about = people_asked_about(question, owner, writers)
+    # The people kb knows: the writers the model named, and whom the notes' folders are
+    # named for (at the structure level, no writer is known but the owner).
+    known = {p.writer.name for p in passages if p.writer and p.writer.name}
+    known |= {folder for p in passages for folder in _folders(p.header)}
+    about = people_asked_about(question, owner, sorted(known))
     # A paragraph stands behind a sentence by what it says, not by naming someone in it.
     names = stems(" ".join(about))
     places = {place for p in passages for place in _HEADER_PLACE.findall(p.header)}
