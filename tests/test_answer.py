@@ -364,3 +364,11 @@ def test_a_sentence_cited_to_the_wrong_passage_stands_with_the_one_that_holds_it
     assert answer.withdrawn is None and answer.text == slipped
     # The passage that holds it is the answer's source, whatever number the model wrote.
     assert answer.cited == [summit]
+
+
+def test_the_folders_of_the_vaults_answers_come_from_are_known(kb: Kb) -> None:
+    kb.sync()
+    folders = kb.store.documents.folder_names(["v"])
+    assert {"Alex", "Journal", "People"} <= folders
+    assert not any("/" in f or f.endswith(".md") for f in folders)
+    assert kb.store.documents.folder_names(["no such vault"]) == set()

@@ -112,6 +112,7 @@ def test_whom_a_question_is_about() -> None:
         "Nate",
     }
     assert people_asked_about("How do backups run?", None, []) == set()
+    assert people_asked_about("What is Nate's project called?", "Joanna", ["Nate"]) == {"Nate"}
 
 
 def test_a_letter_to_the_owner_answers_about_them() -> None:
@@ -205,3 +206,19 @@ def test_a_folder_named_for_someone_makes_them_known_and_their_notes_theirs() ->
         ).why
         is None
     )
+
+
+def test_anyone_a_folder_of_the_vault_is_named_for_is_known_when_the_question_names_them() -> None:
+    """Nate's own notes need not be among the passages for a question about him to be held
+    to notes of his or that name him; a folder's name counts only written as a name."""
+    question = "What did Nate finish and print?"
+    answer = "Nate finished his first screenplay and printed it [1]."
+    assert check(answer, question, [JOURNAL], [1], owner="Joanna").why is None
+    assert check(answer, question, [JOURNAL], [1], owner="Joanna", folders={"Nate"}).why == (
+        "not about whom the question asks"
+    )
+    # "screenplay" is a word of the question, not the name of the folder "Screenplay".
+    answer = "Joanna finished her first screenplay and printed it [1]."
+    folders = {"Screenplay"}
+    question = "Who finished a screenplay?"
+    assert check(answer, question, [JOURNAL], [1], owner="Joanna", folders=folders).why is None

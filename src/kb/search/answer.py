@@ -12,7 +12,7 @@ import datetime as dt
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -344,7 +344,8 @@ def ask(
         mode_used=found.mode_used,
         warnings=found.warnings,
     )
-    checked = held_to_passages(answer, owner=owner)
+    folders = documents.folder_names(sorted({h.vault for h in hits}))
+    checked = held_to_passages(answer, owner=owner, folders=folders)
     if checked.withdrawn is not None and on_text:
         on_text(f"\n\n{checked.text}")
     return checked
@@ -404,14 +405,15 @@ def _streamed(
     return "".join(shown).strip(), first
 
 
-def held_to_passages(answer: Answer, *, owner: str | None) -> Answer:
+def held_to_passages(answer: Answer, *, owner: str | None, folders: Collection[str] = ()) -> Answer:
     """The answer as it stands when its passages hold what it says; else kb's own reply in
     its place (`closest`), the model's words kept as `withdrawn`. An answer that already
-    says the notes do not know stands."""
+    says the notes do not know stands. `folders`: the names of the folders of the vaults
+    the passages come from (someone a folder is named for is someone kb knows)."""
     if answer.not_in_notes:
         return answer
     reads = [Read(s.number, s.header(), s.text, s.writer) for s in answer.sources]
-    found = check(answer.text, answer.question, reads, answer.cited, owner=owner)
+    found = check(answer.text, answer.question, reads, answer.cited, owner=owner, folders=folders)
     why = found.why
     if why is None:
         # Its sources are the passages that hold it, whatever numbers the model wrote.

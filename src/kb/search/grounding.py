@@ -6,7 +6,7 @@ Joanna dye her hair?" answered from Nate's letter about his). The checks are the
 lines the model writes at index time pass (kb.prompting.chunk_writes): each sentence of the answer,
 past what the question itself says, must be made of the passages' words; its numbers and
 months must be theirs; and when the question is about someone kb knows (the owner, a writer
-the model named, or someone a folder of the notes is named for: "Letters/Nate"), the
+the model named, or someone a folder of the vault is named for: "Letters/Nate"), the
 passages behind the sentence must be that person's own notes or name them. An answer that
 fails is not shown as an answer (kb.search.answer).
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from kb.prompting.voices import FIRST_PERSON
@@ -31,6 +31,8 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 # A list item's number ("2. Install the SDK"): the answer's layout, not a fact.
 _ENUMERATOR = re.compile(r"^\s*\d+[.)](?:\s+|$)")
+# "Nate's project" is about Nate.
+_POSSESSIVE = re.compile(r"['\u2019]s$")
 _SECOND_PERSON = frozenset(("you", "your", "yours", "yourself"))
 # Where a header line names its note: `in "Letters/Nate/2022-04-15"` (kb.search.reading.header).
 _HEADER_PLACE = re.compile(r'\bin "([^"\n]+)"')
@@ -67,11 +69,16 @@ def stems(text: str) -> set[str]:
 def people_asked_about(question: str, owner: str | None, writers: Sequence[str]) -> set[str]:
     """Whom the question is about, of the people kb knows: the owner (named, or the "I" of
     the question) and the writers the model named. Empty when it names none of them."""
-    words = {w.lower() for w in _WORD.findall(question)}
+    words = {_POSSESSIVE.sub("", w.lower()) for w in _WORD.findall(question)}
     about = {name for name in writers if _named(name, words)}
     if owner and (_named(owner, words) or FIRST_PERSON.search(question)):
         about.add(owner)
     return about
+
+
+def _capitalised(question: str) -> set[str]:
+    """The words a question writes as names: capitalised past its first word."""
+    return {_POSSESSIVE.sub("", w.lower()) for w in _WORD.findall(question)[1:] if w[:1].isupper()}
 
 
 def _named(name: str, words: set[str]) -> bool:
@@ -129,23 +136,28 @@ def check(
     cited: Sequence[int],
     *,
     owner: str | None,
+    folders: Collection[str] = (),
 ) -> Grounding:
     """Whether the answer says only what its passages say.
 
     The passages behind each sentence are the ones the answer cites, or all it was given
     when it cites none, or when the cited ones miss what the passages given hold: a small
     model often copies a sentence well and cites the wrong number for it. `owner` is the
-    owner's name when the question is read as theirs."""
+    owner's name when the question is read as theirs; `folders` the names of the folders of
+    the vaults the passages come from."""
     given = _Held.of(passages)
     cited_reads = [p for p in passages if p.number in cited]
     first = _Held.of(cited_reads) if cited_reads else given
     asked = stems(question)
     asked_numbers = set(_NUMBER.findall(question))
-    # The people kb knows: the writers the model named, and whom the notes' folders are
-    # named for (at the structure level, no writer is known but the owner).
-    known = {p.writer.name for p in passages if p.writer and p.writer.name}
-    known |= {folder for p in passages for folder in _folders(p.header)}
-    about = people_asked_about(question, owner, sorted(known))
+    # The people kb knows: the writers the model named, and whom the vaults' folders are
+    # named for (at the structure level, no writer is known but the owner), a folder only
+    # where the question writes its name as a name ("Nate", not "projects").
+    writers = [p.writer.name for p in passages if p.writer and p.writer.name]
+    capitalised = _capitalised(question)
+    named = {f for p in passages for f in _folders(p.header)} | set(folders)
+    known = [*writers, *(f for f in named if f[:1].isupper() and f.lower() in capitalised)]
+    about = people_asked_about(question, owner, known)
     # A paragraph stands behind a sentence by what it says, not by naming someone in it.
     names = stems(" ".join(about))
     places = {place for p in passages for place in _HEADER_PLACE.findall(p.header)}

@@ -294,6 +294,19 @@ class Documents:
             ).fetchall()
         return {(r["vault"], r["path"]): Authorship(r["writer"], r["day"]) for r in rows}
 
+    def folder_names(self, vaults: Sequence[str]) -> set[str]:
+        """The names of the folders that hold these vaults' notes, at any depth."""
+        if not vaults:
+            return set()
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT folder FROM documents d,"
+                "       unnest(trim_array(string_to_array(d.path, '/'), 1)) AS folder"
+                " WHERE d.vault = ANY(%s)",
+                (list(vaults),),
+            ).fetchall()
+        return {r["folder"] for r in rows}
+
     def undated(self) -> list[Undated]:
         """Notes whose date property names no day ("date: soon"), dated another way."""
         with self.pool.connection() as conn:
