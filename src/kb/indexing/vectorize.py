@@ -28,9 +28,10 @@ from kb.store.queue import Queue
 from kb.store.texts import Texts, Unembedded, VectorsDone
 from kb.store.vectors import Vectors
 
-# Notes claimed at once: texts for ten or so full requests (a note has about twenty), so the
-# last, part-full request of each claim costs little.
-NOTES_PER_CLAIM = 16
+# Notes claimed at once: texts for thirty or so full requests (a note has about twenty), so
+# the last, part-full request of each claim costs little (with sixteen notes, a claim's ten
+# or eleven requests made the server's work 4% longer than the same texts sent alone).
+NOTES_PER_CLAIM = 48
 
 # From this many notes waiting for their vectors, and more than have theirs (a first index, a
 # big import), the vector indexes are dropped and built once they are all written: inserting
