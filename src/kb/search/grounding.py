@@ -58,6 +58,10 @@ class Read:
     text: str
     writer: Writer | None
 
+    def read(self) -> str:
+        """What the model read of it: its header line, then its text."""
+        return f"{self.header}\n{self.text}"
+
 
 def stems(text: str) -> set[str]:
     """The content words of `text`, each cut to its first five letters (so "adopted" is
@@ -189,7 +193,7 @@ def check(
 
 def _source(words: set[str], passages: Sequence[Read]) -> int | None:
     """The passage that holds the most of a sentence's words (the first of equals)."""
-    counts = [(len(words & stems(f"{p.header}\n{p.text}")), p.number) for p in passages]
+    counts = [(len(words & stems(p.read())), p.number) for p in passages]
     most = max((count for count, _ in counts), default=0)
     return next((number for count, number in counts if count == most), None) if most else None
 
@@ -205,7 +209,7 @@ class _Held:
 
     @classmethod
     def of(cls, reads: Sequence[Read]) -> _Held:
-        text = "\n".join(f"{p.header}\n{p.text}" for p in reads)
+        text = "\n".join(p.read() for p in reads)
         months = {m.lower() for m in _MONTH.findall(text)}
         return cls(reads, stems(text), set(_NUMBER.findall(text)), months)
 
