@@ -46,7 +46,7 @@ class EmbeddingSpace:
             return
         if space[0] != self.model:
             self.ensure()
-        elif not self.vectors.has_index() and not self.queue.backlog()[0]:
+        elif not self.vectors.has_index() and not self.queue.vectors_awaited():
             self.vectors.build_index(*space)  # a bulk load was cut short
 
     def ensure(self) -> None:

@@ -124,11 +124,13 @@ class Vectorizer:
 
     def _indexes(self, space: tuple[str, int]) -> None:
         """The vector indexes dropped for a bulk load, and built again once nothing waits."""
-        waiting, notes = self.queue.backlog()
-        indexed = self.vectors.has_index()
-        if indexed and bulk_load(waiting, notes - waiting):
-            self.vectors.drop_index()
-        elif not indexed and not waiting:
+        # Counting the backlog reads both tables whole: during a bulk load (no indexes),
+        # each claim asks only whether anything still waits.
+        if self.vectors.has_index():
+            waiting, notes = self.queue.backlog()
+            if bulk_load(waiting, notes - waiting):
+                self.vectors.drop_index()
+        elif not self.queue.vectors_awaited():
             self.vectors.build_index(*space)
 
     def _space(self) -> tuple[str, int]:

@@ -247,6 +247,12 @@ class Queue:
         assert row is not None
         return int(row["waiting"]), int(row["notes"])
 
+    def vectors_awaited(self) -> bool:
+        """Whether any note of the whole index waits for its vectors."""
+        with self.pool.connection() as conn:
+            row = conn.execute("SELECT EXISTS (SELECT 1 FROM embedding_queue) AS any").fetchone()
+        return bool(row and row["any"])
+
     def unembedded_notes(self, vaults: Sequence[str] = ()) -> int:
         """Notes of `vaults` (empty: any) with a text still waiting for its vector: not yet
         wholly in the vector list."""
