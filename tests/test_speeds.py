@@ -12,7 +12,9 @@ import pytest
 
 from conftest import Kb, make_config, rows, search_store
 from kb.container import Container
-from kb.indexing import vectorize
+from kb.errors import Interrupted
+from kb.indexing import bulk
+from kb.indexing.events import FileEvent
 from kb.indexing.verify import verify
 from kb.llm.fake import FakeEmbedder
 from kb.search.plan import SearchPlan
@@ -162,7 +164,7 @@ def test_no_text_is_embedded_twice(kb: Kb, vault: Path) -> None:
 def test_a_bulk_load_builds_the_vector_index_once_after_the_vectors(
     kb: Kb, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vectorize, "BULK_LOAD_NOTES", 5)
+    monkeypatch.setattr(bulk, "BULK_LOAD_NOTES", 5)
     dropped: list[bool] = []
     drop = kb.store.vectors.drop_index
 
@@ -187,3 +189,76 @@ def test_a_few_notes_are_embedded_through_the_vector_index(kb: Kb, vault: Path) 
     note.write_text(note.read_text() + "\n\nA new paragraph about kayaks.\n")
     kb.sync()
     assert kb.store.vectors.has_index() and _waiting(kb.store) == 0
+
+
+def _postings_index(store: Store) -> str | None:
+    """The text index's postings B-tree as PostgreSQL would make it again; None if missing."""
+    if not store.text_index.present():
+        return None
+    found = rows(store, "SELECT pg_get_indexdef('text_postings_order'::regclass) AS d")
+    return str(found[0]["d"])
+
+
+def test_a_bulk_load_of_notes_builds_the_text_index_once_after_them(
+    kb: Kb, vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bulk, "BULK_LOAD_NOTES", 5)
+    migrated = _postings_index(kb.store)
+    assert migrated is not None
+    during: list[str | None] = []
+
+    def on_event(event: FileEvent) -> None:
+        if event.path == RAMEN:
+            during.append(_postings_index(kb.store))
+            # Found by its words as soon as it is written, without the index.
+            found = search_store(kb.store, kb.embedder, SearchPlan("miso ramen chili oil"))
+            assert found.mode_used == "text" and found.hits[0].path == RAMEN
+
+    with kb.indexer(on_event=on_event) as ix:
+        assert ix.sync().indexed == NOTES
+    assert during == [None]
+    assert _postings_index(kb.store) == migrated  # built again as the migration made it
+    # A write smaller than the index goes through it.
+    kb.store.text_index.drop = lambda: pytest.fail("dropped for one note")  # type: ignore[method-assign]
+    note = vault / RAMEN
+    note.write_text(note.read_text() + "\n\nWombats at the market.\n")
+    assert Container.sync(kb).indexed == 1
+    note.write_text(note.read_text().replace("Wombats", "Quokkas"))
+    assert Container.sync(kb).indexed == 1
+    assert not search_store(kb.store, kb.embedder, SearchPlan("wombats", mode="text")).hits
+    assert search_store(kb.store, kb.embedder, SearchPlan("quokkas", mode="text")).hits
+
+
+def test_a_bulk_load_stopped_midway_loses_nothing_and_the_next_sync_builds_the_index(
+    kb: Kb, vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bulk, "BULK_LOAD_NOTES", 5)
+    calls = 0
+
+    def checkpoint() -> None:
+        nonlocal calls
+        calls += 1
+        if calls >= 4:  # once each of the two groups being written has a note done
+            raise Interrupted("stop")
+
+    with kb.indexer(checkpoint=checkpoint) as ix, pytest.raises(Interrupted):
+        ix.sync()
+    written = kb.store.documents.states("v")
+    assert 0 < len(written) < NOTES
+    assert _postings_index(kb.store) is None  # the stop left it dropped
+    assert set(kb.store.documents.row_problems().values()) == {0}
+    # What was written is found by its words meanwhile, and a note written again replaces
+    # its postings (found without the index).
+    path = next(iter(written))
+    note = vault / path
+    note.write_text(note.read_text() + "\n\nA paragraph about quokkas.\n")
+    assert Container.sync(kb).indexed == NOTES - len(written) + 1
+    assert _postings_index(kb.store) is not None
+    found = search_store(kb.store, kb.embedder, SearchPlan("quokkas", mode="text"))
+    assert [h.path for h in found.hits] == [path]
+    orphans = (
+        "SELECT 1 FROM text_postings p"
+        " WHERE NOT EXISTS (SELECT 1 FROM text_chunks t WHERE t.chunk_id = p.chunk_id)"
+    )
+    assert not rows(kb.store, orphans)  # the note's old postings went with its old chunks
+    assert verify(kb.config, kb.store.documents).in_sync

@@ -166,6 +166,7 @@ class Container:
             caches=self.store.caches,
             queue=self.store.queue,
             vectors=self.store.vectors,
+            text_index=self.store.text_index,
             on_event=on_event,
             on_scan=on_scan,
             checkpoint=checkpoint,

@@ -30,6 +30,7 @@ from kb.config import Config, VaultConfig
 from kb.errors import KbError, NoteError
 from kb.hashes import content_hash
 from kb.indexing.building import NoteBuilder
+from kb.indexing.bulk import bulk_load
 from kb.indexing.events import FileEvent, SyncReport
 from kb.indexing.preparing import NotePreparer
 from kb.indexing.space import EmbeddingSpace
@@ -38,6 +39,7 @@ from kb.store.caches import Caches
 from kb.store.documents import Documents
 from kb.store.queue import Queue
 from kb.store.state import State
+from kb.store.text_index import TextIndex
 from kb.store.vaults import VaultRows
 from kb.store.vectors import Vectors
 from kb.vault import obsidian, sync_plan
@@ -108,6 +110,7 @@ class Indexer:
         caches: Caches,
         queue: Queue,
         vectors: Vectors,
+        text_index: TextIndex,
         on_event: Callable[[FileEvent], None] | None = None,
         on_scan: Callable[[int], None] | None = None,
         checkpoint: Callable[[], None] | None = None,
@@ -119,6 +122,7 @@ class Indexer:
         self.caches = caches
         self.queue = queue
         self.vectors = vectors
+        self.text_index = text_index
         self.chat_name = builder.context.chat.name
         self.on_event = on_event or (lambda event: None)
         self.on_scan = on_scan or (lambda files: None)
@@ -244,7 +248,9 @@ class Indexer:
 
         self.checkpoint()
         self._touch_and_move(vault, todo, emit)
+        self._text_index_for(len(todo.index))
         self.writer.index(vault, todo.index, emit, force=force)
+        self._text_index_for(0)
 
         self.checkpoint()
         docs = self.documents
@@ -309,6 +315,15 @@ class Indexer:
             except NoteError as exc:
                 emit(failed(self.documents, vault, f.path, exc))
         return read
+
+    def _text_index_for(self, notes: int) -> None:
+        """The text index's postings B-tree dropped before a bulk load of `notes`
+        (kb.indexing.bulk), built otherwise if it is missing: after a bulk load, and after
+        one that stopped before its end (a note saved again deletes its postings by it)."""
+        if bulk_load(notes, lambda: sum(self.documents.row_counts().values())):
+            self.text_index.drop()
+        elif not self.text_index.present():
+            self.text_index.build()
 
     def _touch_and_move(
         self, vault: VaultConfig, todo: sync_plan.Plan, emit: Callable[[FileEvent], None]

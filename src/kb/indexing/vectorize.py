@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from kb.errors import KbError
+from kb.indexing.bulk import bulk_load
 from kb.indexing.embedding import Embedding
 from kb.indexing.enrich import Attempt
 from kb.store import Claim, Vector
@@ -32,18 +33,6 @@ from kb.store.vectors import Vectors
 # the last, part-full request of each claim costs little (with sixteen notes, a claim's ten
 # or eleven requests made the server's work 4% longer than the same texts sent alone).
 NOTES_PER_CLAIM = 48
-
-# From this many notes waiting for their vectors, and more than have theirs (a first index, a
-# big import), the vector indexes are dropped and built once they are all written: inserting
-# each vector into an HNSW graph took four times as long as the rest of the work (1,000
-# notes, two loaded cores: 63 s against 13 s without the indexes).
-BULK_LOAD_NOTES = 200
-
-
-def bulk_load(waiting: int, embedded: int) -> bool:
-    """Whether the vectors of `waiting` notes are written without the vector indexes, when
-    `embedded` notes have theirs."""
-    return waiting >= BULK_LOAD_NOTES and waiting > embedded
 
 
 class Vectorizer:
@@ -123,12 +112,13 @@ class Vectorizer:
         ]
 
     def _indexes(self, space: tuple[str, int]) -> None:
-        """The vector indexes dropped for a bulk load, and built again once nothing waits."""
+        """The vector indexes dropped for a bulk load of vectors (kb.indexing.bulk), and
+        built again once nothing waits."""
         # Counting the backlog reads both tables whole: during a bulk load (no indexes),
         # each claim asks only whether anything still waits.
         if self.vectors.has_index():
             waiting, notes = self.queue.backlog()
-            if bulk_load(waiting, notes - waiting):
+            if bulk_load(waiting, lambda: notes - waiting):
                 self.vectors.drop_index()
         elif not self.queue.vectors_awaited():
             self.vectors.build_index(*space)
