@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,35 @@ def test_a_note_with_every_output_cached_is_stored_whole(kb: Kb, vault: Path) ->
     assert [c["full_context"] for c in copy] == [
         c["full_context"] for c in stored_chunks(kb.store, LONG_NOTE)
     ]
+
+
+def test_a_first_index_looks_up_no_llm_output_until_the_index_holds_one(
+    kb: Kb, vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caches = kb.store.caches
+    looked: list[str] = []
+
+    def watched(name: str) -> Callable[..., Any]:
+        real = getattr(caches, name)
+
+        def call(*args: Any) -> Any:
+            looked.append(name)
+            return real(*args)
+
+        return call
+
+    for name in ("known_outputs", "stored_voice"):
+        monkeypatch.setattr(caches, name, watched(name))
+    report = fast_sync(kb)
+    assert report.queued == QUEUED and looked == []  # an empty index holds nothing to find
+    kb.drain()
+    # A copy then finds every output its original paid for, and the edited note its own.
+    looked.clear()
+    kb.reset_counts()
+    (vault / "Projects/Home Server copy.md").write_bytes((vault / LONG_NOTE).read_bytes())
+    report = fast_sync(kb)
+    assert report.indexed == 1 and report.queued == 0 and kb.chat.total_calls == 0
+    assert "known_outputs" in looked
 
 
 def test_an_edit_keeps_the_cached_context_of_the_rest_of_the_note(kb: Kb, vault: Path) -> None:

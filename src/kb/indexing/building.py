@@ -73,18 +73,23 @@ class NoteBuilder:
         ask: bool,
         embed: bool = True,
         known_vectors: bool = True,
+        known_outputs: bool = True,
     ) -> Built:
         """The note's rows. `fresh`: no cached output or vector is taken (a forced
         rebuild); `ask`: the model is asked for what is missing now; `embed`: the texts with
         no vector known are embedded now (else they wait for the embedding queue);
-        `known_vectors` off: the index holds none to look up."""
+        `known_vectors` off: the index holds none to look up; `known_outputs` off, no LLM
+        output (a first index)."""
         chat = self.context.chat.name
         # Only a note whose writer the model names has one stored to stand in.
-        asks = not fresh and self.context.needs.asks_voice(personal)
+        asks = not fresh and known_outputs and self.context.needs.asks_voice(personal)
         before = self.caches.stored_voice(vault, note.path) if asks else None
+        # A model asked now looks up what an earlier note of the same sync paid for (the
+        # same text in a copy); a note left to the enrichment queue is looked up there.
+        looks = not fresh and (known_outputs or ask)
 
         def lookup(keys: list[str]) -> dict[str, Output]:
-            return {} if fresh else self.caches.known_outputs(keys, chat)
+            return self.caches.known_outputs(keys, chat) if looks else {}
 
         known, complete = self.context.gather(chunks, personal, note, lookup, before)
         if ask or complete:

@@ -218,9 +218,10 @@ class Indexer:
     ) -> None:
         # Read at each sync: an edit of .obsidian/*.json is taken up as a config change is.
         self.vaults.record(vault.name, vault_folder(vault))
-        # A new index holds no vector to look up for its notes (the embedding queue looks
-        # again when it embeds them).
+        # A new index holds no vector and no LLM output to look up for its notes (the
+        # embedding and enrichment queues look again when they take them).
         self.writer.known_vectors = self.vectors.space() is not None
+        self.writer.known_outputs = self.caches.holds_outputs()
         vault, _ = obsidian.followed(vault)
         rules = self._rules(vault, force=force, trust_stat=scope is None)
         misnamed: list[str] = []

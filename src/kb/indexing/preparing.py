@@ -48,13 +48,15 @@ class NotePreparer:
         mtime_ns: int,
         force: bool = False,
         known_vectors: bool = True,
+        known_outputs: bool = True,
     ) -> tuple[FileEvent, NoteRows]:
         """Parse, chunk, contextualize and embed one note, paying only for what is new: its
         rows to write, and what writing them does.
 
         With enrichment on, a note whose LLM outputs are not all cached gets the context
         known without a model, and is queued for the rest. `known_vectors`: the index may
-        hold vectors for its texts already (by their hashes), which are looked up.
+        hold vectors for its texts already (by their hashes), which are looked up;
+        `known_outputs`, LLM outputs by their keys.
         """
         note = parse_note(decode(data))
         for warning in note.warnings:
@@ -71,6 +73,7 @@ class NotePreparer:
             ask=not self.enrich,
             embed=False,
             known_vectors=known_vectors,
+            known_outputs=known_outputs,
         )
         ctx, records = built.context, built.records
         pending = None if built.complete else Pending(priority=mtime_ns, fresh=force)

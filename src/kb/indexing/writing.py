@@ -55,6 +55,7 @@ class NoteWriter:
         self.checkpoint = checkpoint
         self.database = database  # its URL and kb's data directory: what a full disk names
         self.known_vectors = True  # whether the index holds any vector to look up
+        self.known_outputs = True  # whether it holds any LLM output to look up
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="kb-file")
 
     def close(self) -> None:
@@ -125,6 +126,7 @@ class NoteWriter:
                     mtime_ns=f.mtime_ns,
                     force=force,
                     known_vectors=self.known_vectors,
+                    known_outputs=self.known_outputs,
                 )
         except FileNotFoundError:
             # Deleted since it was listed (an editor's save dance, or a real delete).

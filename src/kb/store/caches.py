@@ -82,6 +82,20 @@ class Caches:
                 known.setdefault(r["key"], Output(r["text"], fallback=True))
         return known
 
+    def holds_outputs(self) -> bool:
+        """Whether the index holds any LLM output by its key: none before a first index."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM documents WHERE summary_key IS NOT NULL)"
+                "    OR EXISTS (SELECT 1 FROM documents WHERE voice_key IS NOT NULL)"
+                "    OR EXISTS (SELECT 1 FROM chunks WHERE summary_key IS NOT NULL)"
+                "    OR EXISTS (SELECT 1 FROM chunks WHERE rewrite_key IS NOT NULL)"
+                "    OR EXISTS (SELECT 1 FROM chunks WHERE statements_key IS NOT NULL)"
+                "    OR EXISTS (SELECT 1 FROM chunks WHERE questions_key IS NOT NULL)"
+                "    OR EXISTS (SELECT 1 FROM kept_outputs) AS any"
+            ).fetchone()
+        return bool(row and row["any"])
+
     def stored_voice(self, vault: str, path: str) -> VoiceRecord | None:
         """The voice a note is stored with, if the model was asked for one."""
         with self.pool.connection() as conn:
