@@ -218,10 +218,9 @@ class Indexer:
     ) -> None:
         # Read at each sync: an edit of .obsidian/*.json is taken up as a config change is.
         self.vaults.record(vault.name, vault_folder(vault))
-        # A new index holds no vector and no LLM output to look up for its notes (the
-        # embedding and enrichment queues look again when they take them).
+        # A new index holds no vector to look up for its notes (the embedding queue looks
+        # again when it embeds them).
         self.writer.known_vectors = self.vectors.space() is not None
-        self.writer.known_outputs = self.caches.holds_outputs()
         vault, _ = obsidian.followed(vault)
         rules = self._rules(vault, force=force, trust_stat=scope is None)
         misnamed: list[str] = []
@@ -249,9 +248,16 @@ class Indexer:
 
         self.checkpoint()
         self._touch_and_move(vault, todo, emit)
-        self._text_index_for(len(todo.index))
+        if todo.index:
+            # An index with no LLM output yet (a first index) is asked for none: the
+            # enrichment queue looks again when it takes the notes.
+            self.writer.known_outputs = self.caches.holds_outputs()
+        if bulk_load(len(todo.index), lambda: sum(self.documents.row_counts().values())):
+            self.text_index.drop()  # built once the notes are written (kb.indexing.bulk)
         self.writer.index(vault, todo.index, emit, force=force)
-        self._text_index_for(0)
+        # After a bulk load, or one stopped before its end.
+        if not self.text_index.present():
+            self.text_index.build()
 
         self.checkpoint()
         docs = self.documents
@@ -316,15 +322,6 @@ class Indexer:
             except NoteError as exc:
                 emit(failed(self.documents, vault, f.path, exc))
         return read
-
-    def _text_index_for(self, notes: int) -> None:
-        """The text index's postings B-tree dropped before a bulk load of `notes`
-        (kb.indexing.bulk), built otherwise if it is missing: after a bulk load, and after
-        one that stopped before its end (a note saved again deletes its postings by it)."""
-        if bulk_load(notes, lambda: sum(self.documents.row_counts().values())):
-            self.text_index.drop()
-        elif not self.text_index.present():
-            self.text_index.build()
 
     def _touch_and_move(
         self, vault: VaultConfig, todo: sync_plan.Plan, emit: Callable[[FileEvent], None]
