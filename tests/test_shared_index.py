@@ -7,17 +7,25 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import unicodedata
 from pathlib import Path
 
 import pytest
 
 from conftest import OWNER, Kb, rows, run_kb
 from kb.config import parse_config
+from kb.container import open_store
 from kb.errors import KbError
 from kb.llm.fake import FakeEmbedder
 from kb.services.searching import SearchRequest
-from kb.store import Store, WriterLock
-from kb.vault.sync_plan import StoredVault, vault_filter, vault_renames
+from kb.store import DaemonBeat, Store, WorkerBeat, WriterLock
+from kb.vault.sync_plan import (
+    StoredVault,
+    VaultClaim,
+    vault_filter,
+    vault_refusal,
+    vault_renames,
+)
 
 
 def _vault(root: Path, name: str, text: str) -> Path:
@@ -197,3 +205,174 @@ def test_another_embedding_model_never_re_embeds_another_configs_vaults(
     c = _kb(store, "A", tmp_path / "a")
     c.embedder = FakeEmbedder("hash-128")
     assert c.sync().unchanged == 1 and _notes(store) == {"A": 1}
+
+
+def _owned(store: Store, name: str, folder: Path, config: Path, **vault: object) -> Kb:
+    """A configuration read from a file (`config`, written here), as `kb` reads one: the
+    index knows which configuration synced each vault."""
+    raw = {
+        "owner_name": OWNER,
+        "vaults": [{"name": name, "path": str(folder), **vault}],
+        "llm": {"provider": "fake", "chat_model": "fake-chat", "embed_model": "hash-256"},
+    }
+    config.write_text(
+        f'owner_name = "{OWNER}"\n[[vaults]]\nname = "{name}"\npath = "{folder}"\n'
+        + "".join(f"{k} = {json.dumps(v)}\n" for k, v in vault.items())
+        + '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n'
+    )
+    return Kb(store, parse_config(raw, base_dir=folder.parent, env={}, source=config))
+
+
+def test_one_name_for_two_folders_is_refused_and_a_moved_folder_kept(
+    store: Store, tmp_path: Path
+) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "home").mkdir()
+    work_notes = _vault(tmp_path / "work", "notes", "# W\n\nThe quarterly budget review.\n")
+    home_notes = _vault(tmp_path / "home", "notes", "# H\n\nI planted tomatoes.\n")
+    work = _owned(store, "notes", work_notes, tmp_path / "work.toml")
+    home = _owned(store, "notes", home_notes, tmp_path / "home.toml")
+    assert work.sync().indexed == 1
+    ids = rows(store, "SELECT id, path FROM documents")
+    with pytest.raises(KbError) as refused:
+        home.sync()
+    line = str(refused.value)
+    assert "\n" not in line and str(work_notes) in line and str(home_notes) in line
+    assert "name" in line and "kb forget notes" in line
+    assert rows(store, "SELECT id, path FROM documents") == ids
+    found = work.search_service().search(SearchRequest("tomatoes budget", mode="text"))
+    assert {h.path for h in found.hits} <= {"notes.md"} and found.hits
+    # The folder really moved (the config edited to follow it): its rows go with it.
+    moved = tmp_path / "Documents"
+    moved.mkdir()
+    work_notes.rename(moved / "notes")
+    after = _owned(store, "notes", moved / "notes", tmp_path / "work.toml")
+    report = after.sync()
+    assert report.unchanged == 1 and report.indexed == 0 and after.chat.total_calls == 0
+    assert rows(store, "SELECT id, path FROM documents") == ids
+
+
+def test_other_settings_for_the_same_vault_are_refused(store: Store, tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for n in range(3):
+        (folder / f"n{n}.md").write_text(f"# N{n}\n\nI walked to the harbour on day {n}.\n")
+    one = _owned(store, "notes", folder, tmp_path / "one.toml")
+    two = _owned(store, "notes", folder, tmp_path / "two.toml", personal=["**"])
+    same = _owned(store, "notes", folder, tmp_path / "same.toml")
+    one.sync()
+    one.reset_counts()
+    with pytest.raises(KbError, match=r"one\.toml.*other settings.*personal"):
+        two.sync()
+    assert two.chat.total_calls == 0
+    # The same settings share the vault; one's own config edited is its own to change.
+    assert same.sync().unchanged == 3 and same.chat.total_calls == 0
+    edited = _owned(store, "notes", folder, tmp_path / "same.toml", personal=["**"])
+    assert edited.sync().indexed == 3
+
+
+def test_one_folder_under_a_second_name_is_refused(store: Store, tmp_path: Path) -> None:
+    folder = _vault(tmp_path, "notes", "# N\n\nI planted tomatoes on the balcony.\n")
+    a = _owned(store, "a", folder, tmp_path / "a.toml")
+    b = _owned(store, "b", folder, tmp_path / "b.toml")
+    a.sync()
+    with pytest.raises(KbError) as refused:
+        b.sync()
+    line = str(refused.value)
+    assert "'a'" in line and "'b'" in line and "a.toml" in line and "kb forget a" in line
+    assert _notes(store) == {"a": 1}
+    assert a.status_reader()().index.documents == 1
+    # Renamed in the config that holds it: its rows follow, as before.
+    renamed = _owned(store, "c", folder, tmp_path / "a.toml")
+    assert renamed.sync().unchanged == 1 and _notes(store) == {"c": 1}
+
+
+def test_which_configured_vault_is_refused() -> None:
+    mine = VaultClaim("notes", "/home/notes", "/c/home.toml", {"personal": ""})
+    theirs = StoredVault("notes", "/work/notes", 3, "/c/work.toml", {"personal": ""})
+    # Another folder under the name: refused while it is there, or another config names it.
+    assert vault_refusal(mine, [theirs], held=(), present={"notes"})
+    assert vault_refusal(mine, [theirs], held={"notes"}, present=())
+    assert vault_refusal(mine, [theirs], held=(), present=()) is None  # moved
+    # The same folder: other settings of a config that still names it.
+    same = StoredVault("notes", "/home/notes", 3, "/c/work.toml", {"personal": "**"})
+    assert "personal" in (vault_refusal(mine, [same], held={"notes"}, present={"notes"}) or "")
+    assert vault_refusal(mine, [same], held=(), present={"notes"}) is None
+    mine_before = StoredVault("notes", "/home/notes", 3, "/c/home.toml", {"personal": "**"})
+    assert vault_refusal(mine, [mine_before], held=(), present={"notes"}) is None
+    # The folder under another name another config holds.
+    other = StoredVault("work", "/home/notes", 3, "/c/work.toml", {})
+    assert "'work'" in (vault_refusal(mine, [other], held={"work"}, present={"work"}) or "")
+    assert vault_renames({"notes": "/home/notes"}, [other], held={"work"}) == {}
+    assert vault_renames({"notes": "/home/notes"}, [other]) == {"work": "notes"}
+
+
+def _beat(db_url: str, vaults: tuple[str, ...]) -> WriterLock:
+    lock = WriterLock(db_url, list(vaults))
+    assert lock.try_acquire()
+    lock.beat(DaemonBeat("host:7", "host", 7, "writer", "watching", 0, 5.0, vaults=vaults))
+    return lock
+
+
+def test_status_lists_only_the_daemons_of_its_vaults(two: tuple[Kb, Kb], db_url: str) -> None:
+    a, b = two
+    lock = _beat(db_url, ("b",))
+    try:
+        mine = a.status_reader()()
+        assert mine.daemons == [] and mine.daemon == "not running"
+        assert mine.summary()["daemon"] == "not running"
+        theirs = b.status_reader()()
+        assert theirs.daemon == "running"
+        assert theirs.as_json()["daemons"][0]["vaults"] == ["b"]
+    finally:
+        lock.close()
+
+
+def test_a_config_counts_only_its_vaults_finished_items(two: tuple[Kb, Kb]) -> None:
+    a, b = two
+    super(Kb, b).sync()
+    assert b.drain().done == 1
+    assert b.store.queue.status(["b"]).done_last_hour == 1
+    assert a.store.queue.status(["a"]).done_last_hour == 0
+    assert a.store.queue.status(["a"], "embed").done_last_hour == 0
+
+
+def test_a_note_deleted_and_put_back_costs_nothing(store: Store, tmp_path: Path) -> None:
+    folder = _vault(tmp_path, "a", "# A\n\nI climbed a hill near the lighthouse.\n")
+    a = _kb(store, "a", folder)
+    a.sync()
+    text = (folder / "a.md").read_text()
+    (folder / "a.md").unlink()
+    assert a.sync().deleted == 1
+    (folder / "a.md").write_text(text)
+    a.reset_counts()
+    assert a.sync().indexed == 1
+    assert a.chat.total_calls == 0 and a.embedder.texts == 0
+
+
+def test_forget_keeps_to_vaults_no_daemon_or_worker_holds(tmp_path: Path, db_url: str) -> None:
+    env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
+    name = "Café notes"
+    configs = {
+        x: _config(tmp_path, x, _vault(tmp_path, x, f"# {x}\n\nI climbed hill {x}.\n"))
+        for x in ("a", name)
+    }
+    assert run_kb(configs[name], env, "index").returncode == 0
+    status = run_kb(configs["a"], env, "status").stdout
+    assert "`kb forget 'Café notes'`" in status
+    typed = unicodedata.normalize("NFD", name)
+    lock = _beat(db_url, (name,))
+    try:
+        held = run_kb(configs["a"], env, "forget", typed, "--yes")
+        assert held.returncode == 1 and "daemon host:7" in held.stderr
+        assert "pid 7" in held.stderr and "\n" not in held.stderr.strip()
+    finally:
+        lock.leave("host:7")
+    store_workers = WorkerBeat("w:9", "w", 9, 1, 0, 5.0, vaults=(name,))
+    with open_store(db_url) as store:
+        store.workers.beat(store_workers)
+        held = run_kb(configs["a"], env, "forget", typed, "--yes")
+        assert held.returncode == 1 and "worker w:9" in held.stderr
+        store.workers.leave("w:9")
+    done = run_kb(configs["a"], env, "forget", typed, "--yes")
+    assert done.returncode == 0, done.stderr

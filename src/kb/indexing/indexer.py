@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kb.config import Config, VaultConfig
-from kb.errors import KbError, NoteError
+from kb.config import Config, VaultConfig, load_config
+from kb.errors import ConfigError, KbError, NoteError
 from kb.hashes import content_hash
 from kb.indexing.building import NoteBuilder
 from kb.indexing.bulk import bulk_load
@@ -84,6 +84,9 @@ class SyncSettings:
     llm_concurrency: int
     max_chars: int
     database: tuple[str, Path]  # its URL and kb's data directory: what a full disk names
+    # The config file, resolved (None: a config read from no file): the index records which
+    # configuration holds each vault (kb.vault.sync_plan.vault_refusal).
+    config: str | None = None
 
     @classmethod
     def of(cls, config: Config) -> SyncSettings:
@@ -95,6 +98,7 @@ class SyncSettings:
             llm_concurrency=max(1, config.llm.concurrency),
             max_chars=config.chunking.max_chars,
             database=(config.database_url, config.data_dir),
+            config=os.path.realpath(config.source) if config.source else None,
         )
 
 
@@ -196,14 +200,49 @@ class Indexer:
         return report
 
     def _follow_renames(self) -> None:
-        """Re-key the rows of vaults the config now names otherwise (same folder)."""
+        """Refuse a vault another configuration holds; re-key the rows of vaults the config
+        now names otherwise (same folder)."""
+        stored, held = self._holders(self.settings.vaults)
         configured = {v.name: vault_folder(v) for v in self.settings.vaults}
-        for old, new in sync_plan.vault_renames(configured, self.vaults.stored()).items():
+        for old, new in sync_plan.vault_renames(configured, stored, held).items():
             notes = self.vaults.rename(old, new)
             log.info("vault '%s' is now '%s' in the config: its %d notes kept", old, new, notes)
 
+    def _holders(
+        self, vaults: Iterable[VaultConfig]
+    ) -> tuple[list[sync_plan.StoredVault], set[str]]:
+        """The stored vaults and those another configuration still names, once none of
+        `vaults` is refused (KbError, one line)."""
+        stored = self.vaults.stored()
+        config = self.settings.config
+        held = {v.name for v in stored if v.config != config and _names(v)}
+        present = {v.name for v in stored if v.folder is not None and os.path.isdir(v.folder)}
+        for vault in vaults:
+            refusal = sync_plan.vault_refusal(self._claim(vault), stored, held, present)
+            if refusal is not None:
+                raise KbError(refusal)
+        return stored, held
+
+    def _claim(self, vault: VaultConfig) -> sync_plan.VaultClaim:
+        """The vault as this configuration names it, and the settings it builds notes with."""
+        built = {
+            "conflicts": vault.conflicts,
+            "obsidian": str(vault.obsidian),
+            "date properties": ", ".join(vault.dates.keys),
+            "context": self.context.build_id(False),
+            "owner's context": self.context.build_id(True),
+            "embedding model": self.space.model,
+        }
+        return sync_plan.VaultClaim(
+            vault.name,
+            vault_folder(vault),
+            self.settings.config,
+            sync_plan.vault_settings(vault.personal, vault.ignore, built),
+        )
+
     def sync_scope(self, vault: VaultConfig, scope: Scope) -> SyncReport:
         """Make the index equal to the vault for some files and folders, as they are now."""
+        self._holders([vault])
         report = SyncReport()
         self._sync_vault(vault, report, force=False, scope=scope)
         return report
@@ -217,7 +256,8 @@ class Indexer:
         scope: Scope | None = None,
     ) -> None:
         # Read at each sync: an edit of .obsidian/*.json is taken up as a config change is.
-        self.vaults.record(vault.name, vault_folder(vault))
+        claim = self._claim(vault)
+        self.vaults.record(claim.name, claim.folder, claim.config, claim.settings)
         # A new index holds no vector to look up for its notes (the embedding queue looks
         # again when it embeds them).
         self.writer.known_vectors = self.vectors.space() is not None
@@ -393,6 +433,20 @@ class Indexer:
             f"cannot be read ({folder.reason}): the notes indexed under it are kept as they were",
         )
         return FileEvent(vault.name, shown_path(folder.path), "unlistable", error=folder.reason)
+
+
+def _names(vault: sync_plan.StoredVault) -> bool:
+    """Whether the config file that last synced `vault` still names it at its folder: a
+    file gone, or naming it no more, holds it no more; one that cannot be read may."""
+    if vault.config is None or not os.path.isfile(vault.config):
+        return False
+    try:
+        config = load_config(Path(vault.config))
+    except ConfigError:
+        return True
+    return any(
+        v.name == vault.name and vault.folder in (None, vault_folder(v)) for v in config.vaults
+    )
 
 
 def vault_folder(vault: VaultConfig) -> str:

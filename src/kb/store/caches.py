@@ -130,9 +130,14 @@ class Caches:
             return {}
         with self.pool.connection() as conn:
             rows = conn.execute(
-                "SELECT DISTINCT ON (context_hash) context_hash, embedding FROM chunks"
-                " WHERE context_hash = ANY(%s) AND embed_model = %s AND embedding IS NOT NULL",
-                (list(set(context_hashes)), model),
+                "SELECT DISTINCT ON (context_hash) context_hash, embedding FROM ("
+                "  SELECT context_hash, embedding FROM chunks"
+                "   WHERE context_hash = ANY(%(h)s) AND embed_model = %(m)s"
+                "     AND embedding IS NOT NULL"
+                "  UNION ALL"  # the vectors of notes deleted (kb.store.vaults.keep_paid_for)
+                "  SELECT text_hash, embedding FROM kept_vectors"
+                "   WHERE text_hash = ANY(%(h)s) AND embed_model = %(m)s) AS known",
+                {"h": list(set(context_hashes)), "m": model},
             ).fetchall()
         return {r["context_hash"]: r["embedding"].to_list() for r in rows}
 

@@ -16,6 +16,7 @@ from kb.store import passages
 from kb.store.chunks import ChunkRecord, VoiceRecord
 from kb.store.pool import Pool, like_prefix
 from kb.store.queue import Pending, queue_notes
+from kb.store.vaults import keep_paid_for
 from kb.vault.dates import file_day
 from kb.vault.notes import OnDisk
 from kb.vault.sync_plan import Stored
@@ -261,6 +262,12 @@ class Documents:
         if not paths:
             return 0
         with self.pool.connection() as conn, conn.transaction():
+            # A note put back (a deletion undone, a sync tool's round trip) costs nothing.
+            keep_paid_for(
+                conn,
+                "d.vault = %(vault)s AND d.path = ANY(%(paths)s)",
+                {"vault": vault, "paths": paths},
+            )
             cur = conn.execute(
                 "DELETE FROM documents WHERE vault = %s AND path = ANY(%s)", (vault, paths)
             )

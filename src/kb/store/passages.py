@@ -77,9 +77,14 @@ class Passages:
             return {}
         with self.pool.connection() as conn:
             rows = conn.execute(
-                "SELECT DISTINCT ON (text_hash) text_hash, embedding FROM passages"
-                " WHERE text_hash = ANY(%s) AND embed_model = %s AND embedding IS NOT NULL",
-                (list(set(text_hashes)), model),
+                "SELECT DISTINCT ON (text_hash) text_hash, embedding FROM ("
+                "  SELECT text_hash, embedding FROM passages"
+                "   WHERE text_hash = ANY(%(h)s) AND embed_model = %(m)s"
+                "     AND embedding IS NOT NULL"
+                "  UNION ALL"  # the vectors of notes deleted (kb.store.vaults.keep_paid_for)
+                "  SELECT text_hash, embedding FROM kept_vectors"
+                "   WHERE text_hash = ANY(%(h)s) AND embed_model = %(m)s) AS known",
+                {"h": list(set(text_hashes)), "m": model},
             ).fetchall()
         return {r["text_hash"]: r["embedding"].to_list() for r in rows}
 

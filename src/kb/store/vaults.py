@@ -1,7 +1,15 @@
-"""The vaults the index holds: the folder each was last synced from, a vault re-keyed when
-its config renames it, and a vault removed with its notes when the user says so."""
+"""The vaults the index holds: the folder, config and settings each was last synced with, a
+vault re-keyed when its config renames it, and a vault removed with its notes when the user
+says so, what the models made of them kept."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, LiteralString
+
+import psycopg
+from psycopg.rows import DictRow
+from psycopg.types.json import Jsonb
 
 from kb.store.pool import Pool
 from kb.vault.sync_plan import StoredVault
@@ -24,7 +32,7 @@ class VaultRows:
         """Every vault the index holds rows of, by name."""
         with self.pool.connection() as conn:
             rows = conn.execute(
-                "SELECT v.name, v.folder,"
+                "SELECT v.name, v.folder, v.config, v.settings,"
                 "       (SELECT count(*) FROM documents d WHERE d.vault = v.name) AS notes"
                 "  FROM vaults v ORDER BY v.name"
             ).fetchall()
@@ -34,13 +42,22 @@ class VaultRows:
         with self.pool.connection() as conn:
             return {r["name"] for r in conn.execute("SELECT name FROM vaults").fetchall()}
 
-    def record(self, name: str, folder: str) -> None:
-        """Vault `name` is synced from `folder` now."""
+    def record(
+        self,
+        name: str,
+        folder: str,
+        config: str | None = None,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:
+        """Vault `name` is synced from `folder` now, by the config file `config` (None: a
+        config read from no file) with these settings."""
         with self.pool.connection() as conn:
             conn.execute(
-                "INSERT INTO vaults (name, folder, synced_at) VALUES (%s, %s, now())"
-                " ON CONFLICT (name) DO UPDATE SET folder = EXCLUDED.folder, synced_at = now()",
-                (name, folder),
+                "INSERT INTO vaults (name, folder, config, settings, synced_at)"
+                " VALUES (%s, %s, %s, %s, now())"
+                " ON CONFLICT (name) DO UPDATE SET folder = EXCLUDED.folder,"
+                "   config = EXCLUDED.config, settings = EXCLUDED.settings, synced_at = now()",
+                (name, folder, config, None if settings is None else Jsonb(dict(settings))),
             )
 
     def rename(self, old: str, new: str) -> int:
@@ -52,35 +69,69 @@ class VaultRows:
             return moved.rowcount
 
     def forget(self, name: str) -> int:
-        """Remove vault `name` and its notes; their model outputs are kept by cache key.
-        Returns how many notes went."""
+        """Remove vault `name` and its notes; their model outputs and vectors are kept
+        (`keep_paid_for`). Returns how many notes went."""
         with self.pool.connection() as conn, conn.transaction():
-            conn.execute(
-                """
-                INSERT INTO kept_outputs (key, text, fallback)
-                SELECT DISTINCT ON (key) key, text, fallback FROM (
-                    SELECT summary_key AS key, summary AS text, summary_fallback AS fallback
-                      FROM documents WHERE vault = %(v)s
-                    UNION ALL
-                    SELECT voice_key, voice, voice_fallback FROM documents WHERE vault = %(v)s
-                    UNION ALL
-                    SELECT unnest(ARRAY[c.summary_key, c.rewrite_key, c.statements_key,
-                                        c.questions_key]),
-                           unnest(ARRAY[c.summary, c.rewrite, c.statements, c.questions]),
-                           unnest(ARRAY[c.summary_fallback, c.rewrite_fallback,
-                                        c.statements_fallback, c.questions_fallback])
-                      FROM chunks c JOIN documents d ON d.id = c.document_id
-                     WHERE d.vault = %(v)s
-                ) AS outputs
-                 WHERE key IS NOT NULL AND text IS NOT NULL
-                 -- An answer the model gave beats a fallback under the same key.
-                 ORDER BY key, fallback IS NOT NULL
-                ON CONFLICT (key) DO UPDATE SET text = EXCLUDED.text, fallback = NULL
-                 WHERE kept_outputs.fallback IS NOT NULL AND EXCLUDED.fallback IS NULL
-                """,
-                {"v": name},
-            )
+            keep_paid_for(conn, "d.vault = %(vault)s", {"vault": name})
             gone = conn.execute("DELETE FROM documents WHERE vault = %s", (name,))
             conn.execute("DELETE FROM failures WHERE vault = %s", (name,))
             conn.execute("DELETE FROM vaults WHERE name = %s", (name,))
             return gone.rowcount
+
+
+def keep_paid_for(conn: psycopg.Connection[DictRow], where: LiteralString, params: Any) -> None:
+    """Keep what the models made of the notes `where` picks (a condition on documents `d`)
+    before they are deleted: their outputs by cache key and their vectors by text hash, so
+    that content enriched and embedded once is never sent to a model again, whichever vault
+    or path it comes back at. A fallback (structural context where the model's answer was
+    rejected) is kept with the model that failed, as in the rows."""
+    conn.execute(
+        """
+        INSERT INTO kept_outputs (key, text, fallback)
+        SELECT DISTINCT ON (key) key, text, fallback FROM (
+            SELECT d.summary_key AS key, d.summary AS text, d.summary_fallback AS fallback
+              FROM documents d WHERE """
+        + where
+        + """
+            UNION ALL
+            SELECT d.voice_key, d.voice, d.voice_fallback FROM documents d WHERE """
+        + where
+        + """
+            UNION ALL
+            SELECT unnest(ARRAY[c.summary_key, c.rewrite_key, c.statements_key,
+                                c.questions_key]),
+                   unnest(ARRAY[c.summary, c.rewrite, c.statements, c.questions]),
+                   unnest(ARRAY[c.summary_fallback, c.rewrite_fallback,
+                                c.statements_fallback, c.questions_fallback])
+              FROM chunks c JOIN documents d ON d.id = c.document_id
+             WHERE """
+        + where
+        + """
+        ) AS outputs
+         WHERE key IS NOT NULL AND text IS NOT NULL
+         -- An answer the model gave beats a fallback under the same key.
+         ORDER BY key, fallback IS NOT NULL
+        ON CONFLICT (key) DO UPDATE SET text = EXCLUDED.text, fallback = NULL
+         WHERE kept_outputs.fallback IS NOT NULL AND EXCLUDED.fallback IS NULL
+        """,
+        params,
+    )
+    conn.execute(
+        """
+        INSERT INTO kept_vectors (text_hash, embed_model, embedding)
+        SELECT c.context_hash, c.embed_model, c.embedding
+          FROM chunks c JOIN documents d ON d.id = c.document_id
+         WHERE c.embedding IS NOT NULL AND """
+        + where
+        + """
+        UNION ALL
+        SELECT p.text_hash, p.embed_model, p.embedding
+          FROM passages p JOIN chunks c ON c.id = p.chunk_id
+          JOIN documents d ON d.id = c.document_id
+         WHERE p.embedding IS NOT NULL AND """
+        + where
+        + """
+        ON CONFLICT DO NOTHING
+        """,
+        params,
+    )

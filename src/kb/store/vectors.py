@@ -55,6 +55,8 @@ class Vectors:
                     (model, dimensions),
                 ).rowcount
             _create_indexes(conn, model, dimensions)
+            # Kept vectors of another model are never looked up again.
+            conn.execute("DELETE FROM kept_vectors WHERE embed_model <> %s", (model,))
             write_state(conn, "embedding_space", {"model": model, "dimensions": dimensions})
             if cleared:
                 queue_unembedded(conn)
@@ -97,6 +99,7 @@ class Vectors:
                         sql.Identifier(table)
                     )
                 )
+            conn.execute("DELETE FROM kept_vectors")
             queue_unembedded(conn)
 
 

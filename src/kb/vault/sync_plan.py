@@ -252,18 +252,108 @@ class StoredVault:
     name: str
     folder: str | None  # the resolved folder it was last synced from (None: not known yet)
     notes: int
+    # The config file that last synced it (None: not known, or a config read from no file),
+    # and the settings its notes were built with (None: not known yet).
+    config: str | None = None
+    settings: Mapping[str, str] | None = None
 
 
-def vault_renames(configured: Mapping[str, str], stored: Sequence[StoredVault]) -> dict[str, str]:
+@dataclass(frozen=True)
+class VaultClaim:
+    """A vault as this configuration names it."""
+
+    name: str
+    folder: str  # resolved
+    config: str | None  # the config file, resolved (None: read from no file)
+    settings: Mapping[str, str]  # what its notes are built with (`vault_settings`)
+
+
+def vault_settings(
+    personal: Sequence[str],
+    ignore: Sequence[str],
+    others: Mapping[str, str],
+) -> dict[str, str]:
+    """What a vault's notes are built with, by the name a refusal gives each: the notes two
+    configurations would build otherwise, each sync would build again."""
+    return {"personal": ", ".join(personal), "ignore": ", ".join(ignore), **others}
+
+
+def vault_refusal(
+    claim: VaultClaim,
+    stored: Sequence[StoredVault],
+    held: Collection[str],
+    present: Collection[str],
+) -> str | None:
+    """Why this configuration must not sync its vault, in one line, or None.
+
+    `held`: the stored vaults another configuration still names (its file there, naming
+    the vault at its folder); `present`: those whose folder is still a folder. A
+    configuration never takes rows another one names:
+
+    - the name held for another folder that is still there, or that another configuration
+      names, is another vault (the same name given twice); a folder gone is a vault moved,
+      and its rows go with it;
+    - the same vault held by another configuration with other settings would be built
+      again by each in turn: refused, as the user would want to choose;
+    - a folder another configuration holds under another name would be indexed twice.
+    """
+    mine = next((v for v in stored if v.name == claim.name), None)
+    if mine is not None and mine.folder is not None and mine.folder != claim.folder:
+        if mine.name in present or mine.name in held:
+            by = f" (by {mine.config})" if mine.config and mine.config != claim.config else ""
+            return (
+                f"vault '{claim.name}' is {mine.folder} in the index{by}, {claim.folder} in"
+                " this config: give this one another name (`name` in [[vaults]], or"
+                f" `kb init --name`), or `kb forget {claim.name}` if {mine.folder} is not to"
+                " be searched"
+            )
+        return None
+    if (
+        mine is not None
+        and mine.name in held
+        and mine.config != claim.config
+        and mine.settings is not None
+        and mine.settings != claim.settings
+    ):
+        keys = sorted(
+            k
+            for k in {*mine.settings, *claim.settings}
+            if mine.settings.get(k) != claim.settings.get(k)
+        )
+        return (
+            f"vault '{claim.name}' ({claim.folder}) is also indexed by {mine.config} with"
+            f" other settings ({', '.join(keys)}): give both configs the same, or this one"
+            " another folder; each would build the other's notes again at every sync"
+        )
+    if mine is None or not mine.notes:
+        for other in stored:
+            if other.name != claim.name and other.folder == claim.folder and other.name in held:
+                return (
+                    f"folder {claim.folder} is vault '{other.name}' of {other.config}, and"
+                    f" '{claim.name}' in this config: name it '{other.name}' here too (`kb init"
+                    f" --name {other.name}`), or `kb forget {other.name}` first to index it as"
+                    f" '{claim.name}'"
+                )
+    return None
+
+
+def vault_renames(
+    configured: Mapping[str, str], stored: Sequence[StoredVault], held: Collection[str] = ()
+) -> dict[str, str]:
     """Old name → new name: a configured vault (name → resolved folder) holding no rows takes
     over the rows of the one stored vault no config names that was last synced from its
-    folder, as a renamed note keeps its rows: nothing is read or sent to a model again."""
-    held = {v.name for v in stored if v.notes}
+    folder, as a renamed note keeps its rows: nothing is read or sent to a model again.
+    A vault another configuration still names (`held`) is its, never taken."""
+    have = {v.name for v in stored if v.notes}
     renames = {}
     for name, folder in configured.items():
-        if name in held:
+        if name in have:
             continue
-        former = [v.name for v in stored if v.name not in configured and v.folder == folder]
+        former = [
+            v.name
+            for v in stored
+            if v.name not in configured and v.folder == folder and v.name not in held
+        ]
         if len(former) == 1:
             renames[former[0]] = name
     return renames
