@@ -323,7 +323,7 @@ def test_status_lists_only_the_daemons_of_its_vaults(two: tuple[Kb, Kb], db_url:
         assert mine.summary()["daemon"] == "not running"
         theirs = b.status_reader()()
         assert theirs.daemon == "running"
-        assert theirs.as_json()["daemons"][0]["vaults"] == ["b"]
+        assert list(theirs.as_json()["daemons"][0]["vaults"]) == ["b"]
     finally:
         lock.close()
 

@@ -306,18 +306,42 @@ def forget_command(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask first.")] = False,
 ) -> None:
     """Remove a vault this config does not name from the index, with its notes (their model
-    outputs are kept: content enriched once is never sent to the model again)."""
+    outputs and vectors are kept: content enriched once is never sent to a model again).
+    A vault a running daemon or worker holds is refused."""
+    from kb.indexing.indexer import vault_folder
+    from kb.vault.names import composed
+
     with session(ctx) as parts:
-        if vault in {v.name for v in parts.config.vaults}:
+        # Typed as macOS writes names (NFD) or not, a name is the stored one.
+        stored = {composed(v.name): v for v in parts.store.vaults.stored()}
+        found = stored.get(composed(vault))
+        vault = found.name if found else vault
+        mine = {composed(v.name): vault_folder(v) for v in parts.config.vaults}
+        # A vault of this config's name synced from another folder is another vault: it may
+        # go, as the sync that refused to take it says (kb.vault.sync_plan.vault_refusal).
+        if composed(vault) in mine and (
+            found is None or found.folder in (None, mine[composed(vault)])
+        ):
             raise KbError(
                 f"vault {vault!r} is in this config: remove it from the config first, or"
                 " `kb reindex` to build it again"
             )
-        stored = {v.name: v for v in parts.store.vaults.stored()}
-        if vault not in stored:
-            known = ", ".join(sorted(stored)) or "none"
+        if found is None:
+            known = ", ".join(sorted(v.name for v in stored.values())) or "none"
             raise KbError(f"the index holds no vault {vault!r} (it holds: {known})")
-        notes = stored[vault].notes
+        for d in parts.store.daemons.list():
+            if d.alive and vault in d.vaults:
+                raise KbError(
+                    f"vault {vault!r} is watched by daemon {d.id} (pid {d.pid} on {d.host}):"
+                    f" stop it first (Ctrl-C where it runs, or `kill {d.pid}` on {d.host})"
+                )
+        for w in parts.store.workers.listed():
+            if w.alive and vault in w.vaults:
+                raise KbError(
+                    f"vault {vault!r} is built by worker {w.id} (pid {w.pid} on {w.host}):"
+                    f" stop it first (Ctrl-C where it runs, or `kill {w.pid}` on {w.host})"
+                )
+        notes = found.notes
         if not yes:
             if not sys.stdin.isatty():
                 raise KbError(

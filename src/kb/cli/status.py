@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from typing import TYPE_CHECKING
 
 import typer
@@ -54,7 +55,7 @@ def status(
     for other in status.other_vaults:
         stdout().print(
             f"other vault  {shown(other.name)}: {other.notes} notes this config does not name;"
-            f" `kb forget {shown(other.name)}` removes them"
+            f" `kb forget {shown(shlex.quote(other.name))}` removes them"
         )
     if status.undated:
         stdout().print(f"undated      {len(status.undated)} notes (a date property names no day)")

@@ -313,6 +313,7 @@ class Daemon:
                     queue_length=len(self.debouncer),
                     heartbeat_interval=self.settings.heartbeat,
                     last_error=self.activity.last_error,
+                    vaults=tuple(v.name for v in self.vaults),
                 )
             )
         except DatabaseError as exc:

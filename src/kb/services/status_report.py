@@ -142,11 +142,12 @@ def status_report(config: Config, sources: StatusSources) -> StatusReport:
         database=database,
         vaults=names,
         index=sources.state.status(vault_filter(names, [v.name for v in stored])),
-        daemons=sources.daemons.list(),
+        # Another configuration's daemons and workers on this index are theirs, not this one's.
+        daemons=[d for d in sources.daemons.list() if d.serves(names)],
         last_reconcile=sources.state.last_reconcile(),
         queue=sources.queue.status(names),
         vectors=sources.queue.status(names, "embed"),
-        workers=sources.workers.listed(),
+        workers=[w for w in sources.workers.listed() if w.serves(names)],
         configured=Configured(
             chat_model=llm.chat_model,
             embed_model=llm.embed_model,

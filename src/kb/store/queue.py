@@ -275,8 +275,8 @@ class Queue:
         return {r["path"] for r in rows}
 
     def status(self, vaults: Sequence[str] = (), speed: Speed = "enrich") -> QueueStatus:
-        """The backlog of `speed` and of `vaults` (empty: every vault); the rate is every
-        worker's."""
+        """The backlog of `speed` and of `vaults` (empty: every vault), and the rate its
+        items were done at."""
         with self.pool.connection() as conn:
             tables = _tables(speed)
             queue = conn.execute(
@@ -295,9 +295,10 @@ class Queue:
                     "       count(*) FILTER (WHERE done_at > now() - %(w)s::interval) AS recent,"
                     "       extract(epoch FROM now() - min(claimed_at)"
                     "           FILTER (WHERE done_at > now() - %(w)s::interval))::float AS span"
-                    "  FROM {done} WHERE done_at > now() - %(kept)s::interval"
+                    "  FROM {done} WHERE done_at > now() - %(kept)s::interval AND "
+                    + DOCUMENT_IN_VAULTS
                 ).format(**tables),
-                {"w": _RATE_WINDOW, "kept": _DONE_KEPT},
+                {"w": _RATE_WINDOW, "kept": _DONE_KEPT, "vaults": list(vaults)},
             ).fetchone()
             failing = conn.execute(
                 sql.SQL(
