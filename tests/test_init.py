@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -230,3 +231,28 @@ def _config_file(vault: Path) -> Path:
         'embed_model = "hash-256"\n'
     )
     return path
+
+
+def test_kb_init_proposes_a_name_the_index_does_not_hold(tmp_path: Path, db_url: str) -> None:
+    """Two folders called `notes`, each with its own config on one index."""
+    env = _env(db_url)
+    folders = {}
+    for place in ("work", "home"):
+        folders[place] = _write(tmp_path / place / "notes", f"{place}.md", f"I {place}.\n").parent
+
+    def init(place: str, *extra: str) -> subprocess.CompletedProcess[str]:
+        config = tmp_path / f"{place}.toml"
+        args = ("init", str(folders[place]), "--yes", "--owner", "Ana Lima", "--provider", "fake")
+        return run_kb(config, env, *args, *extra)
+
+    assert init("work").returncode == 0
+    assert run_kb(tmp_path / "work.toml", env, "index").returncode == 0
+    refused = init("home", "--name", "notes")
+    assert refused.returncode == 1 and "--name" in refused.stderr
+    assert str(folders["work"]) in refused.stderr
+    done = init("home")
+    assert done.returncode == 0, done.stderr
+    assert "(named 'home-notes')" in done.stdout
+    assert [v.name for v in load_config(tmp_path / "home.toml").vaults] == ["home-notes"]
+    indexed = run_kb(tmp_path / "home.toml", env, "index")
+    assert indexed.returncode == 0, indexed.stderr

@@ -23,6 +23,7 @@ from kb.services.init_proposals import (
     owner_names,
     personal_proposals,
     refuse_vault,
+    vault_name,
 )
 from kb.vault.dates import DailyNotes
 from kb.vault.obsidian import Settings
@@ -127,3 +128,15 @@ def test_a_folder_that_cannot_be_a_new_vault(tmp_path: Path) -> None:
     ):
         with pytest.raises(ConfigError, match=said):
             refuse_vault(path, configured)
+
+
+def test_a_new_vault_is_named_as_the_index_holds_no_other_folder() -> None:
+    assert vault_name("/h/notes", {}) == "notes"
+    work = {"notes": "/w/notes"}
+    assert vault_name("/h/notes", work) == "h-notes"
+    assert vault_name("/h/notes", {**work, "h-notes": "/x"}) == "notes-2"
+    # The folder the index holds already keeps its name; an old row's folder is not known.
+    assert vault_name("/w/notes", {"work": "/w/notes"}) == "work"
+    assert vault_name("/h/notes", {"notes": None}, "notes") == "notes"
+    with pytest.raises(ConfigError, match=r"'notes' is /w/notes in the index.*--name"):
+        vault_name("/h/notes", work, "notes")

@@ -294,6 +294,8 @@ def test_which_configured_vault_is_refused() -> None:
     assert vault_refusal(mine, [theirs], held=(), present={"notes"})
     assert vault_refusal(mine, [theirs], held={"notes"}, present=())
     assert vault_refusal(mine, [theirs], held=(), present=()) is None  # moved
+    own = StoredVault("notes", "/work/notes", 3, "/c/home.toml", {"personal": ""})
+    assert vault_refusal(mine, [own], held=(), present={"notes"}) is None  # pointed elsewhere
     # The same folder: other settings of a config that still names it.
     same = StoredVault("notes", "/home/notes", 3, "/c/work.toml", {"personal": "**"})
     assert "personal" in (vault_refusal(mine, [same], held={"notes"}, present={"notes"}) or "")

@@ -135,9 +135,11 @@ def _start(
     init_proposals.refuse_globs("--ignore", ignore)
     init_proposals.refuse_globs("--personal", personal)
     init_proposals.refuse_vault(path, configured)
-    vault_name = name or path.name or "vault"
-    if any(v.name == vault_name for v in configured):
-        raise KbError(f"a vault is already named '{vault_name}': pass --name")
+    if name is not None and any(v.name == name for v in configured):
+        raise KbError(f"a vault is already named '{name}': pass another --name")
+    held = {v.name: os.path.realpath(v.path) for v in configured}
+    indexed = _indexed(load_config(target) if add and existing is not None else None)
+    vault_name = init_proposals.vault_name(os.path.realpath(path), indexed | held, name)
     out = stdout()
     out.print(f"vault        {shown(str(path))} (named '{shown(vault_name)}')")
     found = [] if add else init_proposals.owner_names(*init_proposals.names_on_this_machine())
@@ -146,6 +148,31 @@ def _start(
         out.print(f"owner        {shown(owner_name)}")
     survey = init_proposals.survey(VaultConfig(vault_name, path, ignore=tuple(ignore)))
     return _Start(path, vault_name, owner_name, provider, existing, survey)
+
+
+def _indexed(config: Config | None) -> dict[str, str | None]:
+    """The vaults the index this config will use already holds (name → folder): the
+    config's database (with --add), else the one KB_DATABASE_URL or the data dir name. An
+    index not made yet holds none, and is not made here; one that cannot be read, none."""
+    import psycopg
+
+    from kb import db
+    from kb.container import open_store
+    from kb.errors import DatabaseError
+    from kb.locations import default_data_dir
+
+    if config is not None:
+        url, data_dir = config.database_url, config.data_dir
+    else:
+        url = os.environ.get("KB_DATABASE_URL", "")
+        data_dir = Path(os.environ.get("KB_DATA_DIR") or default_data_dir())
+    if not url and not (data_dir.expanduser() / "pgdata").is_dir():
+        return {}
+    try:
+        with open_store(db.database_url(url, data_dir), max_connections=1) as store:
+            return {v.name: v.folder for v in store.vaults.stored()}
+    except (DatabaseError, psycopg.Error):
+        return {}
 
 
 def _write(target: Path, text: str, existing: str | None, *, replace: bool, force: bool) -> None:

@@ -16,9 +16,9 @@ import pwd
 import re
 import subprocess
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from kb.config import VaultConfig, escaped, glob_problem
 from kb.errors import ConfigError, KbError, LLMError
@@ -217,6 +217,33 @@ def refuse_globs(option: str, globs: Iterable[str]) -> None:
     for glob in globs:
         if (problem := glob_problem(glob)) is not None:
             raise ConfigError(f"{option} has an invalid glob {glob!r}: {problem}")
+
+
+def vault_name(folder: str, held: Mapping[str, str | None], given: str | None = None) -> str:
+    """The name of a new vault at `folder` (resolved), given the names the index and the
+    config already hold (name → folder, None where not known): `given` (--name), refused
+    where it is another folder's; else the folder's own name, the name the index holds it
+    under, or where another folder holds the name, its parent's name joined to it
+    ("home-notes"), then a number. Two folders under one name would take each other's notes
+    (kb.vault.sync_plan.vault_refusal)."""
+    path = PurePath(folder)
+    if given is not None:
+        if held.get(given, folder) not in (None, folder):
+            raise ConfigError(
+                f"vault '{given}' is {held[given]} in the index: give {folder} another --name"
+            )
+        return given
+    same = [n for n, f in held.items() if f == folder]
+    if same:
+        return same[0]
+    base = path.name or "vault"
+    parent = path.parent.name
+    candidates = [
+        base,
+        *([f"{parent}-{base}"] if parent else []),
+        *(f"{base}-{i}" for i in range(2, 1000)),
+    ]
+    return next(c for c in candidates if c not in held)
 
 
 def refuse_vault(path: Path, configured: Sequence[VaultConfig]) -> None:

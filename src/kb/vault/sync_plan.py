@@ -290,16 +290,19 @@ def vault_refusal(
     the vault at its folder); `present`: those whose folder is still a folder. A
     configuration never takes rows another one names:
 
-    - the name held for another folder that is still there, or that another configuration
-      names, is another vault (the same name given twice); a folder gone is a vault moved,
-      and its rows go with it;
+    - the name held for another folder that another configuration names, or that is still
+      there and was synced by another configuration, is another vault (the same name given
+      twice); a folder gone is a vault moved, and its rows go with it, as do a vault's when
+      its own config points it elsewhere;
     - the same vault held by another configuration with other settings would be built
       again by each in turn: refused, as the user would want to choose;
     - a folder another configuration holds under another name would be indexed twice.
     """
     mine = next((v for v in stored if v.name == claim.name), None)
     if mine is not None and mine.folder is not None and mine.folder != claim.folder:
-        if mine.name in present or mine.name in held:
+        # Its own config pointed elsewhere is the user's to do; another's, or one not known
+        # (a vault synced before 025), is refused while its folder is there.
+        if mine.name in held or (mine.name in present and mine.config != claim.config):
             by = f" (by {mine.config})" if mine.config and mine.config != claim.config else ""
             return (
                 f"vault '{claim.name}' is {mine.folder} in the index{by}, {claim.folder} in"
