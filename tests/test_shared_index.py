@@ -368,6 +368,11 @@ def test_forget_keeps_to_vaults_no_daemon_or_worker_holds(tmp_path: Path, db_url
         held = run_kb(configs["a"], env, "forget", typed, "--yes")
         assert held.returncode == 1 and "daemon host:7" in held.stderr
         assert "pid 7" in held.stderr and "\n" not in held.stderr.strip()
+        watched = run_kb(configs["a"], env, "status").stdout
+        assert "other vault  Café notes: 1 notes" in watched and "kb forget" not in watched
+        assert "daemon host:7 watches it" in watched
+        listed = json.loads(run_kb(configs["a"], env, "status", "--json").stdout)
+        assert listed["other_vaults"][0]["held_by"] == "daemon host:7 watches it"
     finally:
         lock.leave("host:7")
     store_workers = WorkerBeat("w:9", "w", 9, 1, 0, 5.0, vaults=(name,))

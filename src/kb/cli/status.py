@@ -53,9 +53,15 @@ def status(
             f"obsidian     {shown(vault)}: {'; '.join(map(shown, lines)) or 'no settings'}"
         )
     for other in status.other_vaults:
+        holder = status.held.get(other.name)
+        then = (
+            shown(holder)
+            if holder
+            else f"`kb forget {shown(shlex.quote(other.name))}` removes them"
+        )
         stdout().print(
             f"other vault  {shown(other.name)}: {other.notes} notes this config does not name;"
-            f" `kb forget {shown(shlex.quote(other.name))}` removes them"
+            f" {then}"
         )
     if status.undated:
         stdout().print(f"undated      {len(status.undated)} notes (a date property names no day)")

@@ -63,6 +63,9 @@ class StatusReport:
     # Vaults the index holds that this config does not name: another configuration's, or
     # one dropped from this config, kept until `kb forget` removes it.
     other_vaults: list[StoredVault]
+    # Of those, the ones a running daemon or worker (another configuration's) holds, and by
+    # whom ("daemon host:pid watches it"): `kb forget` refuses them while it runs.
+    held: dict[str, str]
 
     @property
     def writer(self) -> DaemonRow | None:
@@ -93,7 +96,9 @@ class StatusReport:
             "configured": asdict(self.configured),
             "obsidian": self.obsidian,
             "undated": [asdict(u) for u in self.undated],
-            "other_vaults": [asdict(v) for v in self.other_vaults],
+            "other_vaults": [
+                {**asdict(v), "held_by": self.held.get(v.name)} for v in self.other_vaults
+            ],
         }
         redacted: dict[str, Any] = _redacted(data)
         return redacted
@@ -138,16 +143,27 @@ def status_report(config: Config, sources: StatusSources) -> StatusReport:
     llm = config.llm
     names = [v.name for v in config.vaults]
     stored = sources.vaults.stored()
+    daemons = sources.daemons.list()
+    workers = sources.workers.listed()
+    held = {
+        vault: f"{kind} {who} {does}"
+        for kind, does, beats in (
+            ("worker", "builds its notes", workers),
+            ("daemon", "watches it", daemons),
+        )
+        for who, vault in ((b.id, v) for b in beats if b.alive for v in b.vaults)
+        if vault not in names
+    }
     return StatusReport(
         database=database,
         vaults=names,
         index=sources.state.status(vault_filter(names, [v.name for v in stored])),
         # Another configuration's daemons and workers on this index are theirs, not this one's.
-        daemons=[d for d in sources.daemons.list() if d.serves(names)],
+        daemons=[d for d in daemons if d.serves(names)],
         last_reconcile=sources.state.last_reconcile(),
         queue=sources.queue.status(names),
         vectors=sources.queue.status(names, "embed"),
-        workers=[w for w in sources.workers.listed() if w.serves(names)],
+        workers=[w for w in workers if w.serves(names)],
         configured=Configured(
             chat_model=llm.chat_model,
             embed_model=llm.embed_model,
@@ -157,6 +173,7 @@ def status_report(config: Config, sources: StatusSources) -> StatusReport:
         obsidian={v.name: obsidian.followed(v)[1].lines() for v in config.vaults},
         undated=sources.documents.undated(),
         other_vaults=[v for v in stored if v.name not in names],
+        held=held,
     )
 
 
