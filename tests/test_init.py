@@ -256,3 +256,10 @@ def test_kb_init_proposes_a_name_the_index_does_not_hold(tmp_path: Path, db_url:
     assert [v.name for v in load_config(tmp_path / "home.toml").vaults] == ["home-notes"]
     indexed = run_kb(tmp_path / "home.toml", env, "index")
     assert indexed.returncode == 0, indexed.stderr
+    # A config written by hand that gives the name to the other folder is refused.
+    text = (tmp_path / "home.toml").read_text().replace('"home-notes"', '"notes"')
+    (tmp_path / "mine.toml").write_text(text)
+    refused = run_kb(tmp_path / "mine.toml", env, "index")
+    errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
+    assert refused.returncode == 1 and len(errors) == 1
+    assert "kb forget notes" in refused.stderr and str(folders["home"]) in refused.stderr
