@@ -218,9 +218,18 @@ class Indexer:
         held = {v.name for v in stored if v.config != config and _names(v)}
         present = {v.name for v in stored if v.folder is not None and os.path.isdir(v.folder)}
         for vault in vaults:
-            refusal = sync_plan.vault_refusal(self._claim(vault), stored, held, present)
+            claim = self._claim(vault)
+            refusal = sync_plan.vault_refusal(claim, stored, held, present)
             if refusal is not None:
                 raise KbError(refusal)
+            for v in stored:
+                if v.name == claim.name and v.folder not in (None, claim.folder):
+                    log.info(
+                        "vault '%s' moved from %s to %s: its rows follow",
+                        v.name,
+                        v.folder,
+                        claim.folder,
+                    )
         return stored, held
 
     def _claim(self, vault: VaultConfig) -> sync_plan.VaultClaim:

@@ -325,8 +325,8 @@ def vault_refusal(
         )
         return (
             f"vault '{claim.name}' ({claim.folder}) is also indexed by {mine.config} with"
-            f" other settings ({', '.join(keys)}): give both configs the same, or this one"
-            " another folder; each would build the other's notes again at every sync"
+            f" other settings ({', '.join(keys)}): give both configs the same, or keep the"
+            " vault in one of them; each would build the other's notes again at every sync"
         )
     if mine is None or not mine.notes:
         for other in stored:
