@@ -349,4 +349,6 @@ def forget_command(
                 )
             typer.confirm(f"Remove vault {vault!r} and its {notes} notes?", abort=True)
         gone = parts.store.vaults.forget(vault)
-    stderr().print(f"forgot vault {shown(vault)}: {gone} notes removed, their model outputs kept")
+    stderr().print(
+        f"forgot vault {shown(vault)}: {gone} notes removed, their model outputs and vectors kept"
+    )
