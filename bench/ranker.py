@@ -363,7 +363,8 @@ def load_asked(
     folder: Path, args: argparse.Namespace, embedder: Embedder
 ) -> tuple[Dataset, list[Asked], list[float], list[float]]:
     """A dataset's questions as feature rows (kept in --data-dir, made again with --fresh),
-    and the milliseconds per question of the candidates query and of the feature rows."""
+    and the milliseconds per question of retrieving its candidates (kb.search.hybrid.retrieve:
+    the query embedded, the index's state, the candidates query) and of the feature rows."""
     name = folder.resolve().name
     docs = args.limit.get(name)
     limit = Limit(docs, smallest=bool(docs))
@@ -624,7 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "p50": statistics.median(features_ms),
                     "p95": percentile(features_ms, 0.95),
                 },
-                "candidates query": {
+                "retrieval": {
                     "p50": statistics.median(search_ms),
                     "p95": percentile(search_ms, 0.95),
                 },

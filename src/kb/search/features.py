@@ -3,7 +3,8 @@ already has in one search (both lists' verdicts, the chunk's vectors, its note, 
 question's words, names, person and time), pure and in milliseconds.
 
 The ranker (kb.search.ranker) is fitted on these rows by bench/ranker.py, which makes them
-with this module: what it was fitted on is what a query computes.
+with this module from the candidates kb.search.hybrid.retrieve finds: what it was fitted
+on is what a query computes.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ NO_SIMILARITY = -1.0
 TOP = 10
 # The meaning of the features: a ranker file records the version it was fitted on, and one
 # of another version is not used (kb.search.ranker). Bump it when any feature's value is
-# made differently (another formula, another input, another constant above) and fit the
-# trees again (bench/ranker.py); tests/test_features.py's expected rows say when. A feature
+# made differently (another formula, another constant above, or another input: what the
+# candidates query returns, fusion's score) and fit the trees again (bench/ranker.py);
+# tests/test_features.py's expected rows say when. A feature
 # added, dropped, renamed or moved changes FEATURES, which a ranker file is checked by too.
 # 1: the 49 features of the trees kb ships.
 FEATURES_VERSION = 1
