@@ -1,11 +1,12 @@
 """A learned ranker over kb's own signals: does it order the candidates kb already finds
 better than kb's fusion does?
 
-Every question is searched as kb searches (bench/retrieval.py: the owner's name for
+Every question is searched as kb searches (a SearchPlan, retrieved by
+kb.search.hybrid.retrieve, as bench/retrieval.py does: the owner's name for
 full-text search on a first-person question, the question in the owner's voice for the
 embedder where the level's passages speak in writers' voices), and every chunk of its two
-candidate lists (CANDIDATES each) becomes a row of kb.search.features.FEATURES, made as a
-query makes it: what each list said of it, kb's fused score and place, its own and its
+candidate lists (kb.search.plan.CANDIDATES each) becomes a row of kb.search.features.FEATURES,
+made as a query makes it: what each list said of it, kb's fused score and place, its own and its
 passages' similarity, its note's other candidates, the owner and first-person rule, the
 time the question names against the note's date, its words and names against the
 question's, and its words against the other candidates'. Its label: the chunk hits a gold
@@ -60,14 +61,12 @@ from kb.container import open_store
 from kb.fusion import Fused, Fusion
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import Embedder
-from kb.prompting.voices import voiced
 from kb.results import SearchHit
 from kb.search import features
 from kb.search import ranker as kb_ranker
-from kb.search.features import FEATURES
-from kb.search.hybrid import fused_order, owner_query
-from kb.search.plan import CANDIDATES
-from kb.search.when import question_period
+from kb.search.features import FEATURES, FEATURES_VERSION, SCHEMA
+from kb.search.hybrid import fused_order, retrieve
+from kb.search.plan import SearchPlan
 from kb.store import NO_FILTER, Candidate, SearchFilter, Store
 from retrieval import (
     PARAGRAPHS,
@@ -131,8 +130,9 @@ def ask_all(
     voiced_queries: bool,
     today: dt.date,
 ) -> tuple[list[Asked], list[float], list[float]]:
-    """Every question searched as kb searches it, its candidates as feature rows; and the
-    milliseconds per question of the candidates query and of the feature rows."""
+    """Every question searched as kb searches it (a plan retrieved by kb.search.hybrid), its
+    candidates as feature rows; and the milliseconds per question of retrieving them and of
+    the feature rows."""
     owners = {v.name: v.owner for v in dataset.vaults}
     spans = {v.name: Spans(v.path, v.prefix) for v in dataset.vaults}
     asked: list[Asked] = []
@@ -140,27 +140,31 @@ def ask_all(
     features_ms: list[float] = []
     for n, q in enumerate(dataset.queries, 1):
         store, owner = stores[q.vault], owners[q.vault]
-        space = store.vectors.space()
-        assert space is not None, "an indexed vault has an embedding space"
-        vector = embedder.embed_query(voiced(q.text, owner) if voiced_queries else q.text)
-        asked_at = time.perf_counter()
-        found = store.search.candidates(
-            vector,
-            owner_query(q.text, owner),
-            model=space[0],
-            dimensions=space[1],
-            depth=CANDIDATES,
+        plan = SearchPlan(
+            q.text,
+            owner=owner,
+            fusion=fusion,
             filters=filters[q.vault],
+            voiced_index=voiced_queries,
+            today=today,
+        )
+        asked_at = time.perf_counter()
+        got = retrieve(
+            embedder, plan, search=store.search, vectors=store.vectors, queue=store.queue
         )
         search_ms.append((time.perf_counter() - asked_at) * 1000)
-        period = question_period(q.text, today)
-        order = fused_order(found, "hybrid", fusion, period)
+        # Rows of both lists only: a question the embedder could not read would teach the
+        # trees what a text search alone looks like.
+        if got.used != "hybrid":
+            raise SystemExit(f"{q.qid}: {'; '.join(got.warnings)}")
+        order = fused_order(got.found, "hybrid", fusion, got.period)
         started = time.perf_counter()
-        matrix = np.asarray(features.rows(q.text, owner, found, order, period), dtype=np.float64)
+        rows = features.rows(q.text, owner, got.found, order, got.period)
         features_ms.append((time.perf_counter() - started) * 1000)
-        chunk_spans = [spans[q.vault](_as_hit(found.rows[f.id])) for f in order]
+        matrix = np.asarray(rows, dtype=np.float64).reshape(len(order), len(FEATURES))
+        chunk_spans = [spans[q.vault](_as_hit(got.found.rows[f.id])) for f in order]
         labels = [int(any(_hit(s, g) for g in q.gold)) for s in chunk_spans]
-        asked.append(Asked(q, chunk_spans, labels, matrix.reshape(len(order), len(FEATURES))))
+        asked.append(Asked(q, chunk_spans, labels, matrix))
         if n % 100 == 0:
             print(f"    {n} questions", file=sys.stderr, flush=True)
     return asked, search_ms, features_ms
@@ -326,7 +330,7 @@ def inference_ms(asked: Sequence[Asked], booster: lgb.Booster) -> list[float]:
     """Milliseconds to order each question's candidates from their feature rows as a query
     does: the trees exported to kb's ranker file and scored by kb.search.ranker, and the
     sort (the rows' own cost is measured as they are made)."""
-    shipped = kb_ranker.parse(export(booster, {"level": LEVEL, "embed_model": ""}), FEATURES)
+    shipped = kb_ranker.parse(export(booster, {"level": LEVEL, "embed_model": ""}), SCHEMA)
     times = []
     for a in asked:
         rows = a.features.tolist()
@@ -359,7 +363,8 @@ def load_asked(
     folder: Path, args: argparse.Namespace, embedder: Embedder
 ) -> tuple[Dataset, list[Asked], list[float], list[float]]:
     """A dataset's questions as feature rows (kept in --data-dir, made again with --fresh),
-    and the milliseconds per question of the candidates query and of the feature rows."""
+    and the milliseconds per question of retrieving its candidates (kb.search.hybrid.retrieve:
+    the query embedded, the index's state, the candidates query) and of the feature rows."""
     name = folder.resolve().name
     docs = args.limit.get(name)
     limit = Limit(docs, smallest=bool(docs))
@@ -367,7 +372,7 @@ def load_asked(
     vaults = [v.name for v in dataset.vaults]
     cache = _kept_rows(args.data_dir, dataset, args.level, docs)
     kept = json.loads(cache.read_text()) if cache.exists() and not args.fresh else {}
-    if kept.get("features") == list(FEATURES) and kept.get("vaults", vaults) == vaults:
+    if _current(kept) and kept.get("vaults", vaults) == vaults:
         return dataset, _asked(dataset, kept), kept["search_ms"], kept["features_ms"]
     print(f"{dataset.name}: {len(dataset.queries)} questions", file=sys.stderr)
     stores = open_indexes(dataset, args.data_dir, embedder, args.level, subset=bool(docs))
@@ -392,6 +397,7 @@ def load_asked(
         json.dumps(
             {
                 "features": list(FEATURES),
+                "features_version": FEATURES_VERSION,
                 "embed_model": embedder.name,
                 "vaults": vaults,
                 "search_ms": search_ms,
@@ -401,6 +407,14 @@ def load_asked(
         )
     )
     return dataset, asked, search_ms, features_ms
+
+
+def _current(kept: Mapping[str, Any]) -> bool:
+    """Whether rows kept by an earlier run are of the features this kb makes: their names
+    and the version of their meaning."""
+    return bool(
+        kept.get("features") == list(FEATURES) and kept.get("features_version") == FEATURES_VERSION
+    )
 
 
 def _kept_rows(data_dir: Path, dataset: Dataset, level: str, docs: int | None) -> Path:
@@ -456,7 +470,7 @@ def load_twins(folder: Path, where: Twins) -> tuple[list[Asked], str]:
     dataset = load_dataset(folder, Limit())
     cache = _kept_rows(where.data_dir, dataset, where.level, None)
     kept = json.loads(cache.read_text()) if cache.exists() else {}
-    if kept.get("features") != list(FEATURES):
+    if not _current(kept):
         print(f"no rows of these features in {cache}: fitted without them", file=sys.stderr)
         return [], ""
     model = kept.get("embed_model", "")
@@ -565,6 +579,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "embed_model": env_config.llm.embed_model,
         "kb_commit": _commit(),
         "features": list(FEATURES),
+        "features_version": FEATURES_VERSION,
         "lightgbm": {"params": LGB_PARAMS, "rounds": args.rounds},
         "fitted_on": fitted_on,
         # The same questions' rows under other embedders or levels, fitted on beside these.
@@ -610,7 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "p50": statistics.median(features_ms),
                     "p95": percentile(features_ms, 0.95),
                 },
-                "candidates query": {
+                "retrieval": {
                     "p50": statistics.median(search_ms),
                     "p95": percentile(search_ms, 0.95),
                 },
@@ -679,6 +694,8 @@ def export(booster: lgb.Booster, record: Mapping[str, Any]) -> dict[str, Any]:
         "format": kb_ranker.FORMAT,
         "name": f"lightgbm-{record['level']}-{record['embed_model']}",
         "features": list(FEATURES),
+        # Checked when kb loads the file: trees of another version are not used.
+        "features_version": FEATURES_VERSION,
         "record": record,
         "trees": trees,
     }

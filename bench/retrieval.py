@@ -44,14 +44,13 @@ sets them for the local llama.cpp stack.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kb import db
@@ -62,14 +61,12 @@ from kb.fusion import FUSION_METHODS, Fusion
 from kb.indexing.events import FileEvent
 from kb.llm import make_chat, make_embedder
 from kb.llm.base import ChatModel, Embedder
-from kb.prompting.voices import voiced
 from kb.search import ranker
-from kb.search.features import FEATURES
-from kb.search.hybrid import Judge, owner_query, rank
-from kb.search.plan import CANDIDATES
+from kb.search.features import SCHEMA
+from kb.search.hybrid import Judge, Retrieved, owner_query, rank, retrieve, search
+from kb.search.plan import SearchPlan
 from kb.search.rerank import Reranker
-from kb.search.when import question_period
-from kb.store import NO_FILTER, Candidates, SearchFilter, SearchHit, Store
+from kb.store import NO_FILTER, SearchFilter, SearchHit, Store
 from kb.vault import sync_plan
 from kb.vault.notes import Scope
 from reference import FACTS_FILE, FactFinder, ReferenceWriter, load_facts
@@ -468,43 +465,35 @@ def score_level(
     owners = {v.name: v.owner for v in dataset.vaults}
     for q in dataset.queries:
         store = stores[q.vault]
-        space = store.vectors.space()
-        assert space is not None, "an indexed vault has an embedding space"
         # As kb searches: full-text search reads a first-person question with the owner's
         # name; the embedder reads it as asked, or in the owner's voice where the level's
-        # passages speak in writers' voices (`voiced_queries`, see kb.search.hybrid.search).
-        texts = {"plain": q.text, "owner": owner_query(q.text, owners[q.vault])}
-        started = time.perf_counter()
-        vector = embedder.embed_query(q.text)
-        embedded = time.perf_counter() - started
-        owner_vector = (
-            embedder.embed_query(voiced(q.text, owners[q.vault])) if voiced_queries else vector
+        # passages speak in writers' voices (`voiced_queries`, see kb.search.hybrid.retrieve).
+        plain = SearchPlan(
+            q.text,
+            top_k=max(KS),
+            fusion=fusion,
+            filters=filters[q.vault],
+            voiced_index=voiced_queries,
         )
-        found_by: dict[str, tuple[Candidates, float]] = {}
-        for variant, text in texts.items():
-            if variant == "owner" and text == texts["plain"]:
+        plans = {"plain": plain, "owner": replace(plain, owner=owners[q.vault])}
+        found_by: dict[str, tuple[Retrieved, float]] = {}
+        for variant, plan in plans.items():
+            # A question the owner's name leaves as it is was found once, without it.
+            if variant == "owner" and owner_query(q.text, owners[q.vault]) == q.text:
                 found_by["owner"] = found_by["plain"]
                 continue
             started = time.perf_counter()
-            found_by[variant] = (
-                store.search.candidates(
-                    owner_vector if variant == "owner" else vector,
-                    text,
-                    model=space[0],
-                    dimensions=space[1],
-                    depth=CANDIDATES,
-                    filters=filters[q.vault],
-                ),
-                embedded + time.perf_counter() - started,
+            got = retrieve(
+                embedder, plan, search=store.search, vectors=store.vectors, queue=store.queue
             )
-        period = question_period(q.text, dt.date.today()) if dated_queries else None
+            found_by[variant] = got, time.perf_counter() - started
         for variant, table in (("owner", matrix.owner), ("plain", matrix.plain)):
-            found, seconds = found_by[variant]
-            owner = owners[q.vault] if variant == "owner" else None
-            judge = Judge(learned, q.text, owner)
+            got, seconds = found_by[variant]
+            period = got.period if dated_queries else None
+            judge = Judge(learned, q.text, plans[variant].owner)
             for row in rows:
                 hits = rank(
-                    found, row.mode, row.fusion, period, judge=judge if row.learned else None
+                    got.found, row.mode, row.fusion, period, judge=judge if row.learned else None
                 )[: max(KS)]
                 table[row.name].add(q, [spans[q.vault](h) for h in hits], seconds)
 
@@ -520,9 +509,6 @@ def rerank_row(
     learned: ranker.Ranker,
 ) -> Scores:
     """The chat model's judgement of kb's default order (the learned ranker's)."""
-    from kb.search.hybrid import search
-    from kb.search.plan import SearchPlan
-
     scores = Scores()
     owners = {v.name: v.owner for v in dataset.vaults}
     for q in dataset.queries:
@@ -553,18 +539,18 @@ def latency(
     learned: ranker.Ranker | None = None,
 ) -> tuple[float, float]:
     """Milliseconds of one hybrid top-10 search in the database (candidates and fusion, and
-    the `learned` ranker's features and order with one), p50 and p95."""
-    space = store.vectors.space()
-    assert space is not None
+    the `learned` ranker's features and order with one), p50 and p95: the query's vector
+    is made beforehand."""
     times = []
     for q in queries:
-        vector = embedder.embed_query(q.text)
+        plan = SearchPlan(q.text, fusion=fusion, filters=filters)
+        embedder.embed_query(q.text)
         started = time.perf_counter()
-        found = store.search.candidates(
-            vector, q.text, model=space[0], dimensions=space[1], depth=CANDIDATES, filters=filters
+        got = retrieve(
+            embedder, plan, search=store.search, vectors=store.vectors, queue=store.queue
         )
         judge = Judge(learned, q.text, None) if learned else None
-        rank(found, "hybrid", fusion, judge=judge)[:10]
+        rank(got.found, "hybrid", fusion, got.period, judge=judge)[:10]
         times.append((time.perf_counter() - started) * 1000)
     times.sort()
     return statistics.median(times), times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
@@ -706,7 +692,9 @@ def run_dataset(
 
     spans = {v.name: Spans(v.path, v.prefix) for v in dataset.vaults}
     filters = {v.name: SearchFilter(paths=v.files) if subset else NO_FILTER for v in dataset.vaults}
-    learned = ranker.load(args.ranker_file or ranker.DEFAULT_MODEL, FEATURES)
+    learned = ranker.load(args.ranker_file or ranker.DEFAULT_MODEL, SCHEMA)
+    if learned.unfit:
+        raise SystemExit(learned.unfit)
     for level, by_vault in stores.items():
         print(f"querying: {level}", file=sys.stderr)
         score_level(

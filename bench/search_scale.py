@@ -8,8 +8,9 @@ hashed bag-of-words vectors of 384 dimensions, the size of MiniLM's), each parag
 of its own as kb's default has it (`--passages none`: the chunks' vectors alone; `--writes
 statements`: the fake model's statements too), then measures:
 
-- in the database: `Store.candidates` as `kb query` calls it (depth 40, the candidate lists
-  fusion reads) in each mode, plus the fusion for hybrid, and hybrid again with the learned
+- in the database: `kb.search.hybrid.retrieve` as `kb query` calls it (the index's state,
+  then the candidate lists fusion reads, 40 deep) in each mode, the query's vector made
+  beforehand, plus the fusion for hybrid, and hybrid again with the learned
   ranker kb ships ordering its candidates (`hybrid+ranker`, as `kb query` searches by
   default), p50 and p95 over `--queries` queries (`--repeat N`: each query's fastest of N
   runs, which keeps a busy machine's stalls out of the figures);
@@ -53,11 +54,12 @@ from kb.config import PASSAGE_MODES, Config, ContextConfig, PassageMode, SearchM
 from kb.container import Container, open_store
 from kb.indexing.events import FileEvent
 from kb.llm import make_embedder
-from kb.search.hybrid import Judge, rank
-from kb.search.plan import CANDIDATES
+from kb.search.hybrid import Judge, rank, retrieve
+from kb.search.plan import SearchPlan
 from kb.search.ranker import Ranker
 from kb.store import Store
 from kb.store import candidates as store_module
+from retrieval import CachedEmbedder
 
 MODES: tuple[SearchMode, ...] = ("vector", "text", "hybrid")
 # Hybrid search as kb runs it by default: its candidates ordered by the learned ranker.
@@ -191,31 +193,33 @@ def in_database(
     learned: Ranker | None = None,
 ) -> dict[str, tuple[Latency, list[list[tuple[str, int]]]]]:
     """Each mode's latency (each query's fastest of `repeat` runs) and each query's top 10
-    (path, first line); with a `learned` ranker, hybrid search ordered by it too (JUDGED)."""
-    embedder = make_embedder(config.llm)
-    space = store.vectors.space()
-    assert space is not None, "the index has an embedding space"
-    vectors = [embedder.embed_query(q) for q in queries]
+    (path, first line); with a `learned` ranker, hybrid search ordered by it too (JUDGED).
+    A search is timed as kb runs it, its query's vector made beforehand."""
+    embedder = CachedEmbedder(make_embedder(config.llm))
+    for text in queries:
+        embedder.embed_query(text)
     runs: list[tuple[str, SearchMode, Ranker | None]] = [(m, m, None) for m in modes]
     if learned is not None and "hybrid" in modes:
         runs.append((JUDGED, "hybrid", learned))
     results: dict[str, tuple[Latency, list[list[tuple[str, int]]]]] = {}
     for label, mode, judged_by in runs:
         millis, tops = [], []
-        for text, vector in zip(queries, vectors, strict=True):
+        for text in queries:
+            plan = SearchPlan(
+                text,
+                owner=config.owner_name,
+                mode=mode,
+                fusion=config.query.fusion,
+                voiced_index=config.context.voiced_passages(),
+            )
             judge = Judge(judged_by, text, config.owner_name) if judged_by else None
             fastest = float("inf")
             for _ in range(repeat):
                 started = time.perf_counter()
-                found = store.search.candidates(
-                    vector,
-                    text,
-                    model=space[0],
-                    dimensions=space[1],
-                    depth=CANDIDATES,
-                    lists="both" if mode == "hybrid" else mode,
+                got = retrieve(
+                    embedder, plan, search=store.search, vectors=store.vectors, queue=store.queue
                 )
-                hits = rank(found, mode, config.query.fusion, judge=judge)[:TOP_K]
+                hits = rank(got.found, mode, plan.fusion, got.period, judge=judge)[:TOP_K]
                 fastest = min(fastest, (time.perf_counter() - started) * 1000)
             millis.append(fastest)
             tops.append([(h.path, h.start_line) for h in hits])

@@ -169,7 +169,7 @@ def test_a_ranker_learns_what_kb_order_misses(tmp_path: Path) -> None:
     path = tmp_path / "models/ranker.json"
     ranker.save(path, booster, report)
     # kb's ranker file orders as the fitted trees do, and keeps their record.
-    shipped = kb_ranker.load(path, features.FEATURES)
+    shipped = kb_ranker.load(path, features.SCHEMA)
     assert shipped.record == report
     rows = held_out[0].features
     assert np.allclose(shipped.scores(rows.tolist()), fitted[0].score(rows))

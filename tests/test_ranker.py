@@ -18,7 +18,7 @@ from kb.config import Config, SearchMode
 from kb.errors import KbError, LLMError
 from kb.results import explanation
 from kb.search import ranker
-from kb.search.features import FEATURES
+from kb.search.features import FEATURES, FEATURES_VERSION, SCHEMA
 from kb.services.searching import SearchRequest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +45,10 @@ def test_the_trees_score_as_lightgbm_does(tmp_path: Path) -> None:
     booster = _fitted()
     path = tmp_path / "ranker.json"
     bench_ranker.save(path, booster, RECORD)
-    loaded = ranker.load(path, FEATURES)
+    loaded = ranker.load(path, SCHEMA)
+    # The file says which version of the features' meaning its trees read.
+    assert json.loads(path.read_text())["features_version"] == FEATURES_VERSION
+    assert loaded.unfit is None
     rows = np.random.default_rng(9).normal(size=(200, len(FEATURES)))
     ours = loaded.scores(rows.tolist())
     assert ours == pytest.approx(list(booster.predict(rows)), abs=1e-9)
@@ -58,9 +61,9 @@ def test_the_trees_score_as_lightgbm_does(tmp_path: Path) -> None:
 def test_the_compiled_trees_read_nothing_of_a_file_but_numbers(tmp_path: Path) -> None:
     low, high = [0.0] * len(FEATURES), [1e308] * len(FEATURES)
     # An infinite threshold (LightGBM may write one) compiles, and holds every row.
-    endless = ranker.load(_one_split(tmp_path, "chars", float("inf")), FEATURES)
+    endless = ranker.load(_one_split(tmp_path, "chars", float("inf")), SCHEMA)
     assert endless.scores([low, high]) == [0.0, 0.0]
-    assert ranker.load(_one_split(tmp_path, "passages", 0.5), FEATURES).scores([low, high]) == [
+    assert ranker.load(_one_split(tmp_path, "passages", 0.5), SCHEMA).scores([low, high]) == [
         0.0,
         1.0,
     ]
@@ -70,12 +73,12 @@ def test_the_compiled_trees_read_nothing_of_a_file_but_numbers(tmp_path: Path) -
     data["trees"][0][0][0][1] = "__import__('os').system('false')"
     hostile.write_text(json.dumps(data))
     with pytest.raises(KbError, match="is damaged"):
-        ranker.load(hostile, FEATURES)
+        ranker.load(hostile, SCHEMA)
 
 
 def test_the_shipped_ranker_reads_kb_s_features_and_says_what_it_was_fitted_on() -> None:
-    shipped = ranker.load(ranker.DEFAULT_MODEL, FEATURES)
-    assert shipped.features == FEATURES and len(shipped.trees) >= 50
+    shipped = ranker.load(ranker.DEFAULT_MODEL, SCHEMA)
+    assert shipped.features == FEATURES and len(shipped.trees) >= 50 and shipped.unfit is None
     fitted_on = shipped.record["fitted_on"]
     # Fitted on the training vaults alone: personal-dev is what it is judged by.
     assert "personal-train" in fitted_on and "personal-dev" not in fitted_on
@@ -87,19 +90,15 @@ def test_a_ranker_file_that_is_not_one_is_one_line(tmp_path: Path) -> None:
     damaged = tmp_path / "damaged.json"
     damaged.write_text('{"format": 1, "features": []')
     with pytest.raises(KbError, match="cannot read the ranker file"):
-        ranker.load(damaged, FEATURES)
-    other = tmp_path / "other.json"
-    other.write_text(json.dumps({"format": 1, "name": "x", "features": ["a"], "trees": []}))
-    with pytest.raises(KbError, match="other features"):
-        ranker.load(other, FEATURES)
+        ranker.load(damaged, SCHEMA)
     listed = tmp_path / "listed.json"
     listed.write_text("[1, 2]")
     with pytest.raises(KbError, match="is damaged"):
-        ranker.load(listed, FEATURES)
+        ranker.load(listed, SCHEMA)
     newer = tmp_path / "newer.json"
     newer.write_text(json.dumps({"format": 99}))
     with pytest.raises(KbError, match="format 99"):
-        ranker.load(newer, FEATURES)
+        ranker.load(newer, SCHEMA)
 
 
 def _one_split(tmp_path: Path, feature: str, threshold: float) -> Path:
@@ -112,6 +111,7 @@ def _one_split(tmp_path: Path, feature: str, threshold: float) -> Path:
                 "format": ranker.FORMAT,
                 "name": f"by-{feature}",
                 "features": list(FEATURES),
+                "features_version": FEATURES_VERSION,
                 "trees": [[[[at, threshold, ~0, ~1, 0.5]], [0.0, 1.0]]],
             }
         )
@@ -178,3 +178,38 @@ def test_a_missing_ranker_file_is_one_line(kb: Kb, tmp_path: Path) -> None:
     service = _kb(kb, ranker_file=tmp_path / "nowhere.json").search_service()
     with pytest.raises(KbError, match=r"cannot read the ranker file .*nowhere\.json"):
         service.search(SearchRequest("miso ramen"))
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"features_version": FEATURES_VERSION + 1}, "version 2 of its features"),
+        ({"features_version": None}, "no recorded version"),
+        ({"features": [*FEATURES[:-1], "another"]}, "other features"),
+    ],
+)
+def test_a_ranker_fitted_on_other_features_is_not_used(
+    kb: Kb, tmp_path: Path, change: dict[str, object], why: str
+) -> None:
+    """Trees whose features meant something else, or whose file does not say, are left out:
+    a hybrid search is in fusion's order and says so in one line, never ordered by weights
+    for what a feature meant once."""
+    kb.sync()
+    data = json.loads(_one_split(tmp_path, "chars", float(np.log1p(700))).read_text())
+    stale = tmp_path / "stale.json"
+    stale.write_text(json.dumps({k: v for k, v in {**data, **change}.items() if v is not None}))
+    unfit = ranker.load(stale, SCHEMA)
+    assert unfit.trees == () and unfit.unfit and why in unfit.unfit
+
+    question = "when did Alex climb Mount Takao"
+    fusion = _kb(kb, ranker="fusion").search_service().search(SearchRequest(question))
+    found = _kb(kb, ranker_file=stale).search_service().search(SearchRequest(question))
+    assert [(h.path, h.start_line) for h in found.hits] == [
+        (h.path, h.start_line) for h in fusion.hits
+    ]
+    assert all(h.judged is None and h.fused_rank is None for h in found.hits)
+    (warning,) = found.warnings
+    assert str(stale) in warning and why in warning and "fusion's order" in warning
+    # A search the ranker never orders has nothing to say of it.
+    text = _kb(kb, ranker_file=stale).search_service()
+    assert not text.search(SearchRequest(question, mode="text")).warnings

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import Kb, search_store, similarity
 from kb.errors import KbError
+from kb.search.hybrid import rank, retrieve
 from kb.search.plan import SearchPlan
 from kb.store import SearchFilter, SearchHit
 
@@ -59,6 +60,18 @@ def test_hybrid_fuses_both_lists(indexed: Kb) -> None:
     assert (top.vector_rank, top.text_rank) == (1, 1) and 0 < top.score <= 1 + 1e-9
     assert top.vector_score == pytest.approx(top.similarity)
     assert top.text_score == max(h.text_score or 0 for h in text)
+
+
+def test_a_search_is_its_retrieval_ranked(indexed: Kb) -> None:
+    """What a search ranks is what `retrieve` finds: the step every benchmark calls."""
+    store = indexed.store
+    plan = SearchPlan("what did I climb in April 2024", owner="Alex Doe", top_k=10)
+    got = retrieve(
+        indexed.embedder, plan, search=store.search, vectors=store.vectors, queue=store.queue
+    )
+    assert got.used == "hybrid" and not got.warnings and got.period is not None
+    ranked = rank(got.found, got.used, plan.fusion, got.period)[: plan.top_k]
+    assert search_store(store, indexed.embedder, plan).hits == ranked
 
 
 @pytest.mark.parametrize("mode", ["vector", "text", "hybrid"])

@@ -304,9 +304,9 @@ class Container:
     def ranker(self) -> Ranker:
         """The learned ranker of `query.ranker_file`, or the one kb ships."""
         from kb.search import ranker
-        from kb.search.features import FEATURES
+        from kb.search.features import SCHEMA
 
-        return ranker.load(self.config.query.ranker_file or ranker.DEFAULT_MODEL, FEATURES)
+        return ranker.load(self.config.query.ranker_file or ranker.DEFAULT_MODEL, SCHEMA)
 
     def daemon(
         self,

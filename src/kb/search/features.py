@@ -3,7 +3,8 @@ already has in one search (both lists' verdicts, the chunk's vectors, its note, 
 question's words, names, person and time), pure and in milliseconds.
 
 The ranker (kb.search.ranker) is fitted on these rows by bench/ranker.py, which makes them
-with this module: what it was fitted on is what a query computes.
+with this module from the candidates kb.search.hybrid.retrieve finds: what it was fitted
+on is what a query computes.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import Stemmer
 
 from kb.fusion import Fused
 from kb.prompting.voices import FIRST_PERSON
+from kb.search.ranker import Schema
 from kb.search.when import Period
 from kb.store import Candidate, Candidates
 
@@ -26,73 +29,91 @@ from kb.store import Candidate, Candidates
 ABSENT = 41
 # A passage kind the level does not write, or a chunk without such a passage.
 NO_SIMILARITY = -1.0
-PASSAGE_KINDS = ("paragraph", "statement", "question")
 # The candidates the cross-candidate features compare a chunk with: kb's first TOP.
 TOP = 10
+# The meaning of the features: a ranker file records the version it was fitted on, and one
+# of another version is not used (kb.search.ranker). Bump it when any feature's value is
+# made differently (another formula, another constant above, or another input: what the
+# candidates query returns, fusion's score) and fit the trees again (bench/ranker.py);
+# tests/test_features.py's expected rows say when. A feature
+# added, dropped, renamed or moved changes FEATURES, which a ranker file is checked by too.
+# 1: the 49 features of the trees kb ships.
+FEATURES_VERSION = 1
 
-FEATURES: tuple[str, ...] = (
+
+class FeatureRow(NamedTuple):
+    """One candidate's features, in the order a ranker's trees read them. Each is given by
+    name where its value is made (`_row`): no name can be paired with another's value, and
+    one left out or unknown there is an error."""
+
     # What each list said of it.
-    "vector_rank",
-    "vector_inverse_rank",
-    "similarity",
-    "similarity_gap",  # below the query's best similarity
-    "text_rank",
-    "text_inverse_rank",
-    "text_score",
-    "text_share",  # of the query's best BM25
-    "in_both",
+    vector_rank: float
+    vector_inverse_rank: float
+    similarity: float
+    similarity_gap: float  # below the query's best similarity
+    text_rank: float
+    text_inverse_rank: float
+    text_score: float
+    text_share: float  # of the query's best BM25
+    in_both: float
     # kb's order: the fused score, and its place after the time the question names.
-    "fused_score",
-    "fused_share",
-    "fused_rank",
-    # The chunk's own vector and its best passage of each kind.
-    "own_similarity",
-    *(f"{kind}_similarity" for kind in PASSAGE_KINDS),
-    "passages",
+    fused_score: float
+    fused_share: float
+    fused_rank: float
+    # The chunk's own vector and its best passage of each kind (kb.context.passage_texts).
+    own_similarity: float
+    paragraph_similarity: float
+    statement_similarity: float
+    question_similarity: float
+    passages: float
     # The chunk in its note.
-    "chars",
-    "header_depth",
-    "position",
-    "relative_position",
-    "note_chunks",
+    chars: float
+    header_depth: float
+    position: float
+    relative_position: float
+    note_chunks: float
     # Its note among the candidates: how many, the best place, whether this is that one,
     # and its neighbours' fused score (the chunk before or after it, when a candidate).
-    "note_candidates",
-    "note_best_rank",
-    "note_best",
-    "note_rank",
-    "neighbour_score",
+    note_candidates: float
+    note_best_rank: float
+    note_best: float
+    note_rank: float
+    neighbour_score: float
     # The owner and the first person: kb's rule reads a first-person question as the owner's.
-    "first_person",
-    "personal",
-    "first_person_personal",
-    "owner_named",
+    first_person: float
+    personal: float
+    first_person_personal: float
+    owner_named: float
     # A time the question names, against the note's own date.
-    "dated",
-    "note_dated",
-    "in_period",
-    "log_days_apart",
+    dated: float
+    note_dated: float
+    in_period: float
+    log_days_apart: float
     # The question's words in the chunk, its names (capitalised words) and its title path.
-    "word_overlap",
-    "name_overlap",
-    "names",
-    "header_overlap",
-    "query_words",
+    word_overlap: float
+    name_overlap: float
+    names: float
+    header_overlap: float
+    query_words: float
     # Names: the question's names in the header path and file name (the writer of a letter,
     # the person a note is about), how many in the chunk, and the owner as the writer.
-    "name_header",
-    "names_found",
-    "owner_header",
-    "first_person_owner_header",
+    name_header: float
+    names_found: float
+    owner_header: float
+    first_person_owner_header: float
     # Across the candidates: how rare the chunk's words are among the first TOP candidates,
     # the words no better-placed candidate has, how many of the first TOP share them, how
     # spread its note's chunks are, and how many notes the first TOP hold.
-    "candidate_rarity",
-    "novel_words",
-    "shared_top",
-    "note_spread",
-    "top_notes",
-)
+    candidate_rarity: float
+    novel_words: float
+    shared_top: float
+    note_spread: float
+    top_notes: float
+
+
+FEATURES: tuple[str, ...] = FeatureRow._fields
+# What a ranker file of a search's rows must have been fitted on (kb.search.ranker.load).
+SCHEMA = Schema(FEATURES, FEATURES_VERSION)
 
 _WORD = re.compile(r"[A-Za-z0-9']+")
 # Words too common to tell chunks apart.
@@ -254,106 +275,85 @@ def rows(
     found: Candidates,
     order: Sequence[Fused],
     period: Period | None,
-) -> list[list[float]]:
-    """Each candidate's row of FEATURES, in kb's order (`order`: every candidate of `found`,
-    fused, the time the question names first)."""
+) -> list[FeatureRow]:
+    """Each candidate's features, in kb's order (`order`: every candidate of `found`, fused,
+    the time the question names first)."""
     q = _Question.of(question, owner, period)
     standing = _Standing.of(found, order, q)
     return [
-        _lists(row, place, standing)
-        + _chunk(row, standing)
-        + _person_and_time(row, q, standing, period)
-        + _words_found(row, q, standing)
+        _row(row, place, q, standing, period)
         for place, row in enumerate((found.rows[i] for i in standing.ids), 1)
     ]
 
 
-def _lists(row: Candidate, place: int, st: _Standing) -> list[float]:
-    """What each list said of the chunk, and fusion's score and place."""
+def _row(
+    row: Candidate, place: int, q: _Question, st: _Standing, period: Period | None
+) -> FeatureRow:
+    """One candidate's features, each named beside its value."""
     similarity, text = row.similarity or 0.0, row.text_score or 0.0
-    return [
-        row.vector_rank or ABSENT,
-        1 / row.vector_rank if row.vector_rank else 0.0,
-        similarity,
-        st.best_similarity - similarity,
-        row.text_rank or ABSENT,
-        1 / row.text_rank if row.text_rank else 0.0,
-        text,
-        text / st.best_text if st.best_text else 0.0,
-        float(bool(row.vector_rank and row.text_rank)),
-        st.fused[row.id],
-        st.fused[row.id] / st.best_fused,
-        place,
-    ]
-
-
-def _chunk(row: Candidate, st: _Standing) -> list[float]:
-    """The chunk's vectors, its place in its note, and its note among the candidates."""
     kinds = row.kinds or {}
     siblings = st.notes[_note(row)]
     neighbours = (st.at_position.get((*_note(row), row.position + d)) for d in (-1, 1))
-    return [
-        NO_SIMILARITY if row.own_similarity is None else row.own_similarity,
-        *(kinds.get(k, NO_SIMILARITY) for k in PASSAGE_KINDS),
-        row.passages,
-        math.log1p(len(row.content)),
-        len(row.header_path),
-        row.position,
-        row.position / max(1, row.note_chunks - 1),
-        row.note_chunks,
-        len(siblings),
-        st.place_of[siblings[0]],
-        float(siblings[0] == row.id),
-        st.note_order[_note(row)],
-        max((st.fused[n] for n in neighbours if n is not None), default=0.0),
-    ]
-
-
-def _person_and_time(
-    row: Candidate, q: _Question, st: _Standing, period: Period | None
-) -> list[float]:
-    """The first person and the owner, and the time the question names against the
-    note's own date."""
     day = row.own_date
-    apart = (
-        math.log1p(abs((day - q.middle).days)) if q.middle is not None and day is not None else -1.0
-    )
-    return [
-        float(q.first_person),
-        float(row.personal),
-        float(q.first_person and row.personal),
-        float(bool(q.owner_words & st.found_words[row.id])),
-        float(period is not None),
-        float(day is not None),
-        float(period is not None and period.holds(day)),
-        apart,
-    ]
-
-
-def _words_found(row: Candidate, q: _Question, st: _Standing) -> list[float]:
-    """The question's words and names in the chunk and its header path, and the chunk's
-    words against the other candidates'."""
-    asked, names = q.asked, q.names
     words = st.found_words[row.id]
     header = q.finder.found(" ".join([*row.header_path, row.path]))
+    asked, names = q.asked, q.names
     mine = words & (asked | names)
     in_top = row.id in st.ids[:TOP]
     shared = [st.in_top[w] - (1 if in_top else 0) for w in mine]
     owner_header = bool(q.owner_words & header)
-    siblings = st.notes[_note(row)]
-    return [
-        len(asked & words) / len(asked) if asked else 0.0,
-        len(names & words) / len(names) if names else 0.0,
-        len(names),
-        len(asked & header) / len(asked) if asked else 0.0,
-        len(asked),
-        len(names & header) / len(names) if names else 0.0,
-        len(names & words),
-        float(owner_header),
-        float(q.first_person and owner_header),
-        sum(math.log((TOP + 1) / (1 + st.in_top[w])) for w in mine),
-        st.novel[row.id] / len(asked | names) if asked | names else 0.0,
-        sum(shared) / len(shared) if shared else 0.0,
-        st.place_of[siblings[-1]] - st.place_of[siblings[0]],
-        st.top_notes,
-    ]
+    return FeatureRow(
+        vector_rank=row.vector_rank or ABSENT,
+        vector_inverse_rank=1 / row.vector_rank if row.vector_rank else 0.0,
+        similarity=similarity,
+        similarity_gap=st.best_similarity - similarity,
+        text_rank=row.text_rank or ABSENT,
+        text_inverse_rank=1 / row.text_rank if row.text_rank else 0.0,
+        text_score=text,
+        text_share=text / st.best_text if st.best_text else 0.0,
+        in_both=float(bool(row.vector_rank and row.text_rank)),
+        fused_score=st.fused[row.id],
+        fused_share=st.fused[row.id] / st.best_fused,
+        fused_rank=place,
+        own_similarity=NO_SIMILARITY if row.own_similarity is None else row.own_similarity,
+        paragraph_similarity=kinds.get("paragraph", NO_SIMILARITY),
+        statement_similarity=kinds.get("statement", NO_SIMILARITY),
+        question_similarity=kinds.get("question", NO_SIMILARITY),
+        passages=row.passages,
+        chars=math.log1p(len(row.content)),
+        header_depth=len(row.header_path),
+        position=row.position,
+        relative_position=row.position / max(1, row.note_chunks - 1),
+        note_chunks=row.note_chunks,
+        note_candidates=len(siblings),
+        note_best_rank=st.place_of[siblings[0]],
+        note_best=float(siblings[0] == row.id),
+        note_rank=st.note_order[_note(row)],
+        neighbour_score=max((st.fused[n] for n in neighbours if n is not None), default=0.0),
+        first_person=float(q.first_person),
+        personal=float(row.personal),
+        first_person_personal=float(q.first_person and row.personal),
+        owner_named=float(bool(q.owner_words & words)),
+        dated=float(period is not None),
+        note_dated=float(day is not None),
+        in_period=float(period is not None and period.holds(day)),
+        log_days_apart=(
+            math.log1p(abs((day - q.middle).days))
+            if q.middle is not None and day is not None
+            else -1.0
+        ),
+        word_overlap=len(asked & words) / len(asked) if asked else 0.0,
+        name_overlap=len(names & words) / len(names) if names else 0.0,
+        names=len(names),
+        header_overlap=len(asked & header) / len(asked) if asked else 0.0,
+        query_words=len(asked),
+        name_header=len(names & header) / len(names) if names else 0.0,
+        names_found=len(names & words),
+        owner_header=float(owner_header),
+        first_person_owner_header=float(q.first_person and owner_header),
+        candidate_rarity=sum(math.log((TOP + 1) / (1 + st.in_top[w])) for w in mine),
+        novel_words=st.novel[row.id] / len(asked | names) if asked | names else 0.0,
+        shared_top=sum(shared) / len(shared) if shared else 0.0,
+        note_spread=st.place_of[siblings[-1]] - st.place_of[siblings[0]],
+        top_notes=st.top_notes,
+    )

@@ -1,4 +1,5 @@
-"""Answering a query: owner-aware query text, embedding, vector/text/hybrid search."""
+"""Answering a query: its candidates retrieved (owner-aware query text, embedding, both
+lists), then ranked, held to the threshold and re-ranked."""
 
 from __future__ import annotations
 
@@ -107,21 +108,30 @@ def _hit(found: Candidates, fused: Fused) -> SearchHit:
     )
 
 
-def search(
-    embedder: Embedder, plan: SearchPlan, *, search: Search, vectors: Vectors, queue: Queue
-) -> SearchResult:
-    """The plan's best chunks, best first (what each part of it means: kb.search.plan).
+@dataclass(frozen=True)
+class Retrieved:
+    """What a search finds before it orders anything: the candidates, the lists it could
+    read (the plan's mode, or text alone where the query could not be embedded), the time
+    the question names, and what it has to say about them."""
 
-    With a reranker, its candidates are fetched and judged by it (the chat model or a
-    cross-encoder) before the top `top_k` are kept. With a learned ranker, a hybrid search
-    orders its candidates by it, fusion's order where the query could not be embedded.
+    found: Candidates
+    used: SearchMode
+    period: Period | None
+    warnings: tuple[str, ...]
+
+
+def retrieve(
+    embedder: Embedder, plan: SearchPlan, *, search: Search, vectors: Vectors, queue: Queue
+) -> Retrieved:
+    """The plan's candidates, as every search finds them (and every benchmark, so that what
+    the learned ranker is fitted and judged on is what a query computes).
 
     Full-text search needs no model: text mode embeds the query only for a threshold, and
-    a hybrid search whose embedder fails answers from the text list, with a warning. Vector
+    a hybrid search whose embedder fails reads the text list alone, with a warning. Vector
     mode, and a threshold, cannot do without the embedder: its error is raised.
 
     A question that names a time ("in March 2023", "yesterday", read from the plan's
-    `today`) puts the chunks of notes from that time first (kb.search.when).
+    `today`) has it read here (kb.search.when), for the ranking to put those notes first.
 
     Notes stored but not embedded yet (the embedding queue's) are in the text list only; a
     search that uses the vector list says in a warning how many there are.
@@ -137,20 +147,39 @@ def search(
     # (the statement is made for a size, which the unread vector list makes no use of).
     vector, used = (None, "text") if space is None else _embedded(embedder, plan, warnings)
     model, dimensions = space or (embedder.name, 1)
-    fetch = max(plan.top_k, plan.reranker.candidates) if plan.reranker else plan.top_k
     found = search.candidates(
         vector,
         owner_query(plan.text, plan.owner) if plan.owner else plan.text,
         model=model,
         dimensions=dimensions,
-        depth=max(plan.depth, fetch),
+        depth=max(plan.depth, plan.fetch),
         lists="both" if used == "hybrid" else used,
         filters=plan.filters,
     )
-    period = question_period(plan.text, plan.today)
-    explained = fetch if plan.explain else 0
-    judge = Judge(plan.learned, plan.text, plan.owner, explained) if plan.learned else None
-    hits = rank(found, used, plan.fusion, period, judge=judge)[:fetch]
+    return Retrieved(found, used, question_period(plan.text, plan.today), tuple(warnings))
+
+
+def search(
+    embedder: Embedder, plan: SearchPlan, *, search: Search, vectors: Vectors, queue: Queue
+) -> SearchResult:
+    """The plan's best chunks, best first (what each part of it means: kb.search.plan): its
+    candidates (`retrieve`) ranked, the threshold applied, then re-ranked.
+
+    With a learned ranker, a hybrid search orders its candidates by it, fusion's order where
+    the query could not be embedded or the ranker's file was fitted on other features (with
+    a warning). With a reranker, its candidates are judged by it (the chat model or a
+    cross-encoder) before the top `top_k` are kept.
+    """
+    got = retrieve(embedder, plan, search=search, vectors=vectors, queue=queue)
+    warnings = list(got.warnings)
+    learned = plan.learned
+    if learned is not None and learned.unfit:
+        if plan.mode == "hybrid":
+            warnings.append(learned.unfit)
+        learned = None
+    explained = plan.fetch if plan.explain else 0
+    judge = Judge(learned, plan.text, plan.owner, explained) if learned else None
+    hits = rank(got.found, got.used, plan.fusion, got.period, judge=judge)[: plan.fetch]
     if plan.threshold is not None:
         hits = [h for h in hits if h.similarity is not None and h.similarity >= plan.threshold]
     if plan.reranker:
@@ -160,7 +189,7 @@ def search(
         except LLMError as exc:
             # The search itself worked: its answer is still worth having.
             warnings.append(f"re-ranking skipped, results in search order: {exc}")
-    return SearchResult(hits[: plan.top_k], used, tuple(warnings))
+    return SearchResult(hits[: plan.top_k], got.used, tuple(warnings))
 
 
 def _index_state(

@@ -3,7 +3,8 @@ with, checked once when it is made.
 
 The search service makes a plan of each request (what the request leaves out taken from
 the `[query]` settings, the vault filter set, the ranker read); `kb.search.hybrid.search` and
-`kb.search.answer.ask` run one and decide nothing about it.
+`kb.search.answer.ask` run one and decide nothing about it, and every benchmark makes one
+of each question it asks (`kb.search.hybrid.retrieve`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,12 @@ class SearchPlan:
     today: dt.date = field(default_factory=dt.date.today)
     # Each hit says what moved it (SearchHit.lifted_by); else the ranker's scores alone.
     explain: bool = False
+
+    @property
+    def fetch(self) -> int:
+        """How many of its best candidates the search keeps before the top `top_k`: as many
+        as a reranker judges, where it judges more."""
+        return max(self.top_k, self.reranker.candidates) if self.reranker else self.top_k
 
     @property
     def uses_vectors(self) -> bool:

@@ -3,11 +3,13 @@
 
 The trees are fitted by bench/ranker.py with LightGBM's ranking objective and shipped as a
 small versioned JSON file beside this module, with the record of what they were fitted on
-and what they measured. They are evaluated here in plain Python: a few hundred shallow
-trees over some sixty rows take milliseconds, where loading LightGBM (or NumPy) would cost a
-standalone `kb query` more than the whole search. The trees are compiled once a process
-into one Python function of nested comparisons (as m2cgen and treelite turn trees into
-code): a few times faster than walking their nodes.
+and what they measured, and the version of the features' meaning they were fitted on
+(kb.search.features.FEATURES_VERSION): trees of another version are not used. They are
+evaluated here in plain Python: a few hundred shallow trees over some sixty rows take
+milliseconds, where loading LightGBM (or NumPy) would cost a standalone `kb query` more
+than the whole search. The trees are compiled once a process into one Python function of
+nested comparisons (as m2cgen and treelite turn trees into code): a few times faster than
+walking their nodes.
 """
 
 from __future__ import annotations
@@ -62,6 +64,15 @@ class Tree:
 
 
 @dataclass(frozen=True)
+class Schema:
+    """What a ranker's rows hold: the features' names, in order, and the version of their
+    meaning (for a search's, kb.search.features). Trees fitted on other rows are not used."""
+
+    features: tuple[str, ...]
+    version: int
+
+
+@dataclass(frozen=True)
 class Ranker:
     """A fitted ranker: its trees, the features it reads (by name, in order) and the record
     of its fitting."""
@@ -70,6 +81,10 @@ class Ranker:
     features: tuple[str, ...]
     trees: tuple[Tree, ...]
     record: Mapping[str, Any]
+    # Set (one line): the file's trees were fitted on rows kb no longer makes, so they are
+    # left out and a search says so, in fusion's order: never weights for what a feature
+    # meant once.
+    unfit: str | None = None
     # The trees as one function of a row: their sum.
     score: Callable[[Sequence[float]], float] = field(init=False, repr=False, compare=False)
 
@@ -164,16 +179,26 @@ def reasons(ranker: Ranker, row: Sequence[float], *, most: int = 3) -> list[str]
     return [f"{name} {lift:+.2f}" for name, lift in lifts[:most] if abs(lift) >= 0.005]
 
 
-def parse(data: Mapping[str, Any], expected: Sequence[str]) -> Ranker:
-    """A ranker from its file's contents; a KbError when it is not one this kb can use (an
-    unknown format, or features other than `expected`, those kb.search.features makes)."""
+def parse(data: Mapping[str, Any], schema: Schema, source: str = "the ranker file") -> Ranker:
+    """A ranker from its file's contents (`source` names it in messages): a KbError when it
+    is not one this kb can read (an unknown format); without its trees, `unfit` saying why,
+    when it was fitted on other features than `schema`'s or another version of them (or
+    records none)."""
     if data.get("format") != FORMAT:
         raise KbError(f"ranker file format {data.get('format')!r}: this kb reads {FORMAT}")
-    features = tuple(data["features"])
-    if features != tuple(expected):
-        raise KbError("the ranker file was fitted on other features than this kb computes")
+    name, features = str(data["name"]), tuple(data["features"])
     trees = tuple(_tree(nodes, leaves) for nodes, leaves in data["trees"])
-    return Ranker(str(data["name"]), features, trees, data.get("record", {}))
+    version = data.get("features_version")
+    if features != schema.features:
+        unfit = "other features than this kb computes"
+    elif version is None:
+        unfit = "features of no recorded version"
+    elif version != schema.version:
+        unfit = f"version {version} of its features, where this kb computes {schema.version}"
+    else:
+        return Ranker(name, features, trees, data.get("record", {}))
+    warning = f"{source} was fitted on {unfit}: results in fusion's order until it is fitted again"
+    return Ranker(name, features, (), data.get("record", {}), unfit=warning)
 
 
 def _tree(nodes: Sequence[Sequence[float]], leaves: Sequence[float]) -> Tree:
@@ -188,14 +213,19 @@ def _tree(nodes: Sequence[Sequence[float]], leaves: Sequence[float]) -> Tree:
     )
 
 
-@cache
-def load(path: Path, expected: tuple[str, ...]) -> Ranker:
+def load(path: Path, schema: Schema) -> Ranker:
     """The ranker in `path`, read once a process."""
+    # functools.cache types its function's arguments as any hashable: this one keeps them.
+    return _read(path, schema)
+
+
+@cache
+def _read(path: Path, schema: Schema) -> Ranker:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise KbError(f"cannot read the ranker file {path}: {exc}") from None
     try:
-        return parse(data, expected)
+        return parse(data, schema, f"the ranker file {path}")
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise KbError(f"the ranker file {path} is damaged: {exc!r}") from None

@@ -13,6 +13,7 @@ from psycopg import sql
 from kb.errors import KbError
 from kb.fusion import Ranked
 from kb.store.pool import Pool, Vector, epoch_ns, like_prefix, vector_param
+from kb.vault.dates import DateSource
 from kb.vault.names import composed
 
 
@@ -32,7 +33,7 @@ class Candidate:
     text_rank: int | None
     text_score: float | None
     note_date: dt.date | None = None  # its note's date (kb.vault.dates)
-    date_source: str | None = None  # where that date was read (kb.vault.dates.DateSource)
+    date_source: DateSource | None = None  # where that date was read
     # What the learned ranker (kb.search.features) reads beyond both lists' verdicts: the
     # chunk's place in its note, the note's kind, and each of its vectors' similarity.
     position: int = 0

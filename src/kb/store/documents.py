@@ -17,7 +17,7 @@ from kb.store.chunks import ChunkRecord, VoiceRecord
 from kb.store.pool import Pool, like_prefix
 from kb.store.queue import Pending, queue_notes
 from kb.store.vaults import keep_paid_for
-from kb.vault.dates import file_day
+from kb.vault.dates import DateSource, file_day
 from kb.vault.notes import OnDisk
 from kb.vault.sync_plan import Stored
 
@@ -49,7 +49,7 @@ class DocumentRecord:
     summary_fallback: str | None = None  # the chat model whose summary was rejected
     voice: VoiceRecord | None = None  # the writer the chat model named (kb.prompting.voices)
     note_date: dt.date | None = None  # the note's date (kb.vault.dates.note_date)
-    date_source: str | None = None  # where it was read (kb.vault.dates.DateSource)
+    date_source: DateSource | None = None  # where it was read
     date_unread: str | None = None  # a date property that names no day, passed over
 
 
@@ -60,7 +60,7 @@ class Undated:
     vault: str
     path: str
     property: str  # as written: "date: soon"
-    dated_by: str  # kb.vault.dates.DateSource
+    dated_by: DateSource
 
 
 @dataclass(frozen=True)
