@@ -23,6 +23,7 @@ from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 
 from conftest import Kb, kb_command, run_kb
+from http_stub import QuietHandler, serving
 from kb.config import AskConfig
 from kb.container import Container, open_store
 from kb.errors import KbError
@@ -36,7 +37,7 @@ from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
 from kb.web.guard import access, host_name
 from kb.web.routes import Parts, build_app, web_app
-from kb.web.server import WebServer
+from kb.web.server import STOP_GRACE, WebServer
 from test_providers import dead_url  # noqa: F401 (a fixture)
 from unprivileged import NoAccount, account, as_user
 
@@ -533,6 +534,53 @@ def test_kb_daemon_serves_the_page_while_it_watches(
     finally:
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=60) == 0, daemon.stderr.read() if daemon.stderr else ""
+
+
+def test_kb_serve_stops_at_its_first_sigterm_while_a_search_waits(
+    process_config: tuple[Path, dict[str, str]],
+) -> None:
+    config, env = process_config
+    asked, release = threading.Event(), threading.Event()
+
+    class Holding(QuietHandler):
+        """A /rerank server that writes its answer a byte at a time until the test is over."""
+
+        def do_POST(self) -> None:
+            asked.set()
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            with contextlib.suppress(OSError):  # kb let go
+                while not release.wait(0.05):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+
+    with serving(Holding) as rerank:
+        config.write_text(
+            config.read_text()
+            + f'\n[rerank]\nbackend = "http"\nurl = "{rerank}/rerank"\ntimeout = 60\n'
+        )
+        assert run_kb(config, env, "index").returncode == 0
+        port = _free_port()
+        server = _serve(config, env, "serve", "--port", str(port))
+        base = f"http://127.0.0.1:{port}"
+        try:
+            _wait_for(lambda: httpx.get(base + "/api/status").status_code, lambda s: s == 200)
+
+            def search() -> None:
+                with contextlib.suppress(httpx.TransportError):  # the server went meanwhile
+                    httpx.get(base + "/api/search", params={"q": "mountain"}, timeout=60)
+
+            threading.Thread(target=search, daemon=True).start()
+            assert asked.wait(30)
+            server.send_signal(signal.SIGTERM)
+            # The one signal stops it, though the search waits on the server for a minute.
+            stopped = server.wait(timeout=STOP_GRACE + 4)
+            assert stopped == 0, server.stderr.read() if server.stderr else ""
+        finally:
+            release.set()
+            server.kill()
+            server.wait()
 
 
 def _free_port() -> int:
