@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import gc
 import json
 import os
 import signal
@@ -30,15 +31,16 @@ from kb.errors import KbError
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
+from kb.llm.openai import OpenAIChat
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.search.answer import Answer, Timings
 from kb.services.note_reader import Vaults
 from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
 from kb.web.guard import access, host_name
-from kb.web.routes import Parts, build_app, web_app
+from kb.web.routes import ANSWERS_AT_ONCE, Parts, build_app, web_app
 from kb.web.server import STOP_GRACE, WebServer
-from test_providers import dead_url  # noqa: F401 (a fixture)
+from test_providers import Endless, dead_url  # noqa: F401 (a fixture)
 from unprivileged import NoAccount, account, as_user
 
 HOSTILE = "# Trap\n\nA <script>alert('owned')</script> and <img src=x onerror=alert(2)> trap.\n"
@@ -443,6 +445,37 @@ def test_a_closed_stream_stops_its_answer(slow_server: tuple[str, SlowChat]) -> 
         assert chat.opened == 1
         with web.stream("GET", "/api/ask", params={"q": "mountain"}) as again:
             assert again.status_code == 200
+
+
+def test_a_closed_answer_closes_the_models_answer_before_its_place_is_free(kb: Kb) -> None:
+    kb.sync()
+    gone, over = threading.Semaphore(0), threading.Event()
+    handler = type("Handler", (Endless,), {"gone": gone, "over": over})
+    with serving(handler) as url:
+        parts: Container = kb
+        parts.chat = OpenAIChat(url, "endless", api_key="", timeout=5, retries=0)
+        server = WebServer(
+            web_app(parts, host="127.0.0.1", token=None), host="127.0.0.1", port=_free_port()
+        )
+        server.start()
+        # Nothing is closed by the collector meanwhile: only by the answer's own close.
+        gc.disable()
+        try:
+            with httpx.Client(base_url=server.url.rstrip("/"), timeout=30) as web:
+                for _ in range(ANSWERS_AT_ONCE):
+                    with web.stream("GET", "/api/ask", params={"q": "mountain"}) as answer:
+                        assert answer.status_code == 200
+                        assert next(answer.iter_lines()) == "event: text"
+                # Every tab closed: their places are free again once their answers stopped,
+                _wait_for(
+                    lambda: web.get("/ask", params={"q": "x"}).status_code, lambda s: s == 200
+                )
+            # and the model server was told each time: it writes none of them on.
+            assert all(gone.acquire(timeout=5) for _ in range(ANSWERS_AT_ONCE))
+        finally:
+            gc.enable()
+            over.set()
+            server.server.should_exit = True
 
 
 def _serve(config: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
