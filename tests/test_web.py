@@ -89,6 +89,7 @@ def test_the_filters_of_kb_query_narrow_the_cards(web: TestClient) -> None:
         ({"q": "x" * 2001}, "q: the query is 2001 characters; at most 2000"),
         ({"q": "a\x00b"}, "q: contains a NUL character"),
         ({"q": "x", "path": "a/" + "b" * 300}, "path: the name"),
+        ({"q": "x", "path": "Alex/../.."}, "path filter 'Alex/../..': '..' cannot name a folder"),
     ],
 )
 def test_a_bad_query_string_is_one_line(

@@ -31,7 +31,7 @@ from starlette.types import ASGIApp
 from kb.config import VaultConfig
 from kb.container import Container
 from kb.db import first_line
-from kb.errors import KbError
+from kb.errors import DatabaseError, KbError, LLMError
 from kb.results import SearchHit
 from kb.search.answer import Answer, Stopped
 from kb.services.filters import FILTERS
@@ -132,8 +132,10 @@ class _Pages:
             return self._page("search.html", form=form)
         try:
             found = self.parts.searches.search(form.request)
-        except KbError as exc:
+        except (LLMError, DatabaseError) as exc:  # a server failed: not the request's fault
             return self._page("search.html", 503, form=form, error=str(exc))
+        except KbError as exc:  # the request, refused where it is run (a path filter's "..")
+            return self._page("search.html", 400, form=form, error=str(exc))
         return self._page(
             "search.html",
             form=form,
