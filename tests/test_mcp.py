@@ -500,6 +500,24 @@ def test_kb_mcp_over_http_takes_the_bearer_scheme_in_any_case(
     assert answer.status_code == 200, answer.text
 
 
+def test_kb_mcp_over_http_answers_only_to_its_own_name_and_port(http_server: str) -> None:
+    port = int(http_server.split(":")[2].split("/")[0])
+    headers = {"Authorization": "Bearer s3cret", "Accept": "application/json, text/event-stream"}
+    for host in (
+        f"localhost:{port}.evil.com",  # a rebinding name that starts like this server's
+        f"127.0.0.1:{port}.evil.com",
+        f"evil.com:{port}",
+        f"127.0.0.1:{port + 1}",
+        f"localhost:{port}, evil.com",
+    ):
+        refused = httpx.post(http_server, headers={**headers, "Host": host}, json=_INITIALIZE)
+        assert refused.status_code in (400, 403), (host, refused.status_code)
+        assert "\n" not in refused.text.strip(), host
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
+        answer = httpx.post(http_server, headers={**headers, "Host": host}, json=_INITIALIZE)
+        assert answer.status_code == 200, (host, answer.text)
+
+
 def test_kb_mcp_over_http_holds_no_session_a_client_could_leave_open(http_server: str) -> None:
     # A client that initializes and never closes its session must cost nothing: kb serves
     # each request on its own, so there is no session to expire.

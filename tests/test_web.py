@@ -34,10 +34,10 @@ from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.openai import OpenAIChat
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.search.answer import Answer, Timings
+from kb.services.access import access, host_name
 from kb.services.note_reader import Vaults
 from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
-from kb.web.guard import access, host_name
 from kb.web.routes import ANSWERS_AT_ONCE, Parts, build_app, web_app
 from kb.web.server import STOP_GRACE, WebServer
 from test_providers import Endless, dead_url  # noqa: F401 (a fixture)

@@ -30,7 +30,14 @@ from kb.errors import KbError
 from kb.mcp.arguments import ArgumentCheckedServer, Name, Offset, PathText, Text, Whole
 from kb.results import SearchResult
 from kb.search.answer import Answer, note_date
-from kb.services.access import check_exposure, serving_token, token_matches
+from kb.services.access import (
+    Access,
+    access,
+    check_exposure,
+    host_refusal,
+    serving_token,
+    token_matches,
+)
 from kb.services.filters import FilterField, FilterValue, read, search_filter, with_filters
 from kb.services.note_reader import NoteText, Vaults
 from kb.services.searching import SearchRequest, SearchService
@@ -283,6 +290,26 @@ def _entry(info: NoteInfo) -> NoteEntry:
     )
 
 
+class HostChecked:
+    """Lets through only HTTP requests whose Host header names this server and its port
+    exactly, by the rule the web page's guard applies (kb.services.access.host_refusal): the
+    SDK's own check takes `localhost:8765.evil.com` for localhost on port 8765."""
+
+    def __init__(self, app: ASGIApp, rules: Access) -> None:
+        self.app = app
+        self.rules = rules
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            refused = host_refusal(host, self.rules)
+            if refused is not None:
+                status, why = refused
+                await JSONResponse({"error": why}, status_code=status)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 class BearerAuth:
     """Lets through only HTTP requests that carry `Authorization: Bearer <token>`, the scheme
     in any case (RFC 7235)."""
@@ -324,4 +351,5 @@ def serve(
     app: ASGIApp = server.streamable_http_app(host=host, stateless_http=True)
     if token:
         app = BearerAuth(app, token)
+    app = HostChecked(app, access(host, token, port=port))
     uvicorn.run(app, host=host, port=port, log_level="warning")

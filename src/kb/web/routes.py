@@ -34,6 +34,7 @@ from kb.db import first_line
 from kb.errors import DatabaseError, KbError, LLMError
 from kb.results import SearchHit
 from kb.search.answer import Answer, Stopped
+from kb.services.access import Access, access
 from kb.services.filters import FILTERS
 from kb.services.note_reader import Vaults
 from kb.services.searching import SearchRequest, SearchService
@@ -41,7 +42,7 @@ from kb.services.status_report import StatusReport, duration
 from kb.store.candidates import Search
 from kb.web.cards import Card, answer_pieces, cards, note_lines, obsidian_url
 from kb.web.forms import FormError, SearchForm, line_number, read_form
-from kb.web.guard import Access, Guard, access
+from kb.web.guard import Guard
 
 _HERE = files("kb.web")
 log = logging.getLogger("kb.web")
