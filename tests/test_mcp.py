@@ -26,6 +26,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import TextResourceContents
 
 from conftest import Kb, kb_command, make_config, tool_text
+from kb.llm.base import Prompt
+from kb.llm.fake import FakeChat
 from kb.mcp.tools import build_server
 from kb.services.note_reader import Vaults
 
@@ -191,6 +193,41 @@ def test_status_and_ask(kb: Kb) -> None:
         result = answer.structured_content
         assert result["cited"] and result["model"] == "fake-chat"
         assert set(result["cited"]) <= {s["number"] for s in result["sources"]}
+
+    run(kb, check)
+
+
+class Endlessly(FakeChat):
+    """A chat model that writes a word every 10 ms for half a minute: `writing` is set at its
+    first word, `closed` once its stream is closed."""
+
+    def __init__(self) -> None:
+        super().__init__("endless-chat")
+        self.writing, self.closed = threading.Event(), threading.Event()
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        try:
+            for _ in range(3000):
+                self.writing.set()
+                yield "word "
+                time.sleep(0.01)
+        finally:
+            self.closed.set()
+
+
+def test_a_cancelled_ask_closes_the_models_stream(kb: Kb) -> None:
+    kb.sync()
+    chat = kb.chat = Endlessly()
+
+    async def check(client: Client) -> None:
+        async with anyio.create_task_group() as asking:
+            asking.start_soon(client.call_tool, "ask", {"question": "which miso"})
+            assert await anyio.to_thread.run_sync(chat.writing.wait, 30)
+            asking.cancel_scope.cancel()  # the client gives up: the server is told so
+            cancelled = time.monotonic()
+        # The model stops writing an answer no one will read, not at its last word.
+        assert await anyio.to_thread.run_sync(chat.closed.wait, 5)
+        assert time.monotonic() - cancelled < 5
 
     run(kb, check)
 

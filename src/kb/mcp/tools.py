@@ -13,6 +13,7 @@ optional bearer token.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from functools import partial
 from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
+import anyio.to_thread
 from pydantic import AfterValidator, Field
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -175,7 +177,7 @@ def _add_search(server: MCPServer, searches: SearchService) -> None:
 def _add_ask(server: MCPServer, searches: SearchService) -> None:
     @server.tool(annotations=_READ_ONLY, description=_ASK)
     @with_filters(_argument)
-    def ask(
+    async def ask(
         question: Annotated[Text, Field(description="The question, in plain words.")],
         top_k: Annotated[
             Whole | None,
@@ -184,8 +186,17 @@ def _add_ask(server: MCPServer, searches: SearchService) -> None:
         **filters: FilterValue,
     ) -> AskResult:
         request = SearchRequest(question, top_k=top_k, filters=search_filter(filters))
-        with _as_tool_error():
-            return _ask_result(searches.ask(request))
+        stop = threading.Event()
+        try:
+            with _as_tool_error():
+                # Left to its thread when the client cancels the call, which `stop` then ends:
+                # the model's stream is closed at its next piece, not run to its last.
+                answer = await anyio.to_thread.run_sync(
+                    partial(searches.ask, request, stop=stop), abandon_on_cancel=True
+                )
+        finally:
+            stop.set()
+        return _ask_result(answer)
 
 
 def _ask_result(answer: Answer) -> AskResult:
