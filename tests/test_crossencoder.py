@@ -277,6 +277,19 @@ def test_a_server_answering_a_byte_at_a_time_is_held_to_the_whole_timeout() -> N
         assert time.monotonic() - started < 2.0
 
 
+def test_a_search_whose_rerank_server_runs_out_of_time_keeps_its_order(
+    store: Store, vault: Path
+) -> None:
+    with serving(_misbehaving("trickle")) as url:
+        kb = _kb(store, vault, backend="http", url=f"{url}/rerank", timeout=0.5)
+        plain = _search(kb, rerank=False)
+        found = _search(kb)
+    assert found.hits == plain.hits
+    [warning] = found.warnings
+    assert warning.startswith("re-ranking skipped, results in search order: the re-ranking ")
+    assert "gave no answer in 0.5 s" in warning
+
+
 def test_an_answer_without_end_is_read_to_the_limit() -> None:
     with (
         serving(_misbehaving("endless")) as url,
