@@ -29,12 +29,14 @@ def _whole_number(value: object) -> object:
     return value
 
 
-Whole = Annotated[int, BeforeValidator(_whole_number)]
+# Last in a whole number's annotations, after its range: placed before the range, pydantic
+# would write the range into the tool's schema under names no client reads (`ge`, `le`).
+WHOLE_NUMBER = BeforeValidator(_whole_number)
 Text = Annotated[str, AfterValidator(plain_text)]
 # A vault's name, as the config gives it.
 Name = Annotated[Text, Field(max_length=NAME_BYTES)]
 PathText = Annotated[str, AfterValidator(path_text)]
-Offset = Annotated[Whole, Field(ge=0, le=MAX_OFFSET)]
+Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET), WHOLE_NUMBER]
 
 
 class ArgumentCheckedServer(StdioServer):

@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kb.config import SearchMode
 from kb.container import Container
 from kb.errors import KbError
-from kb.mcp.arguments import ArgumentCheckedServer, Name, Offset, PathText, Text, Whole
+from kb.mcp.arguments import WHOLE_NUMBER, ArgumentCheckedServer, Name, Offset, PathText, Text
 from kb.results import SearchResult
 from kb.search.answer import Answer, note_date
 from kb.services.access import (
@@ -165,7 +165,9 @@ def _add_search(server: MCPServer, searches: SearchService) -> None:
             ),
         ] = None,
         top_k: Annotated[
-            Whole | None, Field(ge=1, le=50, description="How many passages (default 5).")
+            int | None,
+            Field(ge=1, le=50, description="How many passages (default 5)."),
+            WHOLE_NUMBER,
         ] = None,
         **filters: FilterValue,
     ) -> SearchResult:
@@ -180,8 +182,9 @@ def _add_ask(server: MCPServer, searches: SearchService) -> None:
     async def ask(
         question: Annotated[Text, Field(description="The question, in plain words.")],
         top_k: Annotated[
-            Whole | None,
+            int | None,
             Field(ge=1, le=20, description="How many passages to read (default: ask.passages, 3)."),
+            WHOLE_NUMBER,
         ] = None,
         **filters: FilterValue,
     ) -> AskResult:
@@ -230,10 +233,10 @@ def _add_get_note(server: MCPServer, vaults: Vaults) -> None:
         vault: Annotated[Name, Field(description="The vault's name, as `search` returns it.")],
         path: Annotated[PathText, Field(description="The note's path inside the vault.")],
         start_line: Annotated[
-            Whole | None, Field(ge=1, description="First line to return (1-based).")
+            int | None, Field(ge=1, description="First line to return (1-based)."), WHOLE_NUMBER
         ] = None,
         end_line: Annotated[
-            Whole | None, Field(ge=1, description="Last line to return (inclusive).")
+            int | None, Field(ge=1, description="Last line to return (inclusive)."), WHOLE_NUMBER
         ] = None,
     ) -> NoteText:
         """Read a note as it is on disk now, whole or a range of its lines."""
@@ -252,7 +255,9 @@ def _add_list_notes(server: MCPServer, names: list[str], *, search: Search) -> N
             list[Text] | None, Field(description="Only notes with all these tags.")
         ] = None,
         offset: Annotated[Offset, Field(description="Skip this many notes.")] = 0,
-        limit: Annotated[Whole, Field(ge=1, le=500, description="At most this many.")] = 50,
+        limit: Annotated[
+            int, Field(ge=1, le=500, description="At most this many."), WHOLE_NUMBER
+        ] = 50,
     ) -> NoteList:
         """List the indexed notes in path order, a page at a time."""
         with _as_tool_error():
