@@ -34,7 +34,7 @@ from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.openai import OpenAIChat
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.search.answer import Answer, Timings
-from kb.services.access import access, host_name
+from kb.services.access import Access, access, host_refusal
 from kb.services.note_reader import Vaults
 from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
@@ -265,13 +265,26 @@ def test_with_a_token_every_request_carries_it(kb: Kb) -> None:
 
 
 def test_the_access_rules() -> None:
-    assert host_name("127.0.0.1:8766") == "127.0.0.1"
-    assert host_name("[::1]:8766") == "::1"
-    assert host_name("LocalHost") == "localhost"
-    assert host_name("kb.lan") == "kb.lan" and host_name("") == ""
-    assert host_name("localhost:1, evil.com") is None
-    assert host_name("[::1") is None and host_name("::1") is None
     loopback = access("127.0.0.1", None)
+    for host in ("127.0.0.1:8766", "[::1]:8766", "LocalHost", "localhost:"):
+        assert host_refusal(host, loopback) is None, host
+    assert host_refusal("kb.lan:8766", loopback) == (
+        403,
+        "this server does not answer to the name 'kb.lan'",
+    )
+    for host in ("localhost:1, evil.com", "[::1", "::1", "localhost:8766.evil.com"):
+        assert host_refusal(host, Access(None, None)) == (
+            400,
+            "the Host header is not a name and a port",
+        )
+    # With its port known, a server answers on that port only (none named: HTTP's 80).
+    exact = access("127.0.0.1", None, port=8766)
+    assert host_refusal("LocalHost:8766", exact) is None
+    assert host_refusal("localhost:8767", exact) == (
+        403,
+        "this server does not answer on port 8767",
+    )
+    assert host_refusal("localhost", exact) == (403, "this server does not answer on port 80")
     assert loopback.hosts is not None and "attacker.example" not in loopback.hosts
     assert access("0.0.0.0", "t").hosts is None  # any name, but only with the token
     assert access("0.0.0.0", None).hosts == frozenset({"127.0.0.1", "localhost", "::1"})

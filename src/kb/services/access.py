@@ -68,13 +68,6 @@ _HOST = re.compile(
 )
 
 
-def host_name(host: str) -> str | None:
-    """A Host header's name, without its port or an IPv6 address's brackets; None when the
-    header is not a name and a port."""
-    parts = _host_parts(host)
-    return parts[0] if parts else None
-
-
 def host_refusal(host: str, rules: Access) -> tuple[int, str] | None:
     """Why a request with this Host header is refused (status and one line), or None: its
     name must be one the server answers to, and its port, when the rules hold one, that
