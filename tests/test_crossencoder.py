@@ -5,12 +5,14 @@ so the order they give is known. Searched on the example vault, in a real databa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -23,7 +25,7 @@ from conftest import Kb, make_config, run_kb
 from http_stub import QuietHandler, serving
 from kb.errors import KbError, LLMError, LLMUnavailable
 from kb.llm.onnx_crossencoder import OnnxCrossEncoder
-from kb.llm.rerank_server import RerankServer, read_scores
+from kb.llm.rerank_server import ANSWER_LIMIT, RerankServer, read_scores
 from kb.results import SearchHit, SearchResult, explanation, hits_json
 from kb.search.crossencoder import CrossEncoderReranker
 from kb.services.searching import SearchRequest
@@ -200,6 +202,11 @@ def test_a_dead_rerank_server_leaves_the_search_order(
         (200, b'[{"index": 0, "score": 1}, {"index": 7, "score": 2}]', "passage 7 of the 2"),
         (200, b'[{"score": 1.0}]', "a result with no index"),
         (200, b'{"results": [{"index": 0, "relevance_score": "high"}]}', "passage 0 with no"),
+        # Nested past the parser's depth, and a number past any float or Python's digits.
+        (200, b"[" * 100_000, "answered something other than JSON"),
+        (500, b'{"error": ' + b"[" * 100_000, "answered HTTP 500: {"),
+        (200, b'[{"index": 0, "score": 1%s}]' % (b"0" * 400), "passage 0 with no score"),
+        (200, b'[{"index": 0, "score": 1%s}]' % (b"0" * 5000), "other than JSON"),
     ],
 )
 def test_a_server_fault_is_one_line(
@@ -227,6 +234,85 @@ def test_a_server_that_does_not_answer_in_time(server: RerankStub) -> None:
             RerankServer(server.url, timeout=0.2).score("q", ["a"])
     finally:
         release.set()
+
+
+class Misbehaving(QuietHandler):
+    """A /rerank endpoint that answers `kind`: a valid answer a byte every 10 ms (with the
+    length it will reach), or bytes with no end in sight, 64 KB at a time."""
+
+    kind = "trickle"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        answer = b'[{"index": 0, "score": 1.0}]' + b" " * 300
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        if self.kind == "trickle":
+            self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        pieces = [answer[i : i + 1] for i in range(len(answer))] if self.kind == "trickle" else []
+        with contextlib.suppress(OSError):  # kb let go
+            if self.kind == "trickle":
+                for piece in pieces:
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+                    time.sleep(0.01)
+            else:
+                # Enough past the limit to show it; not forever, should the limit not hold.
+                for _ in range(ANSWER_LIMIT // 65536 + 32):
+                    self.wfile.write(b"[" + b"0," * 32767 + b"0")
+        self.close_connection = True
+
+
+def _misbehaving(kind: str) -> type[BaseHTTPRequestHandler]:
+    return type("Handler", (Misbehaving,), {"kind": kind})
+
+
+def test_a_server_answering_a_byte_at_a_time_is_held_to_the_whole_timeout() -> None:
+    with serving(_misbehaving("trickle")) as url:
+        started = time.monotonic()
+        with pytest.raises(LLMError, match=r"gave no answer in 0\.5 s: .*rerank\.timeout"):
+            RerankServer(f"{url}/rerank", timeout=0.5).score("q", ["a"])
+        # Each byte came well within the timeout; the answer as a whole did not.
+        assert time.monotonic() - started < 2.0
+
+
+def test_a_search_whose_rerank_server_runs_out_of_time_keeps_its_order(
+    store: Store, vault: Path
+) -> None:
+    with serving(_misbehaving("trickle")) as url:
+        kb = _kb(store, vault, backend="http", url=f"{url}/rerank", timeout=0.5)
+        plain = _search(kb, rerank=False)
+        found = _search(kb)
+    assert found.hits == plain.hits
+    [warning] = found.warnings
+    assert warning.startswith("re-ranking skipped, results in search order: the re-ranking ")
+    assert "gave no answer in 0.5 s" in warning
+
+
+def test_an_answer_without_end_is_read_to_the_limit() -> None:
+    with (
+        serving(_misbehaving("endless")) as url,
+        pytest.raises(LLMError, match=r"answered more than 4 MB: is rerank\.url"),
+    ):
+        RerankServer(f"{url}/rerank", timeout=30).score("q", ["a"])
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [b"[" * 100_000, b'[{"index": 0, "score": 1%s}]' % (b"0" * 400)],
+    ids=["nested", "huge-integer"],
+)
+def test_a_malformed_answer_leaves_the_search_order(
+    store: Store, vault: Path, server: RerankStub, reply: bytes
+) -> None:
+    kb = _kb(store, vault, backend="http", url=server.url)
+    plain = _search(kb, rerank=False)
+    server.reply = (200, reply)
+    found = _search(kb)
+    assert found.hits == plain.hits
+    [warning] = found.warnings
+    assert warning.startswith("re-ranking skipped, results in search order: the re-ranking ")
 
 
 def test_an_unreachable_server_is_unavailable(dead_url: str) -> None:

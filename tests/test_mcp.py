@@ -26,6 +26,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import TextResourceContents
 
 from conftest import Kb, kb_command, make_config, tool_text
+from kb.llm.base import Prompt
+from kb.llm.fake import FakeChat
 from kb.mcp.tools import build_server
 from kb.services.note_reader import Vaults
 
@@ -191,6 +193,41 @@ def test_status_and_ask(kb: Kb) -> None:
         result = answer.structured_content
         assert result["cited"] and result["model"] == "fake-chat"
         assert set(result["cited"]) <= {s["number"] for s in result["sources"]}
+
+    run(kb, check)
+
+
+class Endlessly(FakeChat):
+    """A chat model that writes a word every 10 ms for half a minute: `writing` is set at its
+    first word, `closed` once its stream is closed."""
+
+    def __init__(self) -> None:
+        super().__init__("endless-chat")
+        self.writing, self.closed = threading.Event(), threading.Event()
+
+    def stream(self, prompt: Prompt) -> Iterator[str]:
+        try:
+            for _ in range(3000):
+                self.writing.set()
+                yield "word "
+                time.sleep(0.01)
+        finally:
+            self.closed.set()
+
+
+def test_a_cancelled_ask_closes_the_models_stream(kb: Kb) -> None:
+    kb.sync()
+    chat = kb.chat = Endlessly()
+
+    async def check(client: Client) -> None:
+        async with anyio.create_task_group() as asking:
+            asking.start_soon(client.call_tool, "ask", {"question": "which miso"})
+            assert await anyio.to_thread.run_sync(chat.writing.wait, 30)
+            asking.cancel_scope.cancel()  # the client gives up: the server is told so
+            cancelled = time.monotonic()
+        # The model stops writing an answer no one will read, not at its last word.
+        assert await anyio.to_thread.run_sync(chat.closed.wait, 5)
+        assert time.monotonic() - cancelled < 5
 
     run(kb, check)
 
@@ -498,6 +535,24 @@ def test_kb_mcp_over_http_takes_the_bearer_scheme_in_any_case(
     headers = {"Authorization": f"{scheme} s3cret", "Accept": "application/json, text/event-stream"}
     answer = httpx.post(http_server, headers=headers, json=_INITIALIZE)
     assert answer.status_code == 200, answer.text
+
+
+def test_kb_mcp_over_http_answers_only_to_its_own_name_and_port(http_server: str) -> None:
+    port = int(http_server.split(":")[2].split("/")[0])
+    headers = {"Authorization": "Bearer s3cret", "Accept": "application/json, text/event-stream"}
+    for host in (
+        f"localhost:{port}.evil.com",  # a rebinding name that starts like this server's
+        f"127.0.0.1:{port}.evil.com",
+        f"evil.com:{port}",
+        f"127.0.0.1:{port + 1}",
+        f"localhost:{port}, evil.com",
+    ):
+        refused = httpx.post(http_server, headers={**headers, "Host": host}, json=_INITIALIZE)
+        assert refused.status_code in (400, 403), (host, refused.status_code)
+        assert "\n" not in refused.text.strip(), host
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}"):
+        answer = httpx.post(http_server, headers={**headers, "Host": host}, json=_INITIALIZE)
+        assert answer.status_code == 200, (host, answer.text)
 
 
 def test_kb_mcp_over_http_holds_no_session_a_client_could_leave_open(http_server: str) -> None:

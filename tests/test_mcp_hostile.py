@@ -118,6 +118,11 @@ def test_every_tool_answers_every_hostile_argument_in_one_line(
         ),
         ("search", {"query": "x", "path_prefix": "p" * 300}, f"at most {NAME_BYTES} bytes"),
         ("search", {"query": "x", "top_k": "many"}, "top_k: must be a whole number"),
+        # JSON's true is no number, though Python counts it as 1.
+        ("search", {"query": "x", "top_k": True}, "top_k: must be a whole number, not true"),
+        ("ask", {"question": "x", "top_k": True}, "top_k: must be a whole number, not true"),
+        ("list_notes", {"offset": False}, "offset: must be a whole number, not false"),
+        ("get_note", {"vault": "v", "path": "a.md", "start_line": True}, "start_line: must be"),
         ("search", {}, "query: required"),
     ],
 )

@@ -4,6 +4,7 @@ speaks each protocol: request shapes, response parsing, retries and error mappin
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import socket
 import threading
@@ -20,7 +21,7 @@ from conftest import Kb
 from http_stub import QuietHandler, serving
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
 from kb.indexing.verify import verify
-from kb.llm.base import Prompt
+from kb.llm.base import Prompt, close_stream
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.openai import OpenAIChat, OpenAIEmbedder
@@ -377,6 +378,56 @@ def test_openai_stream_missing_model_is_model_missing(stub: Stub) -> None:
     stub.reply(COMPLETIONS, openai_error("model 'x' not found", "model_not_found"), 404)
     with pytest.raises(ModelMissing, match="model 'x' is not available"):
         list(OpenAIChat(stub.url, "x", api_key="", **FAST).stream(PROMPT))
+
+
+class Endless(QuietHandler):
+    """A chat server that writes its answer a piece every 10 ms for as long as it is read, in
+    Ollama's lines or OpenAI's events by the path asked; `gone` is released each time a write
+    fails (the client closed the connection), `over` ends them all."""
+
+    gone: threading.Semaphore
+    over: threading.Event
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path == COMPLETIONS:
+            delta = {"choices": [{"index": 0, "delta": {"content": "word "}}]}
+            piece, kind = f"data: {json.dumps(delta)}\n\n", "text/event-stream"
+        else:
+            line = {"model": "m", "message": {"role": "assistant", "content": "word "}}
+            piece, kind = json.dumps({**line, "done": False}) + "\n", "application/x-ndjson"
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.end_headers()
+        try:
+            while not self.over.wait(0.01):
+                self.wfile.write(piece.encode())
+                self.wfile.flush()
+        except OSError:
+            self.gone.release()
+
+
+@pytest.mark.parametrize("provider", ["ollama", "openai"])
+def test_a_closed_stream_closes_the_servers_answer(provider: str) -> None:
+    gone, over = threading.Semaphore(0), threading.Event()
+    handler = type("Handler", (Endless,), {"gone": gone, "over": over})
+    with serving(handler) as url:
+        chat: OllamaChat | OpenAIChat = (
+            OllamaChat(url, "m", **FAST)
+            if provider == "ollama"
+            else OpenAIChat(url, "m", api_key="", **FAST)
+        )
+        # What a reference cycle holds is let go only when the collector comes round: the
+        # stream must be closed by its reader's close alone.
+        gc.disable()
+        try:
+            pieces = chat.stream(PROMPT)
+            assert next(pieces) == next(pieces) == "word "
+            close_stream(pieces)
+            assert gone.acquire(timeout=5), "the server is still writing the answer"
+        finally:
+            gc.enable()
+            over.set()
 
 
 def test_fake_stream_is_its_answer_in_pieces() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import gc
 import json
 import os
 import signal
@@ -23,21 +24,23 @@ from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 
 from conftest import Kb, kb_command, run_kb
+from http_stub import QuietHandler, serving
 from kb.config import AskConfig
 from kb.container import Container, open_store
 from kb.errors import KbError
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
+from kb.llm.openai import OpenAIChat
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
 from kb.search.answer import Answer, Timings
+from kb.services.access import Access, access, host_refusal
 from kb.services.note_reader import Vaults
 from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
-from kb.web.guard import access, host_name
-from kb.web.routes import Parts, build_app, web_app
-from kb.web.server import WebServer
-from test_providers import dead_url  # noqa: F401 (a fixture)
+from kb.web.routes import ANSWERS_AT_ONCE, Parts, build_app, web_app
+from kb.web.server import STOP_GRACE, WebServer
+from test_providers import Endless, dead_url  # noqa: F401 (a fixture)
 from unprivileged import NoAccount, account, as_user
 
 HOSTILE = "# Trap\n\nA <script>alert('owned')</script> and <img src=x onerror=alert(2)> trap.\n"
@@ -86,6 +89,7 @@ def test_the_filters_of_kb_query_narrow_the_cards(web: TestClient) -> None:
         ({"q": "x" * 2001}, "q: the query is 2001 characters; at most 2000"),
         ({"q": "a\x00b"}, "q: contains a NUL character"),
         ({"q": "x", "path": "a/" + "b" * 300}, "path: the name"),
+        ({"q": "x", "path": "Alex/../.."}, "path filter 'Alex/../..': '..' cannot name a folder"),
     ],
 )
 def test_a_bad_query_string_is_one_line(
@@ -261,13 +265,26 @@ def test_with_a_token_every_request_carries_it(kb: Kb) -> None:
 
 
 def test_the_access_rules() -> None:
-    assert host_name("127.0.0.1:8766") == "127.0.0.1"
-    assert host_name("[::1]:8766") == "::1"
-    assert host_name("LocalHost") == "localhost"
-    assert host_name("kb.lan") == "kb.lan" and host_name("") == ""
-    assert host_name("localhost:1, evil.com") is None
-    assert host_name("[::1") is None and host_name("::1") is None
     loopback = access("127.0.0.1", None)
+    for host in ("127.0.0.1:8766", "[::1]:8766", "LocalHost", "localhost:"):
+        assert host_refusal(host, loopback) is None, host
+    assert host_refusal("kb.lan:8766", loopback) == (
+        403,
+        "this server does not answer to the name 'kb.lan'",
+    )
+    for host in ("localhost:1, evil.com", "[::1", "::1", "localhost:8766.evil.com"):
+        assert host_refusal(host, Access(None, None)) == (
+            400,
+            "the Host header is not a name and a port",
+        )
+    # With its port known, a server answers on that port only (none named: HTTP's 80).
+    exact = access("127.0.0.1", None, port=8766)
+    assert host_refusal("LocalHost:8766", exact) is None
+    assert host_refusal("localhost:8767", exact) == (
+        403,
+        "this server does not answer on port 8767",
+    )
+    assert host_refusal("localhost", exact) == (403, "this server does not answer on port 80")
     assert loopback.hosts is not None and "attacker.example" not in loopback.hosts
     assert access("0.0.0.0", "t").hosts is None  # any name, but only with the token
     assert access("0.0.0.0", None).hosts == frozenset({"127.0.0.1", "localhost", "::1"})
@@ -444,6 +461,37 @@ def test_a_closed_stream_stops_its_answer(slow_server: tuple[str, SlowChat]) -> 
             assert again.status_code == 200
 
 
+def test_a_closed_answer_closes_the_models_answer_before_its_place_is_free(kb: Kb) -> None:
+    kb.sync()
+    gone, over = threading.Semaphore(0), threading.Event()
+    handler = type("Handler", (Endless,), {"gone": gone, "over": over})
+    with serving(handler) as url:
+        parts: Container = kb
+        parts.chat = OpenAIChat(url, "endless", api_key="", timeout=5, retries=0)
+        server = WebServer(
+            web_app(parts, host="127.0.0.1", token=None), host="127.0.0.1", port=_free_port()
+        )
+        server.start()
+        # Nothing is closed by the collector meanwhile: only by the answer's own close.
+        gc.disable()
+        try:
+            with httpx.Client(base_url=server.url.rstrip("/"), timeout=30) as web:
+                for _ in range(ANSWERS_AT_ONCE):
+                    with web.stream("GET", "/api/ask", params={"q": "mountain"}) as answer:
+                        assert answer.status_code == 200
+                        assert next(answer.iter_lines()) == "event: text"
+                # Every tab closed: their places are free again once their answers stopped,
+                _wait_for(
+                    lambda: web.get("/ask", params={"q": "x"}).status_code, lambda s: s == 200
+                )
+            # and the model server was told each time: it writes none of them on.
+            assert all(gone.acquire(timeout=5) for _ in range(ANSWERS_AT_ONCE))
+        finally:
+            gc.enable()
+            over.set()
+            server.server.should_exit = True
+
+
 def _serve(config: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         kb_command(config, *args),
@@ -533,6 +581,53 @@ def test_kb_daemon_serves_the_page_while_it_watches(
     finally:
         daemon.send_signal(signal.SIGTERM)
         assert daemon.wait(timeout=60) == 0, daemon.stderr.read() if daemon.stderr else ""
+
+
+def test_kb_serve_stops_at_its_first_sigterm_while_a_search_waits(
+    process_config: tuple[Path, dict[str, str]],
+) -> None:
+    config, env = process_config
+    asked, release = threading.Event(), threading.Event()
+
+    class Holding(QuietHandler):
+        """A /rerank server that writes its answer a byte at a time until the test is over."""
+
+        def do_POST(self) -> None:
+            asked.set()
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            with contextlib.suppress(OSError):  # kb let go
+                while not release.wait(0.05):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+
+    with serving(Holding) as rerank:
+        config.write_text(
+            config.read_text()
+            + f'\n[rerank]\nbackend = "http"\nurl = "{rerank}/rerank"\ntimeout = 60\n'
+        )
+        assert run_kb(config, env, "index").returncode == 0
+        port = _free_port()
+        server = _serve(config, env, "serve", "--port", str(port))
+        base = f"http://127.0.0.1:{port}"
+        try:
+            _wait_for(lambda: httpx.get(base + "/api/status").status_code, lambda s: s == 200)
+
+            def search() -> None:
+                with contextlib.suppress(httpx.TransportError):  # the server went meanwhile
+                    httpx.get(base + "/api/search", params={"q": "mountain"}, timeout=60)
+
+            threading.Thread(target=search, daemon=True).start()
+            assert asked.wait(30)
+            server.send_signal(signal.SIGTERM)
+            # The one signal stops it, though the search waits on the server for a minute.
+            stopped = server.wait(timeout=STOP_GRACE + 4)
+            assert stopped == 0, server.stderr.read() if server.stderr else ""
+        finally:
+            release.set()
+            server.kill()
+            server.wait()
 
 
 def _free_port() -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -141,7 +141,7 @@ _END = object()
 
 
 def read_stream(
-    open_stream: Callable[[], Iterator[T]],
+    open_stream: Callable[[], Iterable[T]],
     *,
     first: Callable[[Callable[[], Any]], Any],
     rest: Callable[[Callable[[], Any]], Any],
@@ -150,20 +150,25 @@ def read_stream(
     `first` (retried: nothing has been shown yet), every later item through `rest` (errors
     made readable, not retried: a retry would repeat what was already shown)."""
 
-    def start() -> tuple[Iterator[T], Any]:
-        items = iter(open_stream())
-        return items, next(items, _END)
+    def start() -> tuple[Iterable[T], Iterator[T], Any]:
+        opened = open_stream()
+        items = iter(opened)
+        return opened, items, next(items, _END)
 
-    items, item = first(start)
+    opened, items, item = first(start)
     try:
         while item is not _END:
             yield item
             item = rest(lambda: next(items, _END))
     finally:
         close_stream(items)
+        # The stream itself too: an iterator over an OpenAI client's stream closes nothing, and
+        # its answer, held by a reference cycle, would stay open until the collector came round
+        # while the server went on writing it.
+        close_stream(opened)
 
 
-def close_stream(items: Iterator[Any]) -> None:
+def close_stream(items: Iterable[Any]) -> None:
     """Close a server's stream that its reader leaves early (a page closed mid-answer), so
     the server stops writing now rather than when the collector gets to it; an iterator with
     nothing to close is left as it is."""

@@ -10,6 +10,9 @@ in the order the passages went.
 
 One attempt, no retries: a search waits on it, and a server that is down stays down for the
 few seconds a retry would wait (the search then answers in its own order, with a warning).
+The timeout holds the whole request, not each read (a server that writes its answer a byte
+at a time would otherwise hold a search for as long as it likes), and the answer is read to
+at most ANSWER_LIMIT bytes: it is read in the process that serves every search.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +35,17 @@ from kb.redact import redact
 CONNECT_TIMEOUT = 5.0
 # The most of a server's error text one line quotes.
 _QUOTED = 200
+# The most of an answer kb reads: the scores of rerank.candidates passages (at most 50), with
+# their texts when a server sends them back, take a few kilobytes.
+ANSWER_LIMIT = 4 * 1024 * 1024
+
+
+class _TooSlow(Exception):
+    """The whole request took longer than the timeout."""
+
+
+class _TooLarge(Exception):
+    """The answer ran past ANSWER_LIMIT."""
 
 
 class RerankServer:
@@ -67,30 +82,49 @@ class RerankServer:
         if not passages:
             return []
         shown = redact(self.url)
+        deadline = time.monotonic() + self.timeout
         try:
-            response = self._http().post(self.url, json=self._request(query, passages))
+            status, body = self._post(self._request(query, passages), deadline)
         except httpx.ConnectError as exc:
             raise LLMUnavailable(
                 f"cannot reach the re-ranking server at {shown}: {first_line(exc)}"
             ) from None
-        except httpx.TimeoutException:
+        except (httpx.TimeoutException, _TooSlow):
             raise LLMError(
                 f"the re-ranking server at {shown} gave no answer in {self.timeout:g} s: it is "
                 "overloaded, or raise rerank.timeout (or lower rerank.candidates)"
+            ) from None
+        except _TooLarge:
+            raise LLMError(
+                f"the re-ranking server at {shown} answered more than "
+                f"{ANSWER_LIMIT // (1024 * 1024)} MB: is rerank.url its /rerank endpoint?"
             ) from None
         except httpx.HTTPError as exc:
             raise LLMUnavailable(
                 f"the re-ranking server at {shown} failed: {first_line(exc)}"
             ) from None
-        if response.status_code >= 400:
-            raise LLMError(_refusal(shown, response))
-        try:
-            answer = response.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise LLMError(
-                f"the re-ranking server at {shown} answered something other than JSON"
-            ) from None
+        if status >= 400:
+            raise LLMError(_refusal(shown, status, body))
+        answer = _json(body)
+        if answer is _NOT_JSON:
+            raise LLMError(f"the re-ranking server at {shown} answered something other than JSON")
         return read_scores(answer, len(passages), shown)
+
+    def _post(self, request: dict[str, Any], deadline: float) -> tuple[int, bytes]:
+        """The status and body of the answer, read whole by `deadline` (a monotonic time)
+        and to at most ANSWER_LIMIT bytes; each read is bounded by the client's timeouts."""
+        with self._http().stream("POST", self.url, json=request) as response:
+            declared = response.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > ANSWER_LIMIT:
+                raise _TooLarge
+            body = bytearray()
+            for chunk in response.iter_bytes():
+                body += chunk
+                if len(body) > ANSWER_LIMIT:
+                    raise _TooLarge
+                if time.monotonic() > deadline:
+                    raise _TooSlow
+            return response.status_code, bytes(body)
 
     def close(self) -> None:
         with self._opening:
@@ -162,13 +196,28 @@ def _score_of(item: dict[str, Any]) -> float | None:
     for name in ("relevance_score", "score"):
         value = item.get(name)
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value) if math.isfinite(value) else None
+            try:
+                score = float(value)
+            except OverflowError:  # an integer past any float (10**400): no score
+                return None
+            return score if math.isfinite(score) else None
     return None
 
 
-def _refusal(shown: str, response: httpx.Response) -> str:
+_NOT_JSON = object()
+
+
+def _json(body: bytes) -> Any:
+    """The body read as JSON, or _NOT_JSON: a server's bytes may be anything, nested past
+    the parser's depth or holding a number past Python's digits among them."""
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):  # ValueError: bad JSON, bad UTF-8, too many digits
+        return _NOT_JSON
+
+
+def _refusal(shown: str, status: int, body: bytes) -> str:
     """A refused request in one line, with what the server said and what to change."""
-    status = response.status_code
     if status in (401, 403):
         return (
             f"the re-ranking server at {shown} refused the request (HTTP {status}): set "
@@ -179,23 +228,22 @@ def _refusal(shown: str, response: httpx.Response) -> str:
             f"the re-ranking server at {shown} has no such endpoint (HTTP {status}): "
             "rerank.url must be the /rerank endpoint itself, e.g. http://localhost:8080/rerank"
         )
-    said = _message(response)
+    said = _message(body)
     return f"the re-ranking server at {shown} answered HTTP {status}" + (
         f": {said}" if said else ""
     )
 
 
-def _message(response: httpx.Response) -> str:
+def _message(body: bytes) -> str:
     """What a server said about an error, in one short line: the `error`, `message` or
     `detail` of a JSON body (as each server writes it), else the body's first line."""
-    try:
-        body: Any = response.json()
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        body = response.text
-    if isinstance(body, dict):
-        found = next((body[k] for k in ("error", "message", "detail") if k in body), "")
+    said: Any = _json(body)
+    if said is _NOT_JSON:
+        said = body.decode("utf-8", "replace")
+    if isinstance(said, dict):
+        found = next((said[k] for k in ("error", "message", "detail") if k in said), "")
         if isinstance(found, dict):
             found = found.get("message", "")
-        body = found if isinstance(found, str) else json.dumps(found)
-    text = body.strip().splitlines()[0] if isinstance(body, str) and body.strip() else ""
+        said = found if isinstance(found, str) else json.dumps(found)
+    text = said.strip().splitlines()[0] if isinstance(said, str) and said.strip() else ""
     return text if len(text) <= _QUOTED else text[:_QUOTED].rstrip() + " […]"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, ValidationError
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 from pydantic_core import ErrorDetails
 
 from kb.mcp.stdio import StdioServer
@@ -20,11 +20,23 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, InputRequiredResult
 
+
+def _whole_number(value: object) -> object:
+    """A whole number's value as it came, refused if it is JSON's true or false: Python
+    counts a bool as 0 or 1, so `top_k: true` would be read as 1."""
+    if isinstance(value, bool):
+        raise ValueError(f"must be a whole number, not {str(value).lower()}")
+    return value
+
+
+# Last in a whole number's annotations, after its range: placed before the range, pydantic
+# would write the range into the tool's schema under names no client reads (`ge`, `le`).
+WHOLE_NUMBER = BeforeValidator(_whole_number)
 Text = Annotated[str, AfterValidator(plain_text)]
 # A vault's name, as the config gives it.
 Name = Annotated[Text, Field(max_length=NAME_BYTES)]
 PathText = Annotated[str, AfterValidator(path_text)]
-Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET)]
+Offset = Annotated[int, Field(ge=0, le=MAX_OFFSET), WHOLE_NUMBER]
 
 
 class ArgumentCheckedServer(StdioServer):

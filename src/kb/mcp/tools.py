@@ -13,6 +13,7 @@ optional bearer token.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from functools import partial
 from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
+import anyio.to_thread
 from pydantic import AfterValidator, Field
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -27,10 +29,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from kb.config import SearchMode
 from kb.container import Container
 from kb.errors import KbError
-from kb.mcp.arguments import ArgumentCheckedServer, Name, Offset, PathText, Text
+from kb.mcp.arguments import WHOLE_NUMBER, ArgumentCheckedServer, Name, Offset, PathText, Text
 from kb.results import SearchResult
 from kb.search.answer import Answer, note_date
-from kb.services.access import check_exposure, serving_token, token_matches
+from kb.services.access import (
+    Access,
+    access,
+    check_exposure,
+    host_refusal,
+    serving_token,
+    token_matches,
+)
 from kb.services.filters import FilterField, FilterValue, read, search_filter, with_filters
 from kb.services.note_reader import NoteText, Vaults
 from kb.services.searching import SearchRequest, SearchService
@@ -156,7 +165,9 @@ def _add_search(server: MCPServer, searches: SearchService) -> None:
             ),
         ] = None,
         top_k: Annotated[
-            int | None, Field(ge=1, le=50, description="How many passages (default 5).")
+            int | None,
+            Field(ge=1, le=50, description="How many passages (default 5)."),
+            WHOLE_NUMBER,
         ] = None,
         **filters: FilterValue,
     ) -> SearchResult:
@@ -168,17 +179,27 @@ def _add_search(server: MCPServer, searches: SearchService) -> None:
 def _add_ask(server: MCPServer, searches: SearchService) -> None:
     @server.tool(annotations=_READ_ONLY, description=_ASK)
     @with_filters(_argument)
-    def ask(
+    async def ask(
         question: Annotated[Text, Field(description="The question, in plain words.")],
         top_k: Annotated[
             int | None,
             Field(ge=1, le=20, description="How many passages to read (default: ask.passages, 3)."),
+            WHOLE_NUMBER,
         ] = None,
         **filters: FilterValue,
     ) -> AskResult:
         request = SearchRequest(question, top_k=top_k, filters=search_filter(filters))
-        with _as_tool_error():
-            return _ask_result(searches.ask(request))
+        stop = threading.Event()
+        try:
+            with _as_tool_error():
+                # Left to its thread when the client cancels the call, which `stop` then ends:
+                # the model's stream is closed at its next piece, not run to its last.
+                answer = await anyio.to_thread.run_sync(
+                    partial(searches.ask, request, stop=stop), abandon_on_cancel=True
+                )
+        finally:
+            stop.set()
+        return _ask_result(answer)
 
 
 def _ask_result(answer: Answer) -> AskResult:
@@ -212,10 +233,10 @@ def _add_get_note(server: MCPServer, vaults: Vaults) -> None:
         vault: Annotated[Name, Field(description="The vault's name, as `search` returns it.")],
         path: Annotated[PathText, Field(description="The note's path inside the vault.")],
         start_line: Annotated[
-            int | None, Field(ge=1, description="First line to return (1-based).")
+            int | None, Field(ge=1, description="First line to return (1-based)."), WHOLE_NUMBER
         ] = None,
         end_line: Annotated[
-            int | None, Field(ge=1, description="Last line to return (inclusive).")
+            int | None, Field(ge=1, description="Last line to return (inclusive)."), WHOLE_NUMBER
         ] = None,
     ) -> NoteText:
         """Read a note as it is on disk now, whole or a range of its lines."""
@@ -234,7 +255,9 @@ def _add_list_notes(server: MCPServer, names: list[str], *, search: Search) -> N
             list[Text] | None, Field(description="Only notes with all these tags.")
         ] = None,
         offset: Annotated[Offset, Field(description="Skip this many notes.")] = 0,
-        limit: Annotated[int, Field(ge=1, le=500, description="At most this many.")] = 50,
+        limit: Annotated[
+            int, Field(ge=1, le=500, description="At most this many."), WHOLE_NUMBER
+        ] = 50,
     ) -> NoteList:
         """List the indexed notes in path order, a page at a time."""
         with _as_tool_error():
@@ -283,6 +306,26 @@ def _entry(info: NoteInfo) -> NoteEntry:
     )
 
 
+class HostChecked:
+    """Lets through only HTTP requests whose Host header names this server and its port
+    exactly, by the rule the web page's guard applies (kb.services.access.host_refusal): the
+    SDK's own check takes `localhost:8765.evil.com` for localhost on port 8765."""
+
+    def __init__(self, app: ASGIApp, rules: Access) -> None:
+        self.app = app
+        self.rules = rules
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            refused = host_refusal(host, self.rules)
+            if refused is not None:
+                status, why = refused
+                await JSONResponse({"error": why}, status_code=status)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
 class BearerAuth:
     """Lets through only HTTP requests that carry `Authorization: Bearer <token>`, the scheme
     in any case (RFC 7235)."""
@@ -324,4 +367,5 @@ def serve(
     app: ASGIApp = server.streamable_http_app(host=host, stateless_http=True)
     if token:
         app = BearerAuth(app, token)
+    app = HostChecked(app, access(host, token, port=port))
     uvicorn.run(app, host=host, port=port, log_level="warning")

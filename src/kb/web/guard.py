@@ -14,9 +14,6 @@ A browser is an awkward client to trust: any page it has open may send requests 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
-from dataclasses import dataclass
 from http.cookies import SimpleCookie
 from urllib.parse import parse_qsl, urlencode
 
@@ -24,10 +21,9 @@ from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kb.services.access import LOOPBACK, token_matches
+from kb.services.access import Access, host_refusal, token_matches
 
 COOKIE = "kb_serve_token"
-_WILDCARDS = ("0.0.0.0", "::", "")
 # Scripts, styles and images only from this server; no frame may hold the page.
 _HEADERS = {
     "content-security-policy": (
@@ -42,39 +38,6 @@ _HEADERS = {
 }
 
 
-@dataclass(frozen=True)
-class Access:
-    """What the guard allows: the Host names it answers to (None: any, which only a token
-    may make safe), and the token every request must carry."""
-
-    hosts: frozenset[str] | None
-    token: str | None
-
-
-def access(host: str, token: str | None, allow_hosts: Iterable[str] = ()) -> Access:
-    """The access rules of a server listening on `host`."""
-    names = {*LOOPBACK, *(h.lower() for h in allow_hosts)}
-    if host in _WILDCARDS:
-        # Listening everywhere, the names it is reached by are unknown: the token is what
-        # keeps a rebinding page out (its cookie belongs to the real name only).
-        return Access(None if token and not allow_hosts else frozenset(names), token)
-    return Access(frozenset({*names, host.lower()}), token)
-
-
-# A Host header as browsers send it (RFC 9110 §7.2): a name or a bracketed IPv6 address, then
-# an optional port. No list, no space: "localhost:1, evil.com" is no browser's.
-_HOST = re.compile(r"(?:\[(?P<ip6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9._~-]*))(?::[0-9]{0,5})?")
-
-
-def host_name(host: str) -> str | None:
-    """A Host header's name, without its port or an IPv6 address's brackets; None when the
-    header is not a name and a port."""
-    found = _HOST.fullmatch(host.strip().lower())
-    if found is None:
-        return None
-    return found["ip6"] or found["name"] or ""
-
-
 def refusal(
     method: str, path: str, headers: Headers, scheme: str, rules: Access
 ) -> tuple[int, str] | None:
@@ -82,11 +45,8 @@ def refusal(
     if method not in ("GET", "HEAD"):
         return 405, "kb's web page only reads: use GET"
     host = headers.get("host", "")
-    name = host_name(host)
-    if name is None:
-        return 400, "the Host header is not a name and a port"
-    if rules.hosts is not None and name not in rules.hosts:
-        return 403, f"this server does not answer to the name {name!r}"
+    if refused := host_refusal(host, rules):
+        return refused
     origin = headers.get("origin")
     if origin is not None and origin != f"{scheme}://{host}":
         return 403, "requests from another site's page are refused"

@@ -31,9 +31,10 @@ from starlette.types import ASGIApp
 from kb.config import VaultConfig
 from kb.container import Container
 from kb.db import first_line
-from kb.errors import KbError
+from kb.errors import DatabaseError, KbError, LLMError
 from kb.results import SearchHit
 from kb.search.answer import Answer, Stopped
+from kb.services.access import Access, access
 from kb.services.filters import FILTERS
 from kb.services.note_reader import Vaults
 from kb.services.searching import SearchRequest, SearchService
@@ -41,7 +42,7 @@ from kb.services.status_report import StatusReport, duration
 from kb.store.candidates import Search
 from kb.web.cards import Card, answer_pieces, cards, note_lines, obsidian_url
 from kb.web.forms import FormError, SearchForm, line_number, read_form
-from kb.web.guard import Access, Guard, access
+from kb.web.guard import Guard
 
 _HERE = files("kb.web")
 log = logging.getLogger("kb.web")
@@ -132,8 +133,10 @@ class _Pages:
             return self._page("search.html", form=form)
         try:
             found = self.parts.searches.search(form.request)
-        except KbError as exc:
+        except (LLMError, DatabaseError) as exc:  # a server failed: not the request's fault
             return self._page("search.html", 503, form=form, error=str(exc))
+        except KbError as exc:  # the request, refused where it is run (a path filter's "..")
+            return self._page("search.html", 400, form=form, error=str(exc))
         return self._page(
             "search.html",
             form=form,

@@ -15,6 +15,10 @@ from kb.errors import KbError
 
 # How long a start may take before kb says the address cannot be served.
 _START_TIMEOUT = 30.0
+# How long a stop waits for the requests in hand. A search answers in far less; one that waits
+# on a model server (a re-ranker that answers a byte at a time, an answer being written) is cut
+# off rather than holding the stop for as long as the server likes: the page writes nothing.
+STOP_GRACE = 2
 
 
 class WebServer:
@@ -22,7 +26,13 @@ class WebServer:
 
     def __init__(self, app: ASGIApp, *, host: str, port: int) -> None:
         config = uvicorn.Config(
-            app, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=STOP_GRACE,
         )
         self.server = uvicorn.Server(config)
         self.host, self.port = host, port
@@ -70,10 +80,11 @@ class WebServer:
         return sockets
 
     def stop(self) -> None:
-        """Stop taking requests and let those in hand finish."""
+        """Stop taking requests and give those in hand STOP_GRACE seconds to finish; a request
+        still at work after it is left to its thread (a daemon thread, not waited for)."""
         self.server.should_exit = True
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=STOP_GRACE + 5)
 
 
 def cannot_listen(host: str, port: int, error: OSError) -> str:
