@@ -42,7 +42,7 @@ from kb.store.state import State
 from kb.store.text_index import TextIndex
 from kb.store.vaults import VaultRows
 from kb.store.vectors import Vectors
-from kb.vault import obsidian, sync_plan
+from kb.vault import obsidian, presence, sync_plan
 from kb.vault.notes import (
     MISNAMED,
     OnDisk,
@@ -225,6 +225,14 @@ class Indexer:
         rules = self._rules(vault, force=force, trust_stat=scope is None)
         misnamed: list[str] = []
         unlisted: list[Unlisted] = []
+        held = self.vaults.held(vault.name)
+        root = presence.look(vault, held)
+        if root is not None and (why := presence.absence(root, held)):
+            # Its notes are kept as under a folder that cannot be read, and looked at again
+            # as one is: nothing is deleted while the disk is away.
+            unlisted.append(Unlisted("", why))
+        elif root is not None:
+            self.vaults.record_device(vault.name, root.device)
 
         def emit(event: FileEvent) -> None:
             report.add(event)

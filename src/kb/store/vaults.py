@@ -4,6 +4,7 @@ its config renames it, and a vault removed with its notes when the user says so.
 from __future__ import annotations
 
 from kb.store.pool import Pool
+from kb.vault.presence import Held
 from kb.vault.sync_plan import StoredVault
 
 # Several configurations may share one index: a read of one is kept to its vaults, given in
@@ -84,3 +85,20 @@ class VaultRows:
             conn.execute("DELETE FROM failures WHERE vault = %s", (name,))
             conn.execute("DELETE FROM vaults WHERE name = %s", (name,))
             return gone.rowcount
+
+    def held(self, name: str) -> Held:
+        """Whether the index holds notes of vault `name`, and the device its folder was on
+        at its last sync."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM documents WHERE vault = %(v)s) AS notes,"
+                "       (SELECT device FROM vaults WHERE name = %(v)s) AS device",
+                {"v": name},
+            ).fetchone()
+        assert row is not None
+        return Held(**row)
+
+    def record_device(self, name: str, device: int) -> None:
+        """Vault `name`'s folder was synced on `device`."""
+        with self.pool.connection() as conn:
+            conn.execute("UPDATE vaults SET device = %s WHERE name = %s", (device, name))
