@@ -24,6 +24,7 @@ import psycopg
 import pytest
 
 from conftest import EXAMPLE_VAULT, kb_command, run_kb
+from kb.indexing.bulk import BULK_LOAD_NOTES
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 
@@ -221,6 +222,33 @@ def test_a_full_disk_under_a_database_server_is_one_line(
         )
     (vault / "new.md").write_text("# New\n\nA new note.\n")
     failed = run_kb(config, env, "index")
+    assert failed.returncode == 1
+    *progress, said = failed.stderr.strip().splitlines()
+    assert all(line.startswith("indexing ") for line in progress), progress
+    assert said == (
+        "error: the database server's disk is full: could not extend file: No space left on device"
+    )
+
+
+def test_a_full_disk_while_the_text_index_is_built_is_one_line(tmp_path: Path, db_url: str) -> None:
+    vault = tmp_path / "many"
+    vault.mkdir()
+    for i in range(BULK_LOAD_NOTES):
+        (vault / f"note {i}.md").write_text(f"# Note {i}\n\nThe {i}th of many short notes.\n")
+    config = _config(tmp_path, vault, tmp_path / "data")
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        # The build of the postings' B-tree after a bulk load is what finds the disk full.
+        conn.execute(
+            "CREATE FUNCTION disk_full() RETURNS event_trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF current_query() LIKE '%text_postings_order%' THEN RAISE EXCEPTION"
+            " 'could not extend file: No space left on device' USING ERRCODE = 'disk_full';"
+            " END IF; END $$"
+        )
+        conn.execute(
+            "CREATE EVENT TRIGGER disk_full ON ddl_command_end WHEN TAG IN ('CREATE INDEX')"
+            " EXECUTE FUNCTION disk_full()"
+        )
+    failed = run_kb(config, {**_env(), "KB_DATABASE_URL": db_url}, "index")
     assert failed.returncode == 1
     *progress, said = failed.stderr.strip().splitlines()
     assert all(line.startswith("indexing ") for line in progress), progress
