@@ -257,6 +257,21 @@ def test_a_full_disk_while_the_text_index_is_built_is_one_line(tmp_path: Path, d
     )
 
 
+def test_a_tmpdir_others_may_write_to_is_one_line(tmp_path: Path, vault: Path) -> None:
+    if Path(f"/run/user/{os.getuid()}").is_dir():
+        pytest.skip("this machine has a runtime folder: the temporary folder is not used")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # writable by anyone, and not sticky
+    env = {**{k: v for k, v in _env().items() if k != "XDG_RUNTIME_DIR"}, "TMPDIR": str(shared)}
+    result = run_kb(_config(tmp_path, vault, tmp_path / "data"), env, "index")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: cannot start the embedded PostgreSQL: runtime directory")
+    assert "set XDG_RUNTIME_DIR" in lines[0]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
