@@ -441,6 +441,8 @@ def test_kb_daemon_starts_a_killed_embedded_server_again(
         proc.kill()
         raise
     _stopped_after_one_restart(proc, log, pgdata)
+    # The pool's retries while the server was away are kb's one line, not one each.
+    assert "src=psycopg" not in log.read_text()
 
 
 @pytest.mark.parametrize("command", ["status", "index"])
