@@ -445,6 +445,25 @@ def test_kb_daemon_starts_a_killed_embedded_server_again(
     assert "src=psycopg" not in log.read_text()
 
 
+def test_a_server_killed_as_kb_exits_is_no_traceback(short_tmp: Path) -> None:
+    # The server killed by the time kb stops it at exit, though seen running an instant
+    # before (a `kb index` whose B-tree build failed as the server was killed, say).
+    script = (
+        "import os, signal, sys, time; from pathlib import Path; import psutil;"
+        " from pgserver.utils import PostmasterInfo; from kb.db import embedded_url;"
+        " data = Path(sys.argv[1]); embedded_url(data);"
+        " pid = int((data / 'pgdata/postmaster.pid').read_text().split()[0]);"
+        " psutil.Process.is_running = lambda self: True;"
+        " PostmasterInfo.is_running = lambda self: True;"
+        " os.kill(pid, signal.SIGKILL); time.sleep(1)"
+    )
+    ended = subprocess.run(
+        [sys.executable, "-c", script, str(short_tmp / "data")],
+        capture_output=True, text=True, env=_env(), timeout=120,
+    )  # fmt: skip
+    assert ended.returncode == 0 and "Traceback" not in ended.stderr, ended.stderr
+
+
 @pytest.mark.parametrize("command", ["status", "index"])
 def test_a_data_dir_name_too_long_for_the_file_system_is_one_line(
     tmp_path: Path, short_tmp: Path, command: str

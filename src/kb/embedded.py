@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 from psycopg.conninfo import make_conninfo
 
 from kb.errors import DatabaseError, first_line
@@ -181,7 +182,10 @@ class _Server(PostgresServer):
     def _cleanup(self) -> None:
         with self._keeping:
             self._released.set()
-        super()._cleanup()
+        # A server killed as this process exits (seen running, gone before pgserver's
+        # terminate reaches it) is stopped: what the exit wanted, with nothing to say.
+        with contextlib.suppress(psutil.NoSuchProcess):
+            super()._cleanup()
 
     def ensure_postgres_running(self) -> None:
         holders = _forget_the_dead(self.pgdata / _HOLDERS)
