@@ -12,6 +12,7 @@ import pytest
 
 from conftest import Kb, make_config, rows, run_kb
 from daemon_helpers import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
+from kb.errors import KbError
 from kb.store import Store
 from kb.vault import presence
 from kb.vault.presence import Held, Root, absence
@@ -20,30 +21,36 @@ from kb.vault.presence import Held, Root, absence
 
 
 def test_an_empty_folder_of_a_vault_with_notes_is_missing() -> None:
-    assert absence(Root(entries=False, device=7), Held(notes=True, device=7))
-    assert absence(Root(entries=False, device=9), Held(notes=True, device=None))
+    assert absence(Root(empty=True, device=7), Held(notes=True, device=7))
+    assert absence(Root(empty=True, device=9), Held(notes=True, device=None))
+
+
+def test_no_folder_of_a_vault_with_notes_is_missing() -> None:
+    assert absence(None, Held(notes=True, device=7))
+    # A vault with none is no disk that went: the sync stops on it, as before.
+    assert absence(None, Held(notes=False, device=None)) is None
 
 
 def test_an_empty_folder_of_a_vault_without_notes_is_synced() -> None:
-    assert absence(Root(entries=False, device=7), Held(notes=False, device=None)) is None
-    assert absence(Root(entries=False, device=7), Held(notes=False, device=3)) is None
+    assert absence(Root(empty=True, device=7), Held(notes=False, device=None)) is None
+    assert absence(Root(empty=True, device=7), Held(notes=False, device=3)) is None
 
 
 def test_a_noteless_folder_on_another_device_is_missing() -> None:
-    assert absence(Root(entries=True, device=9, notes=False), Held(notes=True, device=7))
+    assert absence(Root(empty=False, device=9, notes=False), Held(notes=True, device=7))
 
 
 def test_a_folder_on_another_device_with_notes_is_synced() -> None:
     # The disk is back under a new device number (tmpfs, NFS, SSHFS take one at each
     # mount), or the vault was moved to another disk.
-    assert absence(Root(entries=True, device=9, notes=True), Held(notes=True, device=7)) is None
+    assert absence(Root(empty=False, device=9, notes=True), Held(notes=True, device=7)) is None
 
 
 def test_a_noteless_folder_on_the_same_device_is_synced() -> None:
     # Every note deleted, .obsidian/ left: the notes are deleted from the index.
-    assert absence(Root(entries=True, device=7), Held(notes=True, device=7)) is None
+    assert absence(Root(empty=False, device=7), Held(notes=True, device=7)) is None
     # A device never recorded (an index from before the rule) is no evidence.
-    assert absence(Root(entries=True, device=7, notes=None), Held(notes=True, device=None)) is None
+    assert absence(Root(empty=False, device=7, notes=None), Held(notes=True, device=None)) is None
 
 
 def test_the_look_searches_for_a_note_only_on_another_device(
@@ -51,14 +58,14 @@ def test_the_look_searches_for_a_note_only_on_another_device(
 ) -> None:
     config = make_config(vault).vaults[0]
     here = os.stat(vault).st_dev
-    assert presence.look(config, Held(True, here)) == Root(True, here, None)
+    assert presence.look(config, Held(True, here)) == Root(False, here, None)
     monkeypatch.setattr(presence, "_device", lambda path: here + 1)
-    assert presence.look(config, Held(True, here)) == Root(True, here + 1, True)
+    assert presence.look(config, Held(True, here)) == Root(False, here + 1, True)
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / "README.txt").write_text("mount the notes disk here\n")
     assert presence.look(make_config(empty).vaults[0], Held(True, here)) == Root(
-        True, here + 1, False
+        False, here + 1, False
     )
     assert presence.look(make_config(tmp_path / "gone").vaults[0], Held(True, here)) is None
 
@@ -193,8 +200,44 @@ def test_the_daemon_keeps_an_unmounted_vault_and_resumes(
     assert "deleted" not in [r.getMessage() for r in caplog.records]
 
 
+def test_a_vault_folder_gone_is_kept_and_the_other_vaults_synced(
+    store: Store, vault: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "Lighthouse.md").write_text("# Lighthouse\n\nThe keeper waved.\n")
+    both = [{"name": "v", "path": str(vault)}, {"name": "o", "path": str(other)}]
+    kb = Kb(store, make_config(vault, vaults=both))
+    kb.sync()
+    held = _notes(kb)
+    away = vault.with_name("disk")
+    vault.rename(away)  # the disk was mounted at a folder above the vault's
+    (other / "Harbour.md").write_text("# Harbour\n\nBoats.\n")
+    report = kb.sync()
+    assert (report.deleted, report.unlistable, report.indexed) == (0, 1, 1)
+    assert _notes(kb) == held + 1
+
+
+def test_a_new_vault_with_no_folder_stops_the_sync(store: Store, tmp_path: Path) -> None:
+    with pytest.raises(KbError, match="is not a directory"):
+        Kb(store, make_config(tmp_path / "nowhere")).sync()
+
+
 def test_a_new_vault_with_an_empty_folder_is_synced(store: Store, tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     report = Kb(store, make_config(empty)).sync()
     assert (report.files, report.unlistable, report.deleted) == (0, 0, 0)
+
+
+def test_a_folder_that_cannot_be_listed_is_not_taken_for_empty(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(path: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    here = os.stat(vault).st_dev
+    monkeypatch.setattr(os, "scandir", refused)
+    root = presence.look(make_config(vault).vaults[0], Held(True, here))
+    assert root == Root(empty=False, device=here)
+    assert absence(root, Held(True, here)) is None

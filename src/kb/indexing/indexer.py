@@ -180,8 +180,6 @@ class Indexer:
         self._follow_renames()
         self.space.follow()
         for vault in self.settings.vaults if vaults is None else vaults:
-            if not vault.path.is_dir():
-                raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
             self._sync_vault(vault, report, force=force)
         self.state.set(
             "last_sync",
@@ -217,22 +215,26 @@ class Indexer:
         scope: Scope | None = None,
     ) -> None:
         # Read at each sync: an edit of .obsidian/*.json is taken up as a config change is.
+        vault, _ = obsidian.followed(vault)
+        held = self.vaults.held(vault.name)
+        root = presence.look(vault, held)
+        if why := presence.absence(root, held):
+            # Its notes are kept as under a folder that cannot be read, and looked at again
+            # as one is: nothing is deleted while the disk is away.
+            event = self._unlistable(vault, Unlisted("", why))
+            report.add(event)
+            self.on_event(event)
+            return
+        if root is None:
+            raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
         self.vaults.record(vault.name, vault_folder(vault))
+        self.vaults.record_device(vault.name, root.device)
         # A new index holds no vector to look up for its notes (the embedding queue looks
         # again when it embeds them).
         self.writer.known_vectors = self.vectors.space() is not None
-        vault, _ = obsidian.followed(vault)
         rules = self._rules(vault, force=force, trust_stat=scope is None)
         misnamed: list[str] = []
         unlisted: list[Unlisted] = []
-        held = self.vaults.held(vault.name)
-        root = presence.look(vault, held)
-        if root is not None and (why := presence.absence(root, held)):
-            # Its notes are kept as under a folder that cannot be read, and looked at again
-            # as one is: nothing is deleted while the disk is away.
-            unlisted.append(Unlisted("", why))
-        elif root is not None:
-            self.vaults.record_device(vault.name, root.device)
 
         def emit(event: FileEvent) -> None:
             report.add(event)
