@@ -176,11 +176,7 @@ def test_the_daemon_keeps_an_unmounted_vault_and_resumes(
     with running(kb) as daemon:
         held = _notes(kb)
         kb.reset_counts()
-        # The notes go at once, the folder stays (same inode: no folder replaced).
-        away = vault.with_name("disk")
-        away.mkdir()
-        for entry in [*vault.iterdir()]:
-            entry.rename(away / entry.name)
+        away = _unmount(vault)
         wait_for(
             lambda: any("cannot read a folder" in r.getMessage() for r in caplog.records),
             "the daemon to say the vault is missing",
@@ -192,8 +188,7 @@ def test_the_daemon_keeps_an_unmounted_vault_and_resumes(
         assert messages.count("cannot read a folder: the notes indexed under it are kept") == 1
         assert "deleted" not in messages
 
-        for entry in [*away.iterdir()]:
-            entry.rename(vault / entry.name)
+        _mount(vault, away)
         settle(daemon, kb)
         reconcile_now(daemon, kb)
     assert _notes(kb) == held and no_calls(kb)
