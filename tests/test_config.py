@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import threading
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -533,6 +535,54 @@ def test_load_not_utf8(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(bad, env={})
     assert "\n" not in str(info.value)
+
+
+def _refused(path: Path) -> str:
+    """load_config's one line for `path`, within five seconds (a read that blocks fails)."""
+    said: list[str] = []
+
+    def load() -> None:
+        try:
+            load_config(path, env={})
+        except ConfigError as exc:
+            said.append(str(exc))
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(5)
+    assert not reader.is_alive(), "the config read did not return"
+    assert len(said) == 1 and "\n" not in said[0] and str(path) in said[0], said
+    return said[0]
+
+
+def test_a_config_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
+    fifo = tmp_path / "kb.toml"
+    os.mkfifo(fifo)
+    assert "not a regular file" in _refused(fifo)
+
+
+def test_a_config_that_links_to_a_device_is_refused(tmp_path: Path) -> None:
+    link = tmp_path / "kb.toml"
+    link.symlink_to("/dev/zero")
+    assert "not a regular file" in _refused(link)
+
+
+def test_a_config_over_a_mebibyte_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "kb.toml"
+    big.write_text('owner_name = "A"\n' + "# padding\n" * 120_000, encoding="utf-8")
+    assert "larger than 1 MiB" in _refused(big)
+
+
+def test_a_config_nested_too_deeply_is_one_line(tmp_path: Path) -> None:
+    deep = tmp_path / "kb.toml"
+    deep.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    assert "nested too deeply" in _refused(deep)
+
+
+def test_a_config_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    marked = tmp_path / "kb.toml"
+    marked.write_text('\ufeffowner_name = "Alex Doe"\n[[vaults]]\npath = "v"\n', encoding="utf-8")
+    assert load_config(marked, env={}).owner_name == "Alex Doe"
 
 
 def test_load_config_uses_kb_config_env(tmp_path: Path) -> None:

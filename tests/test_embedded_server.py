@@ -24,6 +24,7 @@ import psycopg
 import pytest
 
 from conftest import EXAMPLE_VAULT, kb_command, run_kb
+from kb.indexing.bulk import BULK_LOAD_NOTES
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 
@@ -229,6 +230,48 @@ def test_a_full_disk_under_a_database_server_is_one_line(
     )
 
 
+def test_a_full_disk_while_the_text_index_is_built_is_one_line(tmp_path: Path, db_url: str) -> None:
+    vault = tmp_path / "many"
+    vault.mkdir()
+    for i in range(BULK_LOAD_NOTES):
+        (vault / f"note {i}.md").write_text(f"# Note {i}\n\nThe {i}th of many short notes.\n")
+    config = _config(tmp_path, vault, tmp_path / "data")
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        # The build of the postings' B-tree after a bulk load is what finds the disk full.
+        conn.execute(
+            "CREATE FUNCTION disk_full() RETURNS event_trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF current_query() LIKE '%text_postings_order%' THEN RAISE EXCEPTION"
+            " 'could not extend file: No space left on device' USING ERRCODE = 'disk_full';"
+            " END IF; END $$"
+        )
+        conn.execute(
+            "CREATE EVENT TRIGGER disk_full ON ddl_command_end WHEN TAG IN ('CREATE INDEX')"
+            " EXECUTE FUNCTION disk_full()"
+        )
+    failed = run_kb(config, {**_env(), "KB_DATABASE_URL": db_url}, "index")
+    assert failed.returncode == 1
+    *progress, said = failed.stderr.strip().splitlines()
+    assert all(line.startswith("indexing ") for line in progress), progress
+    assert said == (
+        "error: the database server's disk is full: could not extend file: No space left on device"
+    )
+
+
+def test_a_tmpdir_others_may_write_to_is_one_line(tmp_path: Path, vault: Path) -> None:
+    if Path(f"/run/user/{os.getuid()}").is_dir():
+        pytest.skip("this machine has a runtime folder: the temporary folder is not used")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # writable by anyone, and not sticky
+    env = {**{k: v for k, v in _env().items() if k != "XDG_RUNTIME_DIR"}, "TMPDIR": str(shared)}
+    result = run_kb(_config(tmp_path, vault, tmp_path / "data"), env, "index")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: cannot start the embedded PostgreSQL: runtime directory")
+    assert "set XDG_RUNTIME_DIR" in lines[0]
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -398,6 +441,27 @@ def test_kb_daemon_starts_a_killed_embedded_server_again(
         proc.kill()
         raise
     _stopped_after_one_restart(proc, log, pgdata)
+    # The pool's retries while the server was away are kb's one line, not one each.
+    assert "src=psycopg" not in log.read_text()
+
+
+def test_a_server_killed_as_kb_exits_is_no_traceback(short_tmp: Path) -> None:
+    # The server killed by the time kb stops it at exit, though seen running an instant
+    # before (a `kb index` whose B-tree build failed as the server was killed, say).
+    script = (
+        "import os, signal, sys, time; from pathlib import Path; import psutil;"
+        " from pgserver.utils import PostmasterInfo; from kb.db import embedded_url;"
+        " data = Path(sys.argv[1]); embedded_url(data);"
+        " pid = int((data / 'pgdata/postmaster.pid').read_text().split()[0]);"
+        " psutil.Process.is_running = lambda self: True;"
+        " PostmasterInfo.is_running = lambda self: True;"
+        " os.kill(pid, signal.SIGKILL); time.sleep(1)"
+    )
+    ended = subprocess.run(
+        [sys.executable, "-c", script, str(short_tmp / "data")],
+        capture_output=True, text=True, env=_env(), timeout=120,
+    )  # fmt: skip
+    assert ended.returncode == 0 and "Traceback" not in ended.stderr, ended.stderr
 
 
 @pytest.mark.parametrize("command", ["status", "index"])

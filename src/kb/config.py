@@ -10,6 +10,7 @@ import functools
 import itertools
 import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -430,7 +431,7 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None) -> 
     env = dict(os.environ) if env is None else env
     path = find_config_file(path, env)
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(read_config_text(path))
     except FileNotFoundError:
         raise ConfigError(
             f"no config file at {path}: copy config.example.toml there or pass --config"
@@ -439,7 +440,29 @@ def load_config(path: Path | None = None, env: dict[str, str] | None = None) -> 
         raise ConfigError(f"cannot read config {path}: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config {path} is not valid TOML: a value nested too deeply") from None
     return parse_config(raw, base_dir=path.parent, env=env, source=path)
+
+
+# Far above any config (the example is 15 KB), far below what a link to a device or a
+# runaway file would make kb read.
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def read_config_text(path: Path) -> str:
+    """A config file's text; ConfigError, in one line, for what is no config file: not a
+    regular file (a FIFO would block the read for ever, /dev/zero never end it) or larger
+    than MAX_CONFIG_BYTES. A UTF-8 byte order mark, which Windows editors write, is dropped."""
+    # Opened without blocking, so a FIFO is looked at, not waited on.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with open(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"config {path} is not a regular file")
+        data = file.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"config {path} is larger than 1 MiB: not a config file")
+    return data.decode("utf-8-sig")
 
 
 def parse_config(

@@ -88,8 +88,10 @@ def disk_full(exc: BaseException, configured: str, data_dir: Path) -> DiskFull |
     said = isinstance(exc, psycopg.errors.DiskFull)
     if configured:
         return DiskFull(f"the database server's disk is full: {first_line(exc)}") if said else None
-    from kb.embedded import full_disk
-
+    try:
+        from kb.embedded import full_disk
+    except DatabaseError:
+        return None  # the embedded server could not even be loaded: it wrote nothing
     message = full_disk(data_dir, said=said)
     return DiskFull(message) if message else None
 

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 from psycopg.conninfo import make_conninfo
 
 from kb.errors import DatabaseError, first_line
@@ -39,9 +40,15 @@ from kb.logfmt import event
 with warnings.catch_warnings():
     # platformdirs warns when XDG_RUNTIME_DIR is unset; pgserver falls back to /tmp.
     warnings.simplefilter("ignore")
-    from pgserver import PostgresServer
-    from pgserver._commands import POSTGRES_BIN_PATH
-    from pgserver.utils import PostmasterInfo
+    try:
+        from pgserver import PostgresServer
+        from pgserver._commands import POSTGRES_BIN_PATH
+        from pgserver.utils import PostmasterInfo
+    except OSError as exc:
+        # pgserver asks platformdirs for a runtime folder as it is imported, which refuses
+        # one under a temporary folder others may write to (TMPDIR world-writable, not
+        # sticky) and says which variable to set.
+        raise DatabaseError(f"cannot start the embedded PostgreSQL: {first_line(exc)}") from None
 
 # pg_ctl pastes the data directory and log paths between double quotes into a shell command
 # line without escaping them, where these characters would end the quotes or be expanded; and
@@ -175,7 +182,10 @@ class _Server(PostgresServer):
     def _cleanup(self) -> None:
         with self._keeping:
             self._released.set()
-        super()._cleanup()
+        # A server killed as this process exits (seen running, gone before pgserver's
+        # terminate reaches it) is stopped: what the exit wanted, with nothing to say.
+        with contextlib.suppress(psutil.NoSuchProcess):
+            super()._cleanup()
 
     def ensure_postgres_running(self) -> None:
         holders = _forget_the_dead(self.pgdata / _HOLDERS)

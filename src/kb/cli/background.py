@@ -114,8 +114,11 @@ def _service(ctx: typer.Context, name: str) -> tuple[logging.Logger, threading.E
         handlers=[handler],
         force=True,
     )
-    for noisy in ("httpx", "pgserver", "psycopg.pool", "openai", "watchdog"):
+    for noisy in ("httpx", "pgserver", "openai", "watchdog"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # The pool warns at each failed reconnection while the database is away (about sixteen
+    # lines for a killed embedded server): the daemon's and the worker's own lines say it.
+    logging.getLogger("psycopg").setLevel(logging.ERROR)
     log = logging.getLogger(name)
     stop = threading.Event()
 

@@ -14,7 +14,7 @@ import typer
 
 from kb.cli.render import shown
 from kb.cli.shared import Options, fail, stderr, stdout
-from kb.config import Config, load_config
+from kb.config import Config, load_config, read_config_text
 from kb.errors import EXIT_ERROR, KbError
 from kb.llm.providers import BUILT_IN, choices
 from kb.llm.providers import provider as spec_of
@@ -127,7 +127,7 @@ def _start(
     from kb.services import init_proposals
 
     spec_of(provider, key="--provider")
-    existing = target.read_text(encoding="utf-8") if target.exists() else None
+    existing = read_config_text(target) if target.exists() else None
     configured = load_config(target).vaults if add and existing is not None else ()
     if add and existing is None:
         raise KbError(f"--add: there is no config at {target} to add to")

@@ -42,7 +42,7 @@ from kb.store.state import State
 from kb.store.text_index import TextIndex
 from kb.store.vaults import VaultRows
 from kb.store.vectors import Vectors
-from kb.vault import obsidian, sync_plan
+from kb.vault import obsidian, presence, sync_plan
 from kb.vault.notes import (
     MISNAMED,
     OnDisk,
@@ -184,8 +184,6 @@ class Indexer:
         self._follow_renames()
         self.space.follow()
         for vault in self.settings.vaults if vaults is None else vaults:
-            if not vault.path.is_dir():
-                raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
             self._sync_vault(vault, report, force=force)
         self.state.set(
             "last_sync",
@@ -266,11 +264,22 @@ class Indexer:
     ) -> None:
         # Read at each sync: an edit of .obsidian/*.json is taken up as a config change is.
         claim = self._claim(vault)
-        self.vaults.record(claim.name, claim.folder, claim.config, claim.settings)
+        vault, _ = obsidian.followed(vault)
+        held = self.vaults.held(vault.name)
+        root = presence.look(vault, held)
+        if why := presence.absence(root, held):
+            # Its notes are kept as under a folder that cannot be read, and looked at again
+            # as one is: nothing is deleted while the disk is away.
+            event = self._unlistable(vault, Unlisted("", why))
+            report.add(event)
+            self.on_event(event)
+            return
+        if root is None:
+            raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
+        self.vaults.record(claim.name, claim.folder, claim.config, claim.settings, root.device)
         # A new index holds no vector to look up for its notes (the embedding queue looks
         # again when it embeds them).
         self.writer.known_vectors = self.vectors.space() is not None
-        vault, _ = obsidian.followed(vault)
         rules = self._rules(vault, force=force, trust_stat=scope is None)
         misnamed: list[str] = []
         unlisted: list[Unlisted] = []

@@ -33,12 +33,11 @@ class TextIndex:
 
     def build(self) -> None:
         """Build the postings' index if it is missing, as migration 010 made it."""
+        # The lock ends with the transaction: a build that fails (a full disk) leaves it
+        # aborted, where an unlock would fail too and hide why.
         with self.pool.connection() as conn:
-            conn.execute("SELECT pg_advisory_lock(%s, %s)", _BUILDING)
-            try:
-                conn.execute(
-                    "CREATE INDEX IF NOT EXISTS text_postings_order"
-                    " ON text_postings (lexeme, impact DESC, chunk_id) INCLUDE (document_id)"
-                )
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(%s, %s)", _BUILDING)
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", _BUILDING)
+            conn.execute(
+                "CREATE INDEX IF NOT EXISTS text_postings_order"
+                " ON text_postings (lexeme, impact DESC, chunk_id) INCLUDE (document_id)"
+            )

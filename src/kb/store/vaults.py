@@ -12,6 +12,7 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
 from kb.store.pool import Pool
+from kb.vault.presence import Held
 from kb.vault.sync_plan import StoredVault
 
 # Several configurations may share one index: a read of one is kept to its vaults, given in
@@ -48,16 +49,24 @@ class VaultRows:
         folder: str,
         config: str | None = None,
         settings: Mapping[str, str] | None = None,
+        device: int | None = None,
     ) -> None:
         """Vault `name` is synced from `folder` now, by the config file `config` (None: a
-        config read from no file) with these settings."""
+        config read from no file) with these settings, its folder on `device` (st_dev)."""
         with self.pool.connection() as conn:
             conn.execute(
-                "INSERT INTO vaults (name, folder, config, settings, synced_at)"
-                " VALUES (%s, %s, %s, %s, now())"
+                "INSERT INTO vaults (name, folder, config, settings, device, synced_at)"
+                " VALUES (%s, %s, %s, %s, %s, now())"
                 " ON CONFLICT (name) DO UPDATE SET folder = EXCLUDED.folder,"
-                "   config = EXCLUDED.config, settings = EXCLUDED.settings, synced_at = now()",
-                (name, folder, config, None if settings is None else Jsonb(dict(settings))),
+                "   config = EXCLUDED.config, settings = EXCLUDED.settings,"
+                "   device = EXCLUDED.device, synced_at = now()",
+                (
+                    name,
+                    folder,
+                    config,
+                    None if settings is None else Jsonb(dict(settings)),
+                    device,
+                ),
             )
 
     def rename(self, old: str, new: str) -> int:
@@ -77,6 +86,18 @@ class VaultRows:
             conn.execute("DELETE FROM failures WHERE vault = %s", (name,))
             conn.execute("DELETE FROM vaults WHERE name = %s", (name,))
             return gone.rowcount
+
+    def held(self, name: str) -> Held:
+        """Whether the index holds notes of vault `name`, and the device its folder was on
+        at its last sync."""
+        with self.pool.connection() as conn:
+            row = conn.execute(
+                "SELECT EXISTS (SELECT 1 FROM documents WHERE vault = %(v)s) AS notes,"
+                "       (SELECT device FROM vaults WHERE name = %(v)s) AS device",
+                {"v": name},
+            ).fetchone()
+        assert row is not None
+        return Held(**row)
 
 
 def keep_paid_for(conn: psycopg.Connection[DictRow], where: LiteralString, params: Any) -> None:
