@@ -341,6 +341,8 @@ def test_a_config_counts_only_its_vaults_finished_items(two: tuple[Kb, Kb]) -> N
 
 def test_a_note_deleted_and_put_back_costs_nothing(store: Store, tmp_path: Path) -> None:
     folder = _vault(tmp_path, "a", "# A\n\nI climbed a hill near the lighthouse.\n")
+    # A second note: a folder left with no entry at all is read as an unmounted disk.
+    (folder / "b.md").write_text("# B\n\nThe ferry leaves at noon.\n")
     a = _kb(store, "a", folder)
     a.sync()
     text = (folder / "a.md").read_text()
