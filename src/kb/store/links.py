@@ -66,7 +66,8 @@ def write_links(
 ) -> None:
     """Replace the links and names of some notes being written, in their transaction: each
     (document id, path, aliases, links). Their links are left unresolved: `Links.resolve`
-    follows once the sync's notes are written."""
+    follows once the sync's notes are written. The caller records LINKS_VERSION in their
+    rows (a note's upsert sets it with the rest of its row: no second row version)."""
     if not notes:
         return
     ids = [doc_id for doc_id, _, _, _ in notes]
@@ -81,7 +82,6 @@ def write_links(
         "INSERT INTO note_names (document_id, key) SELECT * FROM unnest(%s::bigint[], %s::text[])",
         ([i for i, _ in names], [k for _, k in names]),
     )
-    cur.execute("UPDATE documents SET links_version = %s WHERE id = ANY(%s)", (LINKS_VERSION, ids))
     with cur.copy(_COPY_LINKS) as copy:
         for doc_id, _, _, links in notes:
             for position, link in enumerate(links):
@@ -265,6 +265,10 @@ class Links:
             ids = {r["path"]: r["id"] for r in rows}
             write_links(
                 cur, [(ids[p], p, aliases, links) for p, aliases, links in notes if p in ids]
+            )
+            cur.execute(
+                "UPDATE documents SET links_version = %s WHERE id = ANY(%s)",
+                (LINKS_VERSION, list(ids.values())),
             )
             return len(ids)
 
