@@ -232,20 +232,25 @@ def test_new_moved_deleted_and_realiased_notes_re_resolve_without_models(
     assert ("Wheel.md", "hub", "sub/Hub.md") in _links(store)
 
 
-def test_an_unchanged_sync_resolves_nothing(
-    linked: tuple[Kb, Path], store: Store, monkeypatch: pytest.MonkeyPatch
+def test_an_unchanged_sync_writes_no_link(linked: tuple[Kb, Path], store: Store) -> None:
+    kb, _ = linked
+    kb.sync()
+    versions = rows(store, "SELECT xmin::text AS version FROM links ORDER BY 1")
+    kb.sync()
+    assert rows(store, "SELECT xmin::text AS version FROM links ORDER BY 1") == versions
+    assert store.links.resolve("v") == 0
+
+
+def test_links_a_stopped_sync_left_unresolved_are_resolved_by_the_next(
+    linked: tuple[Kb, Path], store: Store
 ) -> None:
     kb, _ = linked
     kb.sync()
-    calls: list[object] = []
-
-    def counted(*args: object, **options: object) -> int:
-        calls.append(args)
-        return 0
-
-    monkeypatch.setattr(type(store.links), "resolve", counted)
+    with store.pool.connection() as conn:
+        conn.execute("UPDATE links SET target_id = NULL, due = true")
     kb.sync()
-    assert calls == []
+    assert ("Hub.md", "Spoke", "Spoke.md") in _links(store)
+    assert rows(store, "SELECT count(*) AS n FROM links WHERE due") == [{"n": 0}]
 
 
 def test_notes_indexed_before_links_get_them_at_the_next_sync(

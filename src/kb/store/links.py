@@ -273,25 +273,33 @@ class Links:
             return len(ids)
 
     def resolve(self, vault: str, *, keys: Iterable[str] = (), sources: Iterable[str] = ()) -> int:
-        """Decide again where some of a vault's links lead: those that look up one of `keys`
-        (the names of notes added, moved, deleted or given other aliases), those written by
-        the notes at `sources`, and those that led to one of them. How many changed."""
+        """Decide again where some of a vault's links lead: those written and not resolved
+        yet (a note's new links; found by a partial index, so a sync that wrote nothing pays
+        one empty lookup), those that look up one of `keys` (the names of notes added, moved,
+        deleted or given other aliases), and those that led to one of the notes at
+        `sources` (an alias of theirs may be gone). How many changed."""
         keys, sources = sorted(set(keys)), sorted(set(sources))
-        if not keys and not sources:
-            return 0
         with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             cur.execute(
+                # Each way a link is due read by its own index.
                 "CREATE TEMPORARY TABLE due ON COMMIT DROP AS"
-                " SELECT l.document_id, l.position, l.target, l.target_key, l.target_id,"
+                " WITH picked AS ("
+                "   SELECT document_id, position FROM links WHERE due"
+                "   UNION SELECT document_id, position FROM links"
+                "          WHERE target_key = ANY(%(keys)s)"
+                "   UNION SELECT document_id, position FROM links WHERE target_id IN"
+                "     (SELECT id FROM documents"
+                "       WHERE vault = %(vault)s AND path = ANY(%(sources)s)))"
+                " SELECT l.document_id, l.position, l.target, l.target_key, l.target_id, l.due,"
                 "        s.path AS source"
-                "   FROM links l JOIN documents s ON s.id = l.document_id"
-                "  WHERE s.vault = %(vault)s AND (l.target_key = ANY(%(keys)s)"
-                "     OR s.path = ANY(%(sources)s)"
-                "     OR l.target_id IN (SELECT id FROM documents"
-                "                         WHERE vault = %(vault)s AND path = ANY(%(sources)s)))",
+                "   FROM picked JOIN links l USING (document_id, position)"
+                "   JOIN documents s ON s.id = l.document_id"
+                "  WHERE s.vault = %(vault)s",
                 {"vault": vault, "keys": keys, "sources": sources},
             )
-            # Every note any due link may lead to: those found by its name.
+            if cur.rowcount == 0:
+                return 0
+            # Every note a due link may lead to: those found by the name it looks up.
             notes = cur.execute(
                 "SELECT d.id, d.path, n.key, array_agg(a.key) AS names"
                 "  FROM (SELECT DISTINCT target_key FROM due) t"
@@ -307,22 +315,19 @@ class Links:
                 note = NoteName(r["path"], _aliases(r["path"], r["names"]))
                 by_key.setdefault(r["key"], []).append(note)
                 ids[r["path"]] = r["id"]
-            changed: list[tuple[int, int, int | None]] = []
+            changed = 0
+            written: list[tuple[int, int, int | None]] = []
             for link in cur.execute("SELECT * FROM due").fetchall():
                 path = resolve(link["target"], link["source"], by_key.get(link["target_key"], ()))
                 target = ids[path] if path is not None else None
-                if target != link["target_id"]:
-                    changed.append((link["document_id"], link["position"], target))
-            if changed:
-                cur.execute(
-                    "UPDATE links l SET target_id = c.target"
-                    "  FROM unnest(%s::bigint[], %s::integer[], %s::bigint[])"
-                    "    AS c(document_id, position, target)"
-                    " WHERE l.document_id = c.document_id AND l.position = c.position",
-                    (
-                        [c[0] for c in changed],
-                        [c[1] for c in changed],
-                        [c[2] for c in changed],
-                    ),
-                )
-            return len(changed)
+                changed += target != link["target_id"]
+                if target != link["target_id"] or link["due"]:
+                    written.append((link["document_id"], link["position"], target))
+            cur.execute(
+                "UPDATE links l SET target_id = c.target, due = false"
+                "  FROM unnest(%s::bigint[], %s::integer[], %s::bigint[])"
+                "    AS c(document_id, position, target)"
+                " WHERE l.document_id = c.document_id AND l.position = c.position",
+                ([w[0] for w in written], [w[1] for w in written], [w[2] for w in written]),
+            )
+            return changed
