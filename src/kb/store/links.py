@@ -23,6 +23,9 @@ from kb.vault.link_rules import Link, NoteName, link_key, note_keys, resolve
 # note with an older one has its links written again by the next sync (migration 026).
 LINKS_VERSION = 1
 
+# Links resolved to a statement.
+_BATCH = 5000
+
 _COPY_LINKS = """
     COPY links (document_id, position, chunk, line, kind, target, anchor, display, target_key)
     FROM STDIN
@@ -316,18 +319,28 @@ class Links:
                 by_key.setdefault(r["key"], []).append(note)
                 ids[r["path"]] = r["id"]
             changed = 0
-            written: list[tuple[int, int, int | None]] = []
-            for link in cur.execute("SELECT * FROM due").fetchall():
-                path = resolve(link["target"], link["source"], by_key.get(link["target_key"], ()))
-                target = ids[path] if path is not None else None
-                changed += target != link["target_id"]
-                if target != link["target_id"] or link["due"]:
-                    written.append((link["document_id"], link["position"], target))
-            cur.execute(
-                "UPDATE links l SET target_id = c.target, due = false"
-                "  FROM unnest(%s::bigint[], %s::integer[], %s::bigint[])"
-                "    AS c(document_id, position, target)"
-                " WHERE l.document_id = c.document_id AND l.position = c.position",
-                ([w[0] for w in written], [w[1] for w in written], [w[2] for w in written]),
-            )
+            # Read and written back a batch at a time: a first index resolves every link of
+            # the vault, and holds a batch of them, not all.
+            with conn.cursor("due_links") as due:
+                due.execute("SELECT * FROM due")
+                while batch := due.fetchmany(_BATCH):
+                    docs: list[int] = []
+                    positions: list[int] = []
+                    targets: list[int | None] = []
+                    for link in batch:
+                        options = by_key.get(link["target_key"], ())
+                        path = resolve(link["target"], link["source"], options)
+                        target = ids[path] if path is not None else None
+                        changed += target != link["target_id"]
+                        if target != link["target_id"] or link["due"]:
+                            docs.append(link["document_id"])
+                            positions.append(link["position"])
+                            targets.append(target)
+                    cur.execute(
+                        "UPDATE links l SET target_id = c.target, due = false"
+                        "  FROM unnest(%s::bigint[], %s::integer[], %s::bigint[])"
+                        "    AS c(document_id, position, target)"
+                        " WHERE l.document_id = c.document_id AND l.position = c.position",
+                        (docs, positions, targets),
+                    )
             return changed
