@@ -24,7 +24,7 @@ from kb.vault.link_rules import Link, NoteName, link_key, note_keys, resolve
 LINKS_VERSION = 1
 
 # Links resolved to a statement.
-_BATCH = 5000
+_BATCH = 1000
 
 _COPY_LINKS = """
     COPY links (document_id, position, chunk, line, kind, target, anchor, display, target_key)
