@@ -281,8 +281,8 @@ def test_a_link_to_an_ignored_note_leads_nowhere(store: Store, tmp_path: Path) -
     assert _links(store) == [("Open.md", "Secret", None)]
 
 
-def test_link_rows_are_dataclasses() -> None:
-    assert Link("wikilink", "A", "", "", 1, None).key == "a"
+def test_a_link_looks_up_its_targets_name() -> None:
+    assert Link("wikilink", "Folder/A.md", "", "", 1, None).key == "a"
 
 
 # -- a NOTE argument, for every face ---------------------------------------------------------
