@@ -15,6 +15,7 @@ from kb.llm.profiles import EmbedderProfile
 from kb.redact import redact
 from kb.store import DaemonRow, QueueStatus, Reconciliation, Status, Undated, WorkerRow
 from kb.store.documents import Documents
+from kb.store.links import LinkCounts, Links
 from kb.store.lock import Daemons
 from kb.store.queue import Queue
 from kb.store.state import State
@@ -34,6 +35,7 @@ class StatusSources:
     queue: Queue
     workers: Workers
     documents: Documents
+    links: Links
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class StatusReport:
     database: str  # where the index lives, any password redacted
     vaults: list[str]
     index: Status
+    links: LinkCounts  # the links between notes, and those leading to no indexed note
     daemons: list[DaemonRow]
     last_reconcile: Reconciliation | None
     queue: QueueStatus  # the notes waiting for their LLM context
@@ -86,6 +89,7 @@ class StatusReport:
         data = {
             "database": self.database,
             **asdict(self.index),
+            "links": asdict(self.links),
             "daemons": [asdict(d) for d in self.daemons],
             "last_reconcile": asdict(self.last_reconcile) if self.last_reconcile else None,
             "vectors": asdict(self.vectors),
@@ -110,6 +114,8 @@ class StatusReport:
             "vaults": self.vaults,
             "documents": index.documents,
             "chunks": index.chunks,
+            "links": self.links.links,
+            "unresolved_links": self.links.unresolved,
             "embedded": index.embedded,
             "embed_model": index.embed_model,
             "chat_models": index.chat_models,
@@ -154,10 +160,12 @@ def status_report(config: Config, sources: StatusSources) -> StatusReport:
         for who, vault in ((b.id, v) for b in beats if b.alive for v in b.vaults)
         if vault not in names
     }
+    kept_to = vault_filter(names, [v.name for v in stored])
     return StatusReport(
         database=database,
         vaults=names,
-        index=sources.state.status(vault_filter(names, [v.name for v in stored])),
+        index=sources.state.status(kept_to),
+        links=sources.links.counts(kept_to),
         # Another configuration's daemons and workers on this index are theirs, not this one's.
         daemons=[d for d in daemons if d.serves(names)],
         last_reconcile=sources.state.last_reconcile(),

@@ -2,9 +2,10 @@
 work (the search service, the note reader, the status report) and renders what it returns
 (kb.web.cards, the templates). Every route only reads.
 
-Pages: `/` (search), `/note` (a note, scrolled to a passage), `/ask` (an answer streamed as it
-is written), `/status`. Their JSON twins: `/api/search`, `/api/note`, `/api/ask` (server-sent
-events), `/api/status`.
+Pages: `/` (search), `/note` (a note, scrolled to a passage, with the notes linking to it and
+its unresolved links), `/ask` (an answer streamed as it is written), `/status`. Their JSON
+twins: `/api/search`, `/api/note`, `/api/links`, `/api/ask` (server-sent events),
+`/api/status`.
 """
 
 from __future__ import annotations
@@ -36,11 +37,12 @@ from kb.results import SearchHit
 from kb.search.answer import Answer, Stopped
 from kb.services.access import Access, access
 from kb.services.filters import FILTERS
+from kb.services.note_links import NoteFinder, NoteLinks
 from kb.services.note_reader import Vaults
 from kb.services.searching import SearchRequest, SearchService
 from kb.services.status_report import StatusReport, duration
 from kb.store.candidates import Search
-from kb.web.cards import Card, answer_pieces, cards, note_lines, obsidian_url
+from kb.web.cards import Card, answer_pieces, cards, note_lines, note_url, obsidian_url
 from kb.web.forms import FormError, SearchForm, line_number, read_form
 from kb.web.guard import Guard
 
@@ -68,6 +70,7 @@ class Parts:
     status: Callable[[], StatusReport]  # read anew for each request
     searches: SearchService
     vaults: Vaults
+    links: NoteFinder  # a note's links, both ways
 
 
 def obsidian_vaults(vaults: Iterable[VaultConfig]) -> dict[str, str]:
@@ -86,6 +89,7 @@ def web_app(
         container.status_reader(),
         container.search_service(),
         Vaults(container.config.vaults),
+        container.note_finder(),
     )
     return build_app(parts, access(host, token, allow_hosts))
 
@@ -103,6 +107,7 @@ def build_app(parts: Parts, rules: Access) -> ASGIApp:
         Route("/api/note", pages.note_json),
         Route("/api/ask", pages.ask_events),
         Route("/api/status", pages.status_json),
+        Route("/api/links", pages.links_json),
         Mount("/static", StaticFiles(directory=Path(str(_HERE / "static"))), name="static"),
     ]
     handlers = {404: pages.not_found, Exception: pages.failed}
@@ -120,6 +125,7 @@ class _Pages:
         )
         self.templates.globals["duration"] = duration
         self.templates.globals["filters"] = FILTERS
+        self.templates.globals["note_url"] = note_url
         self.answers = threading.BoundedSemaphore(ANSWERS_AT_ONCE)
 
     # -- pages --------------------------------------------------------------------------------
@@ -162,6 +168,7 @@ class _Pages:
             "note.html",
             note=note,
             info=info.get((note.vault, note.path)),
+            links=self._links(note.vault, note.path),
             lines=note_lines(note.text, start, end),
             start=start,
             obsidian_url=obsidian_url(folder, note.path) if folder else None,
@@ -215,6 +222,25 @@ class _Pages:
         except KbError as exc:
             return _error_json(exc, 404)
         return JSONResponse(asdict(note))
+
+    def links_json(self, request: Request) -> Response:
+        """`/api/links?path=…` (a path inside its vault, or `vault=` and `path=`)."""
+        params = request.query_params
+        vault, path = params.get("vault", ""), params.get("path", "")
+        if not path:
+            return _error_json(FormError("path: a note's path inside its vault is needed"))
+        try:
+            found = self.parts.links.links_of(f"{vault}:{path}" if vault else path, files=False)
+        except KbError as exc:
+            return _error_json(exc, 404)
+        return JSONResponse(found.as_json())
+
+    def _links(self, vault: str, path: str) -> NoteLinks | None:
+        """A note's links for its view; none while it waits to be indexed."""
+        try:
+            return self.parts.links.links_of(f"{vault}:{path}", files=False)
+        except KbError:
+            return None
 
     def status_json(self, request: Request) -> Response:
         # As `kb status --json` prints it: its dates and times as ISO text.
