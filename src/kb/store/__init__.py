@@ -13,7 +13,8 @@
 - `texts`: the texts waiting for a vector, and their vectors written back;
 - `enriched`: a queued note's rows for its LLM context, and that context written back;
 - `vaults`: the vaults the index holds, the folder each was synced from;
-- `text_index`: the text index's postings B-tree, dropped for a bulk load of notes.
+- `text_index`: the text index's postings B-tree, dropped for a bulk load of notes;
+- `related`: what related notes read of a note and of the notes near it.
 
 The schema is migrated once at start-up (`kb.db.migrate`, called by the composition
 root), never here.
@@ -39,6 +40,7 @@ from kb.store.lock import DaemonBeat, DaemonRow, Daemons, Role, WriterLock
 from kb.store.passages import PassageRecord, Passages
 from kb.store.pool import Vector, open_pool
 from kb.store.queue import Claim, Pending, Queue, QueueStatus
+from kb.store.related import Related
 from kb.store.state import FailedFile, LastSync, Reconciliation, State, Status
 from kb.store.text_index import TextIndex
 from kb.store.texts import Texts
@@ -100,6 +102,7 @@ class Store:
         self.texts = Texts(self.pool)
         self.vaults = VaultRows(self.pool)
         self.text_index = TextIndex(self.pool)
+        self.related = Related(self.pool)
 
     def close(self) -> None:
         self.pool.close()
