@@ -11,7 +11,7 @@ removed target is scored: hits@5, hits@10 and MRR@10 over the rows.
 
 Three rankings of the same copy:
 
-- kb: every candidate of a source as a row of kb.related.features, ordered by a logistic
+- kb: every candidate of a source as a row of kb.related.signals, ordered by a logistic
   regression fitted out of fold (five folds grouped by source: no source's rows are scored
   by a model that saw them), and by the ranker file kb ships as it stands;
 - links only: a note that links back first, then Adamic-Adar over the remaining links;
@@ -57,8 +57,8 @@ import modelstack  # noqa: E402
 from kb import db  # noqa: E402
 from kb.config import Config, parse_config  # noqa: E402
 from kb.container import Container, open_store  # noqa: E402
-from kb.related import ranker as related_ranker  # noqa: E402
-from kb.related.features import FEATURES, FEATURES_VERSION  # noqa: E402
+from kb.related import scorer  # noqa: E402
+from kb.related.signals import FEATURES, FEATURES_VERSION  # noqa: E402
 from kb.services.searching import SearchRequest  # noqa: E402
 from kb.vault.wikitext import readable  # noqa: E402
 
@@ -332,10 +332,10 @@ def main(argv: list[str] | None = None) -> int:
     if not marker.exists():
         data_dir.mkdir(parents=True, exist_ok=True)
         copy_without_links(vault_of(args.dataset), rows, copy)
-    config = config_for(copy, data_dir)
     url = os.environ.get("KB_BENCH_DATABASE_URL") or db.embedded_url(data_dir)
     with embedding_server(), open_store(url) as store:
-        parts = Container(config, store)
+        # Read after the server is started: the models come from the environment.
+        parts = Container(config_for(copy, data_dir), store)
         started = time.perf_counter()
         indexed(parts, marker)
         print(f"indexed in {time.perf_counter() - started:.0f} s", flush=True)
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             f" p95 {seconds[int(len(seconds) * 0.95)] * 1000:.0f} ms a source",
             flush=True,
         )
-        shipped = related_ranker.load(related_ranker.DEFAULT_MODEL)
+        shipped = scorer.load(scorer.DEFAULT_MODEL)
         figures = {
             "kb, out of fold": scored(rows, out_of_fold(x, y, groups, keys)),
             f"kb, shipped ranker ({shipped.name})": scored(
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         model = fit(x, y)
         oof = figures["kb, out of fold"]
         data = {
-            "format": related_ranker.FORMAT,
+            "format": scorer.FORMAT,
             "name": f"logistic-{args.dataset.name}",
             "features_version": FEATURES_VERSION,
             "features": list(FEATURES),

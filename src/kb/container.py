@@ -295,7 +295,7 @@ class Container:
 
     def related_service(self) -> RelatedService:
         """Related notes over this config's vaults, for every face."""
-        from kb.related import ranker
+        from kb.related import scorer
         from kb.services.related import RelatedService
 
         return RelatedService(
@@ -303,7 +303,7 @@ class Container:
             links=self.store.links,
             vectors=self.store.vectors,
             own_vaults=[v.name for v in self.config.vaults],
-            ranker=ranker.load,
+            ranker=scorer.load,
             owner_name=self.config.owner_name,
         )
 

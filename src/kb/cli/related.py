@@ -14,7 +14,7 @@ from kb.config import MAX_TOP_K
 from kb.terminal import printable
 
 if TYPE_CHECKING:
-    from kb.services.related import RelatedNotes
+    from kb.services.relating import RelatedNotes
 
 # A NOTE ending in ":LINE" asks for the chunk holding that line.
 _AT_LINE = re.compile(r"^(?P<note>.+):(?P<line>[0-9]+)$")

@@ -2,9 +2,9 @@
 
 Tools: `search` (raw chunks, as `kb query`), `get_note` (a note's text, or some of its
 lines), `list_notes` (paged, by folder and tag), `related_notes` (as `kb related
---json`), `status`, and `ask` (an answer with its sources, as `kb ask`). Resources: every note as `kb://<vault>/<path>`. No tool writes to a
-vault or to the index, and a path is only ever read inside a vault's root, after symlinks
-are resolved.
+--json`), `status`, and `ask` (an answer with its sources, as `kb ask`). Resources: every
+note as `kb://<vault>/<path>`. No tool writes to a vault or to the index, and a path is
+only ever read inside a vault's root, after symlinks are resolved.
 
 Transports: stdio (what desktop assistants launch), or streamable HTTP on 127.0.0.1 with an
 optional bearer token.
@@ -33,7 +33,7 @@ from kb.search.answer import Answer, note_date
 from kb.services.access import check_exposure, serving_token, token_matches
 from kb.services.filters import FilterField, FilterValue, read, search_filter, with_filters
 from kb.services.note_reader import NoteText, Vaults
-from kb.services.related import RelatedService
+from kb.services.relating import RelatedService
 from kb.services.searching import SearchRequest, SearchService
 from kb.services.status_report import StatusReport
 from kb.store import NoteInfo

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from kb.store.related import Near, Neighbour, RelatedNote
+from kb.store.nearby import Near, Neighbour, RelatedNote
 
 
 @dataclass(frozen=True)

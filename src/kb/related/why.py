@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 
 from kb.related.evidence import Evidence
-from kb.related.features import Source, writer
+from kb.related.signals import Source, writer
 
 # Which reason each feature speaks to; a feature not named here is no reason a person reads
 # (how many notes link to it).

@@ -36,7 +36,7 @@ from kb.results import SearchHit
 from kb.search.answer import Answer, Stopped
 from kb.services.filters import FILTERS
 from kb.services.note_reader import Vaults
-from kb.services.related import RelatedNotes, RelatedService
+from kb.services.relating import RelatedNotes, RelatedService
 from kb.services.searching import SearchRequest, SearchService
 from kb.services.status_report import StatusReport, duration
 from kb.store.candidates import Search

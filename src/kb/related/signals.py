@@ -1,4 +1,4 @@
-"""Each candidate note as a row of numbers for the ranker (kb.related.ranker). Pure.
+"""Each candidate note as a row of numbers for the ranker (kb.related.scorer). Pure.
 
 The features are meant to carry from one vault to another: flags, ranks among the source's
 candidates and scores relative to the best of them, rather than raw counts a bigger or more
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kb.related.evidence import Evidence
-from kb.store.related import RelatedNote
+from kb.store.nearby import RelatedNote
 
 FEATURES_VERSION = 1
 

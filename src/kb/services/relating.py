@@ -4,8 +4,8 @@ and `/api/related`.
 The candidates of a note come from three reads, each bounded by an index: the notes its text
 names (its word n-grams against every note's names), its neighbours in the link graph and
 the notes two links away, and the notes whose chunks lie nearest its chunks (the HNSW
-graph, a few per chunk). kb.related.features turns each into a row, the fitted ranker
-(kb.related.ranker) orders them, and kb.related.why says why in words. A request for one
+graph, a few per chunk). kb.related.signals turns each into a row, the fitted ranker
+(kb.related.scorer) orders them, and kb.related.why says why in words. A request for one
 line's chunk (`NOTE:LINE`) reads that chunk's text and vectors alone; the links stay the
 note's.
 """
@@ -18,12 +18,12 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from kb.errors import KbError
-from kb.related import features, why
+from kb.related import signals, why
 from kb.related.evidence import Evidence, joined
-from kb.related.names import ngrams
-from kb.related.ranker import Weights
+from kb.related.mentions import ngrams
+from kb.related.scorer import Weights
 from kb.store.links import LinkRow, Links
-from kb.store.related import Related, RelatedNote, SourceChunk
+from kb.store.nearby import Related, RelatedNote, SourceChunk
 from kb.store.vectors import Vectors
 
 # How many of a source's chunks look for their nearest chunks, and how many each: a long
@@ -93,7 +93,7 @@ class RelatedNotes:
 class Candidates:
     """Every candidate of a source, what relates each to it, and its features' row."""
 
-    source: features.Source
+    source: signals.Source
     lines: tuple[int, int] | None  # the chunk asked for; None: the whole note
     texts: dict[int, str]  # the source's chunks searched from, by id
     evidence: list[Evidence]
@@ -178,7 +178,7 @@ class RelatedService:
             neighbours=neighbours,
             near=near,
         )
-        source = features.Source(
+        source = signals.Source(
             note,
             out_links=len(linked),
             in_links=sum(n.links_here for n in neighbours),
@@ -189,7 +189,7 @@ class RelatedService:
             lines=(picked[0].start_line, picked[0].end_line) if line is not None else None,
             texts={c.id: c.content for c in searched},
             evidence=found,
-            rows=features.rows(source, found),
+            rows=signals.rows(source, found),
         )
 
     def related(

@@ -1,4 +1,4 @@
-"""The related-notes ranker: a logistic regression over kb.related.features' rows, fitted
+"""The related-notes ranker: a logistic regression over kb.related.signals' rows, fitted
 by bench/related.py on a vault's own links (a link held out of a copy of the vault; did
 its target come back?) and shipped as a small versioned JSON file beside this module, with
 the record of what it was fitted on and what it measured. Scored in plain Python: a dot
@@ -19,7 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kb.related.features import FEATURES, FEATURES_VERSION
+from kb.related.signals import FEATURES, FEATURES_VERSION
 
 log = logging.getLogger(__name__)
 
