@@ -168,6 +168,7 @@ class Container:
             queue=self.store.queue,
             vectors=self.store.vectors,
             text_index=self.store.text_index,
+            links=self.store.links,
             on_event=on_event,
             on_scan=on_scan,
             checkpoint=checkpoint,
