@@ -50,8 +50,8 @@ def test_a_note_s_related_notes_come_with_why_and_its_links(linked: Kb) -> None:
     found = linked.related_service().related("v", "Indexing.md")
     assert "Cooking.md" not in paths(found)[:3]
     assert "pgvector.md" in paths(found)
-    assert [r.path for r in found.links_to] == ["HNSW indexes.md"]
-    assert found.linked_from == []
+    assert [r.path for r in found.links.links_to] == ["HNSW indexes.md"]
+    assert found.links.linked_from == []
     postgres = next(h for h in found.related if h.path == "Postgres.md")
     # Indexing names Postgres without a link: an unlinked mention.
     assert any(w.startswith("mentions its title: 'postgres'") for w in postgres.why), postgres

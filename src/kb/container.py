@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from kb.indexing.worker import Worker
     from kb.search.ranker import Ranker
     from kb.search.rerank import HitReranker
-    from kb.services.related import RelatedService
+    from kb.services.relating import RelatedService
     from kb.services.searching import SearchService
     from kb.services.status_report import StatusReport
     from kb.store.queue import Speed
@@ -297,7 +297,7 @@ class Container:
     def related_service(self) -> RelatedService:
         """Related notes over this config's vaults, for every face."""
         from kb.related import scorer
-        from kb.services.related import RelatedService
+        from kb.services.relating import RelatedService
 
         return RelatedService(
             related=self.store.related,

@@ -48,13 +48,18 @@ def related(
     as_json: AsJson = False,
 ) -> None:
     """The notes most related to NOTE, each with why."""
-    from kb.services.notes import resolve_note
+    from kb.services.note_links import NoteFinder
 
     name, line = split_line(note)
     with session(ctx) as parts:
-        vault, path = resolve_note(name, parts.config.vaults, parts.store.vaults)
+        found_note = NoteFinder(parts.config.vaults, parts.store.links).find(name)
         found = parts.related_service().related(
-            vault, path, line=line, top_k=top_k, unlinked=unlinked, explain=explain
+            found_note.vault,
+            found_note.path,
+            line=line,
+            top_k=top_k,
+            unlinked=unlinked,
+            explain=explain,
         )
     if as_json:
         text = json.dumps(found.as_json(), ensure_ascii=False, indent=2)
@@ -76,9 +81,10 @@ def _print(found: RelatedNotes, *, explain: bool) -> None:
         if explain:
             lifts = ", ".join(f"{k} {v:+.2f}" for k, v in hit.lifts.items() if abs(v) >= 0.005)
             out.print(f"     {lifts}", markup=False)
-    for label, rows in (("links to", found.links_to), ("linked from", found.linked_from)):
+    links = found.links
+    for label, rows in (("links to", links.links_to), ("linked from", links.linked_from)):
         names = sorted({r.path or r.target for r in rows})
         out.print(f"{label}: {printable(', '.join(names)) or '-'}", markup=False)
-    if found.unresolved:
-        missing = ", ".join(sorted({r.target for r in found.unresolved}))
+    if links.unresolved:
+        missing = ", ".join(sorted({r.target for r in links.unresolved}))
         out.print(f"unresolved: {printable(missing)}", markup=False)

@@ -22,7 +22,8 @@ from kb.related import signals, why
 from kb.related.evidence import Evidence, joined
 from kb.related.mentions import ngrams
 from kb.related.scorer import Weights
-from kb.store.links import LinkRow, Links
+from kb.services.note_links import NoteLinks
+from kb.store.links import Links, StoredNote
 from kb.store.nearby import Related, RelatedNote, SourceChunk
 from kb.store.vectors import Vectors
 
@@ -67,24 +68,17 @@ class RelatedNotes:
     title: str
     lines: tuple[int, int] | None  # the chunk asked for, by its line span; None: the note
     related: list[RelatedHit]
-    links_to: list[LinkRow]
-    linked_from: list[LinkRow]
-    unresolved: list[LinkRow]
+    links: NoteLinks  # its links both ways, and those that lead to no note
     ranker: str  # the name of the ranker that ordered them
 
     def as_json(self) -> dict[str, Any]:
-        def note(row: LinkRow) -> dict[str, Any]:
-            return {"vault": row.vault, "path": row.path, "title": row.title, "line": row.line}
-
+        """`kb related --json`: the related notes, and the note's links as `NoteLinks`
+        gives them to every face."""
         return {
-            "vault": self.vault,
-            "path": self.path,
+            **self.links.as_json(),
             "title": self.title,
             "lines": list(self.lines) if self.lines else None,
             "related": [h.as_json() for h in self.related],
-            "links_to": [note(r) for r in self.links_to],
-            "linked_from": [note(r) for r in self.linked_from],
-            "unresolved": [{"target": r.target, "line": r.line} for r in self.unresolved],
             "ranker": self.ranker,
         }
 
@@ -238,8 +232,11 @@ class RelatedService:
             title=title_of(note),
             lines=found.lines,
             related=hits,
-            links_to=self.links.out_links(note.id),
-            linked_from=self.links.backlinks(note.id),
-            unresolved=self.links.unresolved(note.id),
+            links=NoteLinks(
+                StoredNote(note.id, note.vault, note.path, tuple(note.names)),
+                links_to=self.links.out_links(note.id),
+                linked_from=self.links.backlinks(note.id),
+                unresolved=self.links.unresolved(note.id),
+            ),
             ranker=ranker.name,
         )
