@@ -37,6 +37,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -130,7 +131,8 @@ def config_for(copy: Path, data_dir: Path) -> Config:
         "data_dir": str(data_dir),
         "vaults": [{"name": VAULT, "path": str(copy)}],
         # The structure level: each chunk with its note's title, folder and header path.
-        "context": {"summaries": "structure", "writes": ["summaries"]},
+        # No paragraph vectors: related notes read the chunks' own vectors alone.
+        "context": {"summaries": "structure", "writes": ["summaries"], "passages": "none"},
         "enrich": {"enabled": False},
     }
     return parse_config(raw, base_dir=Path.cwd(), env=dict(os.environ))
@@ -322,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-search", action="store_true", help="skip the search baseline")
     args = parser.parse_args(argv)
 
+    # A run stopped with SIGTERM stops the server it started too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rows = read_rows(args.dataset)
     sources = sorted({r.source for r in rows})
     data_dir = args.data_dir / args.dataset.name

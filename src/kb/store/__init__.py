@@ -39,10 +39,10 @@ from kb.store.documents import Authorship, DocumentRecord, Documents, NoteRows, 
 from kb.store.enriched import Enriched, EnrichedNotes, QueuedNote
 from kb.store.links import LinkCounts, LinkRow, Links, StoredNote
 from kb.store.lock import DaemonBeat, DaemonRow, Daemons, Role, WriterLock
+from kb.store.nearby import Related
 from kb.store.passages import PassageRecord, Passages
 from kb.store.pool import Vector, open_pool
 from kb.store.queue import Claim, Pending, Queue, QueueStatus
-from kb.store.nearby import Related
 from kb.store.state import FailedFile, LastSync, Reconciliation, State, Status
 from kb.store.text_index import TextIndex
 from kb.store.texts import Texts
