@@ -82,9 +82,10 @@ _NOTE = """
 
 _MENTIONED = """
     SELECT d.id, n.key AS name
-      FROM note_names n JOIN documents d ON d.id = n.document_id
-     WHERE n.key = ANY(%(grams)s::text[])
-       AND d.vault = ANY(%(vaults)s::text[]) AND d.id <> %(source)s
+      FROM unnest(%(grams)s::text[]) AS g (key)
+      JOIN note_names n ON n.key = g.key
+      JOIN documents d ON d.id = n.document_id
+     WHERE d.vault = ANY(%(vaults)s::text[]) AND d.id <> %(source)s
 """
 
 
