@@ -650,7 +650,7 @@ def _coverage(dataset: Dataset, asked: Sequence[Asked]) -> dict[str, Any]:
     }
 
 
-def lightgbm_trees(booster: lgb.Booster) -> list[list[list[Any]]]:
+def lightgbm_trees(booster: lgb.Booster) -> list[list[Any]]:
     """A LightGBM model's trees in kb's ranker file format (kb.search.ranker): each tree's
     split nodes as [feature, threshold, left, right, mean output] (a child below zero is the
     leaf ~child) and its leaf values."""

@@ -215,7 +215,12 @@ def candidate_rows(parts: Container, sources: Sequence[str]) -> dict[str, Any]:
 
 
 # A few shallow trees: the ranker must carry to vaults it never saw.
-TREES = {"n_estimators": 100, "max_depth": 3, "num_leaves": 7, "learning_rate": 0.05}
+TREES: dict[str, Any] = {
+    "n_estimators": 100,
+    "max_depth": 3,
+    "num_leaves": 7,
+    "learning_rate": 0.05,
+}
 
 
 def fit(x: np.ndarray, y: np.ndarray, groups: np.ndarray) -> lgb.LGBMRanker:

@@ -35,7 +35,8 @@ DEFAULT_MODEL = Path(__file__).with_name("ranker.json")
 class Scorer(Protocol):
     """What orders candidates: a score a row, and what each feature added to it."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def score(self, row: Sequence[float]) -> float: ...
 
