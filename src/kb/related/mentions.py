@@ -17,7 +17,12 @@ from kb.vault.names import composed
 _WORD = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*")
 
 # The longest name looked for, in words: longer titles are rarely written out whole.
-MOST_WORDS = 6
+MOST_WORDS = 5
+# Words a name hardly ever ends with: a run of words ending with one is not looked up (half
+# a text's runs, and the lookups they cost).
+_NO_LAST = frozenset(
+    "a an and are as at be by for from in is it of on or that the this to was with".split()
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,8 @@ def ngrams(text: str, *, most: int = MOST_WORDS) -> Grams:
         for end in range(start + 1, min(start + most, len(words)) + 1):
             run = words[start:end]
             last = run[-1]
+            if last in _NO_LAST:
+                continue
             other = last[:-1] if last.endswith("s") and len(last) > 3 else last + "s"
             for gram in (" ".join(run), " ".join([*run[:-1], other])):
                 counts[gram] = counts.get(gram, 0) + 1

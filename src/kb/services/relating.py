@@ -29,7 +29,7 @@ from kb.store.vectors import Vectors
 
 # How many of a source's chunks look for their nearest chunks, and how many each: a long
 # note's first chunks say what it is about, and each probe of the HNSW graph costs.
-MOST_CHUNKS = 24
+MOST_CHUNKS = 12
 PER_CHUNK = 12
 # How many notes two links away are scored, by Adamic-Adar.
 GRAPH_DEPTH = 100

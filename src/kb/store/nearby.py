@@ -126,7 +126,7 @@ WITH s AS (
      WHERE id = ANY(%(chunks)s::bigint[]) AND embed_model = {model}
 ), centre AS (
     SELECT avg(e) AS e FROM s
-), theirs AS (
+), theirs AS MATERIALIZED (
     SELECT document_id, embedding::vector({dim}) AS e FROM chunks
      WHERE document_id = ANY(%(ids)s::bigint[]) AND embed_model = {model}
 )
