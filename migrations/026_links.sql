@@ -13,8 +13,12 @@ CREATE TABLE links (
     display      text    NOT NULL,  -- the text shown, or ''
     target_key   text    NOT NULL,  -- the name it looks up (kb.vault.link_rules.link_key)
     target_id    bigint  REFERENCES documents (id) ON DELETE SET NULL,
+    -- Written, not resolved yet: a sync stopped between its writes and its resolution
+    -- leaves these for the next, which resolves them whatever it writes.
+    due          boolean NOT NULL DEFAULT true,
     PRIMARY KEY (document_id, position)
 );
+CREATE INDEX links_due_idx ON links (document_id) WHERE due;
 CREATE INDEX links_target_id_idx ON links (target_id);
 -- A note added, moved or deleted re-resolves the links that name it, found by this.
 CREATE INDEX links_target_key_idx ON links (target_key);

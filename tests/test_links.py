@@ -3,15 +3,23 @@ sync keeping them current (a real PostgreSQL)."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp import Client
+from starlette.testclient import TestClient
 
-from conftest import Kb, make_config, rows
+from conftest import Kb, make_config, rows, tool_text
+from daemon_helpers import daemon_kb, no_calls, running, settle, wait_for
 from kb.errors import KbError
+from kb.mcp.tools import build_server
 from kb.services.note_links import NoteFinder
 from kb.store import Store
 from kb.vault.link_rules import Link, NoteName, extract, link_key, note_keys, resolve
+from kb.web.routes import web_app
 
 # -- extraction -----------------------------------------------------------------------------
 
@@ -224,20 +232,25 @@ def test_new_moved_deleted_and_realiased_notes_re_resolve_without_models(
     assert ("Wheel.md", "hub", "sub/Hub.md") in _links(store)
 
 
-def test_an_unchanged_sync_resolves_nothing(
-    linked: tuple[Kb, Path], store: Store, monkeypatch: pytest.MonkeyPatch
+def test_an_unchanged_sync_writes_no_link(linked: tuple[Kb, Path], store: Store) -> None:
+    kb, _ = linked
+    kb.sync()
+    versions = rows(store, "SELECT xmin::text AS version FROM links ORDER BY 1")
+    kb.sync()
+    assert rows(store, "SELECT xmin::text AS version FROM links ORDER BY 1") == versions
+    assert store.links.resolve("v") == 0
+
+
+def test_links_a_stopped_sync_left_unresolved_are_resolved_by_the_next(
+    linked: tuple[Kb, Path], store: Store
 ) -> None:
     kb, _ = linked
     kb.sync()
-    calls: list[object] = []
-
-    def counted(*args: object, **options: object) -> int:
-        calls.append(args)
-        return 0
-
-    monkeypatch.setattr(type(store.links), "resolve", counted)
+    with store.pool.connection() as conn:
+        conn.execute("UPDATE links SET target_id = NULL, due = true")
     kb.sync()
-    assert calls == []
+    assert ("Hub.md", "Spoke", "Spoke.md") in _links(store)
+    assert rows(store, "SELECT count(*) AS n FROM links WHERE due") == [{"n": 0}]
 
 
 def test_notes_indexed_before_links_get_them_at_the_next_sync(
@@ -310,3 +323,83 @@ def test_a_note_argument_in_each_form(
             "display": "",
         }
     ]
+
+
+# -- the faces -------------------------------------------------------------------------------
+
+
+def test_the_faces_show_a_notes_links(kb: Kb, store: Store) -> None:
+    kb.sync()
+    web = TestClient(web_app(kb, host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
+    answer = web.get("/api/links", params={"path": "Alex/Work Log.md"})
+    assert answer.status_code == 200
+    links = answer.json()
+    assert {r["path"] for r in links["linked_from"]} >= {
+        "Projects/Billing Anomaly Detection.md",
+        "Alex/Goals 2024.md",
+    }
+    assert web.get("/api/links", params={"vault": "v", "path": "Alex/Work Log.md"}).json() == links
+    for params, status in (
+        ({"path": "Nowhere.md"}, 404),
+        ({}, 400),
+        ({"path": "/etc/passwd"}, 404),
+    ):
+        failed = web.get("/api/links", params=params)
+        assert failed.status_code == status and "error" in failed.json()
+    page = web.get("/note", params={"vault": "v", "path": "Alex/Work Log.md"})
+    assert "Linked from" in page.text and "Billing Anomaly Detection" in page.text
+    status = web.get("/api/status").json()["links"]
+    counts = store.links.counts([])
+    assert status == {"links": counts.links, "unresolved": counts.unresolved} and counts.links > 10
+
+    async def check(client: Client) -> None:
+        result = await client.call_tool("note_links", {"note": "Work Log"})
+        assert json.loads(tool_text(result)) == links
+        missing = await client.call_tool("note_links", {"note": "No such note"})
+        assert missing.is_error and "no indexed note" in tool_text(missing)
+        summary = json.loads(tool_text(await client.call_tool("status", {})))
+        assert summary["links"] == counts.links
+
+    server = build_server(kb)
+
+    async def main() -> None:
+        async with Client(server) as client:
+            await check(client)
+
+    anyio.run(main)
+
+
+# -- the daemon keeps them current -----------------------------------------------------------
+
+
+def _leads_to(store: Store, target: str) -> list[str | None]:
+    return [resolved for _, written, resolved in _links(store) if written == target]
+
+
+def test_the_daemon_keeps_links_current(store: Store, vault: Path) -> None:
+    kb = daemon_kb(store, vault)
+    with running(kb) as daemon:
+        # An edit: the new link is stored, leading nowhere yet.
+        with (vault / "Inbox/Untitled.md").open("a") as note:
+            note.write("\nSee [[Brand New]].\n")
+        settle(daemon, kb)
+        assert _leads_to(store, "Brand New") == [None]
+        # A note appears that the link names.
+        (vault / "Inbox/Brand New.md").write_text("# Brand new\n")
+        wait_for(lambda: _leads_to(store, "Brand New") == ["Inbox/Brand New.md"], "resolved")
+        settle(daemon, kb)
+        # A rename re-resolves with no model call and no chunk written again.
+        kb.reset_counts()
+        chunks = rows(store, "SELECT id FROM chunks ORDER BY id")
+        os.rename(vault / "Inbox/Brand New.md", vault / "Inbox/Old News.md")
+        wait_for(lambda: _leads_to(store, "Brand New") == [None], "unresolved after a rename")
+        settle(daemon, kb)
+        assert no_calls(kb)
+        assert rows(store, "SELECT id FROM chunks ORDER BY id") == chunks
+        # Named again, then deleted.
+        with (vault / "Inbox/Untitled.md").open("a") as note:
+            note.write("And [[old news]].\n")
+        wait_for(lambda: _leads_to(store, "old news") == ["Inbox/Old News.md"], "resolved")
+        (vault / "Inbox/Old News.md").unlink()
+        wait_for(lambda: _leads_to(store, "old news") == [None], "unresolved after a delete")
+        settle(daemon, kb)

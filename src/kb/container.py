@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from kb.indexing.worker import Worker
     from kb.search.ranker import Ranker
     from kb.search.rerank import HitReranker
+    from kb.services.note_links import NoteFinder
     from kb.services.relating import RelatedService
     from kb.services.searching import SearchService
     from kb.services.status_report import StatusReport
@@ -308,13 +309,21 @@ class Container:
             owner_name=self.config.owner_name,
         )
 
+    def note_finder(self) -> NoteFinder:
+        """NOTE arguments made this config's indexed notes, and their links, for every face."""
+        from kb.services.note_links import NoteFinder
+
+        return NoteFinder(self.config.vaults, self.store.links)
+
     def status_reader(self) -> Callable[[], StatusReport]:
-        """The status report of this config over the six repositories it reads, read anew at
+        """The status report of this config over the seven repositories it reads, read anew at
         each call: for every face that shows it."""
         from kb.services.status_report import StatusSources, status_report
 
         s = self.store
-        sources = StatusSources(s.vaults, s.state, s.daemons, s.queue, s.workers, s.documents)
+        sources = StatusSources(
+            s.vaults, s.state, s.daemons, s.queue, s.workers, s.documents, s.links
+        )
         return partial(status_report, self.config, sources)
 
     def ranker(self) -> Ranker:

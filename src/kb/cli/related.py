@@ -48,11 +48,9 @@ def related(
     as_json: AsJson = False,
 ) -> None:
     """The notes most related to NOTE, each with why."""
-    from kb.services.note_links import NoteFinder
-
     name, line = split_line(note)
     with session(ctx) as parts:
-        found_note = NoteFinder(parts.config.vaults, parts.store.links).find(name)
+        found_note = parts.note_finder().find(name)
         found = parts.related_service().related(
             found_note.vault,
             found_note.path,

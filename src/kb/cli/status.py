@@ -30,6 +30,8 @@ def status(
     stdout().print(f"database     {shown(status.database)}")
     stdout().print(f"documents    {report.documents}")
     stdout().print(f"chunks       {report.chunks} ({report.embedded} embedded)")
+    links = status.links
+    stdout().print(f"links        {links.links} ({links.unresolved} lead to no indexed note)")
     stdout().print(
         f"embeddings   {report.embed_model or '-'} ({report.dimensions or '-'} dimensions)"
     )

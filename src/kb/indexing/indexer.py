@@ -278,15 +278,13 @@ class Indexer:
         # The names of the notes about to go, while their rows say them.
         gone_keys = self.links.keys_of(vault.name, deleted)
         docs.delete(vault.name, deleted)
-        filled = linking.fill(self.links, vault)
-        if todo.index or todo.moves or deleted or filled:
-            linking.resolve_again(
-                self.links,
-                vault.name,
-                written=[*(f.path for f in todo.index), *filled],
-                moves=todo.moves,
-                gone_keys=gone_keys,
-            )
+        linking.resolve_again(
+            self.links,
+            vault.name,
+            written=[*(f.path for f in todo.index), *linking.fill(self.links, vault)],
+            moves=todo.moves,
+            gone_keys=gone_keys,
+        )
         if scope is None:
             failed_names = {*map(shown_path, misnamed), *(shown_path(u.path) for u in unlisted)}
             docs.keep_failures(

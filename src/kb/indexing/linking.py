@@ -1,7 +1,7 @@
 """The links part of a sync: the links of notes indexed before links were stored written
-from their files (no chunking, no model), and the links that name the notes a sync wrote,
-moved or deleted resolved again (kb.store.links). A sync that changed nothing costs one
-indexed query here."""
+from their files (no chunking, no model), and the links a sync wrote, and those that name
+the notes it wrote, moved or deleted, resolved (kb.store.links). A sync that changed nothing
+costs two lookups of empty partial indexes here."""
 
 from __future__ import annotations
 
@@ -53,8 +53,8 @@ def resolve_again(
     moves: Iterable[Move],
     gone_keys: Iterable[str],
 ) -> int:
-    """Resolve again the links a sync may have changed the end of: those of the notes it
-    wrote, those that name them or a note it moved (by either name) or deleted (`gone_keys`,
+    """Resolve the links a sync may have changed the end of: those written and not resolved
+    yet, those that name a note it wrote, or moved (by either name), or deleted (`gone_keys`,
     read before the delete), and those that led to a note it wrote (an alias may be gone)."""
     written = list(written)
     keys = {link_key(p) for p in written} | set(gone_keys)

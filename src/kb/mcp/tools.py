@@ -1,10 +1,11 @@
 """`kb mcp`: kb's index over the Model Context Protocol, for AI assistants. Read-only.
 
 Tools: `search` (raw chunks, as `kb query`), `get_note` (a note's text, or some of its
-lines), `list_notes` (paged, by folder and tag), `related_notes` (as `kb related
---json`), `status`, and `ask` (an answer with its sources, as `kb ask`). Resources: every
-note as `kb://<vault>/<path>`. No tool writes to a vault or to the index, and a path is
-only ever read inside a vault's root, after symlinks are resolved.
+lines), `note_links` (the notes a note links to, those linking to it, its unresolved links),
+`list_notes` (paged, by folder and tag), `related_notes` (as `kb related --json`), `status`,
+and `ask` (an answer with its sources, as `kb ask`). Resources: every note as
+`kb://<vault>/<path>`. No tool writes to a vault or to the index, and a path is only ever
+read inside a vault's root, after symlinks are resolved.
 
 Transports: stdio (what desktop assistants launch), or streamable HTTP on 127.0.0.1 with an
 optional bearer token.
@@ -32,6 +33,7 @@ from kb.results import SearchResult
 from kb.search.answer import Answer, note_date
 from kb.services.access import check_exposure, serving_token, token_matches
 from kb.services.filters import FilterField, FilterValue, read, search_filter, with_filters
+from kb.services.note_links import NoteFinder
 from kb.services.note_reader import NoteText, Vaults
 from kb.services.relating import RelatedService
 from kb.services.searching import SearchRequest, SearchService
@@ -60,6 +62,7 @@ _ASK = (
 _INSTRUCTIONS = (
     "kb is a search index of the user's Markdown notes. Use `search` to find passages (each "
     "with its vault, path and line span), `get_note` to read a note or some of its lines, "
+    "`note_links` for the notes it links to and those that link to it, "
     "`list_notes` to browse, and `ask` for an answer written from the notes with numbered "
     "sources. Questions in the first person are about the user, the notes' owner."
 )
@@ -127,6 +130,7 @@ def build_server(parts: Container) -> MCPServer:
     vaults = Vaults(parts.config.vaults)
     _add_search(server, searches)
     _add_get_note(server, vaults)
+    _add_note_links(server, parts.note_finder())
     _add_list_notes(server, [v.name for v in parts.config.vaults], search=parts.store.search)
     _add_related_notes(server, parts.related_service())
     _add_status(server, parts.status_reader())
@@ -223,6 +227,24 @@ def _add_get_note(server: MCPServer, vaults: Vaults) -> None:
         """Read a note as it is on disk now, whole or a range of its lines."""
         with _as_tool_error():
             return vaults.read(vault, path, start_line, end_line)
+
+
+def _add_note_links(server: MCPServer, finder: NoteFinder) -> None:
+    @server.tool(annotations=_READ_ONLY)
+    def note_links(
+        note: Annotated[
+            PathText,
+            Field(
+                description="The note: its path inside its vault ('folder/Note.md'), "
+                "'vault:path', or its name as a [[link]] names it."
+            ),
+        ],
+    ) -> dict[str, Any]:
+        """A note's links: `links_to` (the notes it links to), `linked_from` (the notes that
+        link to it, with the line of the link in each) and `unresolved` (its links that lead
+        to no indexed note), each with the link's kind, target, heading or block, and text."""
+        with _as_tool_error():
+            return finder.links_of(note, files=False).as_json()
 
 
 def _add_list_notes(server: MCPServer, names: list[str], *, search: Search) -> None:

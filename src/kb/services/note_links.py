@@ -59,8 +59,10 @@ class NoteFinder:
         self.names = [v.name for v in vaults]
         self.links = links
 
-    def find(self, note: str) -> StoredNote:
-        """The indexed note `note` names (the module's forms), or a KbError saying why none."""
+    def find(self, note: str, *, files: bool = True) -> StoredNote:
+        """The indexed note `note` names (the module's forms), or a KbError saying why none.
+        Without `files`, a file path is not one of them: a remote face's caller may not probe
+        this machine's files."""
         try:
             path_text(note)
         except ValueError as exc:
@@ -71,7 +73,7 @@ class NoteFinder:
         vault, colon, rest = text.partition(":")
         if colon and vault in self.names:
             return self._one(self.links.note_at([vault], _relative(rest)), text)
-        for v in self.vaults:
+        for v in self.vaults if files else ():
             inside = _inside(v, text)
             if inside is not None:
                 return self._one(self.links.note_at([v.name], inside), text)
@@ -100,8 +102,9 @@ class NoteFinder:
             raise KbError(f"{text[:200]!r} names a note in several vaults: {choices}")
         return found[0]
 
-    def links_of(self, note: str) -> NoteLinks:
-        found = self.find(note)
+    def links_of(self, note: str, *, files: bool = True) -> NoteLinks:
+        """The links of the note `note` names (`find`'s forms), both ways."""
+        found = self.find(note, files=files)
         return NoteLinks(
             found,
             links_to=self.links.out_links(found.document_id),

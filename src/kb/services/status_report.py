@@ -15,6 +15,7 @@ from kb.llm.profiles import EmbedderProfile
 from kb.redact import redact
 from kb.store import DaemonRow, QueueStatus, Reconciliation, Status, Undated, WorkerRow
 from kb.store.documents import Documents
+from kb.store.links import LinkCounts, Links
 from kb.store.lock import Daemons
 from kb.store.queue import Queue
 from kb.store.state import State
@@ -34,6 +35,7 @@ class StatusSources:
     queue: Queue
     workers: Workers
     documents: Documents
+    links: Links
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,7 @@ class StatusReport:
     database: str  # where the index lives, any password redacted
     vaults: list[str]
     index: Status
+    links: LinkCounts  # the links between notes, and those leading to no indexed note
     daemons: list[DaemonRow]
     last_reconcile: Reconciliation | None
     queue: QueueStatus  # the notes waiting for their LLM context
@@ -83,6 +86,7 @@ class StatusReport:
         data = {
             "database": self.database,
             **asdict(self.index),
+            "links": asdict(self.links),
             "daemons": [asdict(d) for d in self.daemons],
             "last_reconcile": asdict(self.last_reconcile) if self.last_reconcile else None,
             "vectors": asdict(self.vectors),
@@ -105,6 +109,8 @@ class StatusReport:
             "vaults": self.vaults,
             "documents": index.documents,
             "chunks": index.chunks,
+            "links": self.links.links,
+            "unresolved_links": self.links.unresolved,
             "embedded": index.embedded,
             "embed_model": index.embed_model,
             "chat_models": index.chat_models,
@@ -138,10 +144,12 @@ def status_report(config: Config, sources: StatusSources) -> StatusReport:
     llm = config.llm
     names = [v.name for v in config.vaults]
     stored = sources.vaults.stored()
+    kept_to = vault_filter(names, [v.name for v in stored])
     return StatusReport(
         database=database,
         vaults=names,
-        index=sources.state.status(vault_filter(names, [v.name for v in stored])),
+        index=sources.state.status(kept_to),
+        links=sources.links.counts(kept_to),
         daemons=sources.daemons.list(),
         last_reconcile=sources.state.last_reconcile(),
         queue=sources.queue.status(names),

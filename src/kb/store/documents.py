@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 
 from kb.store import passages
 from kb.store.chunks import ChunkRecord, VoiceRecord
-from kb.store.links import rename_note, write_links
+from kb.store.links import LINKS_VERSION, rename_note, write_links
 from kb.store.pool import Pool, like_prefix
 from kb.store.queue import Pending, queue_notes
 from kb.vault.dates import file_day
@@ -80,8 +80,8 @@ _UPSERT_DOCUMENT = """
     INSERT INTO documents (vault, path, content_hash, size, mtime_ns, metadata, personal,
                            summary, summary_key, summary_fallback, context_build,
                            voice, voice_key, voice_fallback, note_date, date_source,
-                           date_unread, indexed_at)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+                           date_unread, links_version, indexed_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
     ON CONFLICT (vault, path) DO UPDATE SET
         content_hash = EXCLUDED.content_hash, size = EXCLUDED.size,
         mtime_ns = EXCLUDED.mtime_ns, metadata = EXCLUDED.metadata,
@@ -90,7 +90,8 @@ _UPSERT_DOCUMENT = """
         context_build = EXCLUDED.context_build, voice = EXCLUDED.voice,
         voice_key = EXCLUDED.voice_key, voice_fallback = EXCLUDED.voice_fallback,
         note_date = EXCLUDED.note_date, date_source = EXCLUDED.date_source,
-        date_unread = EXCLUDED.date_unread, indexed_at = now()
+        date_unread = EXCLUDED.date_unread, links_version = EXCLUDED.links_version,
+        indexed_at = now()
     RETURNING id
 """
 
@@ -112,6 +113,7 @@ def _document_params(doc: DocumentRecord) -> tuple[object, ...]:
         doc.note_date,
         doc.date_source,
         doc.date_unread,
+        LINKS_VERSION,  # its links are written with it
     )
 
 

@@ -23,6 +23,9 @@ from kb.vault.link_rules import Link, NoteName, link_key, note_keys, resolve
 # note with an older one has its links written again by the next sync (migration 026).
 LINKS_VERSION = 1
 
+# Links resolved to a statement.
+_BATCH = 1000
+
 _COPY_LINKS = """
     COPY links (document_id, position, chunk, line, kind, target, anchor, display, target_key)
     FROM STDIN
@@ -66,7 +69,8 @@ def write_links(
 ) -> None:
     """Replace the links and names of some notes being written, in their transaction: each
     (document id, path, aliases, links). Their links are left unresolved: `Links.resolve`
-    follows once the sync's notes are written."""
+    follows once the sync's notes are written. The caller records LINKS_VERSION in their
+    rows (a note's upsert sets it with the rest of its row: no second row version)."""
     if not notes:
         return
     ids = [doc_id for doc_id, _, _, _ in notes]
@@ -81,7 +85,6 @@ def write_links(
         "INSERT INTO note_names (document_id, key) SELECT * FROM unnest(%s::bigint[], %s::text[])",
         ([i for i, _ in names], [k for _, k in names]),
     )
-    cur.execute("UPDATE documents SET links_version = %s WHERE id = ANY(%s)", (LINKS_VERSION, ids))
     with cur.copy(_COPY_LINKS) as copy:
         for doc_id, _, _, links in notes:
             for position, link in enumerate(links):
@@ -266,28 +269,40 @@ class Links:
             write_links(
                 cur, [(ids[p], p, aliases, links) for p, aliases, links in notes if p in ids]
             )
+            cur.execute(
+                "UPDATE documents SET links_version = %s WHERE id = ANY(%s)",
+                (LINKS_VERSION, list(ids.values())),
+            )
             return len(ids)
 
     def resolve(self, vault: str, *, keys: Iterable[str] = (), sources: Iterable[str] = ()) -> int:
-        """Decide again where some of a vault's links lead: those that look up one of `keys`
-        (the names of notes added, moved, deleted or given other aliases), those written by
-        the notes at `sources`, and those that led to one of them. How many changed."""
+        """Decide again where some of a vault's links lead: those written and not resolved
+        yet (a note's new links; found by a partial index, so a sync that wrote nothing pays
+        one empty lookup), those that look up one of `keys` (the names of notes added, moved,
+        deleted or given other aliases), and those that led to one of the notes at
+        `sources` (an alias of theirs may be gone). How many changed."""
         keys, sources = sorted(set(keys)), sorted(set(sources))
-        if not keys and not sources:
-            return 0
         with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             cur.execute(
+                # Each way a link is due read by its own index.
                 "CREATE TEMPORARY TABLE due ON COMMIT DROP AS"
-                " SELECT l.document_id, l.position, l.target, l.target_key, l.target_id,"
+                " WITH picked AS ("
+                "   SELECT document_id, position FROM links WHERE due"
+                "   UNION SELECT document_id, position FROM links"
+                "          WHERE target_key = ANY(%(keys)s)"
+                "   UNION SELECT document_id, position FROM links WHERE target_id IN"
+                "     (SELECT id FROM documents"
+                "       WHERE vault = %(vault)s AND path = ANY(%(sources)s)))"
+                " SELECT l.document_id, l.position, l.target, l.target_key, l.target_id, l.due,"
                 "        s.path AS source"
-                "   FROM links l JOIN documents s ON s.id = l.document_id"
-                "  WHERE s.vault = %(vault)s AND (l.target_key = ANY(%(keys)s)"
-                "     OR s.path = ANY(%(sources)s)"
-                "     OR l.target_id IN (SELECT id FROM documents"
-                "                         WHERE vault = %(vault)s AND path = ANY(%(sources)s)))",
+                "   FROM picked JOIN links l USING (document_id, position)"
+                "   JOIN documents s ON s.id = l.document_id"
+                "  WHERE s.vault = %(vault)s",
                 {"vault": vault, "keys": keys, "sources": sources},
             )
-            # Every note any due link may lead to: those found by its name.
+            if cur.rowcount == 0:
+                return 0
+            # Every note a due link may lead to: those found by the name it looks up.
             notes = cur.execute(
                 "SELECT d.id, d.path, n.key, array_agg(a.key) AS names"
                 "  FROM (SELECT DISTINCT target_key FROM due) t"
@@ -303,22 +318,29 @@ class Links:
                 note = NoteName(r["path"], _aliases(r["path"], r["names"]))
                 by_key.setdefault(r["key"], []).append(note)
                 ids[r["path"]] = r["id"]
-            changed: list[tuple[int, int, int | None]] = []
-            for link in cur.execute("SELECT * FROM due").fetchall():
-                path = resolve(link["target"], link["source"], by_key.get(link["target_key"], ()))
-                target = ids[path] if path is not None else None
-                if target != link["target_id"]:
-                    changed.append((link["document_id"], link["position"], target))
-            if changed:
-                cur.execute(
-                    "UPDATE links l SET target_id = c.target"
-                    "  FROM unnest(%s::bigint[], %s::integer[], %s::bigint[])"
-                    "    AS c(document_id, position, target)"
-                    " WHERE l.document_id = c.document_id AND l.position = c.position",
-                    (
-                        [c[0] for c in changed],
-                        [c[1] for c in changed],
-                        [c[2] for c in changed],
-                    ),
-                )
-            return len(changed)
+            changed = 0
+            # Read and written back a batch at a time: a first index resolves every link of
+            # the vault, and holds a batch of them, not all.
+            with conn.cursor("due_links") as due:
+                due.execute("SELECT * FROM due")
+                while batch := due.fetchmany(_BATCH):
+                    docs: list[int] = []
+                    positions: list[int] = []
+                    targets: list[int | None] = []
+                    for link in batch:
+                        options = by_key.get(link["target_key"], ())
+                        path = resolve(link["target"], link["source"], options)
+                        target = ids[path] if path is not None else None
+                        changed += target != link["target_id"]
+                        if target != link["target_id"] or link["due"]:
+                            docs.append(link["document_id"])
+                            positions.append(link["position"])
+                            targets.append(target)
+                    cur.execute(
+                        "UPDATE links l SET target_id = c.target, due = false"
+                        "  FROM unnest(%s::bigint[], %s::integer[], %s::bigint[])"
+                        "    AS c(document_id, position, target)"
+                        " WHERE l.document_id = c.document_id AND l.position = c.position",
+                        (docs, positions, targets),
+                    )
+            return changed

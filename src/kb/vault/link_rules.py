@@ -46,6 +46,7 @@ _MARKDOWN_LINK = re.compile(
 )
 _INLINE_CODE = re.compile(r"(`+)(?:(?!\1)[^\n]|\n(?!\n))+?\1")
 _COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
+_BLANK = re.compile(r"[^\n]")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _NOTE_SUFFIXES = (".md", ".markdown")
 # Files Obsidian opens that are not notes: a link to one is no link between notes.
@@ -108,17 +109,21 @@ def extract(body: str, *, first_line: int = 1, spans: Sequence[tuple[int, int]] 
     """The links between notes in `body` (which begins at line `first_line` of the file), in
     the order they are written; `spans` are the chunks' line spans (1-based, inclusive, in
     the order of their positions) that give each link its chunk."""
-    if "[" not in body:
+    if "[[" not in body and "](" not in body:
         return []
     prose = _prose_only(body)
     links: list[Link] = []
     for number, line in enumerate(prose.split("\n")):
-        if "[" not in line:
-            continue
-        at = first_line + number
-        found = [(m.start(), _wikilink(m, at)) for m in _WIKILINK.finditer(line)] + [
-            (m.start(), _markdown_link(m, at)) for m in _MARKDOWN_LINK.finditer(line)
-        ]
+        found: list[tuple[int, Link | None]] = []
+        if "[[" in line:
+            found += [
+                (m.start(), _wikilink(m, first_line + number)) for m in _WIKILINK.finditer(line)
+            ]
+        if "](" in line:
+            found += [
+                (m.start(), _markdown_link(m, first_line + number))
+                for m in _MARKDOWN_LINK.finditer(line)
+            ]
         for _, link in sorted(found, key=lambda pair: pair[0]):
             if link is not None:
                 links.append(_in_chunk(link, spans))
@@ -126,14 +131,20 @@ def extract(body: str, *, first_line: int = 1, spans: Sequence[tuple[int, int]] 
 
 
 def _prose_only(body: str) -> str:
-    """`body` with code and comments blanked out, every line where it was."""
+    """`body` with code and comments blanked out, every line where it was (each pass only
+    where its mark is in the text: most notes have no code)."""
+    text = body
+    if "```" in text or "~~~" in text:
+        text = "".join(_BLANK.sub(" ", part) if code else part for part, code in code_split(text))
+    if "%%" in text:
+        text = _COMMENT.sub(_blank, text)
+    if "`" in text:
+        text = _INLINE_CODE.sub(_blank, text)
+    return text
 
-    def blank(match: re.Match[str]) -> str:
-        return re.sub(r"[^\n]", " ", match.group(0))
 
-    parts = code_split(body)
-    text = "".join(re.sub(r"[^\n]", " ", part) if code else part for part, code in parts)
-    return _INLINE_CODE.sub(blank, _COMMENT.sub(blank, text))
+def _blank(match: re.Match[str]) -> str:
+    return _BLANK.sub(" ", match.group(0))
 
 
 def _wikilink(match: re.Match[str], line: int) -> Link | None:

@@ -2,9 +2,10 @@
 work (the search service, the note reader, the status report) and renders what it returns
 (kb.web.cards, the templates). Every route only reads.
 
-Pages: `/` (search), `/note` (a note, scrolled to a passage), `/ask` (an answer streamed as it
-is written), `/status`. Their JSON twins: `/api/search`, `/api/note`, `/api/ask` (server-sent
-events), `/api/status`.
+Pages: `/` (search), `/note` (a note, scrolled to a passage, with the notes linking to it and
+its unresolved links), `/ask` (an answer streamed as it is written), `/status`. Their JSON
+twins: `/api/search`, `/api/note`, `/api/links`, `/api/ask` (server-sent events),
+`/api/status`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from kb.errors import KbError
 from kb.results import SearchHit
 from kb.search.answer import Answer, Stopped
 from kb.services.filters import FILTERS
+from kb.services.note_links import NoteFinder, NoteLinks
 from kb.services.note_reader import Vaults
 from kb.services.relating import RelatedNotes, RelatedService
 from kb.services.searching import SearchRequest, SearchService
@@ -69,6 +71,7 @@ class Parts:
     searches: SearchService
     vaults: Vaults
     related: RelatedService
+    links: NoteFinder  # a note's links, both ways
 
 
 def obsidian_vaults(vaults: Iterable[VaultConfig]) -> dict[str, str]:
@@ -88,6 +91,7 @@ def web_app(
         container.search_service(),
         Vaults(container.config.vaults),
         container.related_service(),
+        container.note_finder(),
     )
     return build_app(parts, access(host, token, allow_hosts))
 
@@ -106,6 +110,7 @@ def build_app(parts: Parts, rules: Access) -> ASGIApp:
         Route("/api/related", pages.related_json),
         Route("/api/ask", pages.ask_events),
         Route("/api/status", pages.status_json),
+        Route("/api/links", pages.links_json),
         Mount("/static", StaticFiles(directory=Path(str(_HERE / "static"))), name="static"),
     ]
     handlers = {404: pages.not_found, Exception: pages.failed}
@@ -164,6 +169,7 @@ class _Pages:
             "note.html",
             note=note,
             info=info.get((note.vault, note.path)),
+            links=self._links(note.vault, note.path),
             lines=note_lines(note.text, start, end),
             start=start,
             obsidian_url=obsidian_url(folder, note.path) if folder else None,
@@ -239,6 +245,25 @@ class _Pages:
         except KbError as exc:
             return _error_json(exc, 404)
         return JSONResponse(found.as_json())
+
+    def links_json(self, request: Request) -> Response:
+        """`/api/links?path=…` (a path inside its vault, or `vault=` and `path=`)."""
+        params = request.query_params
+        vault, path = params.get("vault", ""), params.get("path", "")
+        if not path:
+            return _error_json(FormError("path: a note's path inside its vault is needed"))
+        try:
+            found = self.parts.links.links_of(f"{vault}:{path}" if vault else path, files=False)
+        except KbError as exc:
+            return _error_json(exc, 404)
+        return JSONResponse(found.as_json())
+
+    def _links(self, vault: str, path: str) -> NoteLinks | None:
+        """A note's links for its view; none while it waits to be indexed."""
+        try:
+            return self.parts.links.links_of(f"{vault}:{path}", files=False)
+        except KbError:
+            return None
 
     def status_json(self, request: Request) -> Response:
         # As `kb status --json` prints it: its dates and times as ISO text.
