@@ -91,7 +91,8 @@ _NOTE = """
 
 _MENTIONED = """
     SELECT d.id, n.key AS name
-      FROM unnest(%(grams)s::text[]) AS g (key)
+      -- One text, a gram a line: psycopg quotes an array's thousands of items one by one.
+      FROM unnest(string_to_array(%(grams)s, E'\n')) AS g (key)
       JOIN note_names n ON n.key = g.key
       JOIN documents d ON d.id = n.document_id
      WHERE d.vault = ANY(%(vaults)s::text[]) AND d.id <> %(source)s
@@ -243,7 +244,8 @@ class Related:
             return {}
         with self.pool.connection() as conn:
             rows = conn.execute(
-                _MENTIONED, {"grams": list(grams), "vaults": list(vaults), "source": source}
+                _MENTIONED,
+                {"grams": "\n".join(grams), "vaults": list(vaults), "source": source},
             ).fetchall()
         found: dict[int, str] = {}
         for r in rows:
