@@ -3,7 +3,8 @@ they name come, go or move, and read for the faces and for related notes.
 
 Where a link leads is decided by `kb.vault.link_rules.resolve`; re-resolution reads only the
 links whose name may now lead elsewhere and the few notes of that name (both by index),
-decides in Python, and writes the answers back in one statement: never a query per note.
+decides in Python, and writes the answers back a thousand to a statement: never a query
+per note.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from psycopg import Cursor
 
 from kb.store.pool import Pool
 from kb.store.vaults import DOCUMENT_IN_VAULTS
-from kb.vault.link_rules import Link, NoteName, link_key, note_keys, resolve
+from kb.vault.link_rules import Link, LinkKind, NoteName, link_key, note_keys, resolve
 
 # The extraction of links the rows of a note written now hold (documents.links_version); a
 # note with an older one has its links written again by the next sync (migration 026).
@@ -39,9 +40,9 @@ class LinkRow:
 
     vault: str
     path: str | None  # the other note's vault-relative path
-    title: str
+    title: str  # its frontmatter title, else its file name (as Obsidian names it)
     line: int  # in the linking note
-    kind: str  # kb.vault.link_rules.LinkKind
+    kind: LinkKind
     target: str  # as written
     anchor: str
     display: str

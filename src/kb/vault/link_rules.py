@@ -38,19 +38,22 @@ from kb.vault.wikitext import code_split
 LinkKind = Literal["wikilink", "embed", "markdown"]
 
 # A table cell escapes the pipe: `[[target\|shown]]`.
-_WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
+# Each begins with its bracket (an embed's "!" is read before it): a pattern that begins with
+# a literal is searched for that literal first, several times faster over a note.
+_WIKILINK = re.compile(r"\[\[([^\[\]\n]+?)\]\]")
 _SHOWN = re.compile(r"\\?\|")
 # `[text](target)` or `[text](<target with spaces>)`, an optional title after the target.
 _MARKDOWN_LINK = re.compile(
-    r"(!?)\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(\s*(?:<([^<>\n]+)>|([^()\s]+))(?:\s+\"[^\"\n]*\")?\s*\)"
+    r"\[((?:[^\[\]\n]|\[[^\[\]\n]*\])*)\]\(\s*(?:<([^<>\n]+)>|([^()\s]+))(?:\s+\"[^\"\n]*\")?\s*\)"
 )
+# A code span may run over a line break, not over a blank line (a new paragraph).
 _INLINE_CODE = re.compile(r"(`+)(?:(?!\1)[^\n]|\n(?!\n))+?\1")
 _COMMENT = re.compile(r"%%.*?%%", re.DOTALL)
 _BLANK = re.compile(r"[^\n]")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 _NOTE_SUFFIXES = (".md", ".markdown")
 # Files Obsidian opens that are not notes: a link to one is no link between notes.
-ATTACHMENT_SUFFIXES = frozenset(
+_ATTACHMENT_SUFFIXES = frozenset(
     ".png .jpg .jpeg .gif .bmp .svg .webp .avif .ico .tif .tiff .heic "
     ".mp3 .wav .m4a .ogg .flac .3gp .webm .mp4 .ogv .mov .mkv .avi "
     ".pdf .canvas .base .json .csv .txt .zip .html .docx .xlsx .pptx".split()
@@ -112,21 +115,20 @@ def extract(body: str, *, first_line: int = 1, spans: Sequence[tuple[int, int]] 
     if "[[" not in body and "](" not in body:
         return []
     prose = _prose_only(body)
+    # Neither kind spans lines: matched over the whole text, each line counted once.
+    found = sorted(
+        [(m.start(), m, _wikilink) for m in _WIKILINK.finditer(prose)]
+        + [(m.start(), m, _markdown_link) for m in _MARKDOWN_LINK.finditer(prose)],
+        key=lambda item: item[0],
+    )
     links: list[Link] = []
-    for number, line in enumerate(prose.split("\n")):
-        found: list[tuple[int, Link | None]] = []
-        if "[[" in line:
-            found += [
-                (m.start(), _wikilink(m, first_line + number)) for m in _WIKILINK.finditer(line)
-            ]
-        if "](" in line:
-            found += [
-                (m.start(), _markdown_link(m, first_line + number))
-                for m in _MARKDOWN_LINK.finditer(line)
-            ]
-        for _, link in sorted(found, key=lambda pair: pair[0]):
-            if link is not None:
-                links.append(_in_chunk(link, spans))
+    line, counted = first_line, 0
+    for start, match, read in found:
+        line += prose.count("\n", counted, start)
+        counted = start
+        link = read(match, line, _chunk_of(line, spans))
+        if link is not None:
+            links.append(link)
     return links
 
 
@@ -147,8 +149,8 @@ def _blank(match: re.Match[str]) -> str:
     return _BLANK.sub(" ", match.group(0))
 
 
-def _wikilink(match: re.Match[str], line: int) -> Link | None:
-    embed, inner = match.group(1), match.group(2)
+def _wikilink(match: re.Match[str], line: int, chunk: int | None) -> Link | None:
+    embed, inner = _embeds(match), match.group(1)
     target, *shown = _SHOWN.split(inner, maxsplit=1)
     path, _, anchor = target.partition("#")
     path = path.strip()
@@ -160,13 +162,13 @@ def _wikilink(match: re.Match[str], line: int) -> Link | None:
         anchor=anchor.strip(),
         display=shown[0].strip() if shown else "",
         line=line,
-        chunk=None,
+        chunk=chunk,
     )
 
 
-def _markdown_link(match: re.Match[str], line: int) -> Link | None:
-    embed, text = match.group(1), match.group(2)
-    url = match.group(3) or match.group(4)
+def _markdown_link(match: re.Match[str], line: int, chunk: int | None) -> Link | None:
+    embed, text = _embeds(match), match.group(1)
+    url = match.group(2) or match.group(3)
     if _SCHEME.match(url):
         return None  # a web address, mailto:, obsidian://: no note of this vault
     path, _, anchor = url.partition("#")
@@ -179,22 +181,23 @@ def _markdown_link(match: re.Match[str], line: int) -> Link | None:
         anchor=unquote(anchor).strip(),
         display=text.strip(),
         line=line,
-        chunk=None,
+        chunk=chunk,
     )
+
+
+def _embeds(match: re.Match[str]) -> bool:
+    return match.start() > 0 and match.string[match.start() - 1] == "!"
 
 
 def _names_a_note(path: str) -> bool:
     if not path:
         return False  # `[[#Heading]]`: a place in the same note
     suffix = posixpath.splitext(path)[1].lower()
-    return suffix not in ATTACHMENT_SUFFIXES
+    return suffix not in _ATTACHMENT_SUFFIXES
 
 
-def _in_chunk(link: Link, spans: Sequence[tuple[int, int]]) -> Link:
-    for position, (start, end) in enumerate(spans):
-        if start <= link.line <= end:
-            return Link(link.kind, link.target, link.anchor, link.display, link.line, position)
-    return link
+def _chunk_of(line: int, spans: Sequence[tuple[int, int]]) -> int | None:
+    return next((i for i, (start, end) in enumerate(spans) if start <= line <= end), None)
 
 
 def resolve(target: str, source: str, notes: Iterable[NoteName]) -> str | None:
