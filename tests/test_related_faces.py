@@ -109,3 +109,5 @@ def test_the_note_page_shows_related_and_the_json_endpoint(linked: Kb) -> None:
     assert "HNSW indexes.md" not in [r["path"] for r in unlinked.json()["related"]]
     assert web.get("/api/related", params={"path": "Nope.md"}).status_code == 404
     assert web.get("/api/related").status_code == 400
+    bad = web.get("/api/related", params={"path": "Indexing.md", "unlinked": "maybe"})
+    assert bad.status_code == 400 and "unlinked" in bad.json()["error"]
