@@ -1,20 +1,22 @@
 """`kb related NOTE`: the notes most related to a note, or to the chunk holding one of its
-lines (`NOTE:LINE`), each with why."""
+lines (`NOTE:LINE`), each with why; and the same a running daemon answers for the
+launcher."""
 
 from __future__ import annotations
 
-import json
 import re
-from typing import TYPE_CHECKING, Annotated
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kb.cli.related_view import print_related, related_json
 from kb.cli.shared import AsJson, session, stdout
 from kb.config import MAX_TOP_K
-from kb.terminal import printable
 
 if TYPE_CHECKING:
-    from kb.services.relating import RelatedNotes
+    from kb.container import Container
+    from kb.daemon.query_socket import Reply, Runner
 
 # A NOTE ending in ":LINE" asks for the chunk holding that line.
 _AT_LINE = re.compile(r"^(?P<note>.+):(?P<line>[0-9]+)$")
@@ -25,6 +27,33 @@ def split_line(note: str) -> tuple[str, int | None]:
     if (at := _AT_LINE.match(note)) is not None:
         return at["note"], int(at["line"])
     return note, None
+
+
+@dataclass(frozen=True)
+class RelatedCall:
+    """A `kb related` command line, read."""
+
+    note: str
+    line: int | None
+    top_k: int
+    unlinked: bool
+    explain: bool
+    as_json: bool
+
+
+def found_json(parts: Container, call: RelatedCall) -> dict[str, Any]:
+    """The related notes a call asks for, as `--json` prints them (and the text is printed
+    from)."""
+    note = parts.note_finder().find(call.note)
+    found = parts.related_service().related(
+        note.vault,
+        note.path,
+        line=call.line,
+        top_k=call.top_k,
+        unlinked=call.unlinked,
+        explain=call.explain,
+    )
+    return found.as_json()
 
 
 def related(
@@ -48,41 +77,54 @@ def related(
     as_json: AsJson = False,
 ) -> None:
     """The notes most related to NOTE, each with why."""
-    name, line = split_line(note)
+    call = _call(note, top_k, unlinked, explain, as_json)
     with session(ctx) as parts:
-        found_note = parts.note_finder().find(name)
-        found = parts.related_service().related(
-            found_note.vault,
-            found_note.path,
-            line=line,
-            top_k=top_k,
-            unlinked=unlinked,
-            explain=explain,
-        )
+        found = found_json(parts, call)
     if as_json:
-        text = json.dumps(found.as_json(), ensure_ascii=False, indent=2)
-        stdout().file.write(text + "\n")
+        stdout().file.write(related_json(found))
         return
-    _print(found, explain=explain)
+    print_related(stdout(), found, explain=explain)
 
 
-def _print(found: RelatedNotes, *, explain: bool) -> None:
-    out = stdout()
-    where = f":{found.lines[0]}-{found.lines[1]}" if found.lines else ""
-    out.print(f"related to {printable(found.vault)}/{printable(found.path)}{where}", markup=False)
-    if not found.related:
-        out.print("  no related notes", markup=False)
-    for n, hit in enumerate(found.related, 1):
-        out.print(f"{n:>3}. {printable(hit.path)}  {hit.score:.2f}", markup=False)
-        if hit.why:
-            out.print(f"     {printable('; '.join(hit.why))}", markup=False)
-        if explain:
-            lifts = ", ".join(f"{k} {v:+.2f}" for k, v in hit.lifts.items() if abs(v) >= 0.005)
-            out.print(f"     {lifts}", markup=False)
-    links = found.links
-    for label, rows in (("links to", links.links_to), ("linked from", links.linked_from)):
-        names = sorted({r.path or r.target for r in rows})
-        out.print(f"{label}: {printable(', '.join(names)) or '-'}", markup=False)
-    if links.unresolved:
-        missing = ", ".join(sorted({r.target for r in links.unresolved}))
-        out.print(f"unresolved: {printable(missing)}", markup=False)
+def _call(note: str, top_k: int, unlinked: bool, explain: bool, as_json: bool) -> RelatedCall:
+    name, line = split_line(note)
+    return RelatedCall(name, line, top_k, unlinked, explain, as_json)
+
+
+def forwarded(parts: Container) -> Runner:
+    """How the daemon answers a launcher's `kb related`: the arguments read with the
+    command's own options, the related notes found by the service; the launcher prints them
+    (kb.cli.related_view) as the command would."""
+    import psycopg
+
+    from kb.daemon.query_socket import Failed, Listed
+    from kb.errors import DatabaseError, KbError
+
+    # The command alone, as click reads it.
+    reader = typer.Typer()
+    reader.command()(related)
+    command = typer.main.get_command(reader)
+
+    def run(args: tuple[str, ...]) -> Reply | None:
+        try:
+            with command.make_context("kb related", list(args)) as read:
+                params = read.params
+                call = _call(
+                    params["note"],
+                    params["top_k"],
+                    params["unlinked"],
+                    params["explain"],
+                    params["as_json"],
+                )
+        except (typer.TyperException, typer.Exit, typer.Abort):
+            return None  # the launcher shows usage errors as the command line does
+        try:
+            found = found_json(parts, call)
+        except (DatabaseError, psycopg.Error):
+            # The launcher runs it, and says what failed as the command says it alone.
+            return None
+        except KbError as exc:
+            return Failed(str(exc))
+        return Listed(found, as_json=call.as_json, explain=call.explain)
+
+    return run
