@@ -13,6 +13,7 @@ note's.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -31,9 +32,15 @@ from kb.store.vectors import Vectors
 # note's first chunks say what it is about, and each probe of the HNSW graph costs.
 MOST_CHUNKS = 12
 PER_CHUNK = 12
+# How many candidates each probe keeps as it walks the graph (hnsw.ef_search): pgvector's
+# default, 40, is for a search's page of hits; a probe wants PER_CHUNK.
+PROBE_BREADTH = 2 * PER_CHUNK
 # How many notes two links away are scored, by Adamic-Adar.
 GRAPH_DEPTH = 100
 DEFAULT_TOP_K = 10
+# The reads that run at once, each on its own connection of the pool: the slowest read of
+# each round (the HNSW probes, then the candidates' vectors) sets its time, not their sum.
+PARALLEL_READS = 3
 
 
 @dataclass(frozen=True)
@@ -152,45 +159,59 @@ class RelatedService:
         chunks = self.repo.chunks(note.id)
         picked = [chunk_at(chunks, line)] if line is not None else chunks
         vaults = self.own_vaults
-        grams = ngrams("\n".join(c.content for c in picked))
-        mentions = self.repo.mentioned(note.id, list(grams.counts), vaults)
-        out_links = self.links.out_links(note.id)
-        link_lines = ngrams(lines_with_links(picked, {r.line for r in out_links}))
-        neighbours = self.repo.neighbours(note.id, most=GRAPH_DEPTH, vaults=vaults)
         searched = picked[:MOST_CHUNKS]
         space = self.vectors.space()
-        near = (
-            self.repo.nearest(
-                note.id,
-                [c.id for c in searched],
-                model=space[0],
-                dimensions=space[1],
-                per_chunk=PER_CHUNK,
-                vaults=vaults,
+        with ThreadPoolExecutor(PARALLEL_READS, thread_name_prefix="kb-related") as reads:
+            # The three reads of candidates at once, the HNSW probes the longest of them.
+            nearing = reads.submit(
+                lambda: (
+                    self.repo.nearest(
+                        note.id,
+                        [c.id for c in searched],
+                        model=space[0],
+                        dimensions=space[1],
+                        per_chunk=PER_CHUNK,
+                        breadth=PROBE_BREADTH,
+                        vaults=vaults,
+                    )
+                    if space
+                    else []
+                )
             )
-            if space
-            else []
-        )
-        linked = {n.document_id for n in neighbours if n.linked}
-        ids = set(mentions) | {n.document_id for n in neighbours} | {n.document_id for n in near}
-        if unlinked:
-            ids -= linked
-        ids.discard(note.id)
-        notes = self.repo.notes(sorted(ids))
-        similarities = (
-            self.repo.similarities(
-                [c.id for c in searched], sorted(notes), model=space[0], dimensions=space[1]
+            linking = reads.submit(self.repo.neighbours, note.id, most=GRAPH_DEPTH, vaults=vaults)
+            grams = ngrams("\n".join(c.content for c in picked))
+            mentions = self.repo.mentioned(note.id, list(grams.counts), vaults)
+            out_links = self.links.out_links(note.id)
+            link_lines = ngrams(lines_with_links(picked, {r.line for r in out_links}))
+            neighbours, near = linking.result(), nearing.result()
+            linked = {n.document_id for n in neighbours if n.linked}
+            ids = set(mentions) | {n.document_id for n in neighbours}
+            ids |= {n.document_id for n in near}
+            if unlinked:
+                ids -= linked
+            ids.discard(note.id)
+            # Then what is read of the candidates, at once: their vectors the longest.
+            candidates = sorted(ids)
+            measuring = reads.submit(
+                lambda: (
+                    self.repo.similarities(
+                        [c.id for c in searched], candidates, model=space[0], dimensions=space[1]
+                    )
+                    if space
+                    else {}
+                )
             )
-            if space
-            else {}
-        )
+            naming = reads.submit(self.repo.mentioning, candidates, note.names)
+            notes = self.repo.notes(candidates)
+            rarity = self.repo.rarity(sorted(set(mentions.values())))
+            similarities, mentioning = measuring.result(), naming.result()
         found = joined(
             notes,
             mentions=mentions,
             grams=grams,
             link_lines=link_lines,
-            rarity=self.repo.rarity(sorted(set(mentions.values()))),
-            mentioning=self.repo.mentioning(sorted(notes), note.names),
+            rarity=rarity,
+            mentioning=mentioning,
             neighbours=neighbours,
             near=near,
             similarities=similarities,

@@ -269,9 +269,11 @@ class Related:
         model: str,
         dimensions: int,
         per_chunk: int,
+        breadth: int,
         vaults: Sequence[str],
     ) -> list[Near]:
-        """The notes whose chunks are among the `per_chunk` nearest of any of `chunks`."""
+        """The notes whose chunks are among the `per_chunk` nearest of any of `chunks`, as
+        HNSW finds them keeping `breadth` candidates as it walks the graph (ef_search)."""
         if not chunks:
             return []
         distance = sql.SQL("o.embedding::vector({dim}) <=> s.embedding::vector({dim})").format(
@@ -287,6 +289,9 @@ class Related:
         with self.pool.connection() as conn, conn.transaction():
             # As a search does (kb.store.candidates): an HNSW scan goes on past dead entries.
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            # Each probe wants a few neighbours, not a search's page of them: a narrower
+            # walk of the graph (pgvector's default is 40) is most of the probes' time.
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(breadth),))
             rows = conn.execute(query, params, prepare=False).fetchall()
         return [Near(**r) for r in rows]
 
