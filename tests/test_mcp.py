@@ -31,7 +31,7 @@ from kb.llm.fake import FakeChat
 from kb.mcp.tools import build_server
 from kb.services.note_reader import Vaults
 
-TOOLS = {"search", "get_note", "note_links", "list_notes", "status", "ask"}
+TOOLS = {"search", "get_note", "note_links", "list_notes", "related_notes", "status", "ask"}
 
 
 def run(kb: Kb, check: Callable[[Client], Awaitable[None]]) -> None:

@@ -1,6 +1,6 @@
-"""`kb query` answered by a running daemon: the search run by the daemon, the results shown
-by the launcher as the command alone shows them, only for the same configuration, only for
-its owner, and never anything but a query."""
+"""`kb query` and `kb related` answered by a running daemon: the search run by the daemon, the
+results shown by the launcher as the command alone shows them, only for the same
+configuration, only for its owner, and never anything but those two."""
 
 from __future__ import annotations
 
@@ -18,10 +18,12 @@ import pytest
 
 from conftest import run_kb
 from kb.cli.query import forwarded
+from kb.cli.related import forwarded as forwarded_related
 from kb.config import load_config
 from kb.container import Container
 from kb.daemon.query_socket import (
     Failed,
+    Listed,
     Reply,
     Served,
     ask_daemon,
@@ -43,6 +45,7 @@ FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
         (["-c", "a.toml", "query", "ramen", "--json"], "a.toml", ["ramen", "--json"]),
         (["--config=b.toml", "query", "x"], "b.toml", ["x"]),
         (["-c", "query", "query", "x"], "query", ["x"]),
+        (["related", "Canvas", "--json"], None, ["Canvas", "--json"]),
     ],
 )
 def test_a_query_goes_to_the_daemon(argv: list[str], config: str | None, args: list[str]) -> None:
@@ -50,6 +53,7 @@ def test_a_query_goes_to_the_daemon(argv: list[str], config: str | None, args: l
     assert line is not None
     assert line.config == (Path(config) if config else None)
     assert line.args == tuple(args)
+    assert line.command == argv[-len(args) - 1]
 
 
 @pytest.mark.parametrize(
@@ -60,6 +64,7 @@ def test_a_query_goes_to_the_daemon(argv: list[str], config: str | None, args: l
         ["index"],
         ["ask", "query"],
         ["query", "--help"],
+        ["related", "--help"],
         ["--unknown", "query", "x"],
         ["-c"],
         [],
@@ -133,10 +138,35 @@ def test_a_reply_is_rebuilt_as_the_daemon_found_it() -> None:
     assert decode_reply({"error": "the index is empty"}) == Failed("the index is empty")
 
 
+HIT_C = {"vault": "v", "path": "c.md", "title": "C", "score": 1.25, "why": ["x"]}
+RELATED = {
+    "vault": "v",
+    "path": "a.md",
+    "links_to": [{"target": "B", "path": "b.md", "line": 3}],
+    "linked_from": [],
+    "unresolved": [{"target": "Nowhere", "line": 4}],
+    "title": "A",
+    "lines": None,
+    "related": [HIT_C],
+    "ranker": "trees",
+}
+LISTED = {"related_notes": RELATED, "json": False, "explain": False}
+
+
+def test_related_notes_are_rebuilt_as_the_daemon_found_them() -> None:
+    reply = decode_reply(LISTED)
+    assert reply == Listed(RELATED, as_json=False, explain=False)
+
+
 @pytest.mark.parametrize(
     "answer",
     [
         [],
+        {**LISTED, "related_notes": []},
+        {**LISTED, "related_notes": {**RELATED, "related": [{"path": "c.md"}]}},
+        {**LISTED, "related_notes": {**RELATED, "lines": "1-2"}},
+        {**LISTED, "related_notes": {**RELATED, "unresolved": [{"line": 4}]}},
+        {**LISTED, "related_notes": {**RELATED, "related": [{**HIT_C, "lifts": {"a": "1"}}]}},
         {"refused": "not a query"},
         {"exit": 0, "out": "", "err": ""},  # what a daemon of an older kb answers
         {**RESULT, "mode_used": "fuzzy"},
@@ -213,6 +243,9 @@ def test_a_running_daemon_answers_kb_query_as_the_command_would(
             ("query", "miso ramen chili oil", "--json", "-k", "3"),
             ("query", "when did I climb a mountain", "--explain", "--tag", "travel"),
             ("query", "zzzz nothing qqqq", "-m", "text"),
+            ("related", "Weeknight Miso Ramen", "--explain"),
+            ("related", "Weeknight Miso Ramen", "--unlinked", "-k", "3", "--json"),
+            ("related", "No Such Note"),
         ):
             served, alone = run_kb(config, env, *args), run_kb(config, _cold(env), *args)
             assert (served.returncode, served.stdout, served.stderr) == (
@@ -228,6 +261,7 @@ def test_a_running_daemon_answers_kb_query_as_the_command_would(
         _, log = daemon.communicate(timeout=60)
     assert log.count("answering queries") == 1
     assert log.count("answered a query for a launcher") == 4  # the usage error ran here
+    assert log.count("answered a related for a launcher") == 3
 
 
 @pytest.fixture
@@ -287,6 +321,38 @@ def test_the_daemon_runs_nothing_but_a_query_of_its_own_configuration(
         # Another override is another configuration: the launcher runs the command itself.
         other = {**env, "KB_LLM_CONCURRENCY": "3"}
         assert ask_daemon(["-c", str(config), "query", "x"], other) is None
+
+
+def test_the_daemon_answers_kb_related_and_the_launcher_runs_it_without_one(
+    setup: tuple[Path, dict[str, str]], parts: Container
+) -> None:
+    config, env = setup
+    identity = config_identity(config, env)
+    argv = ["--config", str(config), "related", "Weeknight Miso Ramen", "--json"]
+    assert ask_daemon(argv, env) is None  # no daemon: the launcher runs it
+    with serving(identity, env, forwarded(parts)) as path:
+        assert path is not None
+        # A daemon not given `kb related` refuses it.
+        assert "refused" in _send(path, _request(identity, *argv[2:]))
+    with serving(identity, env, forwarded(parts), related=forwarded_related(parts)) as path:
+        assert path is not None
+        reply = ask_daemon(argv, env)
+        assert isinstance(reply, Listed) and reply.as_json
+        assert reply.related_notes["path"].endswith("Weeknight Miso Ramen.md")
+        assert reply.related_notes["related"]
+        missing = ask_daemon([*argv[:3], "No Such Note"], env)
+        assert isinstance(missing, Failed) and missing.error == reply_error(parts, "No Such Note")
+        # A usage error: the launcher runs it, to say so as the command line does.
+        assert "refused" in _send(path, _request(identity, "related", "x", "--top-k", "0"))
+
+
+def reply_error(parts: Container, note: str) -> str:
+    """The one line `kb related NOTE` stops with when NOTE names no note."""
+    from kb.errors import KbError
+
+    with pytest.raises(KbError) as raised:
+        parts.note_finder().find(note)
+    return str(raised.value)
 
 
 def test_a_daemon_answers_only_a_launcher_that_agrees_on_its_providers_variables(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from kb.cli.query import forwarded
+from kb.cli.related import forwarded as forwarded_related
 from kb.cli.serve import AllowHosts, ServeHost, ServePort, web_server
 from kb.cli.shared import Options, exit_now, fail, stop_on_signals
 from kb.config import MAX_ENRICH_CONCURRENCY, Config, load_config
@@ -57,7 +58,13 @@ def daemon(
         # The URL alone: the log is kept and read by others; the token is the user's own.
         required: dict[str, Any] = {"token": "required"} if token else {}
         event(log, "serving the web page", url=web.url, **required)
-    with serving(identity, os.environ, forwarded(parts), read=config.environment) as path:
+    with serving(
+        identity,
+        os.environ,
+        forwarded(parts),
+        read=config.environment,
+        related=forwarded_related(parts),
+    ) as path:
         if path is not None:
             event(log, "answering queries", socket=str(path))
         runner.run()

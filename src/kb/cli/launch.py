@@ -1,13 +1,13 @@
-"""The `kb` command: a `kb query` that a running daemon can answer goes to it, and its
-results are shown here as the command shows them (see kb.daemon.query_socket); everything else,
-and any query the daemon does not answer, runs here."""
+"""The `kb` command: a `kb query` or `kb related` that a running daemon can answer goes to
+it, and its results are shown here as the command shows them (see kb.daemon.query_socket);
+everything else, and any command the daemon does not answer, runs here."""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from kb.daemon.query_socket import Failed, Reply, Served, ask_daemon
+from kb.daemon.query_socket import Failed, Listed, Reply, Served, ask_daemon
 from kb.errors import EXIT_ERROR
 from kb.results import hits_json
 
@@ -35,10 +35,19 @@ def _show(reply: Reply) -> None:
         # of what is left of a query's time).
         sys.stdout.write(hits_json(reply.found))
         return
+    if isinstance(reply, Listed) and reply.as_json:
+        from kb.cli.related_view import related_json
+
+        sys.stdout.write(related_json(reply.related_notes))
+        return
     from kb.cli.render import consoles, print_error, print_results
 
     out, err = consoles()
     if isinstance(reply, Failed):
         print_error(err, reply.error)
+    elif isinstance(reply, Listed):
+        from kb.cli.related_view import print_related
+
+        print_related(out, reply.related_notes, explain=reply.explain)
     else:
         print_results(out, err, reply.found, as_json=reply.as_json, explain=reply.explain)

@@ -1,4 +1,4 @@
-"""`kb query` answered by a running daemon, over a Unix socket.
+"""`kb query` and `kb related` answered by a running daemon, over a Unix socket.
 
 A `kb query` on its own spends most of its second loading Python libraries (the command
 line's, the database driver's, NumPy) before it sends one statement. A daemon has them
@@ -13,7 +13,8 @@ The protocol is one JSON object each way. Request: `argv`, `identity` (see
 `locations.config_identity`) and `environment`, the launcher's, which the daemon compares on
 the variables its configuration read besides kb's own (`Config.environment`: OLLAMA_HOST).
 Reply: the results (`hits`, `mode_used`, `warnings`, and how to show them: `json`,
-`explain`); or `error`, the one line the command stops with; or
+`explain`); for `kb related`, `related_notes` (the object `kb related --json` prints) with
+`json` and `explain`; or `error`, the one line the command stops with; or
 `refused` (the reason) when the launcher should run the command itself. Only the user who
 runs the daemon can connect: the socket is in a folder only they can enter, and the daemon
 checks the peer's uid.
@@ -40,7 +41,9 @@ from kb.results import SEARCH_MODES, SearchHit, SearchMode, SearchResult
 
 log = logging.getLogger("kb.query_socket")
 
-# The global option that may come before a forwarded `query`. `--verbose` may not: its log
+# The commands a daemon may answer.
+FORWARDED = ("query", "related")
+# The global option that may come before a forwarded command. `--verbose` may not: its log
 # lines are this process's to print.
 _CONFIG = {"--config", "-c"}
 MAX_REQUEST = 1 << 20
@@ -59,11 +62,12 @@ class Request:
 
 @dataclass(frozen=True)
 class QueryLine:
-    """A `kb query` command line a daemon may answer: the config file it names, and the
-    query's own arguments (what follows `query`)."""
+    """A command line a daemon may answer: the config file it names, and the command's own
+    arguments (what follows `query` or `related`)."""
 
     config: Path | None
     args: tuple[str, ...]
+    command: str = "query"
 
 
 @dataclass(frozen=True)
@@ -76,22 +80,32 @@ class Served:
 
 
 @dataclass(frozen=True)
+class Listed:
+    """The related notes the daemon found (`kb related --json`'s object, which the command
+    prints from in either form), and how the command line asked to see them."""
+
+    related_notes: dict[str, Any]
+    as_json: bool
+    explain: bool
+
+
+@dataclass(frozen=True)
 class Failed:
     """A query stopped by an error: the one line the command prints before it exits 1."""
 
     error: str
 
 
-Reply = Served | Failed
-# What the daemon does with a query's own arguments: run it, or refuse (None) when the
+Reply = Served | Listed | Failed
+# What the daemon does with a command's own arguments: run it, or refuse (None) when the
 # launcher must run it itself.
 Runner = Callable[[tuple[str, ...]], Reply | None]
 
 
 def query_line(argv: Sequence[str]) -> QueryLine | None:
-    """`argv` as a `kb query` the daemon may run, or None.
+    """`argv` as a `kb query` or `kb related` the daemon may run, or None.
 
-    Only `--config` may come before `query`, and help is always printed by the launcher
+    Only `--config` may come before the command, and help is always printed by the launcher
     itself.
     """
     config: Path | None = None
@@ -104,8 +118,8 @@ def query_line(argv: Sequence[str]) -> QueryLine | None:
             config = Path(value[1])
         elif arg.startswith("--config="):
             config = Path(arg.removeprefix("--config="))
-        elif arg == "query" and "--help" not in argv:
-            return QueryLine(config, tuple(argv[i + 1 :]))
+        elif arg in FORWARDED and "--help" not in argv:
+            return QueryLine(config, tuple(argv[i + 1 :]), arg)
         else:
             return None
     return None
@@ -143,6 +157,12 @@ def ask_daemon(argv: Sequence[str], env: Mapping[str, str]) -> Reply | None:
 def encode_reply(reply: Reply) -> dict[str, object]:
     if isinstance(reply, Failed):
         return {"error": reply.error}
+    if isinstance(reply, Listed):
+        return {
+            "related_notes": reply.related_notes,
+            "json": reply.as_json,
+            "explain": reply.explain,
+        }
     return {
         "hits": [asdict(hit) for hit in reply.found.hits],
         "mode_used": reply.found.mode_used,
@@ -159,6 +179,12 @@ def decode_reply(answer: object) -> Reply:
         raise ValueError("no reply")
     if "error" in answer:
         return Failed(_typed(answer["error"], str))
+    if "related_notes" in answer:
+        return Listed(
+            _related(answer["related_notes"]),
+            as_json=_typed(answer["json"], bool),
+            explain=_typed(answer["explain"], bool),
+        )
     hits = _typed(answer["hits"], list[dict[str, Any]])
     return Served(
         SearchResult(
@@ -187,6 +213,36 @@ def _hit(raw: dict[str, Any]) -> SearchHit:
     for name, value in raw.items():
         _typed(value, _HIT_TYPES[name])
     return SearchHit(**raw)
+
+
+# What the launcher reads of `related_notes` to print it (kb.cli.related_view), by its type.
+_RELATED: dict[str, Any] = {
+    "vault": str,
+    "path": str,
+    "lines": list[int] | None,
+    "related": list[dict[str, Any]],
+}
+_RELATED_HIT: dict[str, Any] = {"path": str, "score": float, "why": list[str]}
+_LINKS = ("links_to", "linked_from", "unresolved")
+
+
+def _related(raw: Any) -> dict[str, Any]:
+    """`related_notes` if the launcher can print it as the command would, else a
+    ValueError."""
+    _typed(raw, dict[str, Any])
+    for name, hint in _RELATED.items():
+        _typed(raw[name], hint)
+    for hit in raw["related"]:
+        for name, hint in _RELATED_HIT.items():
+            _typed(hit[name], hint)
+        _typed(hit.get("lifts", {}), dict[str, float])
+        if not all(_fits(v, float) for v in hit.get("lifts", {}).values()):
+            raise ValueError("not a lift")
+    for name in _LINKS:
+        for row in _typed(raw[name], list[dict[str, Any]]):
+            _typed(row["target"], str)
+            _typed(row.get("path"), str | None)
+    return dict(raw)
 
 
 def _typed(value: Any, hint: Any) -> Any:
@@ -245,7 +301,7 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     identity: str
     read: tuple[tuple[str, str], ...]  # the daemon's Config.environment
-    runner: Runner
+    runners: dict[str, Runner]  # by command
 
 
 class _Handler(socketserver.BaseRequestHandler):
@@ -273,13 +329,19 @@ class _Handler(socketserver.BaseRequestHandler):
         ):
             return {"refused": "another configuration"}
         line = query_line(request.argv)
-        if line is None:
+        runner = self.server.runners.get(line.command) if line else None
+        if line is None or runner is None:
             return {"refused": "not a query"}
-        reply = self.server.runner(line.args)
+        reply = runner(line.args)
         if reply is None:
             return {"refused": "the launcher runs this one itself"}
-        what = "an error" if isinstance(reply, Failed) else f"{len(reply.found.hits)} hits"
-        log.debug("answered a query for a launcher (%s)", what)
+        if isinstance(reply, Failed):
+            what = "an error"
+        elif isinstance(reply, Listed):
+            what = f"{len(reply.related_notes['related'])} related notes"
+        else:
+            what = f"{len(reply.found.hits)} hits"
+        log.debug("answered a %s for a launcher (%s)", line.command, what)
         return encode_reply(reply)
 
 
@@ -301,10 +363,12 @@ def serving(
     runner: Runner,
     *,
     read: tuple[tuple[str, str], ...] = (),
+    related: Runner | None = None,
 ) -> Iterator[Path | None]:
-    """Answer `kb query` for this configuration (`read`: its Config.environment) while the
-    block runs; yields the socket, or None when there is none to take (its folder is not
-    private, or another live daemon of the same configuration answers already)."""
+    """Answer `kb query` (`runner`), and `kb related` when given `related`, for this
+    configuration (`read`: its Config.environment) while the block runs; yields the socket,
+    or None when there is none to take (its folder is not private, or another live daemon of
+    the same configuration answers already)."""
     path = socket_path(identity, env)
     if not private_dir(path.parent, create=True):
         log.warning("not answering queries: %s is not a private folder", path.parent)
@@ -321,7 +385,8 @@ def serving(
         log.warning("not answering queries on %s: %s", path, exc)
         yield None
         return
-    server.identity, server.read, server.runner = identity, read, runner
+    server.identity, server.read = identity, read
+    server.runners = {"query": runner} | ({"related": related} if related else {})
     thread = threading.Thread(target=server.serve_forever, name="kb-queries", daemon=True)
     thread.start()
     try:

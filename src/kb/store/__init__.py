@@ -14,7 +14,8 @@
 - `enriched`: a queued note's rows for its LLM context, and that context written back;
 - `links`: notes' links, where each leads, and the notes that link to a note;
 - `vaults`: the vaults the index holds, the folder each was synced from;
-- `text_index`: the text index's postings B-tree, dropped for a bulk load of notes.
+- `text_index`: the text index's postings B-tree, dropped for a bulk load of notes;
+- `related`: what related notes read of a note and of the notes near it.
 
 The schema is migrated once at start-up (`kb.db.migrate`, called by the composition
 root), never here.
@@ -38,6 +39,7 @@ from kb.store.documents import Authorship, DocumentRecord, Documents, NoteRows, 
 from kb.store.enriched import Enriched, EnrichedNotes, QueuedNote
 from kb.store.links import LinkCounts, LinkRow, Links, StoredNote
 from kb.store.lock import DaemonBeat, DaemonRow, Daemons, Role, WriterLock
+from kb.store.nearby import Related
 from kb.store.passages import PassageRecord, Passages
 from kb.store.pool import Vector, open_pool
 from kb.store.queue import Claim, Pending, Queue, QueueStatus
@@ -106,6 +108,7 @@ class Store:
         self.vaults = VaultRows(self.pool)
         self.text_index = TextIndex(self.pool)
         self.links = Links(self.pool)
+        self.related = Related(self.pool)
 
     def close(self) -> None:
         self.pool.close()

@@ -39,11 +39,12 @@ from kb.services.access import Access, access
 from kb.services.filters import FILTERS
 from kb.services.note_links import NoteFinder, NoteLinks
 from kb.services.note_reader import Vaults
+from kb.services.relating import RelatedNotes, RelatedService
 from kb.services.searching import SearchRequest, SearchService
 from kb.services.status_report import StatusReport, duration
 from kb.store.candidates import Search
 from kb.web.cards import Card, answer_pieces, cards, note_lines, note_url, obsidian_url
-from kb.web.forms import FormError, SearchForm, line_number, read_form
+from kb.web.forms import FormError, SearchForm, line_number, read_form, related_form
 from kb.web.guard import Guard
 
 _HERE = files("kb.web")
@@ -70,6 +71,7 @@ class Parts:
     status: Callable[[], StatusReport]  # read anew for each request
     searches: SearchService
     vaults: Vaults
+    related: RelatedService
     links: NoteFinder  # a note's links, both ways
 
 
@@ -89,6 +91,7 @@ def web_app(
         container.status_reader(),
         container.search_service(),
         Vaults(container.config.vaults),
+        container.related_service(),
         container.note_finder(),
     )
     return build_app(parts, access(host, token, allow_hosts))
@@ -105,6 +108,7 @@ def build_app(parts: Parts, rules: Access) -> ASGIApp:
         Route("/status/panel", pages.status_panel),
         Route("/api/search", pages.search_json),
         Route("/api/note", pages.note_json),
+        Route("/api/related", pages.related_json),
         Route("/api/ask", pages.ask_events),
         Route("/api/status", pages.status_json),
         Route("/api/links", pages.links_json),
@@ -172,7 +176,16 @@ class _Pages:
             lines=note_lines(note.text, start, end),
             start=start,
             obsidian_url=obsidian_url(folder, note.path) if folder else None,
+            related=self._related(note.vault, note.path),
         )
+
+    def _related(self, vault: str, path: str) -> RelatedNotes | None:
+        """The note's related notes it does not link to yet, with why; None for a note the
+        index does not hold (yet)."""
+        try:
+            return self.parts.related.related(vault, path, unlinked=True)
+        except KbError:
+            return None
 
     def ask(self, request: Request) -> Response:
         try:
@@ -222,6 +235,19 @@ class _Pages:
         except KbError as exc:
             return _error_json(exc, 404)
         return JSONResponse(asdict(note))
+
+    def related_json(self, request: Request) -> Response:
+        # The fields of `kb related --json`.
+        try:
+            form = related_form(request.query_params, list(self.parts.vaults.by_name))
+            found = self.parts.related.related(
+                form.vault, form.path, line=form.line, top_k=form.top_k, unlinked=form.unlinked
+            )
+        except FormError as exc:
+            return _error_json(exc)
+        except KbError as exc:
+            return _error_json(exc, 404)
+        return JSONResponse(found.as_json())
 
     def links_json(self, request: Request) -> Response:
         """`/api/links?path=…` (a path inside its vault, or `vault=` and `path=`)."""
