@@ -4,7 +4,8 @@ work (the search service, the note reader, the status report) and renders what i
 
 Pages: `/` (search), `/note` (a note, scrolled to a passage), `/ask` (an answer streamed as it
 is written), `/status`. Their JSON twins: `/api/search`, `/api/note`, `/api/ask` (server-sent
-events), `/api/status`.
+events), `/api/status`; and `/api/vaults`, the vaults with the folder names Obsidian knows
+them by (the plugin's notes are addressed by vault-relative path in its own vault).
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def build_app(parts: Parts, rules: Access) -> ASGIApp:
         Route("/api/note", pages.note_json),
         Route("/api/ask", pages.ask_events),
         Route("/api/status", pages.status_json),
+        Route("/api/vaults", pages.vaults_json),
         Mount("/static", StaticFiles(directory=Path(str(_HERE / "static"))), name="static"),
     ]
     handlers = {404: pages.not_found, Exception: pages.failed}
@@ -217,6 +219,14 @@ class _Pages:
         # As `kb status --json` prints it: its dates and times as ISO text.
         text = json.dumps(self._report().as_json(), ensure_ascii=False, default=str)
         return Response(text, media_type="application/json")
+
+    def vaults_json(self, request: Request) -> Response:
+        vaults = self.parts.vaults.by_name.values()
+        listed = [
+            {"name": v.name, "folder": v.path.name, "obsidian": v.name in self.obsidian}
+            for v in vaults
+        ]
+        return JSONResponse({"vaults": listed})
 
     async def ask_events(self, request: Request) -> Response:
         """The answer as server-sent events: `text` for each piece as the model writes it,
