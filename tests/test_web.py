@@ -228,10 +228,20 @@ def test_the_obsidian_app_reads_the_json_api_with_the_token(kb: Kb) -> None:
     assert found.status_code == 200 and "Climbed" in found.text
     assert found.headers["access-control-allow-origin"] == "app://obsidian.md"
     assert found.headers["content-security-policy"].startswith("default-src 'none'")
-    with web.stream("GET", "/api/ask", params={"q": "zebra"}, headers=bearer) as answer:
+    with web.stream("GET", "/api/ask", params={"q": "mountain"}, headers=bearer) as answer:
         assert answer.status_code == 200
         assert answer.headers["access-control-allow-origin"] == "app://obsidian.md"
-        assert "event: done" in answer.read().decode()
+        done = answer.read().decode().split("event: done\ndata: ")[1]
+    # The answer's text and sources, for a client that renders them itself.
+    answered = json.loads(done)
+    assert answered["sources"] and set(answered["sources"][0]) == {
+        "vault",
+        "path",
+        "header_path",
+        "start_line",
+        "end_line",
+    }
+    assert isinstance(answered["text"], str)
     # No token, no answer; the app may read that it was refused.
     refused = web.get("/api/search", params={"q": "mountain"}, headers=OBSIDIAN)
     assert refused.status_code == 401 and "Climbed" not in refused.text

@@ -290,7 +290,22 @@ class _Pages:
             pieces=answer_pieces(answer),
             sources=self._cards(answer.question, [s.hit for s in answer.sources]),
         )
-        return {"html": html, "not_in_notes": answer.not_in_notes, "cited": answer.cited}
+        # The text and sources too, for a client that renders them itself (kb's Obsidian
+        # plugin puts no server HTML in the app).
+        sources = [
+            {
+                k: getattr(s.hit, k)
+                for k in ("vault", "path", "header_path", "start_line", "end_line")
+            }
+            for s in answer.sources
+        ]
+        return {
+            "html": html,
+            "not_in_notes": answer.not_in_notes,
+            "cited": answer.cited,
+            "text": answer.text,
+            "sources": sources,
+        }
 
     # -- helpers ------------------------------------------------------------------------------
 
