@@ -29,7 +29,7 @@ from conftest import Kb, kb_command, make_config, tool_text
 from kb.mcp.tools import build_server
 from kb.services.note_reader import Vaults
 
-TOOLS = {"search", "get_note", "list_notes", "status", "ask"}
+TOOLS = {"search", "get_note", "list_notes", "related_notes", "status", "ask"}
 
 
 def run(kb: Kb, check: Callable[[Client], Awaitable[None]]) -> None:

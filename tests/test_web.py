@@ -420,7 +420,9 @@ def test_a_lost_database_is_one_line_and_the_server_goes_on(kb: Kb, db_url: str)
     lost = open_store(db_url)
     lost.close()
     report = Container(kb.config, lost).status_reader()
-    parts = Parts(lost.search, report, kb.search_service(), Vaults(kb.config.vaults))
+    parts = Parts(
+        lost.search, report, kb.search_service(), Vaults(kb.config.vaults), kb.related_service()
+    )
     web = TestClient(build_app(parts, access("127.0.0.1", None)), raise_server_exceptions=False)
     for url in ("/status", "/api/status"):
         page = web.get(url, headers={"host": "127.0.0.1"})

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from kb.indexing.worker import Worker
     from kb.search.ranker import Ranker
     from kb.search.rerank import HitReranker
+    from kb.services.relating import RelatedService
     from kb.services.searching import SearchService
     from kb.services.status_report import StatusReport
     from kb.store.queue import Speed
@@ -167,6 +168,7 @@ class Container:
             queue=self.store.queue,
             vectors=self.store.vectors,
             text_index=self.store.text_index,
+            links=self.store.links,
             on_event=on_event,
             on_scan=on_scan,
             checkpoint=checkpoint,
@@ -290,6 +292,20 @@ class Container:
             reranker=self.reranker,
             ranker=self.ranker if self.config.query.ranker == "learned" else None,
             voiced_index=self.config.context.voiced_passages(),
+        )
+
+    def related_service(self) -> RelatedService:
+        """Related notes over this config's vaults, for every face."""
+        from kb.related import scorer
+        from kb.services.relating import RelatedService
+
+        return RelatedService(
+            related=self.store.related,
+            links=self.store.links,
+            vectors=self.store.vectors,
+            own_vaults=[v.name for v in self.config.vaults],
+            ranker=scorer.load,
+            owner_name=self.config.owner_name,
         )
 
     def status_reader(self) -> Callable[[], StatusReport]:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kb.cli import background, index, init, plugin, query, serve, status
+from kb.cli import background, index, init, plugin, query, related, serve, status
 from kb.cli.shared import Options
 
 app = typer.Typer(
@@ -42,6 +42,7 @@ app.command(name="ask")(query.ask_command)
 app.command(name="mcp")(serve.mcp_command)
 app.command(name="serve")(serve.serve_command)
 app.command()(status.status)
+app.command()(related.related)
 app.command()(background.daemon)
 app.command(name="worker")(background.worker_command)
 app.command(name="init")(init.init_command)

@@ -29,6 +29,7 @@ from pathlib import Path
 from kb.config import Config, VaultConfig
 from kb.errors import KbError, NoteError
 from kb.hashes import content_hash
+from kb.indexing import linking
 from kb.indexing.building import NoteBuilder
 from kb.indexing.bulk import bulk_load
 from kb.indexing.events import FileEvent, SyncReport
@@ -37,6 +38,7 @@ from kb.indexing.space import EmbeddingSpace
 from kb.indexing.writing import WRITE_GROUP, NoteWriter, failed
 from kb.store.caches import Caches
 from kb.store.documents import Documents
+from kb.store.links import Links
 from kb.store.queue import Queue
 from kb.store.state import State
 from kb.store.text_index import TextIndex
@@ -111,6 +113,7 @@ class Indexer:
         queue: Queue,
         vectors: Vectors,
         text_index: TextIndex,
+        links: Links,
         on_event: Callable[[FileEvent], None] | None = None,
         on_scan: Callable[[int], None] | None = None,
         checkpoint: Callable[[], None] | None = None,
@@ -123,6 +126,7 @@ class Indexer:
         self.queue = queue
         self.vectors = vectors
         self.text_index = text_index
+        self.links = links
         self.chat_name = builder.context.chat.name
         self.on_event = on_event or (lambda event: None)
         self.on_scan = on_scan or (lambda files: None)
@@ -271,7 +275,18 @@ class Indexer:
             if scope
             else set()
         )
+        # The names of the notes about to go, while their rows say them.
+        gone_keys = self.links.keys_of(vault.name, deleted)
         docs.delete(vault.name, deleted)
+        filled = linking.fill(self.links, vault)
+        if todo.index or todo.moves or deleted or filled:
+            linking.resolve_again(
+                self.links,
+                vault.name,
+                written=[*(f.path for f in todo.index), *filled],
+                moves=todo.moves,
+                gone_keys=gone_keys,
+            )
         if scope is None:
             failed_names = {*map(shown_path, misnamed), *(shown_path(u.path) for u in unlisted)}
             docs.keep_failures(

@@ -14,6 +14,7 @@ from kb.indexing.events import FileEvent
 from kb.store import DocumentRecord, NoteRows, Pending
 from kb.vault.chunking import chunk_body
 from kb.vault.dates import note_date
+from kb.vault.link_rules import extract
 from kb.vault.parsing import decode, parse_note
 
 log = logging.getLogger("kb.indexer")
@@ -110,4 +111,9 @@ class NotePreparer:
             fallbacks=len(ctx.problems),
             queued=pending is not None,
         )
-        return event, NoteRows(doc, records, pending, vectors)
+        links = extract(
+            note.body,
+            first_line=note.body_start_line,
+            spans=[(c.start_line, c.end_line) for c in chunks],
+        )
+        return event, NoteRows(doc, records, pending, vectors, links)

@@ -1,10 +1,10 @@
 """`kb mcp`: kb's index over the Model Context Protocol, for AI assistants. Read-only.
 
 Tools: `search` (raw chunks, as `kb query`), `get_note` (a note's text, or some of its
-lines), `list_notes` (paged, by folder and tag), `status`, and `ask` (an answer with its
-sources, as `kb ask`). Resources: every note as `kb://<vault>/<path>`. No tool writes to a
-vault or to the index, and a path is only ever read inside a vault's root, after symlinks
-are resolved.
+lines), `list_notes` (paged, by folder and tag), `related_notes` (as `kb related
+--json`), `status`, and `ask` (an answer with its sources, as `kb ask`). Resources: every
+note as `kb://<vault>/<path>`. No tool writes to a vault or to the index, and a path is
+only ever read inside a vault's root, after symlinks are resolved.
 
 Transports: stdio (what desktop assistants launch), or streamable HTTP on 127.0.0.1 with an
 optional bearer token.
@@ -33,6 +33,7 @@ from kb.search.answer import Answer, note_date
 from kb.services.access import check_exposure, serving_token, token_matches
 from kb.services.filters import FilterField, FilterValue, read, search_filter, with_filters
 from kb.services.note_reader import NoteText, Vaults
+from kb.services.relating import RelatedService
 from kb.services.searching import SearchRequest, SearchService
 from kb.services.status_report import StatusReport
 from kb.store import NoteInfo
@@ -127,6 +128,7 @@ def build_server(parts: Container) -> MCPServer:
     _add_search(server, searches)
     _add_get_note(server, vaults)
     _add_list_notes(server, [v.name for v in parts.config.vaults], search=parts.store.search)
+    _add_related_notes(server, parts.related_service())
     _add_status(server, parts.status_reader())
     _add_ask(server, searches)
     _add_notes_as_resources(server, vaults)
@@ -250,6 +252,27 @@ def _add_list_notes(server: MCPServer, names: list[str], *, search: Search) -> N
         return NoteList(
             [_entry(n) for n in page.notes], page.total, end if end < page.total else None
         )
+
+
+def _add_related_notes(server: MCPServer, related: RelatedService) -> None:
+    @server.tool(annotations=_READ_ONLY)
+    def related_notes(
+        vault: Annotated[Name, Field(description="The vault's name, as `search` returns it.")],
+        path: Annotated[PathText, Field(description="The note's path inside the vault.")],
+        line: Annotated[
+            int | None,
+            Field(ge=1, description="Only the passage holding this line (1-based)."),
+        ] = None,
+        top_k: Annotated[int, Field(ge=1, le=50, description="How many notes.")] = 10,
+        unlinked: Annotated[
+            bool, Field(description="Leave out the notes it already links to.")
+        ] = False,
+    ) -> dict[str, Any]:
+        """The notes most related to a note (its links, the names it mentions, meaning,
+        writers, dates, tags), best first, each with why; and the note's links both ways."""
+        with _as_tool_error():
+            found = related.related(vault, path, line=line, top_k=top_k, unlinked=unlinked)
+        return found.as_json()
 
 
 def _add_status(server: MCPServer, report: Callable[[], StatusReport]) -> None:

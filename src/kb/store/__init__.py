@@ -12,8 +12,10 @@
 - `workers`: the workers draining the queues, by their heartbeats;
 - `texts`: the texts waiting for a vector, and their vectors written back;
 - `enriched`: a queued note's rows for its LLM context, and that context written back;
+- `links`: notes' links, where each leads, and the notes that link to a note;
 - `vaults`: the vaults the index holds, the folder each was synced from;
-- `text_index`: the text index's postings B-tree, dropped for a bulk load of notes.
+- `text_index`: the text index's postings B-tree, dropped for a bulk load of notes;
+- `related`: what related notes read of a note and of the notes near it.
 
 The schema is migrated once at start-up (`kb.db.migrate`, called by the composition
 root), never here.
@@ -35,7 +37,9 @@ from kb.store.candidates import (
 from kb.store.chunks import ChunkRecord, LinesRecord
 from kb.store.documents import Authorship, DocumentRecord, Documents, NoteRows, Undated
 from kb.store.enriched import Enriched, EnrichedNotes, QueuedNote
+from kb.store.links import LinkCounts, LinkRow, Links, StoredNote
 from kb.store.lock import DaemonBeat, DaemonRow, Daemons, Role, WriterLock
+from kb.store.nearby import Related
 from kb.store.passages import PassageRecord, Passages
 from kb.store.pool import Vector, open_pool
 from kb.store.queue import Claim, Pending, Queue, QueueStatus
@@ -60,6 +64,8 @@ __all__ = [
     "FailedFile",
     "LastSync",
     "LinesRecord",
+    "LinkCounts",
+    "LinkRow",
     "NoteInfo",
     "NotePage",
     "NoteRows",
@@ -73,6 +79,7 @@ __all__ = [
     "SearchHit",
     "Status",
     "Store",
+    "StoredNote",
     "Undated",
     "Vector",
     "WorkerBeat",
@@ -100,6 +107,8 @@ class Store:
         self.texts = Texts(self.pool)
         self.vaults = VaultRows(self.pool)
         self.text_index = TextIndex(self.pool)
+        self.links = Links(self.pool)
+        self.related = Related(self.pool)
 
     def close(self) -> None:
         self.pool.close()

@@ -14,9 +14,11 @@ from psycopg.types.json import Jsonb
 
 from kb.store import passages
 from kb.store.chunks import ChunkRecord, VoiceRecord
+from kb.store.links import rename_note, write_links
 from kb.store.pool import Pool, like_prefix
 from kb.store.queue import Pending, queue_notes
 from kb.vault.dates import file_day
+from kb.vault.link_rules import Link
 from kb.vault.notes import OnDisk
 from kb.vault.sync_plan import Stored
 
@@ -64,13 +66,14 @@ class Undated:
 
 @dataclass(frozen=True)
 class NoteRows:
-    """A note ready to be written: its row, its chunks' rows, and how it is queued for its
-    LLM context (`pending`) and for the vectors its rows lack (`vectors`)."""
+    """A note ready to be written: its row, its chunks' rows, how it is queued for its
+    LLM context (`pending`) and for the vectors its rows lack (`vectors`), and its links."""
 
     doc: DocumentRecord
     chunks: Sequence[ChunkRecord]
     pending: Pending | None = None
     vectors: Pending | None = None
+    links: Sequence[Link] = ()
 
 
 _UPSERT_DOCUMENT = """
@@ -184,6 +187,9 @@ class Documents:
                     break
             cur.execute("DELETE FROM chunks WHERE document_id = ANY(%s)", (ids,))
             pairs = list(zip(ids, notes, strict=True))
+            write_links(
+                cur, [(i, n.doc.path, n.doc.metadata.get("aliases", []), n.links) for i, n in pairs]
+            )
             queue_notes(cur, "embed", [(i, n.doc.content_hash, n.vectors) for i, n in pairs])
             queue_notes(cur, "enrich", [(i, n.doc.content_hash, n.pending) for i, n in pairs])
             cur.execute(
@@ -242,16 +248,17 @@ class Documents:
             )
 
     def move(self, vault: str, old_path: str, new_path: str, size: int, mtime_ns: int) -> None:
-        """Re-key a renamed or moved file; its chunks and vectors stay as they are."""
-        with self.pool.connection() as conn, conn.transaction():
-            conn.execute("DELETE FROM documents WHERE vault = %s AND path = %s", (vault, new_path))
-            conn.execute(
+        """Re-key a renamed or moved file; its chunks, vectors and links stay as they are."""
+        with self.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute("DELETE FROM documents WHERE vault = %s AND path = %s", (vault, new_path))
+            cur.execute(
                 "UPDATE documents SET path = %s, size = %s, mtime_ns = %s,"
                 " note_date = CASE WHEN date_source = 'file time' THEN %s ELSE note_date END"
                 " WHERE vault = %s AND path = %s",
                 (new_path, size, mtime_ns, file_day(mtime_ns), vault, old_path),
             )
-            conn.execute(
+            rename_note(cur, vault, old_path, new_path)
+            cur.execute(
                 "DELETE FROM failures WHERE vault = %s AND path = ANY(%s)",
                 (vault, [old_path, new_path]),
             )

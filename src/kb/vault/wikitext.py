@@ -24,7 +24,7 @@ def readable(text: str) -> str:
     """`text` with links, comments and block ids as a reader sees them, code untouched."""
     if "[[" not in text and "%%" not in text and "^" not in text:
         return text
-    parts = _code_split(text)
+    parts = code_split(text)
     return "".join(part if code else _prose(part) for part, code in parts)
 
 
@@ -49,7 +49,7 @@ def _link_text(match: re.Match[str]) -> str:
     return " ".join(part for part in (name, heading) if part)
 
 
-def _code_split(text: str) -> list[tuple[str, bool]]:
+def code_split(text: str) -> list[tuple[str, bool]]:
     """`text` cut into runs of prose and of fenced code (True), in order; an unclosed
     fence runs to the end, as Markdown reads it."""
     parts: list[tuple[str, bool]] = []

@@ -7,7 +7,7 @@ wrong; an empty field means "as configured".
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from kb.errors import KbError
@@ -42,6 +42,15 @@ class SearchForm:
     @property
     def filtered(self) -> bool:
         return bool(self.mode or any(self.filters.values()))
+
+
+@dataclass(frozen=True)
+class RelatedForm:
+    vault: str
+    path: str
+    top_k: int
+    unlinked: bool
+    line: int | None
 
 
 def read_form(params: Mapping[str, str]) -> SearchForm:
@@ -96,6 +105,27 @@ def _mode(value: str) -> SearchMode | None:
 
 def _top_k(value: str) -> int | None:
     return _number(value, "top_k", MAX_TOP_K)
+
+
+def related_form(params: Mapping[str, str], vaults: Sequence[str]) -> RelatedForm:
+    """What `/api/related` asks for: a note's vault-relative `path`, its `vault` (the only
+    one when the page serves one), `top_k`, `unlinked` and a `line`."""
+    path = params.get("path", "")
+    if not path:
+        raise FormError("path: the note's path in its vault is needed")
+    vault = params.get("vault", "") or (vaults[0] if len(vaults) == 1 else "")
+    if not vault:
+        raise FormError(f"vault: one of {', '.join(vaults)} is needed")
+    unlinked = params.get("unlinked", "").lower()
+    if unlinked not in ("", "0", "1", "true", "false"):
+        raise FormError("unlinked: true or false")
+    return RelatedForm(
+        vault=vault,
+        path=path,
+        top_k=_number(params.get("top_k", ""), "top_k", MAX_TOP_K) or 10,
+        unlinked=unlinked in ("1", "true"),
+        line=line_number(params, "line"),
+    )
 
 
 def line_number(params: Mapping[str, str], name: str) -> int | None:

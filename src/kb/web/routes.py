@@ -37,11 +37,12 @@ from kb.results import SearchHit
 from kb.search.answer import Answer, Stopped
 from kb.services.filters import FILTERS
 from kb.services.note_reader import Vaults
+from kb.services.relating import RelatedNotes, RelatedService
 from kb.services.searching import SearchRequest, SearchService
 from kb.services.status_report import StatusReport, duration
 from kb.store.candidates import Search
-from kb.web.cards import Card, answer_pieces, cards, note_lines, obsidian_url
-from kb.web.forms import FormError, SearchForm, line_number, read_form
+from kb.web.cards import Card, answer_pieces, cards, note_lines, note_url, obsidian_url
+from kb.web.forms import FormError, SearchForm, line_number, read_form, related_form
 from kb.web.guard import Access, Guard, access
 
 _HERE = files("kb.web")
@@ -68,6 +69,7 @@ class Parts:
     status: Callable[[], StatusReport]  # read anew for each request
     searches: SearchService
     vaults: Vaults
+    related: RelatedService
 
 
 def obsidian_vaults(vaults: Iterable[VaultConfig]) -> dict[str, str]:
@@ -86,6 +88,7 @@ def web_app(
         container.status_reader(),
         container.search_service(),
         Vaults(container.config.vaults),
+        container.related_service(),
     )
     return build_app(parts, access(host, token, allow_hosts))
 
@@ -101,6 +104,7 @@ def build_app(parts: Parts, rules: Access) -> ASGIApp:
         Route("/status/panel", pages.status_panel),
         Route("/api/search", pages.search_json),
         Route("/api/note", pages.note_json),
+        Route("/api/related", pages.related_json),
         Route("/api/ask", pages.ask_events),
         Route("/api/status", pages.status_json),
         Route("/api/vaults", pages.vaults_json),
@@ -121,6 +125,7 @@ class _Pages:
         )
         self.templates.globals["duration"] = duration
         self.templates.globals["filters"] = FILTERS
+        self.templates.globals["note_url"] = note_url
         self.answers = threading.BoundedSemaphore(ANSWERS_AT_ONCE)
 
     # -- pages --------------------------------------------------------------------------------
@@ -164,7 +169,16 @@ class _Pages:
             lines=note_lines(note.text, start, end),
             start=start,
             obsidian_url=obsidian_url(folder, note.path) if folder else None,
+            related=self._related(note.vault, note.path),
         )
+
+    def _related(self, vault: str, path: str) -> RelatedNotes | None:
+        """The note's related notes it does not link to yet, with why; None for a note the
+        index does not hold (yet)."""
+        try:
+            return self.parts.related.related(vault, path, unlinked=True)
+        except KbError:
+            return None
 
     def ask(self, request: Request) -> Response:
         try:
@@ -214,6 +228,19 @@ class _Pages:
         except KbError as exc:
             return _error_json(exc, 404)
         return JSONResponse(asdict(note))
+
+    def related_json(self, request: Request) -> Response:
+        # The fields of `kb related --json`.
+        try:
+            form = related_form(request.query_params, list(self.parts.vaults.by_name))
+            found = self.parts.related.related(
+                form.vault, form.path, line=form.line, top_k=form.top_k, unlinked=form.unlinked
+            )
+        except FormError as exc:
+            return _error_json(exc)
+        except KbError as exc:
+            return _error_json(exc, 404)
+        return JSONResponse(found.as_json())
 
     def status_json(self, request: Request) -> Response:
         # As `kb status --json` prints it: its dates and times as ISO text.

@@ -1,0 +1,34 @@
+"""The word n-grams of a text, keyed as links key a note's names (kb.vault.links.note_keys:
+one Unicode form, case folded), to look up against the index of every note's names: how a
+note mentions another by name without linking to it (Obsidian's "unlinked mentions").
+
+A name is matched as the words it is written with, one space apart, and in the singular or
+the plural of its last word ("Core plugins" is found in "a core plugin").
+"""
+
+from __future__ import annotations
+
+import re
+
+from kb.vault.names import composed
+
+# A word, with its inner hyphens and apostrophes ("pre-release", "Obsidian's").
+_WORD = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*")
+
+# The longest name looked for, in words: longer titles are rarely written out whole.
+MOST_WORDS = 6
+
+
+def ngrams(text: str, *, most: int = MOST_WORDS) -> list[str]:
+    """Every run of one to `most` words of `text`, folded, each with its last word in the
+    other number too, each once."""
+    words = _WORD.findall(composed(text).casefold())
+    seen: dict[str, None] = {}
+    for start in range(len(words)):
+        for end in range(start + 1, min(start + most, len(words)) + 1):
+            run = words[start:end]
+            last = run[-1]
+            other = last[:-1] if last.endswith("s") and len(last) > 3 else last + "s"
+            seen.setdefault(" ".join(run))
+            seen.setdefault(" ".join([*run[:-1], other]))
+    return list(seen)

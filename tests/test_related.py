@@ -1,0 +1,138 @@
+"""Related notes (kb.services.relating): the candidates of every kind on a small linked vault,
+`--unlinked`, a line's chunk, the ranker file's version check and the why-texts."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from conftest import Kb, make_config
+from kb.errors import KbError
+from kb.related import scorer
+from kb.related.mentions import ngrams
+from kb.related.signals import FEATURES, FEATURES_VERSION
+from kb.related.why import days_apart, shared_topic
+from kb.store import Store
+
+NOTES = {
+    "Postgres.md": "# Postgres\n\nThe database kb keeps its index in. See [[pgvector]].\n",
+    "pgvector.md": "# pgvector\n\nVector search inside Postgres: HNSW indexes, cosine distance.\n"
+    "Back to [[Postgres]].\n",
+    "Indexing.md": "# Indexing\n\nHow notes become chunks and vectors. It writes to Postgres\n"
+    "and uses [[HNSW indexes]] through pgvector.\n\n## Later\n\nNothing about databases.\n",
+    "HNSW indexes.md": "---\naliases: [HNSW]\n---\n# HNSW indexes\n\nA graph of vectors that"
+    " pgvector builds for nearest-neighbour search. See [[pgvector]].\n",
+    "Journal/2024-05-01.md": "# 1 May\n\nRead about [[pgvector]] and cosine distance.\n",
+    "Journal/2024-05-02.md": "# 2 May\n\nTried [[pgvector]] HNSW indexes on my notes.\n",
+    "Cooking.md": "# Cooking\n\nA recipe for bread: flour, water, salt, time.\n",
+}
+
+
+@pytest.fixture
+def linked(tmp_path: Path, store: Store) -> Kb:
+    root = tmp_path / "linked"
+    for path, text in NOTES.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    kb = Kb(store, make_config(root, context={"summaries": "structure"}))
+    kb.sync()
+    return kb
+
+
+def paths(found: object) -> list[str]:
+    return [h.path for h in found.related]  # type: ignore[attr-defined]
+
+
+def test_a_note_s_related_notes_come_with_why_and_its_links(linked: Kb) -> None:
+    found = linked.related_service().related("v", "Indexing.md")
+    assert "Cooking.md" not in paths(found)[:3]
+    assert "pgvector.md" in paths(found)
+    assert [r.path for r in found.links.links_to] == ["HNSW indexes.md"]
+    assert found.links.linked_from == []
+    postgres = next(h for h in found.related if h.path == "Postgres.md")
+    # Indexing names Postgres without a link: an unlinked mention.
+    assert any(w.startswith("mentions its title: 'postgres'") for w in postgres.why), postgres
+    assert all(h.why for h in found.related[:3])
+
+
+def test_unlinked_leaves_out_the_notes_it_links_to(linked: Kb) -> None:
+    service = linked.related_service()
+    assert "HNSW indexes.md" in paths(service.related("v", "Indexing.md"))
+    assert "HNSW indexes.md" not in paths(service.related("v", "Indexing.md", unlinked=True))
+
+
+def test_a_backlink_and_top_k(linked: Kb) -> None:
+    found = linked.related_service().related("v", "HNSW indexes.md", top_k=2, unlinked=True)
+    assert len(found.related) == 2
+    assert found.related[0].path == "Indexing.md"  # it links here
+    assert "links here" in found.related[0].why
+
+
+def test_a_line_asks_for_the_chunk_holding_it(linked: Kb) -> None:
+    service = linked.related_service()
+    found = service.related("v", "Indexing.md", line=8)
+    assert found.lines == (6, 8)
+    # The "Later" section names no note: no mention from it.
+    assert all(not w.startswith("mentions its title") for h in found.related for w in h.why)
+    with pytest.raises(KbError, match="past the note's last chunk"):
+        service.related("v", "Indexing.md", line=400)
+
+
+def test_an_unknown_note_is_one_line(linked: Kb) -> None:
+    with pytest.raises(KbError, match="no note 'Nope\\.md'"):
+        linked.related_service().related("v", "Nope.md")
+
+
+def test_the_json_shape(linked: Kb) -> None:
+    data = linked.related_service().related("v", "pgvector.md", explain=True).as_json()
+    assert set(data) >= {"related", "links_to", "linked_from", "unresolved"}
+    hit = data["related"][0]
+    assert set(hit) >= {"vault", "path", "title", "score", "why"}
+    assert {r["path"] for r in data["linked_from"]} >= {"Postgres.md", "HNSW indexes.md"}
+    json.dumps(data)
+
+
+def test_dated_notes_say_how_far_apart(linked: Kb) -> None:
+    found = linked.related_service().related("v", "Journal/2024-05-02.md", explain=True)
+    other = next(h for h in found.related if h.path == "Journal/2024-05-01.md")
+    assert other.lifts["days_near"] > 0
+
+
+def test_ngrams_fold_case_and_number() -> None:
+    grams = ngrams("Read about Core plugin settings")
+    assert "core plugin" in grams and "core plugins" in grams
+    assert "read about core plugin settings" in grams
+
+
+def test_why_texts() -> None:
+    assert days_apart(-1) == "the day before"
+    assert days_apart(1) == "the day after"
+    assert days_apart(0) == "the same day"
+    assert days_apart(-3) == "3 days before"
+    assert shared_topic("We tuned pgvector today", "pgvector and HNSW") == "pgvector"
+    assert shared_topic("the cat", "a dog") is None
+
+
+def test_the_shipped_ranker_file_fits_these_features() -> None:
+    loaded = scorer.load.__wrapped__(scorer.DEFAULT_MODEL)
+    assert loaded.name != "fallback"
+    assert len(loaded.weights) == len(FEATURES)
+
+
+def test_a_ranker_file_of_other_features_falls_back_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = json.loads(scorer.DEFAULT_MODEL.read_text(encoding="utf-8"))
+    data["features_version"] = FEATURES_VERSION + 1
+    path = tmp_path / "ranker.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="kb.related.scorer"):
+        loaded = scorer.load(path)
+        again = scorer.load(path)
+    assert loaded is scorer.FALLBACK and again is loaded
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert "features version" in warnings[0].getMessage()
