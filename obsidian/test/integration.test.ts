@@ -88,18 +88,24 @@ describe.skipIf(!KB_BIN)("the plugin's client against kb serve", () => {
     expect(seen[seen.length - 1]?.get("access-control-allow-origin")).toBe(APP);
   });
 
-  it("shows a note's related notes and links", async (ctx) => {
-    const probe = await get(`${kb.url}/api/related?vault=example&path=Projects/Home%20Server.md`, {
-      Authorization: `Bearer ${kb.token}`,
-    });
-    if (probe.status === 404 && !probe.text.startsWith("{")) ctx.skip(); // a kb without them yet
-    const related = await client.related("example", "Projects/Home Server.md", 5, true);
+  it("shows a note's related notes, unlinked, and who links to it", async () => {
+    const note = "Projects/Billing Anomaly Detection.md";
+    const related = await client.related("example", note, 5, true);
     expect(related.related.length).toBeGreaterThan(0);
     expect(related.related.length).toBeLessThanOrEqual(5);
-    for (const note of related.related) {
-      expect(note.path).not.toBe("Projects/Home Server.md");
-      expect(note.why.length).toBeGreaterThan(0);
+    const linksTo = new Set(related.linksTo.map((n) => n.path));
+    expect(linksTo.has("Alex/Work Log.md")).toBe(true);
+    for (const found of related.related) {
+      expect(found.path).not.toBe(note);
+      expect(linksTo.has(found.path)).toBe(false); // unlinked
+      expect(found.why.length).toBeGreaterThan(0);
     }
+    expect(related.linkedFrom.map((n) => n.path).sort()).toEqual([
+      "Alex/Work Log.md",
+      "Meetings/2024-05-06 Planning.md",
+    ]);
+    const all = await client.related("example", note, 50, false);
+    expect(all.related.some((n) => linksTo.has(n.path))).toBe(true);
   });
 
   it("gets nothing without the token, and says so", async () => {
