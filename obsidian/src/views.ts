@@ -3,6 +3,7 @@
 import { ItemView, type WorkspaceLeaf } from "obsidian";
 import type { KbClient } from "./client";
 import { debounce } from "./debounce";
+import { KbError } from "./errors";
 import {
   type Actions,
   appendAnswerText,
@@ -77,7 +78,9 @@ export class RelatedView extends ItemView {
     this.shown = path;
     try {
       const vault = await this.host.vault();
-      if (vault === null) throw new Error("kb holds no vault of this name: set it in the kb plugin's settings");
+      if (vault === null) {
+        throw new KbError("kb holds no vault of this name: name kb's vault in the kb plugin's settings", "refused");
+      }
       const { relatedCount, hideLinked } = this.host.settings;
       const related = await this.host.client.related(vault, path, relatedCount, hideLinked);
       if (this.host.activePath() !== path) return; // another note meanwhile: its turn comes
@@ -209,7 +212,7 @@ export class AskView extends ItemView {
         } else if (event.kind === "done") {
           renderAnswer(root, event.answer, this.host);
         } else {
-          renderTrouble(root, new Error(event.message));
+          renderTrouble(root, new KbError(event.message, "refused"));
         }
       }
     } catch (error) {

@@ -5,8 +5,8 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { App, TFile, WorkspaceLeaf, calls } from "./obsidian-stub";
 import { KbClient } from "../src/client";
 import KbPlugin from "../src/main";
-import { RelatedView, RELATED_VIEW } from "../src/views";
-import { RELATED } from "./fixtures";
+import { AskView, RelatedView, RELATED_VIEW, SearchView } from "../src/views";
+import { DONE, RELATED, SEARCH } from "./fixtures";
 
 beforeEach(() => {
   calls.length = 0;
@@ -66,5 +66,55 @@ describe("the plugin", () => {
     // The same note again, unsaved: not asked again.
     await view.show(false);
     expect(asked).toHaveLength(2);
+  });
+});
+
+describe("the search and ask views", () => {
+  function host(asked: string[]) {
+    const app = new App();
+    const plugin = new KbPlugin(app as never, {} as never);
+    const events = ['event: text\ndata: "You climbed "\n\n', ": still writing\n\n", `event: done\ndata: ${JSON.stringify(DONE)}\n\n`];
+    plugin.client = new KbClient(
+      () => plugin.settings,
+      async (url) => {
+        asked.push(url);
+        const path = new URL(url).pathname;
+        const body = path === "/api/vaults" ? { vaults: [{ name: "example", folder: "vault" }] } : SEARCH;
+        return { status: 200, text: JSON.stringify(body) };
+      },
+      async (url) => {
+        asked.push(url);
+        return new Response(new Blob(events).stream(), { status: 200 });
+      },
+    );
+    return plugin;
+  }
+
+  function submit(view: { contentEl: HTMLElement }, text: string, path = "") {
+    (view.contentEl.querySelector(".kb-query") as HTMLInputElement).value = text;
+    (view.contentEl.querySelector('input[name="path"]') as HTMLInputElement).value = path;
+    view.contentEl.querySelector("form")?.dispatchEvent(new Event("submit"));
+  }
+
+  it("search sends the filters and lists this vault's hits", async () => {
+    const asked: string[] = [];
+    const view = new SearchView(new WorkspaceLeaf() as never, host(asked));
+    await view.onOpen();
+    submit(view, "mountain", "Alex/");
+    await new Promise((r) => setTimeout(r, 20));
+    const search = new URL(asked[0] ?? "");
+    expect(Object.fromEntries(search.searchParams)).toEqual({ q: "mountain", path: "Alex/", mode: "hybrid" });
+    expect(view.contentEl.querySelector(".kb-path")?.textContent).toBe("Alex/Journal/2024-04-12.md:15-23");
+  });
+
+  it("ask streams the answer in, then links its citations", async () => {
+    const asked: string[] = [];
+    const view = new AskView(new WorkspaceLeaf() as never, host(asked));
+    await view.onOpen();
+    submit(view, "when did I climb a mountain");
+    await new Promise((r) => setTimeout(r, 50));
+    expect(new URL(asked[0] ?? "").pathname).toBe("/api/ask");
+    expect(view.contentEl.querySelector(".kb-answer-text")?.textContent).toBe(DONE.text.replace("[1, 2]", "[1][2]"));
+    expect(view.contentEl.querySelectorAll(".kb-citation")).toHaveLength(2);
   });
 });
