@@ -1,7 +1,8 @@
 """The Obsidian pane's wait: how long `kb serve` takes to answer `/api/related` for a note
 (its related notes, unlinked, and its links both ways: all the pane asks when the active
 note changes), over a synthetic vault of --notes notes (bench/vaultgen.py) indexed with the
-offline provider. Target: 150 ms at 10,000 notes.
+offline provider at the structure level (no LLM context: the related notes come from names,
+links and vectors). Target: 150 ms at 10,000 notes.
 
     .venv/bin/python bench/pane.py --notes 10000 [--data-dir DIR] [--samples 100]
 
@@ -53,6 +54,8 @@ def prepared(folder: Path, notes: int, seed: int) -> Path:
         config.write_text(
             f'owner_name = "Alex Doe"\ndata_dir = "{folder / f"data-{notes}-{seed}"}"\n\n'
             f'[[vaults]]\nname = "bench"\npath = "{vault}"\npersonal = ["Journal/**"]\n\n'
+            # No LLM context: the pane's candidates come from names, links and vectors.
+            '[context]\nsummaries = "structure"\n\n'
             '[llm]\nprovider = "fake"\nchat_model = "offline-digest"\nembed_model = "hash-256"\n'
         )
     started = time.monotonic()
