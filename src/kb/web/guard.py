@@ -98,7 +98,6 @@ def refusal(
     method: str, path: str, headers: Headers, scheme: str, rules: Access
 ) -> tuple[int, str] | None:
     """Why a request is refused (status and one line), or None to let it through."""
-    app = from_obsidian(path, headers)
     if method not in ("GET", "HEAD"):
         return 405, "kb's web page only reads: use GET"
     host = headers.get("host", "")
@@ -108,6 +107,7 @@ def refusal(
     if rules.hosts is not None and name not in rules.hosts:
         return 403, f"this server does not answer to the name {name!r}"
     origin = headers.get("origin")
+    app = from_obsidian(path, headers)
     if origin is not None and origin != f"{scheme}://{host}" and not app:
         return 403, "requests from another site's page are refused"
     navigation = headers.get("sec-fetch-mode") == "navigate"
