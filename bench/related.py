@@ -322,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fresh", action="store_true", help="copy and index again")
     parser.add_argument("--save", type=Path, help="write the fitted ranker file here")
     parser.add_argument("--no-search", action="store_true", help="skip the search baseline")
+    parser.add_argument("--rows", type=Path, help="write every candidate's row and label here")
     args = parser.parse_args(argv)
 
     # A run stopped with SIGTERM stops the server it started too.
@@ -345,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"indexed in {time.perf_counter() - started:.0f} s", flush=True)
         candidates = candidate_rows(parts, sources)
         x, y, groups, keys = design(candidates, rows, sources)
+        if args.rows:
+            kept = {"features": list(FEATURES), "keys": keys, "x": x.tolist(), "y": y.tolist()}
+            args.rows.write_text(json.dumps(kept), encoding="utf-8")
         found = {(s, p) for s, p in keys}
         reachable = sum((r.source, r.target) in found for r in rows)
         seconds = sorted(c["seconds"] for c in candidates.values())

@@ -9,6 +9,7 @@ the plural of its last word ("Core plugins" is found in "a core plugin").
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from kb.vault.names import composed
 
@@ -19,16 +20,29 @@ _WORD = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*")
 MOST_WORDS = 6
 
 
-def ngrams(text: str, *, most: int = MOST_WORDS) -> list[str]:
+@dataclass(frozen=True)
+class Grams:
+    """A text's n-grams: how often each occurs, and where first, as a share of its words."""
+
+    counts: dict[str, int]
+    first: dict[str, float]
+
+    def count(self, name: str) -> int:
+        return self.counts.get(name, 0)
+
+
+def ngrams(text: str, *, most: int = MOST_WORDS) -> Grams:
     """Every run of one to `most` words of `text`, folded, each with its last word in the
-    other number too, each once."""
+    other number too (counted as the same name)."""
     words = _WORD.findall(composed(text).casefold())
-    seen: dict[str, None] = {}
+    counts: dict[str, int] = {}
+    first: dict[str, float] = {}
     for start in range(len(words)):
         for end in range(start + 1, min(start + most, len(words)) + 1):
             run = words[start:end]
             last = run[-1]
             other = last[:-1] if last.endswith("s") and len(last) > 3 else last + "s"
-            seen.setdefault(" ".join(run))
-            seen.setdefault(" ".join([*run[:-1], other]))
-    return list(seen)
+            for gram in (" ".join(run), " ".join([*run[:-1], other])):
+                counts[gram] = counts.get(gram, 0) + 1
+                first.setdefault(gram, start / len(words))
+    return Grams(counts, first)

@@ -58,8 +58,9 @@ FALLBACK = _fixed(
     adamic_adar=1.5,
     shared_targets=1.0,
     shared_sources=1.0,
-    similarity=3.0,
-    vector_rank=1.0,
+    similarity=2.0,
+    mean_similarity=1.0,
+    similarity_rank=1.0,
     shared_tags=0.5,
     days_near=0.5,
 )

@@ -15,22 +15,31 @@ from dataclasses import dataclass
 from kb.related.evidence import Evidence
 from kb.store.nearby import RelatedNote
 
-FEATURES_VERSION = 1
+FEATURES_VERSION = 3
 
 FEATURES: tuple[str, ...] = (
     "links_here",  # it links to the source
     "mentioned",  # the source's text names it
     "mention_words",  # words in that name, up to 4, over 4
+    "mention_count",  # how often, up to 4, over 4
+    "mention_early",  # 1 less where the text first names it, as a share of the text
+    "mention_share",  # 1 / how many candidates the text names
+    "mention_rarity",  # how rare the name's rarest word is in the vault
+    "mention_by_links",  # the name is said on a line that holds a link
     "mentions_source",  # its text names the source
     "adamic_adar",  # over the best candidate's
     "graph_rank",  # 1 / its place by Adamic-Adar
     "shared_targets",  # share of the source's links it links to as well
     "shared_sources",  # share of the notes linking to the source that link to it too
     "through",  # a note the source links to links to it
-    "similarity",  # its nearest chunk's cosine similarity to a source chunk
+    "near",  # one of its chunks is among the nearest of a source chunk's
+    "vector_hits",  # share of the source's chunks it has a chunk among the nearest of
+    "similarity",  # its best chunk's cosine similarity to a source chunk
     "similarity_gap",  # that less the best candidate's
-    "vector_rank",  # 1 / its place by similarity
-    "vector_hits",  # share of the source's chunks it has a chunk near
+    "similarity_rank",  # 1 / its place by it
+    "mean_similarity",  # of the two notes' mean vectors
+    "mean_gap",  # that less the best candidate's
+    "mean_rank",  # 1 / its place by it
     "shared_tags",  # Jaccard of their tags
     "same_folder",
     "same_writer",
@@ -66,10 +75,12 @@ def _places(values: Sequence[float]) -> list[float]:
 def rows(source: Source, candidates: Sequence[Evidence]) -> list[list[float]]:
     """One row of FEATURES for each candidate, in their order."""
     aa = [c.neighbour.adamic_adar if c.neighbour else 0.0 for c in candidates]
-    sims = [c.near.similarity if c.near else 0.0 for c in candidates]
-    best_aa = max(aa, default=0.0) or 1.0
-    best_sim = max(sims, default=0.0)
-    graph_places, vector_places = _places(aa), _places(sims)
+    best = [c.similarity.best if c.similarity else 0.0 for c in candidates]
+    mean = [c.similarity.mean if c.similarity else 0.0 for c in candidates]
+    top_aa = max(aa, default=0.0) or 1.0
+    top_best, top_mean = max(best, default=0.0), max(mean, default=0.0)
+    graph_places, best_places, mean_places = _places(aa), _places(best), _places(mean)
+    named = sum(c.mention is not None for c in candidates)
     tags = {t.casefold() for t in source.note.tags}
     out: list[list[float]] = []
     for i, c in enumerate(candidates):
@@ -85,16 +96,25 @@ def rows(source: Source, candidates: Sequence[Evidence]) -> list[list[float]]:
                 float(bool(n and n.links_here)),
                 float(c.mention is not None),
                 min(len(c.mention.split()), 4) / 4 if c.mention else 0.0,
+                min(c.mention_count, 4) / 4,
+                1 - c.mention_at,
+                1 / named if c.mention else 0.0,
+                c.mention_rarity,
+                float(c.mention_by_links),
                 float(c.mentions_source),
-                aa[i] / best_aa,
+                aa[i] / top_aa,
                 graph_places[i],
                 n.shared_targets / source.out_links if n and source.out_links else 0.0,
                 n.shared_sources / source.in_links if n and source.in_links else 0.0,
                 float(bool(n and n.through)),
-                sims[i],
-                sims[i] - best_sim if c.near else -1.0,
-                vector_places[i],
+                float(c.near is not None),
                 c.near.hits / source.chunks if c.near and source.chunks else 0.0,
+                best[i],
+                best[i] - top_best if c.similarity else -1.0,
+                best_places[i],
+                mean[i],
+                mean[i] - top_mean if c.similarity else -1.0,
+                mean_places[i],
                 len(tags & theirs) / len(tags | theirs) if tags and theirs else 0.0,
                 float(_folder(note.path) == _folder(source.note.path)),
                 float(_same_writer(source.note, note)),

@@ -23,7 +23,7 @@ from kb.related.evidence import Evidence, joined
 from kb.related.mentions import ngrams
 from kb.related.scorer import Weights
 from kb.services.note_links import NoteLinks
-from kb.store.links import Links, StoredNote
+from kb.store.links import LinkRow, Links, StoredNote
 from kb.store.nearby import Related, RelatedNote, SourceChunk
 from kb.store.vectors import Vectors
 
@@ -90,8 +90,19 @@ class Candidates:
     source: signals.Source
     lines: tuple[int, int] | None  # the chunk asked for; None: the whole note
     texts: dict[int, str]  # the source's chunks searched from, by id
+    out_links: list[LinkRow]  # the source's links
     evidence: list[Evidence]
     rows: list[list[float]]
+
+
+def lines_with_links(chunks: Sequence[SourceChunk], lines: set[int]) -> str:
+    """The lines of `chunks` among `lines` (by their number in the file), one text."""
+    return "\n".join(
+        text
+        for chunk in chunks
+        for number, text in enumerate(chunk.content.split("\n"), chunk.start_line)
+        if number in lines
+    )
 
 
 def title_of(note: RelatedNote) -> str:
@@ -141,9 +152,10 @@ class RelatedService:
         chunks = self.repo.chunks(note.id)
         picked = [chunk_at(chunks, line)] if line is not None else chunks
         vaults = self.own_vaults
-        mentions = self.repo.mentioned(
-            note.id, ngrams("\n".join(c.content for c in picked)), vaults
-        )
+        grams = ngrams("\n".join(c.content for c in picked))
+        mentions = self.repo.mentioned(note.id, list(grams.counts), vaults)
+        out_links = self.links.out_links(note.id)
+        link_lines = ngrams(lines_with_links(picked, {r.line for r in out_links}))
         neighbours = self.repo.neighbours(note.id, most=GRAPH_DEPTH, vaults=vaults)
         searched = picked[:MOST_CHUNKS]
         space = self.vectors.space()
@@ -165,12 +177,23 @@ class RelatedService:
             ids -= linked
         ids.discard(note.id)
         notes = self.repo.notes(sorted(ids))
+        similarities = (
+            self.repo.similarities(
+                [c.id for c in searched], sorted(notes), model=space[0], dimensions=space[1]
+            )
+            if space
+            else {}
+        )
         found = joined(
             notes,
             mentions=mentions,
+            grams=grams,
+            link_lines=link_lines,
+            rarity=self.repo.rarity(sorted(set(mentions.values()))),
             mentioning=self.repo.mentioning(sorted(notes), note.names),
             neighbours=neighbours,
             near=near,
+            similarities=similarities,
         )
         source = signals.Source(
             note,
@@ -182,6 +205,7 @@ class RelatedService:
             source=source,
             lines=(picked[0].start_line, picked[0].end_line) if line is not None else None,
             texts={c.id: c.content for c in searched},
+            out_links=out_links,
             evidence=found,
             rows=signals.rows(source, found),
         )
@@ -234,7 +258,7 @@ class RelatedService:
             related=hits,
             links=NoteLinks(
                 StoredNote(note.id, note.vault, note.path, tuple(note.names)),
-                links_to=self.links.out_links(note.id),
+                links_to=found.out_links,
                 linked_from=self.links.backlinks(note.id),
                 unresolved=self.links.unresolved(note.id),
             ),

@@ -54,6 +54,15 @@ class Near:
 
 
 @dataclass(frozen=True)
+class Similarity:
+    """A note's chunks against the source's: the best pair, and the notes' mean vectors."""
+
+    document_id: int
+    best: float
+    mean: float
+
+
+@dataclass(frozen=True)
 class Neighbour:
     """A note near the source in the link graph (links read in both directions)."""
 
@@ -82,9 +91,10 @@ _NOTE = """
 
 _MENTIONED = """
     SELECT d.id, n.key AS name
-      FROM note_names n JOIN documents d ON d.id = n.document_id
-     WHERE n.key = ANY(%(grams)s::text[])
-       AND d.vault = ANY(%(vaults)s::text[]) AND d.id <> %(source)s
+      FROM unnest(%(grams)s::text[]) AS g (key)
+      JOIN note_names n ON n.key = g.key
+      JOIN documents d ON d.id = n.document_id
+     WHERE d.vault = ANY(%(vaults)s::text[]) AND d.id <> %(source)s
 """
 
 
@@ -106,6 +116,39 @@ _NEAREST = """
      WHERE s.id = ANY(%(chunks)s::bigint[]) AND s.embed_model = {model}
        AND c.document_id <> %(source)s AND d.vault = ANY(%(vaults)s::text[])
      GROUP BY c.document_id
+"""
+
+
+# Some notes' chunks against the source chunks, every pair: the candidates' chunks only.
+_SIMILARITIES = """
+WITH s AS (
+    SELECT embedding::vector({dim}) AS e FROM chunks
+     WHERE id = ANY(%(chunks)s::bigint[]) AND embed_model = {model}
+), centre AS (
+    SELECT avg(e) AS e FROM s
+), theirs AS (
+    SELECT document_id, embedding::vector({dim}) AS e FROM chunks
+     WHERE document_id = ANY(%(ids)s::bigint[]) AND embed_model = {model}
+)
+SELECT t.document_id,
+       max(1 - (SELECT min(t.e <=> s.e) FROM s))::float8 AS best,
+       (1 - (avg(t.e) <=> (SELECT e FROM centre)))::float8 AS mean
+  FROM theirs t
+ GROUP BY t.document_id
+"""
+
+
+# How rare each name's rarest word is in the vault's chunks: its inverse document frequency
+# from the statistics the text index keeps (migration 010), over the most it can be.
+_RARITY = """
+SELECT n.name, coalesce(max(ln(c.chunks::float8 / greatest(l.chunks, 1)))
+                        / nullif(ln(greatest(c.chunks, 2)::float8), 0), 1.0) AS rarity
+  FROM unnest(%(names)s::text[]) AS n (name)
+  CROSS JOIN text_corpus c
+  LEFT JOIN LATERAL unnest(tsvector_to_array(to_tsvector('english', n.name))) AS w (lexeme)
+       ON TRUE
+  LEFT JOIN text_lexemes l ON l.lexeme = w.lexeme COLLATE "C"
+ GROUP BY n.name, c.chunks
 """
 
 
@@ -244,6 +287,28 @@ class Related:
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             rows = conn.execute(query, params, prepare=False).fetchall()
         return [Near(**r) for r in rows]
+
+    def similarities(
+        self, chunks: Sequence[int], ids: Sequence[int], *, model: str, dimensions: int
+    ) -> dict[int, Similarity]:
+        """Each of the notes `ids` against the source `chunks`, by their vectors."""
+        if not chunks or not ids:
+            return {}
+        query = sql.SQL(_SIMILARITIES).format(dim=sql.Literal(dimensions), model=sql.Literal(model))
+        with self.pool.connection() as conn:
+            rows = conn.execute(
+                query, {"chunks": list(chunks), "ids": list(ids)}, prepare=False
+            ).fetchall()
+        return {r["document_id"]: Similarity(**r) for r in rows if r["mean"] is not None}
+
+    def rarity(self, names: Sequence[str]) -> dict[str, float]:
+        """How rare each name's rarest word is among the vault's chunks, from 0 (in every
+        chunk) to 1 (in one)."""
+        if not names:
+            return {}
+        with self.pool.connection() as conn:
+            rows = conn.execute(_RARITY, {"names": list(names)}).fetchall()
+        return {r["name"]: min(1.0, max(0.0, r["rarity"])) for r in rows}
 
     def neighbours(self, source: int, *, most: int, vaults: Sequence[str]) -> list[Neighbour]:
         """The source's linked notes both ways, and the `most` notes two links away with the
