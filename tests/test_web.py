@@ -252,6 +252,7 @@ def test_the_obsidian_app_reads_the_json_api_with_the_token(kb: Kb) -> None:
     assert preflight.status_code == 204 and preflight.text == ""
     assert preflight.headers["access-control-allow-methods"] == "GET"
     assert preflight.headers["access-control-allow-headers"] == "authorization"
+    assert preflight.headers["access-control-allow-private-network"] == "true"
     assert web.options("/api/ask", headers={**ask, "host": "attacker.example"}).status_code == 403
     # The app's origin opens the JSON API only: no page, nothing written.
     assert web.get("/", params={"q": "mountain"}, headers=bearer).status_code == 403

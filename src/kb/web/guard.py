@@ -52,6 +52,8 @@ _CORS = {
     # The token travels as a bearer header: the app's fetch sends no cookie of this server.
     "access-control-allow-headers": "authorization",
     "access-control-max-age": "600",
+    # Chromium's Private Network Access asks before an app's page calls this machine.
+    "access-control-allow-private-network": "true",
     "vary": "origin",
 }
 
