@@ -650,10 +650,10 @@ def _coverage(dataset: Dataset, asked: Sequence[Asked]) -> dict[str, Any]:
     }
 
 
-def export(booster: lgb.Booster, record: Mapping[str, Any]) -> dict[str, Any]:
-    """The trees in kb's ranker file format (kb.search.ranker): each tree's split nodes as
-    [feature, threshold, left, right, mean output] (a child below zero is the leaf ~child)
-    and its leaf values."""
+def lightgbm_trees(booster: lgb.Booster) -> list[list[Any]]:
+    """A LightGBM model's trees in kb's ranker file format (kb.search.ranker): each tree's
+    split nodes as [feature, threshold, left, right, mean output] (a child below zero is the
+    leaf ~child) and its leaf values."""
     trees = []
     for info in booster.dump_model()["tree_info"]:
         nodes: list[list[float]] = []
@@ -675,12 +675,17 @@ def export(booster: lgb.Booster, record: Mapping[str, Any]) -> dict[str, Any]:
 
         add(info["tree_structure"])
         trees.append([nodes, leaves])
+    return trees
+
+
+def export(booster: lgb.Booster, record: Mapping[str, Any]) -> dict[str, Any]:
+    """The trees as kb's search ranker file."""
     return {
         "format": kb_ranker.FORMAT,
         "name": f"lightgbm-{record['level']}-{record['embed_model']}",
         "features": list(FEATURES),
         "record": record,
-        "trees": trees,
+        "trees": lightgbm_trees(booster),
     }
 
 

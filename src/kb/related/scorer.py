@@ -1,8 +1,10 @@
-"""The related-notes ranker: a logistic regression over kb.related.signals' rows, fitted
-by bench/related.py on a vault's own links (a link held out of a copy of the vault; did
-its target come back?) and shipped as a small versioned JSON file beside this module, with
-the record of what it was fitted on and what it measured. Scored in plain Python: a dot
-product a candidate.
+"""The related-notes ranker: a hundred shallow trees over kb.related.signals' rows
+(LightGBM's ranking objective, fitted by bench/related.py on a vault's own links: a link
+held out of a copy of the vault; did its target come back?), shipped as a small versioned
+JSON file beside this module with the record of what it was fitted on and what it
+measured. The trees are those of the search ranker's file format and are scored by it
+(kb.search.ranker: compiled once into plain Python); a file may hold a linear score
+instead (`weights` and `intercept`), as the fixed fallback is.
 
 A file fitted on other features than this kb computes (its `features_version` or its list
 of names differ) is not applied: one warning line, then FALLBACK, a fixed order that puts
@@ -17,15 +19,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from kb.errors import KbError
 from kb.related.signals import FEATURES, FEATURES_VERSION
+from kb.search import ranker as search_ranker
 
 log = logging.getLogger(__name__)
 
 # The file format this module reads; bench/related.py writes it.
 FORMAT = 1
 DEFAULT_MODEL = Path(__file__).with_name("ranker.json")
+
+
+class Scorer(Protocol):
+    """What orders candidates: a score a row, and what each feature added to it."""
+
+    @property
+    def name(self) -> str: ...
+
+    def score(self, row: Sequence[float]) -> float: ...
+
+    def lifts(self, row: Sequence[float]) -> dict[str, float]: ...
 
 
 @dataclass(frozen=True)
@@ -66,8 +81,8 @@ FALLBACK = _fixed(
 )
 
 
-def parse(data: Mapping[str, Any]) -> Weights:
-    """The weights of a ranker file's contents; ValueError when they are not for this kb."""
+def parse(data: Mapping[str, Any]) -> Scorer:
+    """The ranker of a file's contents; ValueError when it is not one for this kb."""
     if data.get("format") != FORMAT:
         raise ValueError(f"format {data.get('format')!r}, this kb reads {FORMAT}")
     if data.get("features_version") != FEATURES_VERSION or tuple(data["features"]) != FEATURES:
@@ -75,6 +90,11 @@ def parse(data: Mapping[str, Any]) -> Weights:
             f"fitted on features version {data.get('features_version')!r},"
             f" this kb computes version {FEATURES_VERSION}"
         )
+    if "trees" in data:
+        try:
+            return search_ranker.parse(data, FEATURES)
+        except KbError as exc:
+            raise ValueError(str(exc)) from None
     weights = tuple(float(w) for w in data["weights"])
     if len(weights) != len(FEATURES):
         raise ValueError(f"{len(weights)} weights for {len(FEATURES)} features")
@@ -82,7 +102,7 @@ def parse(data: Mapping[str, Any]) -> Weights:
 
 
 @cache
-def load(path: Path = DEFAULT_MODEL) -> Weights:
+def load(path: Path = DEFAULT_MODEL) -> Scorer:
     """The ranker in `path`, read once a process; FALLBACK, with one warning, when it cannot
     be read or was fitted on other features."""
     try:

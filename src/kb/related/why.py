@@ -41,6 +41,9 @@ _REASON = {
     "days_near": "time",
 }
 
+# Reasons said whenever they hold, room permitting.
+_FACTS = ("backlink", "mention", "mentioned")
+
 _WORD = re.compile(r"[^\W\d_][\w-]{3,}")
 # Words too common to say what two passages are about.
 _COMMON = frozenset(
@@ -67,11 +70,15 @@ def reasons(
     for name, lift in lifts.items():
         if (reason := _REASON.get(name)) is not None:
             by_reason[reason] = by_reason.get(reason, 0.0) + lift
+    lifted = [r for r, lift in sorted(by_reason.items(), key=lambda item: -item[1]) if lift > 0]
     said: list[str] = []
-    for reason, lift in sorted(by_reason.items(), key=lambda item: -item[1]):
-        if lift <= 0 or len(said) == most:
+    # A link back first, whatever the ranker made of it: the fact a person looks for first;
+    # then what lifted the score most, then a mention either way if the ranker leant on
+    # other signals.
+    for reason in ["backlink", *lifted, *_FACTS]:
+        if len(said) == most:
             break
-        if text := _say(reason, source, evidence, source_text, owner):
+        if (text := _say(reason, source, evidence, source_text, owner)) and text not in said:
             said.append(text)
     return said
 

@@ -21,7 +21,7 @@ from kb.errors import KbError
 from kb.related import signals, why
 from kb.related.evidence import Evidence, joined
 from kb.related.mentions import ngrams
-from kb.related.scorer import Weights
+from kb.related.scorer import Scorer
 from kb.services.note_links import NoteLinks
 from kb.store.links import LinkRow, Links, StoredNote
 from kb.store.nearby import Related, RelatedNote, SourceChunk
@@ -130,7 +130,7 @@ class RelatedService:
         links: Links,
         vectors: Vectors,
         own_vaults: Sequence[str],
-        ranker: Callable[[], Weights],
+        ranker: Callable[[], Scorer],
         owner_name: str | None = None,
     ) -> None:
         self.repo = related
