@@ -78,7 +78,8 @@ export function renderRelated(
     const item = el(list, "li", "kb-item");
     const head = el(item, "div", "kb-item-head");
     noteLink(head, actions, note.path, note.title);
-    el(head, "span", "kb-score", note.score.toFixed(2)).title = "score";
+    // The ranker's score: it orders this note's candidates, on no scale beyond them.
+    el(head, "span", "kb-score", note.score.toFixed(2)).title = "kb's score, compared among this note's related notes";
     el(item, "div", "kb-path", note.path);
     if (note.why.length > 0) el(item, "div", "kb-why", note.why.join(" · "));
   }
