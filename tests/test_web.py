@@ -220,6 +220,77 @@ def test_another_sites_requests_get_nothing(web: TestClient, headers: dict[str, 
         assert "Takao" not in answer.text
 
 
+OBSIDIAN = {"origin": "app://obsidian.md", "sec-fetch-site": "cross-site", "sec-fetch-mode": "cors"}
+
+
+def test_the_obsidian_app_reads_the_json_api_with_the_token(kb: Kb) -> None:
+    kb.sync()
+    app = web_app(kb, host="127.0.0.1", token="s3cret")
+    web = TestClient(app, base_url="http://127.0.0.1:8766")
+    bearer = {**OBSIDIAN, "authorization": "Bearer s3cret"}
+    found = web.get("/api/search", params={"q": "mountain"}, headers=bearer)
+    assert found.status_code == 200 and "Climbed" in found.text
+    assert found.headers["access-control-allow-origin"] == "app://obsidian.md"
+    assert found.headers["content-security-policy"].startswith("default-src 'none'")
+    with web.stream("GET", "/api/ask", params={"q": "mountain"}, headers=bearer) as answer:
+        assert answer.status_code == 200
+        assert answer.headers["access-control-allow-origin"] == "app://obsidian.md"
+        done = answer.read().decode().split("event: done\ndata: ")[1]
+    # The answer's text and sources, for a client that renders them itself.
+    answered = json.loads(done)
+    assert answered["sources"] and set(answered["sources"][0]) == {
+        "vault",
+        "path",
+        "header_path",
+        "start_line",
+        "end_line",
+    }
+    assert isinstance(answered["text"], str)
+    # No token, no answer; the app may read that it was refused.
+    refused = web.get("/api/search", params={"q": "mountain"}, headers=OBSIDIAN)
+    assert refused.status_code == 401 and "Climbed" not in refused.text
+    assert refused.headers["access-control-allow-origin"] == "app://obsidian.md"
+    # Its fetch asks before sending the bearer header: allowed, GET only, nothing read.
+    ask = {**OBSIDIAN, "access-control-request-method": "GET"}
+    preflight = web.options("/api/ask?q=x", headers=ask)
+    assert preflight.status_code == 204 and preflight.text == ""
+    assert preflight.headers["access-control-allow-methods"] == "GET"
+    assert preflight.headers["access-control-allow-headers"] == "authorization"
+    assert preflight.headers["access-control-allow-private-network"] == "true"
+    assert web.options("/api/ask", headers={**ask, "host": "attacker.example"}).status_code == 403
+    # The app's origin opens the JSON API only: no page, nothing written.
+    assert web.get("/", params={"q": "mountain"}, headers=bearer).status_code == 403
+    assert web.options("/", headers=ask).status_code == 405
+    assert web.post("/api/search?q=x", headers=bearer).status_code == 405
+
+
+def test_other_origins_get_no_cors_and_nothing(kb: Kb) -> None:
+    kb.sync()
+    web = TestClient(
+        web_app(kb, host="127.0.0.1", token="s3cret"), base_url="http://127.0.0.1:8766"
+    )
+    for origin in ("https://evil.example", "app://obsidian.md.evil.example", "app://evil"):
+        headers = {"origin": origin, "authorization": "Bearer s3cret"}
+        answer = web.get("/api/search", params={"q": "mountain"}, headers=headers)
+        assert answer.status_code == 403 and "Climbed" not in answer.text
+        assert "access-control-allow-origin" not in answer.headers
+        preflight = web.options("/api/search", headers={"origin": origin})
+        assert preflight.status_code == 405
+        assert "access-control-allow-origin" not in preflight.headers
+    # The page's own calls carry no CORS header either.
+    same = web.get("/api/status", headers={"authorization": "Bearer s3cret"})
+    assert same.status_code == 200 and "access-control-allow-origin" not in same.headers
+
+
+def test_the_vaults_are_listed_with_their_folder_names(kb: Kb, web: TestClient) -> None:
+    (kb.config.vaults[0].path / ".obsidian").mkdir(exist_ok=True)
+    folder = kb.config.vaults[0].path.name
+    app = TestClient(web_app(kb, host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
+    assert app.get("/api/vaults").json() == {
+        "vaults": [{"name": "v", "folder": folder, "obsidian": True}]
+    }
+
+
 @pytest.mark.parametrize(
     "host",
     ["localhost:1, evil.com", "127.0.0.1:8766,evil.com", "localhost evil.com", "localhost:x"],

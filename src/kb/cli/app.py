@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from kb.cli import background, index, init, query, related, serve, status
+from kb.cli import background, index, init, plugin, query, related, serve, status
 from kb.cli.shared import Options
 
 app = typer.Typer(
@@ -48,3 +48,4 @@ app.command(name="worker")(background.worker_command)
 app.command(name="init")(init.init_command)
 app.command(name="verify")(index.verify_command)
 app.command(name="forget")(index.forget_command)
+app.add_typer(plugin.app, name="obsidian")

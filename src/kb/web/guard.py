@@ -7,7 +7,9 @@ A browser is an awkward client to trust: any page it has open may send requests 
 - the Host header must be a name this server answers to (loopback names, the address it
   listens on, or names given with --allow-host): a rebinding name gets nothing;
 - a request another site's page makes (its Origin, or Sec-Fetch-Site: cross-site) gets
-  nothing either, except a plain navigation to the front page;
+  nothing either, except a plain navigation to the front page, and the JSON API's answers to
+  the Obsidian app (`app://obsidian.md`, an origin no web page can take), whose plugin
+  streams answers with `fetch`: CORS lets it read them, the token still required;
 - with a token (KB_SERVE_TOKEN), every request carries it: as a bearer header, or as the
   cookie a first visit with `?token=` sets (HttpOnly, SameSite=Strict).
 """
@@ -36,6 +38,25 @@ _HEADERS = {
     "x-frame-options": "DENY",
     "cache-control": "no-store",
 }
+# The one other origin whose calls are answered: the Obsidian app's (kb's plugin), on the
+# JSON API only. A browser sets Origin itself, so no web page can claim it.
+OBSIDIAN = "app://obsidian.md"
+API = "/api/"
+_CORS = {
+    "access-control-allow-origin": OBSIDIAN,
+    "access-control-allow-methods": "GET",
+    # The token travels as a bearer header: the app's fetch sends no cookie of this server.
+    "access-control-allow-headers": "authorization",
+    "access-control-max-age": "600",
+    # Chromium's Private Network Access asks before an app's page calls this machine.
+    "access-control-allow-private-network": "true",
+    "vary": "origin",
+}
+
+
+def from_obsidian(path: str, headers: Headers) -> bool:
+    """A call of the JSON API from the Obsidian app, which the API answers with CORS."""
+    return headers.get("origin") == OBSIDIAN and path.startswith(API)
 
 
 def refusal(
@@ -48,12 +69,18 @@ def refusal(
     if refused := host_refusal(host, rules):
         return refused
     origin = headers.get("origin")
-    if origin is not None and origin != f"{scheme}://{host}":
+    app = from_obsidian(path, headers)
+    if origin is not None and origin != f"{scheme}://{host}" and not app:
         return 403, "requests from another site's page are refused"
     navigation = headers.get("sec-fetch-mode") == "navigate"
-    if headers.get("sec-fetch-site") == "cross-site" and not (navigation and path == "/"):
+    cross_site = headers.get("sec-fetch-site") == "cross-site"
+    if cross_site and not app and not (navigation and path == "/"):
         return 403, "requests from another site's page are refused"
     return None
+
+
+def _refused(why: tuple[int, str]) -> Response:
+    return PlainTextResponse(why[1] + "\n", status_code=why[0])
 
 
 def carries_token(headers: Headers, token: str) -> bool:
@@ -83,16 +110,26 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        # The app reads every answer of the API, a refusal too: a 401 is then "the token",
+        # not a network error.
+        extra = {**_HEADERS, **_CORS} if from_obsidian(scope["path"], headers) else _HEADERS
+        if scope["method"] == "OPTIONS" and extra is not _HEADERS:
+            # The app's fetch asks first whether it may send its bearer header: a preflight
+            # carries no token and reads nothing, its Host checked as the GET's will be.
+            why = refusal("GET", scope["path"], headers, scope["scheme"], self.rules)
+            answer = Response(status_code=204) if why is None else _refused(why)
+            await self._secured(answer, extra)(scope, receive, send)
+            return
         response = self._stopped(scope, headers)
         if response is not None:
-            await self._secured(response)(scope, receive, send)
+            await self._secured(response, extra)(scope, receive, send)
             return
-        await self.app(scope, receive, self._secured_send(send))
+        await self.app(scope, receive, self._secured_send(send, extra))
 
     def _stopped(self, scope: Scope, headers: Headers) -> Response | None:
         why = refusal(scope["method"], scope["path"], headers, scope["scheme"], self.rules)
         if why is not None:
-            return PlainTextResponse(why[1] + "\n", status_code=why[0])
+            return _refused(why)
         token = self.rules.token
         if token is None or carries_token(headers, token):
             return None
@@ -112,20 +149,18 @@ class Guard:
         )
 
     @staticmethod
-    def _secured(response: Response) -> Response:
-        for name, value in _HEADERS.items():
+    def _secured(response: Response, added: dict[str, str]) -> Response:
+        for name, value in added.items():
             response.headers.setdefault(name, value)
         return response
 
     @staticmethod
-    def _secured_send(send: Send) -> Send:
+    def _secured_send(send: Send, added: dict[str, str]) -> Send:
         async def secured(message: Message) -> None:
             if message["type"] == "http.response.start":
                 present = {k.lower() for k, _ in message.get("headers", [])}
                 extra = [
-                    (k.encode(), v.encode())
-                    for k, v in _HEADERS.items()
-                    if k.encode() not in present
+                    (k.encode(), v.encode()) for k, v in added.items() if k.encode() not in present
                 ]
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)

@@ -5,7 +5,8 @@ work (the search service, the note reader, the status report) and renders what i
 Pages: `/` (search), `/note` (a note, scrolled to a passage, with the notes linking to it and
 its unresolved links), `/ask` (an answer streamed as it is written), `/status`. Their JSON
 twins: `/api/search`, `/api/note`, `/api/links`, `/api/ask` (server-sent events),
-`/api/status`.
+`/api/status`; and `/api/vaults`, the vaults with the folder names Obsidian knows them by
+(the plugin's notes are addressed by vault-relative path in its own vault).
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ def build_app(parts: Parts, rules: Access) -> ASGIApp:
         Route("/api/ask", pages.ask_events),
         Route("/api/status", pages.status_json),
         Route("/api/links", pages.links_json),
+        Route("/api/vaults", pages.vaults_json),
         Mount("/static", StaticFiles(directory=Path(str(_HERE / "static"))), name="static"),
     ]
     handlers = {404: pages.not_found, Exception: pages.failed}
@@ -273,6 +275,14 @@ class _Pages:
         text = json.dumps(self._report().as_json(), ensure_ascii=False, default=str)
         return Response(text, media_type="application/json")
 
+    def vaults_json(self, request: Request) -> Response:
+        vaults = self.parts.vaults.by_name.values()
+        listed = [
+            {"name": v.name, "folder": v.path.name, "obsidian": v.name in self.obsidian}
+            for v in vaults
+        ]
+        return JSONResponse({"vaults": listed})
+
     async def ask_events(self, request: Request) -> Response:
         """The answer as server-sent events: `text` for each piece as the model writes it,
         then `done` with the answer rendered (citations as links, the sources), or `failure`
@@ -335,7 +345,22 @@ class _Pages:
             pieces=answer_pieces(answer),
             sources=self._cards(answer.question, [s.hit for s in answer.sources]),
         )
-        return {"html": html, "not_in_notes": answer.not_in_notes, "cited": answer.cited}
+        # The text and sources too, for a client that renders them itself (kb's Obsidian
+        # plugin puts no server HTML in the app).
+        sources = [
+            {
+                k: getattr(s.hit, k)
+                for k in ("vault", "path", "header_path", "start_line", "end_line")
+            }
+            for s in answer.sources
+        ]
+        return {
+            "html": html,
+            "not_in_notes": answer.not_in_notes,
+            "cited": answer.cited,
+            "text": answer.text,
+            "sources": sources,
+        }
 
     # -- helpers ------------------------------------------------------------------------------
 
