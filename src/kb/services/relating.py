@@ -20,12 +20,12 @@ from typing import Any
 
 from kb.errors import KbError
 from kb.related import signals, why
-from kb.related.evidence import Evidence, joined
+from kb.related.evidence import Evidence, joined, nearest_of_all
 from kb.related.mentions import ngrams
 from kb.related.scorer import Scorer
 from kb.services.note_links import NoteLinks
 from kb.store.links import LinkRow, Links, StoredNote
-from kb.store.nearby import Related, RelatedNote, SourceChunk
+from kb.store.nearby import Near, Related, RelatedNote, SourceChunk
 from kb.store.vectors import Vectors
 
 # How many of a source's chunks look for their nearest chunks, and how many each: a long
@@ -42,7 +42,7 @@ GRAPH_DEPTH = 100
 DEFAULT_TOP_K = 10
 # The reads that run at once, each on its own connection of the pool: the slowest read of
 # each round (the HNSW probes, then the candidates' vectors) sets its time, not their sum.
-PARALLEL_READS = 3
+PARALLEL_READS = 4
 
 
 @dataclass(frozen=True)
@@ -164,28 +164,18 @@ class RelatedService:
         searched = picked[:MOST_CHUNKS]
         space = self.vectors.space()
         with ThreadPoolExecutor(PARALLEL_READS, thread_name_prefix="kb-related") as reads:
-            # The three reads of candidates at once, the HNSW probes the longest of them.
-            nearing = reads.submit(
-                lambda: (
-                    self.repo.nearest(
-                        note.id,
-                        [c.id for c in searched],
-                        model=space[0],
-                        dimensions=space[1],
-                        per_chunk=PER_CHUNK,
-                        breadth=PROBE_BREADTH,
-                        vaults=vaults,
-                    )
-                    if space
-                    else []
-                )
-            )
+            # The reads of candidates at once: the HNSW probes, the longest, in two halves.
+            probing = [
+                reads.submit(self._nearest, note.id, half, space, vaults)
+                for half in (searched[: len(searched) // 2], searched[len(searched) // 2 :])
+            ]
             linking = reads.submit(self.repo.neighbours, note.id, most=GRAPH_DEPTH, vaults=vaults)
             grams = ngrams("\n".join(c.content for c in picked))
             mentions = self.repo.mentioned(note.id, list(grams.counts), vaults)
             out_links = self.links.out_links(note.id)
             link_lines = ngrams(lines_with_links(picked, {r.line for r in out_links}))
-            neighbours, near = linking.result(), nearing.result()
+            neighbours = linking.result()
+            near = nearest_of_all(probe.result() for probe in probing)
             linked = {n.document_id for n in neighbours if n.linked}
             ids = set(mentions) | {n.document_id for n in neighbours}
             ids |= {n.document_id for n in near}
@@ -231,6 +221,25 @@ class RelatedService:
             out_links=out_links,
             evidence=found,
             rows=signals.rows(source, found),
+        )
+
+    def _nearest(
+        self,
+        source: int,
+        chunks: Sequence[SourceChunk],
+        space: tuple[str, int] | None,
+        vaults: Sequence[str],
+    ) -> list[Near]:
+        if space is None:
+            return []
+        return self.repo.nearest(
+            source,
+            [c.id for c in chunks],
+            model=space[0],
+            dimensions=space[1],
+            per_chunk=PER_CHUNK,
+            breadth=PROBE_BREADTH,
+            vaults=vaults,
         )
 
     def related(
