@@ -25,7 +25,7 @@ from kb.related.mentions import ngrams
 from kb.related.scorer import Scorer
 from kb.services.note_links import NoteLinks
 from kb.store.links import LinkRow, Links, StoredNote
-from kb.store.nearby import Near, Related, RelatedNote, SourceChunk
+from kb.store.nearby import Near, Related, RelatedNote, Similarity, SourceChunk
 from kb.store.vectors import Vectors
 
 # How many of a source's chunks look for their nearest chunks, and how many each: a long
@@ -182,21 +182,16 @@ class RelatedService:
             if unlinked:
                 ids -= linked
             ids.discard(note.id)
-            # Then what is read of the candidates, at once: their vectors the longest.
+            # Then what is read of the candidates, at once: their vectors, the longest, in two
+            # halves (each note's figures are its own).
             candidates = sorted(ids)
-            measuring = reads.submit(
-                lambda: (
-                    self.repo.similarities(
-                        [c.id for c in searched], candidates, model=space[0], dimensions=space[1]
-                    )
-                    if space
-                    else {}
-                )
-            )
+            halves = (candidates[: len(candidates) // 2], candidates[len(candidates) // 2 :])
+            measuring = [reads.submit(self._similarities, searched, half, space) for half in halves]
             naming = reads.submit(self.repo.mentioning, candidates, note.names)
             notes = self.repo.notes(candidates)
             rarity = self.repo.rarity(sorted(set(mentions.values())))
-            similarities, mentioning = measuring.result(), naming.result()
+            similarities = {k: v for half in measuring for k, v in half.result().items()}
+            mentioning = naming.result()
         found = joined(
             notes,
             mentions=mentions,
@@ -240,6 +235,15 @@ class RelatedService:
             per_chunk=PER_CHUNK,
             breadth=PROBE_BREADTH,
             vaults=vaults,
+        )
+
+    def _similarities(
+        self, chunks: Sequence[SourceChunk], ids: Sequence[int], space: tuple[str, int] | None
+    ) -> dict[int, Similarity]:
+        if space is None:
+            return {}
+        return self.repo.similarities(
+            [c.id for c in chunks], ids, model=space[0], dimensions=space[1]
         )
 
     def related(
