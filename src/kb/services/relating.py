@@ -4,7 +4,8 @@ and `/api/related`.
 The candidates of a note come from three reads, each bounded by an index: the notes its text
 names (its word n-grams against every note's names), its neighbours in the link graph and
 the notes two links away, and the notes whose chunks lie nearest its chunks (the HNSW
-graph, a few per chunk). kb.related.signals turns each into a row, the fitted ranker
+graph, a few per chunk), read at once on the pool's connections, and then what is read of
+the candidates, at once too. kb.related.signals turns each into a row, the fitted ranker
 (kb.related.scorer) orders them, and kb.related.why says why in words. A request for one
 line's chunk (`NOTE:LINE`) reads that chunk's text and vectors alone; the links stay the
 note's.
