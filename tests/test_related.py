@@ -12,10 +12,12 @@ import pytest
 from conftest import Kb, make_config
 from kb.errors import KbError
 from kb.related import scorer
+from kb.related.evidence import nearest_of_all
 from kb.related.mentions import ngrams
 from kb.related.signals import FEATURES, FEATURES_VERSION
 from kb.related.why import days_apart, shared_topic
 from kb.store import Store
+from kb.store.nearby import Near
 
 NOTES = {
     "Postgres.md": "# Postgres\n\nThe database kb keeps its index in. See [[pgvector]].\n",
@@ -140,3 +142,18 @@ def test_a_ranker_file_of_other_features_falls_back_with_one_warning(
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert "features version" in warnings[0].getMessage()
+
+
+def test_the_probes_halves_merge_as_one_read_of_every_chunk_gives_them() -> None:
+    def near(doc: int, similarity: float, chunk: int, hits: int) -> Near:
+        return Near(doc, similarity, chunk, f"chunk {chunk}", [], hits)
+
+    first = [near(1, 0.9, 10, 2), near(2, 0.5, 10, 1)]
+    second = [near(1, 0.7, 11, 1), near(2, 0.8, 12, 2), near(3, 0.4, 11, 1)]
+    merged = {n.document_id: n for n in nearest_of_all([first, second])}
+    assert merged == {
+        1: near(1, 0.9, 10, 3),  # its best chunk from the first half, hits from both
+        2: near(2, 0.8, 12, 3),
+        3: near(3, 0.4, 11, 1),
+    }
+    assert nearest_of_all([[], []]) == []

@@ -3,8 +3,8 @@ its text, near in the link graph, near in meaning) joined into one record a note
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from kb.related.mentions import Grams
 from kb.store.nearby import Near, Neighbour, RelatedNote, Similarity
@@ -60,3 +60,19 @@ def joined(
         )
         for i in sorted(notes)
     ]
+
+
+def nearest_of_all(parts: Iterable[Sequence[Near]]) -> list[Near]:
+    """The nearest notes of disjoint sets of source chunks, as one read of all of them gives
+    them: each note's best chunk of any set, and its hits over every set."""
+    best: dict[int, Near] = {}
+    for part in parts:
+        for near in part:
+            seen = best.get(near.document_id)
+            if seen is None:
+                best[near.document_id] = near
+            elif near.similarity > seen.similarity:
+                best[near.document_id] = replace(near, hits=near.hits + seen.hits)
+            else:
+                best[near.document_id] = replace(seen, hits=near.hits + seen.hits)
+    return list(best.values())

@@ -40,16 +40,18 @@ def ngrams(text: str, *, most: int = MOST_WORDS) -> Grams:
     """Every run of one to `most` words of `text`, folded, each with its last word in the
     other number too (counted as the same name)."""
     words = _WORD.findall(composed(text).casefold())
+    # Each word in the other number, once: a word ends a run up to `most` times.
+    others = [w[:-1] if w.endswith("s") and len(w) > 3 else w + "s" for w in words]
     counts: dict[str, int] = {}
     first: dict[str, float] = {}
     for start in range(len(words)):
-        for end in range(start + 1, min(start + most, len(words)) + 1):
-            run = words[start:end]
-            last = run[-1]
-            if last in _NO_LAST:
-                continue
-            other = last[:-1] if last.endswith("s") and len(last) > 3 else last + "s"
-            for gram in (" ".join(run), " ".join([*run[:-1], other])):
-                counts[gram] = counts.get(gram, 0) + 1
-                first.setdefault(gram, start / len(words))
+        where = start / len(words)
+        head = ""  # the run's words before its last, each followed by a space
+        for end in range(start, min(start + most, len(words))):
+            last = words[end]
+            if last not in _NO_LAST:
+                for gram in (head + last, head + others[end]):
+                    counts[gram] = counts.get(gram, 0) + 1
+                    first.setdefault(gram, where)
+            head += last + " "
     return Grams(counts, first)

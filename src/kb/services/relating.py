@@ -4,7 +4,8 @@ and `/api/related`.
 The candidates of a note come from three reads, each bounded by an index: the notes its text
 names (its word n-grams against every note's names), its neighbours in the link graph and
 the notes two links away, and the notes whose chunks lie nearest its chunks (the HNSW
-graph, a few per chunk). kb.related.signals turns each into a row, the fitted ranker
+graph, a few per chunk), read at once on the pool's connections, and then what is read of
+the candidates, at once too. kb.related.signals turns each into a row, the fitted ranker
 (kb.related.scorer) orders them, and kb.related.why says why in words. A request for one
 line's chunk (`NOTE:LINE`) reads that chunk's text and vectors alone; the links stay the
 note's.
@@ -20,27 +21,29 @@ from typing import Any
 
 from kb.errors import KbError
 from kb.related import signals, why
-from kb.related.evidence import Evidence, joined
+from kb.related.evidence import Evidence, joined, nearest_of_all
 from kb.related.mentions import ngrams
 from kb.related.scorer import Scorer
 from kb.services.note_links import NoteLinks
 from kb.store.links import LinkRow, Links, StoredNote
-from kb.store.nearby import Related, RelatedNote, SourceChunk
+from kb.store.nearby import Near, Related, RelatedNote, Similarity, SourceChunk
 from kb.store.vectors import Vectors
 
 # How many of a source's chunks look for their nearest chunks, and how many each: a long
 # note's first chunks say what it is about, and each probe of the HNSW graph costs.
 MOST_CHUNKS = 12
 PER_CHUNK = 12
-# How many candidates each probe keeps as it walks the graph (hnsw.ef_search): pgvector's
-# default, 40, is for a search's page of hits; a probe wants PER_CHUNK.
-PROBE_BREADTH = 2 * PER_CHUNK
+# How many candidates each probe keeps as it walks the graph (hnsw.ef_search; pgvector's
+# default is 40, for a search's page of hits): the narrowest walk that leaves the help
+# vault's candidates and figures as they were (24 lost one and moved them), and the
+# probes of 85,000 chunks about a tenth quicker.
+PROBE_BREADTH = 32
 # How many notes two links away are scored, by Adamic-Adar.
 GRAPH_DEPTH = 100
 DEFAULT_TOP_K = 10
 # The reads that run at once, each on its own connection of the pool: the slowest read of
 # each round (the HNSW probes, then the candidates' vectors) sets its time, not their sum.
-PARALLEL_READS = 3
+PARALLEL_READS = 4
 
 
 @dataclass(frozen=True)
@@ -162,49 +165,34 @@ class RelatedService:
         searched = picked[:MOST_CHUNKS]
         space = self.vectors.space()
         with ThreadPoolExecutor(PARALLEL_READS, thread_name_prefix="kb-related") as reads:
-            # The three reads of candidates at once, the HNSW probes the longest of them.
-            nearing = reads.submit(
-                lambda: (
-                    self.repo.nearest(
-                        note.id,
-                        [c.id for c in searched],
-                        model=space[0],
-                        dimensions=space[1],
-                        per_chunk=PER_CHUNK,
-                        breadth=PROBE_BREADTH,
-                        vaults=vaults,
-                    )
-                    if space
-                    else []
-                )
-            )
+            # The reads of candidates at once: the HNSW probes, the longest, in two halves.
+            probing = [
+                reads.submit(self._nearest, note.id, half, space, vaults)
+                for half in (searched[: len(searched) // 2], searched[len(searched) // 2 :])
+            ]
             linking = reads.submit(self.repo.neighbours, note.id, most=GRAPH_DEPTH, vaults=vaults)
             grams = ngrams("\n".join(c.content for c in picked))
             mentions = self.repo.mentioned(note.id, list(grams.counts), vaults)
             out_links = self.links.out_links(note.id)
             link_lines = ngrams(lines_with_links(picked, {r.line for r in out_links}))
-            neighbours, near = linking.result(), nearing.result()
+            neighbours = linking.result()
+            near = nearest_of_all(probe.result() for probe in probing)
             linked = {n.document_id for n in neighbours if n.linked}
             ids = set(mentions) | {n.document_id for n in neighbours}
             ids |= {n.document_id for n in near}
             if unlinked:
                 ids -= linked
             ids.discard(note.id)
-            # Then what is read of the candidates, at once: their vectors the longest.
+            # Then what is read of the candidates, at once: their vectors, the longest, in two
+            # halves (each note's figures are its own).
             candidates = sorted(ids)
-            measuring = reads.submit(
-                lambda: (
-                    self.repo.similarities(
-                        [c.id for c in searched], candidates, model=space[0], dimensions=space[1]
-                    )
-                    if space
-                    else {}
-                )
-            )
+            halves = (candidates[: len(candidates) // 2], candidates[len(candidates) // 2 :])
+            measuring = [reads.submit(self._similarities, searched, half, space) for half in halves]
             naming = reads.submit(self.repo.mentioning, candidates, note.names)
             notes = self.repo.notes(candidates)
             rarity = self.repo.rarity(sorted(set(mentions.values())))
-            similarities, mentioning = measuring.result(), naming.result()
+            similarities = {k: v for half in measuring for k, v in half.result().items()}
+            mentioning = naming.result()
         found = joined(
             notes,
             mentions=mentions,
@@ -229,6 +217,34 @@ class RelatedService:
             out_links=out_links,
             evidence=found,
             rows=signals.rows(source, found),
+        )
+
+    def _nearest(
+        self,
+        source: int,
+        chunks: Sequence[SourceChunk],
+        space: tuple[str, int] | None,
+        vaults: Sequence[str],
+    ) -> list[Near]:
+        if space is None:
+            return []
+        return self.repo.nearest(
+            source,
+            [c.id for c in chunks],
+            model=space[0],
+            dimensions=space[1],
+            per_chunk=PER_CHUNK,
+            breadth=PROBE_BREADTH,
+            vaults=vaults,
+        )
+
+    def _similarities(
+        self, chunks: Sequence[SourceChunk], ids: Sequence[int], space: tuple[str, int] | None
+    ) -> dict[int, Similarity]:
+        if space is None:
+            return {}
+        return self.repo.similarities(
+            [c.id for c in chunks], ids, model=space[0], dimensions=space[1]
         )
 
     def related(

@@ -289,8 +289,8 @@ class Related:
         with self.pool.connection() as conn, conn.transaction():
             # As a search does (kb.store.candidates): an HNSW scan goes on past dead entries.
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            # Each probe wants a few neighbours, not a search's page of them: a narrower
-            # walk of the graph (pgvector's default is 40) is most of the probes' time.
+            # Each probe wants a few neighbours, not a search's page of them, and the width of
+            # its walk of the graph (pgvector's default is 40) sets most of its time.
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(breadth),))
             rows = conn.execute(query, params, prepare=False).fetchall()
         return [Near(**r) for r in rows]
