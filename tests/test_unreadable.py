@@ -215,6 +215,9 @@ def indexed(site: Site, request: pytest.FixtureRequest) -> Iterator[tuple[Path, 
     finally:
         subprocess.run(["chmod", "-R", "u+rwx", str(vault)], capture_output=True)
         shutil.rmtree(vault, ignore_errors=True)
+        # The next test's config names vault "v" at its own folder: with this config still
+        # naming it here, that would be another configuration's vault, and refused.
+        config.unlink()
 
 
 def _kinds(report: dict) -> list[tuple[str, str]]:
