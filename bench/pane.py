@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,19 +28,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from serve import free_port, kb_command
 from vaultgen import generate
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _kb(config: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "kb", "--config", str(config), *args]
 
 
 def prepared(folder: Path, notes: int, seed: int) -> Path:
@@ -59,16 +49,16 @@ def prepared(folder: Path, notes: int, seed: int) -> Path:
             '[llm]\nprovider = "fake"\nchat_model = "offline-digest"\nembed_model = "hash-256"\n'
         )
     started = time.monotonic()
-    subprocess.run(_kb(config, "index", "--wait"), check=True, capture_output=True)
+    subprocess.run(kb_command(config, "index", "--wait"), check=True, capture_output=True)
     print(f"index: {time.monotonic() - started:.0f} s", file=sys.stderr)
     return config
 
 
 @contextmanager
 def served(config: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
-        _kb(config, "serve", "--port", str(port)), stderr=subprocess.PIPE, text=True
+        kb_command(config, "serve", "--port", str(port)), stderr=subprocess.PIPE, text=True
     )
     assert server.stderr is not None
     line = server.stderr.readline()

@@ -32,7 +32,6 @@ KB_EMBED_HOST names one already running.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -43,7 +42,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,7 +56,6 @@ import numpy as np  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import GroupKFold  # noqa: E402
 
-import modelstack  # noqa: E402
 from kb import db  # noqa: E402
 from kb.config import Config, parse_config  # noqa: E402
 from kb.container import Container, open_store  # noqa: E402
@@ -66,6 +64,7 @@ from kb.related.signals import FEATURES, FEATURES_VERSION  # noqa: E402
 from kb.services.searching import SearchRequest  # noqa: E402
 from kb.vault.wikitext import readable  # noqa: E402
 from ranker import lightgbm_trees  # noqa: E402
+from searchable import embedding_server  # noqa: E402
 
 DEFAULT_DATASET = ROOT.parent / "shared/eval/related-obsidian-help"
 VAULT = "vault"
@@ -140,26 +139,6 @@ def config_for(copy: Path, data_dir: Path) -> Config:
         "enrich": {"enabled": False},
     }
     return parse_config(raw, base_dir=Path.cwd(), env=dict(os.environ))
-
-
-@contextlib.contextmanager
-def embedding_server() -> Iterator[None]:
-    """The MiniLM server the environment names, or one started for the run."""
-    if os.environ.get("KB_EMBED_HOST"):
-        yield
-        return
-    stack = modelstack.Stack(modelstack.cache_dir())
-    server = modelstack.spawn(stack, modelstack.EMBED_MODEL)
-    os.environ.update(
-        KB_PROVIDER="openai",
-        KB_EMBED_HOST=server.url,
-        KB_EMBED_MODEL=modelstack.EMBED_MODEL,
-        KB_CHAT_HOST=server.url,  # never asked at the structure level
-    )
-    try:
-        yield
-    finally:
-        modelstack.kill(server.pid)
 
 
 def indexed(parts: Container, marker: Path) -> None:
@@ -367,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         data_dir.mkdir(parents=True, exist_ok=True)
         copy_without_links(vault_of(args.dataset), rows, copy)
     url = os.environ.get("KB_BENCH_DATABASE_URL") or db.embedded_url(data_dir)
-    with embedding_server(), open_store(url) as store:
+    with embedding_server(None), open_store(url) as store:
         # Read after the server is started: the models come from the environment.
         parts = Container(config_for(copy, data_dir), store)
         started = time.perf_counter()

@@ -27,13 +27,13 @@ ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ROOT / "examples" / "eval" / "queries.jsonl"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def _kb(config: Path, *args: str) -> list[str]:
+def kb_command(config: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "kb", "--config", str(config), *args]
 
 
@@ -42,11 +42,11 @@ def main() -> int:
     parser.add_argument("--config", type=Path, default=ROOT / "examples" / "kb-offline.toml")
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    subprocess.run(_kb(args.config, "index", "--wait"), check=True, capture_output=True)
+    subprocess.run(kb_command(args.config, "index", "--wait"), check=True, capture_output=True)
     questions = [json.loads(line)["query"] for line in QUESTIONS.read_text().splitlines()]
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
-        _kb(args.config, "serve", "--port", str(port)),
+        kb_command(args.config, "serve", "--port", str(port)),
         stderr=subprocess.PIPE,
         text=True,
         env=os.environ,
