@@ -183,16 +183,22 @@ class RelatedService:
             if unlinked:
                 ids -= linked
             ids.discard(note.id)
-            # Then what is read of the candidates, at once: their vectors, the longest, in two
-            # halves (each note's figures are its own).
+            # Then what is read of the candidates, at once: their chunks (vectors and whether
+            # they name the note), the longest, in two halves (each note's figures are its own).
             candidates = sorted(ids)
             halves = (candidates[: len(candidates) // 2], candidates[len(candidates) // 2 :])
-            measuring = [reads.submit(self._similarities, searched, half, space) for half in halves]
-            naming = reads.submit(self.repo.mentioning, candidates, note.names)
+            measuring = [
+                reads.submit(self._similarities, searched, half, note.names, space)
+                for half in halves
+            ]
             notes = self.repo.notes(candidates)
             rarity = self.repo.rarity(sorted(set(mentions.values())))
-            similarities = {k: v for half in measuring for k, v in half.result().items()}
-            mentioning = naming.result()
+            similarities: dict[int, Similarity] = {}
+            mentioning: set[int] = set()
+            for half in measuring:
+                measured, naming = half.result()
+                similarities |= measured
+                mentioning |= naming
         found = joined(
             notes,
             mentions=mentions,
@@ -239,12 +245,16 @@ class RelatedService:
         )
 
     def _similarities(
-        self, chunks: Sequence[SourceChunk], ids: Sequence[int], space: tuple[str, int] | None
-    ) -> dict[int, Similarity]:
+        self,
+        chunks: Sequence[SourceChunk],
+        ids: Sequence[int],
+        names: Sequence[str],
+        space: tuple[str, int] | None,
+    ) -> tuple[dict[int, Similarity], set[int]]:
         if space is None:
-            return {}
+            return {}, self.repo.mentioning(ids, names)
         return self.repo.similarities(
-            [c.id for c in chunks], ids, model=space[0], dimensions=space[1]
+            [c.id for c in chunks], ids, names, model=space[0], dimensions=space[1]
         )
 
     def related(

@@ -120,7 +120,9 @@ _NEAREST = """
 """
 
 
-# Some notes' chunks against the source chunks, every pair: the candidates' chunks only.
+# Some notes' chunks against the source chunks, every pair, and whether their text names the
+# source: the candidates' chunks read once for both. Every chunk is read for the names (a
+# chunk of another model's vectors still holds the text); only this model's are measured.
 _SIMILARITIES = """
 WITH s AS (
     SELECT embedding::vector({dim}) AS e FROM chunks
@@ -128,12 +130,17 @@ WITH s AS (
 ), centre AS (
     SELECT avg(e) AS e FROM s
 ), theirs AS MATERIALIZED (
-    SELECT document_id, embedding::vector({dim}) AS e FROM chunks
-     WHERE document_id = ANY(%(ids)s::bigint[]) AND embed_model = {model}
+    SELECT document_id,
+           CASE WHEN embed_model = {model} THEN embedding::vector({dim}) END AS e,
+           EXISTS (SELECT 1 FROM unnest(%(names)s::text[]) AS n (name)
+                    WHERE strpos(lower(content), n.name) > 0) AS names_source
+      FROM chunks
+     WHERE document_id = ANY(%(ids)s::bigint[])
 )
 SELECT t.document_id,
        max(1 - (SELECT min(t.e <=> s.e) FROM s))::float8 AS best,
-       (1 - (avg(t.e) <=> (SELECT e FROM centre)))::float8 AS mean
+       (1 - (avg(t.e) <=> (SELECT e FROM centre)))::float8 AS mean,
+       bool_or(t.names_source) AS names_source
   FROM theirs t
  GROUP BY t.document_id
 """
@@ -296,17 +303,31 @@ class Related:
         return [Near(**r) for r in rows]
 
     def similarities(
-        self, chunks: Sequence[int], ids: Sequence[int], *, model: str, dimensions: int
-    ) -> dict[int, Similarity]:
-        """Each of the notes `ids` against the source `chunks`, by their vectors."""
-        if not chunks or not ids:
-            return {}
+        self,
+        chunks: Sequence[int],
+        ids: Sequence[int],
+        names: Sequence[str],
+        *,
+        model: str,
+        dimensions: int,
+    ) -> tuple[dict[int, Similarity], set[int]]:
+        """Each of the notes `ids` against the source `chunks`, by their vectors, and those of
+        them whose text holds one of `names` (keyed names), as `mentioning` finds them."""
+        if not ids:
+            return {}, set()
         query = sql.SQL(_SIMILARITIES).format(dim=sql.Literal(dimensions), model=sql.Literal(model))
         with self.pool.connection() as conn:
             rows = conn.execute(
-                query, {"chunks": list(chunks), "ids": list(ids)}, prepare=False
+                query,
+                {"chunks": list(chunks), "ids": list(ids), "names": list(names)},
+                prepare=False,
             ).fetchall()
-        return {r["document_id"]: Similarity(**r) for r in rows if r["mean"] is not None}
+        measured = {
+            r["document_id"]: Similarity(r["document_id"], r["best"], r["mean"])
+            for r in rows
+            if r["mean"] is not None
+        }
+        return measured, {r["document_id"] for r in rows if r["names_source"]}
 
     def rarity(self, names: Sequence[str]) -> dict[str, float]:
         """How rare each name's rarest word is among the vault's chunks, from 0 (in every
