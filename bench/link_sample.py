@@ -11,7 +11,9 @@ guess). 300 qualifying links are sampled (seed 7), or all of them if fewer.
 OUT_DIR gets `queries.jsonl` (the sampled rows, `{"source", "target", "link_text",
 "line"}`), `links.jsonl` (every qualifying link) and `stats.json` (the counts), and a
 `vault` link to VAULT, so `bench/related.py --dataset OUT_DIR` reads the set as it reads
-related-obsidian-help. The vault's text stays where it is.
+related-obsidian-help. The vault's text stays where it is. On Obsidian's help vault it gives
+related-obsidian-help's 668 links in their order and its 300 rows (here in the order of
+their sources and lines).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 _WIKILINK = re.compile(r"(?P<embed>!?)\[\[(?P<target>[^\]|]*?)(?:\\?\|(?P<alias>[^\]]*))?\]\]")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _CODE = re.compile(r"(`+)(?:(?!\1).)+?\1")
+# A body shorter than this is a stub: stats.json counts the targets that are.
 STUB = 200
 
 
