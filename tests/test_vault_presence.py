@@ -236,3 +236,27 @@ def test_a_folder_that_cannot_be_listed_is_not_taken_for_empty(
     root = presence.look(make_config(vault).vaults[0], Held(True, here))
     assert root == Root(empty=False, device=here)
     assert absence(root, Held(True, here)) is None
+
+
+def test_kb_verify_on_an_emptied_vault_says_the_disk_is_away(
+    tmp_path: Path, vault: Path, db_url: str
+) -> None:
+    # Told every note is "extra", a user would run a sync or forget the vault; the folder is
+    # a disk away, and its notes are kept, as the sync says.
+    config = tmp_path / "kb.toml"
+    config.write_text(
+        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "v"\npath = "{vault}"\n\n'
+        '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n'
+    )
+    env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
+    assert run_kb(config, env, "index", "--wait").returncode == 0
+    _unmount(vault)
+    result = run_kb(config, env, "verify")
+    assert result.returncode == 4, result.stderr
+    assert "extra" not in result.stdout
+    assert result.stdout.split() == [
+        "unlistable",
+        "v",
+        "(the",
+        *"folder is empty, as an unmounted disk leaves it)".split(),
+    ]
