@@ -22,6 +22,7 @@ from kb.store import DaemonBeat, Store, WorkerBeat, WriterLock
 from kb.vault.sync_plan import (
     StoredVault,
     VaultClaim,
+    searched_vaults,
     vault_filter,
     vault_refusal,
     vault_renames,
@@ -385,3 +386,36 @@ def test_forget_keeps_to_vaults_no_daemon_or_worker_holds(tmp_path: Path, db_url
         store.workers.leave("w:9")
     done = run_kb(configs["a"], env, "forget", typed, "--yes")
     assert done.returncode == 0, done.stderr
+
+
+def test_a_config_refused_its_vaults_name_never_searches_the_other_folders_notes(
+    store: Store, tmp_path: Path
+) -> None:
+    # `kb init` on ~/work/notes and on ~/home/notes names both "notes": home's sync is
+    # refused, and its searches, by that name, would read work's notes.
+    (tmp_path / "work").mkdir()
+    (tmp_path / "home").mkdir()
+    work_notes = _vault(tmp_path / "work", "notes", "# W\n\nThe quarterly budget kestrel.\n")
+    home_notes = _vault(tmp_path / "home", "notes", "# H\n\nA kestrel in the garden.\n")
+    work = _owned(store, "notes", work_notes, tmp_path / "work.toml")
+    home = _owned(store, "notes", home_notes, tmp_path / "home.toml")
+    assert work.sync().indexed == 1
+    with pytest.raises(KbError):
+        home.sync()
+    with pytest.raises(KbError, match="none of this config's vaults"):
+        home.search_service().search(SearchRequest("quarterly budget kestrel", mode="text"))
+
+
+def test_which_vaults_a_config_searches() -> None:
+    mine = {"notes": "/w/notes", "garden": "/h/garden"}
+    # Only its vaults in the index: no filter.
+    held = {"notes": ("/w/notes", "/w.toml"), "garden": ("/h/garden", "/w.toml")}
+    assert searched_vaults(mine, "/w.toml", held) == ()
+    # Its name held by another config at another folder: that vault is left out.
+    held = {"notes": ("/x/notes", "/x.toml"), "garden": ("/h/garden", "/w.toml")}
+    assert searched_vaults(mine, "/w.toml", held) == ("garden",)
+    assert searched_vaults({"notes": "/w/notes"}, "/w.toml", held) is None
+    # Moved by its own config (not synced yet), or a folder not known: still its own.
+    held = {"notes": ("/old/notes", "/w.toml"), "other": ("/o", "/o.toml")}
+    assert searched_vaults(mine, "/w.toml", held) == ("notes", "garden")
+    assert searched_vaults(mine, "/w.toml", {"notes": (None, None)}) == ()
