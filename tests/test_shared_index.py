@@ -15,6 +15,7 @@ import pytest
 from conftest import OWNER, Kb, rows, run_kb
 from kb.config import parse_config
 from kb.container import open_store
+from kb.daemon.daemon import writer_vaults
 from kb.errors import KbError
 from kb.llm.fake import FakeEmbedder
 from kb.services.searching import SearchRequest
@@ -419,3 +420,24 @@ def test_which_vaults_a_config_searches() -> None:
     held = {"notes": ("/old/notes", "/w.toml"), "other": ("/o", "/o.toml")}
     assert searched_vaults(mine, "/w.toml", held) == ("notes", "garden")
     assert searched_vaults(mine, "/w.toml", {"notes": (None, None)}) == ()
+
+
+def test_one_name_for_two_folders_is_two_writers(tmp_path: Path, db_url: str) -> None:
+    # `kb init` on ~/work/notes and ~/home/notes, then `kb daemon` on both: home's daemon,
+    # refused at each sync, must not keep work's from writing.
+    def vaults(folder: str) -> list[str]:
+        raw = {
+            "owner_name": OWNER,
+            "vaults": [{"name": "notes", "path": str(tmp_path / folder)}],
+            "llm": {"provider": "fake", "chat_model": "fake-chat", "embed_model": "hash-256"},
+        }
+        return writer_vaults(parse_config(raw, base_dir=tmp_path, env={}).vaults)
+
+    home, work = WriterLock(db_url, vaults("home")), WriterLock(db_url, vaults("work"))
+    also_work = WriterLock(db_url, vaults("work"))
+    try:
+        assert home.try_acquire() and work.try_acquire()
+        assert not also_work.try_acquire()  # one vault shared by two configs: one writer
+    finally:
+        for lock in (home, work, also_work):
+            lock.close()
