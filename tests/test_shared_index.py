@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import unicodedata
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -441,3 +442,28 @@ def test_one_name_for_two_folders_is_two_writers(tmp_path: Path, db_url: str) ->
     finally:
         for lock in (home, work, also_work):
             lock.close()
+
+
+def test_status_lists_no_daemon_of_its_vaults_name_at_another_folder(
+    store: Store, tmp_path: Path, db_url: str
+) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "home").mkdir()
+    work_notes = _vault(tmp_path / "work", "notes", "# W\n\nThe quarterly budget.\n")
+    home_notes = _vault(tmp_path / "home", "notes", "# H\n\nI planted tomatoes.\n")
+    home = _owned(store, "notes", home_notes, tmp_path / "home.toml")
+    work = _owned(store, "notes", work_notes, tmp_path / "work.toml")
+    lock = WriterLock(db_url, ["work"])
+    assert lock.try_acquire()
+    beat = DaemonBeat("host:7", "host", 7, "writer", "watching", 0, 5.0, vaults=("notes",))
+    lock.beat(replace(beat, folders=(str(work_notes.resolve()),)))
+    try:
+        assert home.status_reader()().daemon == "not running"
+        theirs = work.status_reader()()
+        assert theirs.daemon == "running"
+        assert list(theirs.as_json()["daemons"][0]["folders"]) == [str(work_notes.resolve())]
+        # A daemon that does not say its folders (before 028) is listed by name, as before.
+        lock.beat(beat)
+        assert home.status_reader()().daemon == "running"
+    finally:
+        lock.close()

@@ -322,6 +322,7 @@ class Daemon:
                     heartbeat_interval=self.settings.heartbeat,
                     last_error=self.activity.last_error,
                     vaults=tuple(v.name for v in self.vaults),
+                    folders=tuple(vault_folder(v) for v in self.vaults),
                 )
             )
         except DatabaseError as exc:
