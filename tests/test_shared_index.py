@@ -467,3 +467,30 @@ def test_status_lists_no_daemon_of_its_vaults_name_at_another_folder(
         assert home.status_reader()().daemon == "running"
     finally:
         lock.close()
+
+
+def test_mcp_list_notes_of_a_refused_config_lists_no_other_folders_note(
+    store: Store, tmp_path: Path
+) -> None:
+    import anyio
+    from mcp import Client
+
+    from kb.mcp.tools import build_server
+
+    (tmp_path / "work").mkdir()
+    (tmp_path / "home").mkdir()
+    work_notes = _vault(tmp_path / "work", "notes", "# W\n\nThe quarterly budget.\n")
+    home_notes = _vault(tmp_path / "home", "notes", "# H\n\nI planted tomatoes.\n")
+    work = _owned(store, "notes", work_notes, tmp_path / "work.toml")
+    home = _owned(store, "notes", home_notes, tmp_path / "home.toml")
+    assert work.sync().indexed == 1
+
+    async def main() -> None:
+        async with Client(build_server(home)) as client:
+            listed = await client.call_tool("list_notes", {})
+            assert listed.is_error or listed.structured_content["notes"] == []
+        async with Client(build_server(work)) as client:
+            listed = await client.call_tool("list_notes", {})
+            assert [n["path"] for n in listed.structured_content["notes"]] == ["notes.md"]
+
+    anyio.run(main)

@@ -104,6 +104,18 @@ class SearchService:
         # The index's passages say writers' names for "I" (ContextConfig.voiced_passages).
         self.voiced_index = voiced_index
 
+    def searched(self) -> tuple[str, ...]:
+        """The vaults a read of this config keeps to (empty: no filter, the index holding
+        only its vaults), asked at each read: another configuration may add one meanwhile.
+        A KbError when the index holds none of them."""
+        only = searched_vaults(self.own_vaults, self.config_file, self.vaults.holders())
+        if only is None:
+            raise KbError(
+                "the index holds none of this config's vaults: each of its names is another"
+                " configuration's vault at another folder (`kb index` says which)"
+            )
+        return only
+
     def plan(self, request: SearchRequest) -> SearchPlan:
         """The request resolved into the one plan its search runs: what it leaves out taken
         from `[query]`, the vault filter set, the rankers made. A KbError says what is wrong
@@ -111,12 +123,7 @@ class SearchService:
         owner = request.owner and self.settings.owner_in_first_person
         rerank = self.settings.rerank if request.rerank is None else request.rerank
         # The vaults are asked at each search: another configuration may add one meanwhile.
-        only = searched_vaults(self.own_vaults, self.config_file, self.vaults.holders())
-        if only is None:
-            raise KbError(
-                "the index holds none of this config's vaults: each of its names is another"
-                " configuration's vault at another folder (`kb index` says which)"
-            )
+        only = self.searched()
         return SearchPlan(
             request.text,
             owner=self.owner_name if owner else None,
