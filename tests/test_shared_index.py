@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import unicodedata
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from conftest import OWNER, Kb, rows, run_kb
 from kb.config import parse_config
 from kb.container import open_store
+from kb.daemon.daemon import writer_vaults
 from kb.errors import KbError
 from kb.llm.fake import FakeEmbedder
 from kb.services.searching import SearchRequest
@@ -22,6 +24,7 @@ from kb.store import DaemonBeat, Store, WorkerBeat, WriterLock
 from kb.vault.sync_plan import (
     StoredVault,
     VaultClaim,
+    searched_vaults,
     vault_filter,
     vault_refusal,
     vault_renames,
@@ -385,3 +388,109 @@ def test_forget_keeps_to_vaults_no_daemon_or_worker_holds(tmp_path: Path, db_url
         store.workers.leave("w:9")
     done = run_kb(configs["a"], env, "forget", typed, "--yes")
     assert done.returncode == 0, done.stderr
+
+
+def test_a_config_refused_its_vaults_name_never_searches_the_other_folders_notes(
+    store: Store, tmp_path: Path
+) -> None:
+    # `kb init` on ~/work/notes and on ~/home/notes names both "notes": home's sync is
+    # refused, and its searches, by that name, would read work's notes.
+    (tmp_path / "work").mkdir()
+    (tmp_path / "home").mkdir()
+    work_notes = _vault(tmp_path / "work", "notes", "# W\n\nThe quarterly budget kestrel.\n")
+    home_notes = _vault(tmp_path / "home", "notes", "# H\n\nA kestrel in the garden.\n")
+    work = _owned(store, "notes", work_notes, tmp_path / "work.toml")
+    home = _owned(store, "notes", home_notes, tmp_path / "home.toml")
+    assert work.sync().indexed == 1
+    with pytest.raises(KbError):
+        home.sync()
+    with pytest.raises(KbError, match="none of this config's vaults"):
+        home.search_service().search(SearchRequest("quarterly budget kestrel", mode="text"))
+
+
+def test_which_vaults_a_config_searches() -> None:
+    mine = {"notes": "/w/notes", "garden": "/h/garden"}
+    # Only its vaults in the index: no filter.
+    held = {"notes": ("/w/notes", "/w.toml"), "garden": ("/h/garden", "/w.toml")}
+    assert searched_vaults(mine, "/w.toml", held) == ()
+    # Its name held by another config at another folder: that vault is left out.
+    held = {"notes": ("/x/notes", "/x.toml"), "garden": ("/h/garden", "/w.toml")}
+    assert searched_vaults(mine, "/w.toml", held) == ("garden",)
+    assert searched_vaults({"notes": "/w/notes"}, "/w.toml", held) is None
+    # Moved by its own config (not synced yet), or a folder not known: still its own.
+    held = {"notes": ("/old/notes", "/w.toml"), "other": ("/o", "/o.toml")}
+    assert searched_vaults(mine, "/w.toml", held) == ("notes", "garden")
+    assert searched_vaults(mine, "/w.toml", {"notes": (None, None)}) == ()
+
+
+def test_one_name_for_two_folders_is_two_writers(tmp_path: Path, db_url: str) -> None:
+    # `kb init` on ~/work/notes and ~/home/notes, then `kb daemon` on both: home's daemon,
+    # refused at each sync, must not keep work's from writing.
+    def vaults(folder: str) -> list[str]:
+        raw = {
+            "owner_name": OWNER,
+            "vaults": [{"name": "notes", "path": str(tmp_path / folder)}],
+            "llm": {"provider": "fake", "chat_model": "fake-chat", "embed_model": "hash-256"},
+        }
+        return writer_vaults(parse_config(raw, base_dir=tmp_path, env={}).vaults)
+
+    home, work = WriterLock(db_url, vaults("home")), WriterLock(db_url, vaults("work"))
+    also_work = WriterLock(db_url, vaults("work"))
+    try:
+        assert home.try_acquire() and work.try_acquire()
+        assert not also_work.try_acquire()  # one vault shared by two configs: one writer
+    finally:
+        for lock in (home, work, also_work):
+            lock.close()
+
+
+def test_status_lists_no_daemon_of_its_vaults_name_at_another_folder(
+    store: Store, tmp_path: Path, db_url: str
+) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "home").mkdir()
+    work_notes = _vault(tmp_path / "work", "notes", "# W\n\nThe quarterly budget.\n")
+    home_notes = _vault(tmp_path / "home", "notes", "# H\n\nI planted tomatoes.\n")
+    home = _owned(store, "notes", home_notes, tmp_path / "home.toml")
+    work = _owned(store, "notes", work_notes, tmp_path / "work.toml")
+    lock = WriterLock(db_url, ["work"])
+    assert lock.try_acquire()
+    beat = DaemonBeat("host:7", "host", 7, "writer", "watching", 0, 5.0, vaults=("notes",))
+    lock.beat(replace(beat, folders=(str(work_notes.resolve()),)))
+    try:
+        assert home.status_reader()().daemon == "not running"
+        theirs = work.status_reader()()
+        assert theirs.daemon == "running"
+        assert list(theirs.as_json()["daemons"][0]["folders"]) == [str(work_notes.resolve())]
+        # A daemon that does not say its folders (before 028) is listed by name, as before.
+        lock.beat(beat)
+        assert home.status_reader()().daemon == "running"
+    finally:
+        lock.close()
+
+
+def test_mcp_list_notes_of_a_refused_config_lists_no_other_folders_note(
+    store: Store, tmp_path: Path
+) -> None:
+    import anyio
+    from mcp import Client
+
+    from kb.mcp.tools import build_server
+
+    (tmp_path / "work").mkdir()
+    (tmp_path / "home").mkdir()
+    work_notes = _vault(tmp_path / "work", "notes", "# W\n\nThe quarterly budget.\n")
+    home_notes = _vault(tmp_path / "home", "notes", "# H\n\nI planted tomatoes.\n")
+    work = _owned(store, "notes", work_notes, tmp_path / "work.toml")
+    home = _owned(store, "notes", home_notes, tmp_path / "home.toml")
+    assert work.sync().indexed == 1
+
+    async def main() -> None:
+        async with Client(build_server(home)) as client:
+            listed = await client.call_tool("list_notes", {})
+            assert listed.is_error or listed.structured_content["notes"] == []
+        async with Client(build_server(work)) as client:
+            listed = await client.call_tool("list_notes", {})
+            assert [n["path"] for n in listed.structured_content["notes"]] == ["notes.md"]
+
+    anyio.run(main)

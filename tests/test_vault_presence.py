@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,7 @@ def test_the_look_searches_for_a_note_only_on_another_device(
     tmp_path: Path, vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = make_config(vault).vaults[0]
-    here = os.stat(vault).st_dev
+    here = presence._device(vault)
     assert presence.look(config, Held(True, here)) == Root(False, here, None)
     monkeypatch.setattr(presence, "_device", lambda path: here + 1)
     assert presence.look(config, Held(True, here)) == Root(False, here + 1, True)
@@ -231,8 +232,54 @@ def test_a_folder_that_cannot_be_listed_is_not_taken_for_empty(
     def refused(path: object) -> None:
         raise PermissionError(13, "Permission denied")
 
-    here = os.stat(vault).st_dev
+    here = presence._device(vault)
     monkeypatch.setattr(os, "scandir", refused)
     root = presence.look(make_config(vault).vaults[0], Held(True, here))
     assert root == Root(empty=False, device=here)
     assert absence(root, Held(True, here)) is None
+
+
+def test_kb_verify_on_an_emptied_vault_says_the_disk_is_away(
+    tmp_path: Path, vault: Path, db_url: str
+) -> None:
+    # Told every note is "extra", a user would run a sync or forget the vault; the folder is
+    # a disk away, and its notes are kept, as the sync says.
+    config = tmp_path / "kb.toml"
+    config.write_text(
+        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "v"\npath = "{vault}"\n\n'
+        '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n'
+    )
+    env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
+    assert run_kb(config, env, "index", "--wait").returncode == 0
+    _unmount(vault)
+    result = run_kb(config, env, "verify")
+    assert result.returncode == 4, result.stderr
+    assert "extra" not in result.stdout
+    assert result.stdout.split() == [
+        "unlistable",
+        "v",
+        "(the",
+        *"folder is empty, as an unmounted disk leaves it)".split(),
+    ]
+
+
+def test_an_unmounted_bind_mount_on_the_same_disk_keeps_every_note(
+    kb: Kb, vault: Path, tmp_path: Path
+) -> None:
+    # A bind mount shares its device with the folder it shows: unmounted, its mount point
+    # (left a `lost+found/` here) is on the same device, and must not read as every note
+    # deleted.
+    disk = tmp_path / "disk"
+    vault.rename(disk)
+    vault.mkdir()
+    if subprocess.run(["mount", "--bind", str(disk), str(vault)], capture_output=True).returncode:
+        pytest.skip("bind mounts need root")
+    try:
+        kb.sync()
+        held = _notes(kb)
+    finally:
+        subprocess.run(["umount", str(vault)], check=True)
+    (vault / "lost+found").mkdir()
+    report = kb.sync()
+    assert report.deleted == 0 and report.unlistable == 1
+    assert _notes(kb) == held

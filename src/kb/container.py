@@ -11,6 +11,7 @@ build them: `kb query` does not load Markdown parsing or file watching.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -286,7 +287,9 @@ class Container:
             documents=self.store.documents,
             vaults=self.store.vaults,
             owner_name=self.config.owner_name,
-            own_vaults=[v.name for v in self.config.vaults],
+            # Each folder as its rows remember it (kb.indexing.indexer.vault_folder).
+            own_vaults={v.name: os.path.realpath(v.path) for v in self.config.vaults},
+            config_file=os.path.realpath(self.config.source) if self.config.source else None,
             context_window=self.config.ask.llm(self.config.llm).context_window,
             answer_passages=self.config.ask.passages,
             chat=lambda: self.answer_chat,

@@ -277,7 +277,7 @@ def verify_command(
     from kb.indexing.verify import KINDS, verify
 
     with session(ctx) as parts:
-        report = verify(parts.config, parts.store.documents)
+        report = verify(parts.config, parts.store.documents, parts.store.vaults.held)
     if as_json:
         data = {
             "in_sync": report.in_sync,

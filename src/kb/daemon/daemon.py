@@ -38,7 +38,7 @@ from kb.daemon.writer import TICK, Activity, Reconciliations, Writer
 from kb.db import first_line
 from kb.errors import DatabaseError
 from kb.indexing.events import FileEvent
-from kb.indexing.indexer import Indexer
+from kb.indexing.indexer import Indexer, vault_folder
 from kb.indexing.worker import Worker
 from kb.logfmt import event
 from kb.store.lock import DaemonBeat, Role, WriterLock
@@ -55,6 +55,14 @@ class IndexerFactory(Protocol):
     def __call__(
         self, *, on_event: Callable[[FileEvent], None], checkpoint: Callable[[], None]
     ) -> Indexer: ...
+
+
+def writer_vaults(vaults: Sequence[VaultConfig]) -> list[str]:
+    """What a daemon's writer lock is keyed by: each vault's name with its folder. Two
+    configurations giving one name to two folders are two sets of vaults, each with its own
+    writer: keyed by names alone, the one whose sync is refused would hold the lock, and
+    the other's daemon would stand by for good."""
+    return [f"{v.name}\0{vault_folder(v)}" for v in vaults]
 
 
 class WorkerFactory(Protocol):
@@ -111,7 +119,7 @@ class Daemon:
             stop=self.stop_event, speeds=("embed", "enrich") if enriching else ("embed",)
         )
         self._enriching: threading.Thread | None = None
-        self.lock = WriterLock(database_url, [v.name for v in self.vaults])
+        self.lock = WriterLock(database_url, writer_vaults(self.vaults))
         self._writable = threading.Event()
         self._worker: threading.Thread | None = None
         self.watcher: Watcher | None = None
@@ -314,6 +322,7 @@ class Daemon:
                     heartbeat_interval=self.settings.heartbeat,
                     last_error=self.activity.last_error,
                     vaults=tuple(v.name for v in self.vaults),
+                    folders=tuple(vault_folder(v) for v in self.vaults),
                 )
             )
         except DatabaseError as exc:

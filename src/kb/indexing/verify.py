@@ -7,7 +7,7 @@ This reads and hashes every note (it trusts no size or mtime), so it is the chec
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 from kb.config import Config, VaultConfig
@@ -16,7 +16,7 @@ from kb.errors import NoteError
 from kb.hashes import content_hash
 from kb.llm import embed_name
 from kb.store import Documents
-from kb.vault import obsidian
+from kb.vault import obsidian, presence
 from kb.vault.notes import (
     MISNAMED,
     OnDisk,
@@ -26,6 +26,7 @@ from kb.vault.notes import (
     scan_vault,
     shown_path,
 )
+from kb.vault.presence import Held
 from kb.vault.sync_plan import Stored, pair
 
 KINDS = {
@@ -65,7 +66,11 @@ class VerifyReport:
         return not self.differences
 
 
-def verify(config: Config, documents: Documents) -> VerifyReport:
+def verify(
+    config: Config, documents: Documents, held: Callable[[str], Held] | None = None
+) -> VerifyReport:
+    """`held` (the store's `vaults.held`) gives the device each vault was last synced on:
+    without it, a vault's folder is taken for its missing disk only when it is empty."""
     report = VerifyReport()
     diffs = report.differences
     unembedded = set(documents.without_vectors(embed_name(config.llm)))
@@ -77,6 +82,13 @@ def verify(config: Config, documents: Documents) -> VerifyReport:
         if not vault.path.is_dir():
             report.rows += counts.get(vault.name, 0)
             diffs.append(Difference(vault.name, "", "no vault", str(vault.path)))
+            continue
+        # A folder the sync takes for its missing disk is one it does not read: its rows are
+        # kept, not "extra" (which would send the user to delete them).
+        kept = held(vault.name) if held else Held(counts.get(vault.name, 0) > 0, None)
+        if why := presence.absence(presence.look(vault, kept), kept):
+            report.rows += counts.get(vault.name, 0)
+            diffs.append(Difference(vault.name, "", "unlistable", why))
             continue
         failures = documents.failures(vault.name)
         misnamed: list[str] = []

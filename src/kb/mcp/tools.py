@@ -140,7 +140,7 @@ def build_server(parts: Container) -> MCPServer:
     _add_search(server, searches)
     _add_get_note(server, vaults)
     _add_note_links(server, parts.note_finder())
-    _add_list_notes(server, [v.name for v in parts.config.vaults], search=parts.store.search)
+    _add_list_notes(server, searches, search=parts.store.search)
     _add_related_notes(server, parts.related_service())
     _add_status(server, parts.status_reader())
     _add_ask(server, searches)
@@ -268,7 +268,7 @@ def _add_note_links(server: MCPServer, finder: NoteFinder) -> None:
             return finder.links_of(note, files=False).as_json()
 
 
-def _add_list_notes(server: MCPServer, names: list[str], *, search: Search) -> None:
+def _add_list_notes(server: MCPServer, searches: SearchService, *, search: Search) -> None:
     @server.tool(annotations=_READ_ONLY)
     def list_notes(
         vault: Annotated[Name | None, Field(description="Only this vault.")] = None,
@@ -285,9 +285,11 @@ def _add_list_notes(server: MCPServer, names: list[str], *, search: Search) -> N
     ) -> NoteList:
         """List the indexed notes in path order, a page at a time."""
         with _as_tool_error():
+            # Only this config's vaults: another may share the index, or give one of its
+            # names to another folder.
+            mine = searches.searched() or tuple(searches.own_vaults)
             page = search.list_notes(
-                # Only this config's vaults: another may share the index.
-                vaults=[name for name in names if vault in (None, name)],
+                vaults=[name for name in mine if vault in (None, name)],
                 folder=folder,
                 tags=tags or (),
                 offset=offset,

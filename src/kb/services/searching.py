@@ -10,11 +10,12 @@ face can run a search the configuration does not describe.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kb.config import QueryConfig, SearchMode
+from kb.errors import KbError
 from kb.llm.base import ChatModel, Embedder
 from kb.results import SearchResult
 from kb.search.hybrid import search
@@ -26,7 +27,7 @@ from kb.store.documents import Documents
 from kb.store.queue import Queue
 from kb.store.vaults import VaultRows
 from kb.store.vectors import Vectors
-from kb.vault.sync_plan import vault_filter
+from kb.vault.sync_plan import searched_vaults
 
 if TYPE_CHECKING:
     # A search that is not re-ranked loads no prompts, and one that is not a question no
@@ -72,7 +73,8 @@ class SearchService:
         documents: Documents,
         vaults: VaultRows,
         owner_name: str,
-        own_vaults: Sequence[str],
+        own_vaults: Mapping[str, str],
+        config_file: str | None,
         context_window: int,
         answer_passages: int,
         chat: Callable[[], ChatModel],
@@ -88,7 +90,10 @@ class SearchService:
         self.embedder = embedder
         self.settings = settings
         self.owner_name = owner_name
-        self.own_vaults = tuple(own_vaults)  # the config's: the only ones it searches
+        # The config's vaults by folder (kb.indexing.indexer.vault_folder), and its file:
+        # the only vaults it searches.
+        self.own_vaults = dict(own_vaults)
+        self.config_file = config_file
         self.context_window = context_window
         self.answer_passages = answer_passages  # `[ask] passages`: a question's top-k
         self._chat = chat
@@ -99,6 +104,18 @@ class SearchService:
         # The index's passages say writers' names for "I" (ContextConfig.voiced_passages).
         self.voiced_index = voiced_index
 
+    def searched(self) -> tuple[str, ...]:
+        """The vaults a read of this config keeps to (empty: no filter, the index holding
+        only its vaults), asked at each read: another configuration may add one meanwhile.
+        A KbError when the index holds none of them."""
+        only = searched_vaults(self.own_vaults, self.config_file, self.vaults.holders())
+        if only is None:
+            raise KbError(
+                "the index holds none of this config's vaults: each of its names is another"
+                " configuration's vault at another folder (`kb index` says which)"
+            )
+        return only
+
     def plan(self, request: SearchRequest) -> SearchPlan:
         """The request resolved into the one plan its search runs: what it leaves out taken
         from `[query]`, the vault filter set, the rankers made. A KbError says what is wrong
@@ -106,7 +123,7 @@ class SearchService:
         owner = request.owner and self.settings.owner_in_first_person
         rerank = self.settings.rerank if request.rerank is None else request.rerank
         # The vaults are asked at each search: another configuration may add one meanwhile.
-        only = vault_filter(self.own_vaults, self.vaults.names())
+        only = self.searched()
         return SearchPlan(
             request.text,
             owner=self.owner_name if owner else None,

@@ -6,6 +6,7 @@ answers with `summary()`, the shorter form an assistant needs.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -148,6 +149,8 @@ def status_report(config: Config, sources: StatusSources) -> StatusReport:
     )
     llm = config.llm
     names = [v.name for v in config.vaults]
+    # As the rows remember them (kb.indexing.indexer.vault_folder).
+    folders = [os.path.realpath(v.path) for v in config.vaults]
     stored = sources.vaults.stored()
     daemons = sources.daemons.list()
     workers = sources.workers.listed()
@@ -167,7 +170,7 @@ def status_report(config: Config, sources: StatusSources) -> StatusReport:
         index=sources.state.status(kept_to),
         links=sources.links.counts(kept_to),
         # Another configuration's daemons and workers on this index are theirs, not this one's.
-        daemons=[d for d in daemons if d.serves(names)],
+        daemons=[d for d in daemons if d.serves(names, folders)],
         last_reconcile=sources.state.last_reconcile(),
         queue=sources.queue.status(names),
         vectors=sources.queue.status(names, "embed"),

@@ -31,10 +31,20 @@ class DaemonBeat:
     heartbeat_interval: float
     last_error: str | None = None
     vaults: tuple[str, ...] = ()  # the vaults it watches (empty: not known, a daemon before 025)
+    # Their folders, in the same order (empty: not known, a daemon before 028).
+    folders: tuple[str, ...] = ()
 
-    def serves(self, vaults: Sequence[str]) -> bool:
-        """Whether it watches any of `vaults` (a daemon that did not say: any vault)."""
-        return not self.vaults or not vaults or not set(self.vaults).isdisjoint(vaults)
+    def serves(self, vaults: Sequence[str], folders: Sequence[str] = ()) -> bool:
+        """Whether it watches any of `vaults` (a daemon that did not say: any vault), at
+        `folders` (theirs in the same order) where both sides say: another configuration
+        may give one of the names to another folder."""
+        if not self.vaults or not vaults:
+            return True
+        if self.folders and folders:
+            return not set(zip(self.vaults, self.folders, strict=True)).isdisjoint(
+                zip(vaults, folders, strict=True)
+            )
+        return not set(self.vaults).isdisjoint(vaults)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,7 +82,7 @@ class Daemons:
         with self.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT id, host, pid, role, activity, queue_length, heartbeat_interval,"
-                "       last_error, vaults, started_at, heartbeat_at,"
+                "       last_error, vaults, folders, started_at, heartbeat_at,"
                 "       extract(epoch FROM now() - heartbeat_at)::float AS heartbeat_age,"
                 "       (backend_pid IS NULL OR EXISTS (SELECT 1 FROM pg_stat_activity a"
                 "                                        WHERE a.pid = backend_pid)) AS connected"
@@ -89,6 +99,7 @@ class Daemons:
                 heartbeat_interval=r["heartbeat_interval"],
                 last_error=r["last_error"],
                 vaults=tuple(r["vaults"]),
+                folders=tuple(r["folders"]),
                 started_at=iso(r["started_at"]),
                 heartbeat_at=iso(r["heartbeat_at"]),
                 heartbeat_age=r["heartbeat_age"],
@@ -167,13 +178,14 @@ class WriterLock:
             "WITH gone AS (DELETE FROM daemons WHERE id <> %s"
             "   AND heartbeat_at < now() - make_interval(secs => heartbeat_interval * 20))"
             " INSERT INTO daemons (id, host, pid, role, activity, queue_length,"
-            "   heartbeat_interval, last_error, vaults, backend_pid)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, pg_backend_pid())"
+            "   heartbeat_interval, last_error, vaults, folders, backend_pid)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, pg_backend_pid())"
             " ON CONFLICT (id) DO UPDATE SET role = EXCLUDED.role, activity = EXCLUDED.activity,"
             "   backend_pid = EXCLUDED.backend_pid,"
             "   queue_length = EXCLUDED.queue_length,"
             "   heartbeat_interval = EXCLUDED.heartbeat_interval,"
-            "   last_error = EXCLUDED.last_error, vaults = EXCLUDED.vaults, heartbeat_at = now()",
+            "   last_error = EXCLUDED.last_error, vaults = EXCLUDED.vaults,"
+            "   folders = EXCLUDED.folders, heartbeat_at = now()",
             (
                 beat.id,
                 beat.id,
@@ -185,6 +197,7 @@ class WriterLock:
                 beat.heartbeat_interval,
                 beat.last_error,
                 list(beat.vaults),
+                list(beat.folders),
             ),
         )
 

@@ -39,6 +39,13 @@ class VaultRows:
             ).fetchall()
         return [StoredVault(**r) for r in rows]
 
+    def holders(self) -> dict[str, tuple[str | None, str | None]]:
+        """Each stored vault's folder and the config file that last synced it (None: not
+        known)."""
+        with self.pool.connection() as conn:
+            rows = conn.execute("SELECT name, folder, config FROM vaults").fetchall()
+        return {r["name"]: (r["folder"], r["config"]) for r in rows}
+
     def names(self) -> set[str]:
         with self.pool.connection() as conn:
             return {r["name"] for r in conn.execute("SELECT name FROM vaults").fetchall()}

@@ -10,7 +10,8 @@ The rule: the disk is missing, while the index holds notes of the vault, where
 - there is no folder at all (the disk was mounted at a folder above it);
 - the folder has no entry at all (no note, no `.obsidian/`, nothing): a mount point;
 - the folder holds no note and is on another device than at the last sync: a mount point
-  the disk beneath gave a file or two.
+  the disk beneath gave a file or two (a device here is a file system as mounted: a bind
+  mount of a folder on the same disk is another one).
 A folder on another device that holds notes is synced: the disk is back (a network or
 memory file system takes a new device number at each mount) or the vault was moved to
 another disk. A vault whose notes were all deleted keeps something in its folder (Obsidian's
@@ -21,6 +22,7 @@ another disk. A vault whose notes were all deleted keeps something in its folder
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,5 +88,35 @@ def look(vault: VaultConfig, held: Held) -> Root | None:
 
 
 def _device(path: Path) -> int:
-    """The device a folder is on (tests put another one here)."""
-    return os.stat(path).st_dev
+    """The file system a folder is on: its device, and on Linux the mount it is read through
+    (tests put another one here).
+
+    A bind mount (Docker's, fstab's `bind`) shares its device with the folder it shows: only
+    its mount tells its mount point, left with a `lost+found/` or `.obsidian/` once
+    unmounted, from the vault. A new mount of the same disk is another file system here, as
+    a network or memory one is: a folder that holds notes is synced all the same."""
+    device = os.stat(path).st_dev
+    mount = _mount_id(path)
+    if mount is None:
+        return device
+    digest = hashlib.blake2b(f"{device}:{mount}".encode(), digest_size=7).digest()
+    return int.from_bytes(digest)  # under 2**56: a bigint
+
+
+def _mount_id(path: Path) -> int | None:
+    """The id of the mount a folder is read through (Linux's `mnt_id`), or None where the
+    system does not say."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_PATH", 0))
+    except OSError:
+        return None
+    try:
+        with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("mnt_id:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    return None

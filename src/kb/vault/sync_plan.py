@@ -362,6 +362,32 @@ def vault_renames(
     return renames
 
 
+def searched_vaults(
+    configured: Mapping[str, str],
+    config: str | None,
+    holders: Mapping[str, tuple[str | None, str | None]],
+) -> tuple[str, ...] | None:
+    """The vault filter of a configuration's searches (`vault_filter`), given its vaults'
+    folders and its file, and each stored vault's folder and the file that synced it; None
+    when the index holds none of its vaults to search.
+
+    A vault of its name that another configuration synced from another folder is another
+    vault (`vault_refusal` refuses the sync): its rows are not this configuration's to
+    read. One its own config synced elsewhere is the same vault moved."""
+    own = [
+        name
+        for name, folder in configured.items()
+        if not (
+            name in holders
+            and holders[name][0] not in (None, folder)
+            and holders[name][1] != config
+        )
+    ]
+    if not own:
+        return None  # no filter would be every vault: another's rows
+    return vault_filter(own, holders.keys())
+
+
 def vault_filter(configured: Sequence[str], stored: Collection[str]) -> tuple[str, ...]:
     """The vaults a configuration's reads must be kept to: none while the index holds only
     its vaults (a filter costs every search a join), its own once the index holds others
