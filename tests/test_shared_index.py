@@ -462,7 +462,7 @@ def test_status_lists_no_daemon_of_its_vaults_name_at_another_folder(
         theirs = work.status_reader()()
         assert theirs.daemon == "running"
         assert list(theirs.as_json()["daemons"][0]["folders"]) == [str(work_notes.resolve())]
-        # A daemon that does not say its folders (before 028) is listed by name, as before.
+        # A daemon that does not say its folders (before 029) is listed by name, as before.
         lock.beat(beat)
         assert home.status_reader()().daemon == "running"
     finally:

@@ -31,7 +31,7 @@ class DaemonBeat:
     heartbeat_interval: float
     last_error: str | None = None
     vaults: tuple[str, ...] = ()  # the vaults it watches (empty: not known, a daemon before 025)
-    # Their folders, in the same order (empty: not known, a daemon before 028).
+    # Their folders, in the same order (empty: not known, a daemon before 029).
     folders: tuple[str, ...] = ()
 
     def serves(self, vaults: Sequence[str], folders: Sequence[str] = ()) -> bool:
