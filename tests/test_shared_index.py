@@ -226,21 +226,39 @@ def _owned(store: Store, name: str, folder: Path, config: Path, **vault: object)
     return Kb(store, parse_config(raw, base_dir=folder.parent, env={}, source=config))
 
 
+def _work_and_home(
+    store: Store,
+    tmp_path: Path,
+    work: str = "The quarterly budget.",
+    home: str = "I planted tomatoes.",
+) -> tuple[Kb, Kb]:
+    """Two configurations, each read from its file, that give the name "notes" to two
+    folders (`kb init` on ~/work/notes and on ~/home/notes): tmp_path/work/notes, whose note
+    says `work`, and tmp_path/home/notes."""
+    made = []
+    for who, text in (("work", work), ("home", home)):
+        (tmp_path / who).mkdir()
+        folder = _vault(tmp_path / who, "notes", f"# {who[0].upper()}\n\n{text}\n")
+        made.append(_owned(store, "notes", folder, tmp_path / f"{who}.toml"))
+    return made[0], made[1]
+
+
 def test_one_name_for_two_folders_is_refused_and_a_moved_folder_kept(
     store: Store, tmp_path: Path
 ) -> None:
-    (tmp_path / "work").mkdir()
-    (tmp_path / "home").mkdir()
-    work_notes = _vault(tmp_path / "work", "notes", "# W\n\nThe quarterly budget review.\n")
-    home_notes = _vault(tmp_path / "home", "notes", "# H\n\nI planted tomatoes.\n")
-    work = _owned(store, "notes", work_notes, tmp_path / "work.toml")
-    home = _owned(store, "notes", home_notes, tmp_path / "home.toml")
+    work, home = _work_and_home(
+        store, tmp_path, "The quarterly budget review.", "I planted tomatoes."
+    )
     assert work.sync().indexed == 1
     ids = rows(store, "SELECT id, path FROM documents")
     with pytest.raises(KbError) as refused:
         home.sync()
     line = str(refused.value)
-    assert "\n" not in line and str(work_notes) in line and str(home_notes) in line
+    assert (
+        "\n" not in line
+        and str(tmp_path / "work" / "notes") in line
+        and str(tmp_path / "home" / "notes") in line
+    )
     assert "name" in line and "kb forget notes" in line
     assert rows(store, "SELECT id, path FROM documents") == ids
     found = work.search_service().search(SearchRequest("tomatoes budget", mode="text"))
@@ -248,7 +266,7 @@ def test_one_name_for_two_folders_is_refused_and_a_moved_folder_kept(
     # The folder really moved (the config edited to follow it): its rows go with it.
     moved = tmp_path / "Documents"
     moved.mkdir()
-    work_notes.rename(moved / "notes")
+    (tmp_path / "work" / "notes").rename(moved / "notes")
     after = _owned(store, "notes", moved / "notes", tmp_path / "work.toml")
     report = after.sync()
     assert report.unchanged == 1 and report.indexed == 0 and after.chat.total_calls == 0
@@ -395,12 +413,9 @@ def test_a_config_refused_its_vaults_name_never_searches_the_other_folders_notes
 ) -> None:
     # `kb init` on ~/work/notes and on ~/home/notes names both "notes": home's sync is
     # refused, and its searches, by that name, would read work's notes.
-    (tmp_path / "work").mkdir()
-    (tmp_path / "home").mkdir()
-    work_notes = _vault(tmp_path / "work", "notes", "# W\n\nThe quarterly budget kestrel.\n")
-    home_notes = _vault(tmp_path / "home", "notes", "# H\n\nA kestrel in the garden.\n")
-    work = _owned(store, "notes", work_notes, tmp_path / "work.toml")
-    home = _owned(store, "notes", home_notes, tmp_path / "home.toml")
+    work, home = _work_and_home(
+        store, tmp_path, "The quarterly budget kestrel.", "A kestrel in the garden."
+    )
     assert work.sync().indexed == 1
     with pytest.raises(KbError):
         home.sync()
@@ -447,21 +462,18 @@ def test_one_name_for_two_folders_is_two_writers(tmp_path: Path, db_url: str) ->
 def test_status_lists_no_daemon_of_its_vaults_name_at_another_folder(
     store: Store, tmp_path: Path, db_url: str
 ) -> None:
-    (tmp_path / "work").mkdir()
-    (tmp_path / "home").mkdir()
-    work_notes = _vault(tmp_path / "work", "notes", "# W\n\nThe quarterly budget.\n")
-    home_notes = _vault(tmp_path / "home", "notes", "# H\n\nI planted tomatoes.\n")
-    home = _owned(store, "notes", home_notes, tmp_path / "home.toml")
-    work = _owned(store, "notes", work_notes, tmp_path / "work.toml")
+    work, home = _work_and_home(store, tmp_path)
     lock = WriterLock(db_url, ["work"])
     assert lock.try_acquire()
     beat = DaemonBeat("host:7", "host", 7, "writer", "watching", 0, 5.0, vaults=("notes",))
-    lock.beat(replace(beat, folders=(str(work_notes.resolve()),)))
+    lock.beat(replace(beat, folders=(str((tmp_path / "work" / "notes").resolve()),)))
     try:
         assert home.status_reader()().daemon == "not running"
         theirs = work.status_reader()()
         assert theirs.daemon == "running"
-        assert list(theirs.as_json()["daemons"][0]["folders"]) == [str(work_notes.resolve())]
+        assert list(theirs.as_json()["daemons"][0]["folders"]) == [
+            str((tmp_path / "work" / "notes").resolve())
+        ]
         # A daemon that does not say its folders (before 029) is listed by name, as before.
         lock.beat(beat)
         assert home.status_reader()().daemon == "running"
@@ -477,12 +489,7 @@ def test_mcp_list_notes_of_a_refused_config_lists_no_other_folders_note(
 
     from kb.mcp.tools import build_server
 
-    (tmp_path / "work").mkdir()
-    (tmp_path / "home").mkdir()
-    work_notes = _vault(tmp_path / "work", "notes", "# W\n\nThe quarterly budget.\n")
-    home_notes = _vault(tmp_path / "home", "notes", "# H\n\nI planted tomatoes.\n")
-    work = _owned(store, "notes", work_notes, tmp_path / "work.toml")
-    home = _owned(store, "notes", home_notes, tmp_path / "home.toml")
+    work, home = _work_and_home(store, tmp_path)
     assert work.sync().indexed == 1
 
     async def main() -> None:

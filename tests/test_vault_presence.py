@@ -88,6 +88,16 @@ def _mount(vault: Path, away: Path) -> None:
     away.rename(vault)
 
 
+def _cli(tmp_path: Path, vault: Path, db_url: str) -> tuple[Path, dict[str, str]]:
+    """A config file of vault "v" at `vault`, and the environment `kb` runs in on `db_url`."""
+    config = tmp_path / "kb.toml"
+    config.write_text(
+        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "v"\npath = "{vault}"\n\n'
+        '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n'
+    )
+    return config, {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
+
+
 def _notes(kb: Kb) -> int:
     return int(rows(kb.store, "SELECT count(*) AS n FROM documents")[0]["n"])
 
@@ -143,12 +153,7 @@ def test_every_note_deleted_on_the_same_device_is_deleted(kb: Kb, vault: Path) -
 def test_kb_index_on_an_emptied_vault_is_one_line_and_status_3(
     tmp_path: Path, vault: Path, db_url: str
 ) -> None:
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "v"\npath = "{vault}"\n\n'
-        '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n'
-    )
-    env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
+    config, env = _cli(tmp_path, vault, db_url)
     first = run_kb(config, env, "index", "--wait")
     assert first.returncode == 0, first.stderr
     away = _unmount(vault)
@@ -244,12 +249,7 @@ def test_kb_verify_on_an_emptied_vault_says_the_disk_is_away(
 ) -> None:
     # Told every note is "extra", a user would run a sync or forget the vault; the folder is
     # a disk away, and its notes are kept, as the sync says.
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "v"\npath = "{vault}"\n\n'
-        '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n'
-    )
-    env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
+    config, env = _cli(tmp_path, vault, db_url)
     assert run_kb(config, env, "index", "--wait").returncode == 0
     _unmount(vault)
     result = run_kb(config, env, "verify")
