@@ -50,6 +50,12 @@ class VaultConfig:
     obsidian: bool = True
     dates: DateRules = field(default_factory=DateRules)
 
+    @property
+    def folder(self) -> str:
+        """The vault's folder, links resolved: what a note's path must stay under, and how
+        the index's rows remember the vault."""
+        return os.path.realpath(self.path)
+
     def is_personal(self, rel_path: str) -> bool:
         return bool(self.personal) and _globs(self.personal).match(composed(rel_path))
 

@@ -287,8 +287,7 @@ class Container:
             documents=self.store.documents,
             vaults=self.store.vaults,
             owner_name=self.config.owner_name,
-            # Each folder as its rows remember it (kb.indexing.indexer.vault_folder).
-            own_vaults={v.name: os.path.realpath(v.path) for v in self.config.vaults},
+            own_vaults={v.name: v.folder for v in self.config.vaults},
             config_file=os.path.realpath(self.config.source) if self.config.source else None,
             context_window=self.config.ask.llm(self.config.llm).context_window,
             answer_passages=self.config.ask.passages,

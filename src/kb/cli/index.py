@@ -308,7 +308,6 @@ def forget_command(
     """Remove a vault this config does not name from the index, with its notes (their model
     outputs and vectors are kept: content enriched once is never sent to a model again).
     A vault a running daemon or worker holds is refused."""
-    from kb.indexing.indexer import vault_folder
     from kb.vault.names import composed
 
     with session(ctx) as parts:
@@ -316,7 +315,7 @@ def forget_command(
         stored = {composed(v.name): v for v in parts.store.vaults.stored()}
         found = stored.get(composed(vault))
         vault = found.name if found else vault
-        mine = {composed(v.name): vault_folder(v) for v in parts.config.vaults}
+        mine = {composed(v.name): v.folder for v in parts.config.vaults}
         # A vault of this config's name synced from another folder is another vault: it may
         # go, as the sync that refused to take it says (kb.vault.sync_plan.vault_refusal).
         if composed(vault) in mine and (

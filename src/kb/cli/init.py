@@ -137,7 +137,7 @@ def _start(
     init_proposals.refuse_vault(path, configured)
     if name is not None and any(v.name == name for v in configured):
         raise KbError(f"a vault is already named '{name}': pass another --name")
-    held = {v.name: os.path.realpath(v.path) for v in configured}
+    held = {v.name: v.folder for v in configured}
     indexed = _indexed(load_config(target) if add and existing is not None else None)
     vault_name = init_proposals.vault_name(os.path.realpath(path), indexed | held, name)
     out = stdout()

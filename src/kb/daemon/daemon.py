@@ -38,7 +38,7 @@ from kb.daemon.writer import TICK, Activity, Reconciliations, Writer
 from kb.db import first_line
 from kb.errors import DatabaseError
 from kb.indexing.events import FileEvent
-from kb.indexing.indexer import Indexer, vault_folder
+from kb.indexing.indexer import Indexer
 from kb.indexing.worker import Worker
 from kb.logfmt import event
 from kb.store.lock import DaemonBeat, Role, WriterLock
@@ -62,7 +62,7 @@ def writer_vaults(vaults: Sequence[VaultConfig]) -> list[str]:
     configurations giving one name to two folders are two sets of vaults, each with its own
     writer: keyed by names alone, the one whose sync is refused would hold the lock, and
     the other's daemon would stand by for good."""
-    return [f"{v.name}\0{vault_folder(v)}" for v in vaults]
+    return [f"{v.name}\0{v.folder}" for v in vaults]
 
 
 class WorkerFactory(Protocol):
@@ -322,7 +322,7 @@ class Daemon:
                     heartbeat_interval=self.settings.heartbeat,
                     last_error=self.activity.last_error,
                     vaults=tuple(v.name for v in self.vaults),
-                    folders=tuple(vault_folder(v) for v in self.vaults),
+                    folders=tuple(v.folder for v in self.vaults),
                 )
             )
         except DatabaseError as exc:

@@ -57,7 +57,6 @@ from kb.vault.notes import (
     scan_vault,
     shown_path,
     stat_note,
-    vault_root,
 )
 
 log = logging.getLogger("kb.indexer")
@@ -205,7 +204,7 @@ class Indexer:
         """Refuse a vault another configuration holds; re-key the rows of vaults the config
         now names otherwise (same folder)."""
         stored, held = self._holders(self.settings.vaults)
-        configured = {v.name: vault_folder(v) for v in self.settings.vaults}
+        configured = {v.name: v.folder for v in self.settings.vaults}
         for old, new in sync_plan.vault_renames(configured, stored, held).items():
             notes = self.vaults.rename(old, new)
             log.info("vault '%s' is now '%s' in the config: its %d notes kept", old, new, notes)
@@ -246,7 +245,7 @@ class Indexer:
         }
         return sync_plan.VaultClaim(
             vault.name,
-            vault_folder(vault),
+            vault.folder,
             self.settings.config,
             sync_plan.vault_settings(vault.personal, vault.ignore, built),
         )
@@ -383,7 +382,7 @@ class Indexer:
         # Only hashes are kept here: a file's bytes are read again by the worker that
         # indexes it, so a first sync of a large vault does not hold it all in memory.
         read: list[sync_plan.Read] = []
-        root = vault_root(vault)
+        root = vault.folder
         for f in to_read:
             self.checkpoint()
             try:
@@ -475,14 +474,7 @@ def _names(vault: sync_plan.StoredVault) -> bool:
         config = load_config(Path(vault.config))
     except ConfigError:
         return True
-    return any(
-        v.name == vault.name and vault.folder in (None, vault_folder(v)) for v in config.vaults
-    )
-
-
-def vault_folder(vault: VaultConfig) -> str:
-    """The folder a vault is read from, as its rows remember it."""
-    return os.path.realpath(vault.path)
+    return any(v.name == vault.name and vault.folder in (None, v.folder) for v in config.vaults)
 
 
 def _now_iso() -> str:

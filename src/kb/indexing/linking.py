@@ -12,7 +12,7 @@ from kb.config import VaultConfig
 from kb.errors import NoteError
 from kb.store.links import Links
 from kb.vault.link_rules import Link, extract, link_key
-from kb.vault.notes import read_note, vault_root
+from kb.vault.notes import read_note
 from kb.vault.parsing import decode, parse_note
 from kb.vault.sync_plan import Move
 
@@ -28,7 +28,7 @@ def fill(links: Links, vault: VaultConfig) -> list[str]:
     due = links.without_links(vault.name)
     if not due:
         return []
-    root = vault_root(vault)
+    root = vault.folder
     ready: list[tuple[str, Sequence[str], Sequence[Link]]] = []
     for path, spans in sorted(due.items()):
         try:

@@ -26,7 +26,7 @@ from kb.indexing.preparing import NotePreparer
 from kb.store import NoteRows
 from kb.store.documents import Documents
 from kb.vault import sync_plan
-from kb.vault.notes import OnDisk, read_note, vault_root
+from kb.vault.notes import OnDisk, read_note
 
 log = logging.getLogger("kb.indexer")
 
@@ -92,7 +92,7 @@ class NoteWriter:
     ) -> list[FileEvent]:
         """Index some files, written together; their events in the files' order."""
         outcomes: list[tuple[FileEvent, NoteRows | None]] = []
-        root = vault_root(vault)
+        root = vault.folder
         try:
             for f in files:
                 outcomes.append(self._prepare_guarded(vault, root, f, force))

@@ -121,7 +121,7 @@ def _inside(vault: VaultConfig, text: str) -> str | None:
     """`text` as a path inside `vault`'s folder, if it is a file there."""
     if not os.path.isfile(text):
         return None
-    root = os.path.realpath(vault.path)
+    root = vault.folder
     real = os.path.realpath(text)
     if not real.startswith(root + os.sep):
         return None

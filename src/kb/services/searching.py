@@ -90,7 +90,7 @@ class SearchService:
         self.embedder = embedder
         self.settings = settings
         self.owner_name = owner_name
-        # The config's vaults by folder (kb.indexing.indexer.vault_folder), and its file:
+        # The config's vaults by folder (`VaultConfig.folder`), and its file:
         # the only vaults it searches.
         self.own_vaults = dict(own_vaults)
         self.config_file = config_file

@@ -6,7 +6,6 @@ answers with `summary()`, the shorter form an assistant needs.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -149,8 +148,7 @@ def status_report(config: Config, sources: StatusSources) -> StatusReport:
     )
     llm = config.llm
     names = [v.name for v in config.vaults]
-    # As the rows remember them (kb.indexing.indexer.vault_folder).
-    folders = [os.path.realpath(v.path) for v in config.vaults]
+    folders = [v.folder for v in config.vaults]
     stored = sources.vaults.stored()
     daemons = sources.daemons.list()
     workers = sources.workers.listed()

@@ -298,7 +298,7 @@ def scan_scope(
 
 def inside_vault(vault: VaultConfig, rel_path: str) -> bool:
     """Whether a vault-relative path, links resolved, still lies inside the vault."""
-    return _resolved_inside(vault_root(vault), vault, rel_path) is not None
+    return _resolved_inside(vault.folder, vault, rel_path) is not None
 
 
 def _resolved_inside(root: str, vault: VaultConfig, rel_path: str) -> str | None:
@@ -329,11 +329,6 @@ def _walked(root: str, rel_path: str) -> str | None:
     return path
 
 
-def vault_root(vault: VaultConfig) -> str:
-    """The vault folder's own path, links resolved: what a note's path must stay under."""
-    return os.path.realpath(vault.path)
-
-
 def _real_note(vault: VaultConfig, rel_path: str, root: str) -> str:
     """The file a vault-relative path opens, links resolved; NoteError if the path, or what
     it leads to, is outside the vault, ignored or in a dot-folder."""
@@ -355,10 +350,10 @@ def read_note(vault: VaultConfig, rel_path: str, *, root: str | None = None) -> 
     """A note's bytes; FileNotFoundError if it is gone, NoteError if it cannot be read.
 
     The one place kb reads a note: whatever a link or an event names, nothing outside the
-    vault, ignored or in a dot-folder is opened. `root` is `vault_root(vault)` where the
+    vault, ignored or in a dot-folder is opened. `root` is `vault.folder` where the
     caller reads many notes (resolved once for them all, not once a note).
     """
-    real = _real_note(vault, rel_path, root or vault_root(vault))
+    real = _real_note(vault, rel_path, root or vault.folder)
     try:
         # O_NOFOLLOW: a link put in the file's place since the check above is refused;
         # O_NONBLOCK: a FIFO put there does not hang the read.
