@@ -25,6 +25,7 @@ from conftest import (
 from kb.config import SearchMode
 from kb.context import LAYOUT_VERSION, full_context, header_line
 from kb.errors import Interrupted, LLMError, LockLost
+from kb.indexing.building import BuildMode
 from kb.indexing.verify import verify
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.prompting.outputs import needs_rewrite
@@ -464,7 +465,10 @@ def test_failed_save_leaves_the_old_version_whole(kb: Kb, vault: Path) -> None:
     with kb.indexer() as indexer, pytest.raises(psycopg.errors.DiskFull):
         config = kb.config.vaults[0]
         data = (vault / LONG_NOTE).read_bytes()
-        _, rows = indexer.preparer.prepare(config, LONG_NOTE, data, size=len(data), mtime_ns=0)
+        mode = BuildMode(ask=not indexer.enrich, embed=False)  # as a sync builds it
+        _, rows = indexer.preparer.prepare(
+            config, LONG_NOTE, data, size=len(data), mtime_ns=0, mode=mode
+        )
         kb.store.documents.save([rows])
     after = stored_chunks(kb.store, LONG_NOTE)
     assert [c["content"] for c in after] == [c["content"] for c in before]

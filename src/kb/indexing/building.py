@@ -1,10 +1,10 @@
 """One note's chunk rows, built the same way by the indexer and by enrichment.
 
 The model outputs a note needs are read from the cache first (kb.context asks only for what
-is missing); what is left to ask is asked now, or, when `ask` is off and some are missing,
-left for enrichment: the note is then built with what is known and structural stand-ins.
-Then the chunks and their passages are embedded, each text once per model, or (`embed` off)
-left to the embedding queue where no vector is known for them.
+is missing); what is left to ask is asked now, or, when the build mode's `ask` is off and
+some are missing, left for enrichment: the note is then built with what is known and
+structural stand-ins. Then the chunks and their passages are embedded, each text once per
+model, or (`embed` off) left to the embedding queue where no vector is known for them.
 """
 
 from __future__ import annotations
@@ -56,6 +56,41 @@ def note_facts(
     )
 
 
+@dataclass(frozen=True)
+class BuildMode:
+    """How a note's rows are built: what is taken from the index, and what is made now.
+
+    The defaults are enrichment's: the model asked and the texts embedded now, every cache
+    looked up. A sync's mode is made once for its notes (kb.indexing.write_plan).
+    """
+
+    fresh: bool = False  # no cached output or vector is taken (a forced rebuild)
+    # The model is asked now for the outputs not cached; else a note missing some is built
+    # with what is known and structural stand-ins, and left for enrichment.
+    ask: bool = True
+    # The texts with no vector known are embedded now; else they wait for the embedding queue.
+    embed: bool = True
+    known_vectors: bool = True  # the index may hold vectors for the texts (off: it holds none)
+    known_outputs: bool = True  # it may hold LLM outputs by their keys (off: a first index)
+
+    @property
+    def reuses_vectors(self) -> bool:
+        return not self.fresh and self.known_vectors
+
+    @property
+    def looks_up_outputs(self) -> bool:
+        """Whether the cached outputs are looked up: also in an index that held none when the
+        sync began, if the model is asked now (an earlier note of the same sync may have paid
+        for the same text, in a copy); a note left to the enrichment queue is looked up
+        there."""
+        return not self.fresh and (self.known_outputs or self.ask)
+
+    @property
+    def looks_up_voice(self) -> bool:
+        """Whether the note's stored voice is looked up (to stand in while it waits)."""
+        return not self.fresh and self.known_outputs
+
+
 class NoteBuilder:
     def __init__(self, context: Contextualizer, embedding: Embedding, caches: Caches) -> None:
         self.context = context
@@ -63,44 +98,28 @@ class NoteBuilder:
         self.caches = caches
 
     def build(
-        self,
-        chunks: list[Chunk],
-        personal: bool,
-        note: NoteFacts,
-        *,
-        vault: str,
-        fresh: bool,
-        ask: bool,
-        embed: bool = True,
-        known_vectors: bool = True,
-        known_outputs: bool = True,
+        self, chunks: list[Chunk], personal: bool, note: NoteFacts, *, vault: str, mode: BuildMode
     ) -> Built:
-        """The note's rows. `fresh`: no cached output or vector is taken (a forced
-        rebuild); `ask`: the model is asked for what is missing now; `embed`: the texts with
-        no vector known are embedded now (else they wait for the embedding queue);
-        `known_vectors` off: the index holds none to look up; `known_outputs` off, no LLM
-        output (a first index)."""
+        """The note's rows, built as `mode` says."""
         chat = self.context.chat.name
         # Only a note whose writer the model names has one stored to stand in.
-        asks = not fresh and known_outputs and self.context.needs.asks_voice(personal)
+        asks = mode.looks_up_voice and self.context.needs.asks_voice(personal)
         before = self.caches.stored_voice(vault, note.path) if asks else None
-        # A model asked now looks up what an earlier note of the same sync paid for (the
-        # same text in a copy); a note left to the enrichment queue is looked up there.
-        looks = not fresh and (known_outputs or ask)
+        looks = mode.looks_up_outputs
 
         def lookup(keys: list[str]) -> dict[str, Output]:
             return self.caches.known_outputs(keys, chat) if looks else {}
 
         known, complete = self.context.gather(chunks, personal, note, lookup, before)
-        if ask or complete:
+        if mode.ask or complete:
             ctx = self.context.build(chunks, personal, known, note, lookup)
         else:
             ctx = self.context.provisional(chunks, personal, known, note, before)
         records, embedded = self.embedding.records(
             ctx.chunks,
             chat_model=chat,
-            reuse=not fresh and known_vectors,
+            reuse=mode.reuses_vectors,
             passages=ctx.passages,
-            embed=embed,
+            embed=mode.embed,
         )
-        return Built(ctx, records, embedded, complete or ask)
+        return Built(ctx, records, embedded, complete or mode.ask)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from kb.errors import KbError
-from kb.indexing.building import NoteBuilder, note_facts
+from kb.indexing.building import BuildMode, NoteBuilder, note_facts
 from kb.store import Claim, Enriched, EnrichedNotes
 from kb.store.queue import Speed
 from kb.vault.dates import settings_build
@@ -98,8 +98,7 @@ class Enricher:
             note.personal,
             note_facts(note.path, note.metadata, note.chunks, note.note_date),
             vault=note.vault,
-            fresh=claim.fresh,
-            ask=True,
+            mode=BuildMode(fresh=claim.fresh),
         )
         ctx = built.context
         written = self.notes.finish(

@@ -3,8 +3,9 @@ them, and the run's totals."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, TypeAlias
 
 # "unlistable": a folder that could not be read; the notes stored under it are kept.
 Action = Literal["indexed", "unchanged", "moved", "deleted", "failed", "unlistable"]
@@ -24,6 +25,10 @@ class FileEvent:
     queued: bool = False  # stored without all of its LLM context, which workers will add
     error: str = ""
     moved_from: str = ""
+
+
+# Where a sync hands each file's event as it goes (its report, and the caller's on_event).
+Emit: TypeAlias = Callable[[FileEvent], None]
 
 
 @dataclass

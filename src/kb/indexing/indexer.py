@@ -22,8 +22,8 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kb.config import Config, VaultConfig, load_config
@@ -31,16 +31,17 @@ from kb.errors import ConfigError, KbError, NoteError
 from kb.hashes import content_hash
 from kb.indexing import linking
 from kb.indexing.building import NoteBuilder
-from kb.indexing.bulk import bulk_load
-from kb.indexing.events import FileEvent, SyncReport
+from kb.indexing.bulk import bulk_bracket
+from kb.indexing.events import Emit, FileEvent, SyncReport
 from kb.indexing.preparing import NotePreparer
 from kb.indexing.space import EmbeddingSpace
-from kb.indexing.writing import WRITE_GROUP, NoteWriter, failed
+from kb.indexing.write_plan import IndexState, WritePlan, write_plan
+from kb.indexing.writing import NoteWriter, failed
 from kb.store.caches import Caches
 from kb.store.documents import Documents
 from kb.store.links import Links
 from kb.store.queue import Queue
-from kb.store.state import State
+from kb.store.state import LastSync, State
 from kb.store.text_index import TextIndex
 from kb.store.vaults import VaultRows
 from kb.store.vectors import Vectors
@@ -64,13 +65,17 @@ log = logging.getLogger("kb.indexer")
 
 @dataclass
 class _Survey:
-    """What a sync looks closer at: the rows and notes not unchanged on their stat; and how
-    many rows and notes the vault has in all."""
+    """What a sync of `scope` (None: the whole vault) looks closer at: the rows and notes not
+    unchanged on their stat; how many rows and notes the vault has in all; the notes whose
+    names cannot be stored, and the folders that could not be read."""
 
+    scope: Scope | None
     stored: dict[str, sync_plan.Stored]
     on_disk: dict[str, OnDisk]
     rows: int = 0
     notes: int = 0
+    misnamed: list[str] = field(default_factory=list)
+    unlisted: list[Unlisted] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -138,11 +143,7 @@ class Indexer:
         self.enrich = settings.enrich
         self.context = builder.context
         self.preparer = NotePreparer(
-            builder,
-            self.context,
-            self.chat_name,
-            max_chars=settings.max_chars,
-            enrich=self.enrich,
+            builder, self.context, self.chat_name, max_chars=settings.max_chars
         )
         workers = settings.llm_concurrency
         # With no chat model on this path, twice as many notes are read and stored at once
@@ -152,7 +153,6 @@ class Indexer:
             self.preparer,
             documents,
             threads=2 * workers if settings.model_free else workers,
-            group=WRITE_GROUP if settings.model_free else 1,
             checkpoint=lambda: self.checkpoint(),
             database=settings.database,
         )
@@ -188,16 +188,8 @@ class Indexer:
         self.space.follow()
         for vault in self.settings.vaults if vaults is None else vaults:
             self._sync_vault(vault, report, force=force)
-        self.state.set(
-            "last_sync",
-            {
-                "at": _now_iso(),
-                "files": report.files,
-                "indexed": report.indexed,
-                "failed": report.failed,
-                "llm_calls": report.llm_calls,
-            },
-        )
+        last = LastSync(_now_iso(), report.files, report.indexed, report.failed, report.llm_calls)
+        self.state.synced(last)
         return report
 
     def _follow_renames(self) -> None:
@@ -265,6 +257,34 @@ class Indexer:
         force: bool,
         scope: Scope | None = None,
     ) -> None:
+        def emit(event: FileEvent) -> None:
+            report.add(event)
+            self.on_event(event)
+
+        followed = self._recorded(vault, emit)
+        if followed is None:
+            return
+        vault = followed
+        rules = self._rules(vault, force=force, trust_stat=scope is None)
+        survey = self._survey(vault, scope, rules, emit)
+        self.on_scan(survey.notes + len(survey.misnamed))
+        for path in survey.misnamed:
+            # Listed like any note that failed, under a name that can be stored and shown.
+            emit(failed(self.documents, vault, shown_path(path), NoteError(MISNAMED)))
+        for folder in survey.unlisted:
+            emit(self._unlistable(vault, folder))
+        todo = self._decide(vault, survey, rules, emit)
+        self.checkpoint()
+        self._touch_and_move(vault, todo, emit)
+        plan = self._plan(len(todo.index), force)
+        with bulk_bracket(self.text_index, bulk=plan.bulk):
+            self.writer.index(vault, todo.index, emit, plan)
+        self.checkpoint()
+        self._delete(vault, todo, survey, emit)
+
+    def _recorded(self, vault: VaultConfig, emit: Emit) -> VaultConfig | None:
+        """The vault as a sync sees it, its folder and settings recorded; None when its disk
+        is away."""
         # Read at each sync: an edit of .obsidian/*.json is taken up as a config change is.
         claim = self._claim(vault)
         vault, _ = obsidian.followed(vault)
@@ -273,55 +293,61 @@ class Indexer:
         if why := presence.absence(root, held):
             # Its notes are kept as under a folder that cannot be read, and looked at again
             # as one is: nothing is deleted while the disk is away.
-            event = self._unlistable(vault, Unlisted("", why))
-            report.add(event)
-            self.on_event(event)
-            return
+            emit(self._unlistable(vault, Unlisted("", why)))
+            return None
         if root is None:
             raise KbError(f"vault '{vault.name}': {vault.path} is not a directory")
         self.vaults.record(claim.name, claim.folder, claim.config, claim.settings, root.device)
-        # A new index holds no vector to look up for its notes (the embedding queue looks
-        # again when it embeds them).
-        self.writer.known_vectors = self.vectors.space() is not None
-        rules = self._rules(vault, force=force, trust_stat=scope is None)
-        misnamed: list[str] = []
-        unlisted: list[Unlisted] = []
+        return vault
 
-        def emit(event: FileEvent) -> None:
-            report.add(event)
-            self.on_event(event)
-
-        survey = self._survey(vault, scope, rules, misnamed, unlisted, emit)
+    def _decide(
+        self, vault: VaultConfig, survey: _Survey, rules: sync_plan.Rules, emit: Emit
+    ) -> sync_plan.Plan:
+        """What becomes of the surveyed notes, once those to read are hashed: a note gone
+        since the scan leaves `on_disk` (it is deleted), one that cannot be read is reported
+        as failed."""
         stored, on_disk = survey.stored, survey.on_disk
-        self.on_scan(survey.notes + len(misnamed))
-        for path in misnamed:
-            # Listed like any note that failed, under a name that can be stored and shown.
-            emit(failed(self.documents, vault, shown_path(path), NoteError(MISNAMED)))
-        for folder in unlisted:
-            emit(self._unlistable(vault, folder))
-
         to_read, new = sync_plan.to_read(stored, list(on_disk.values()), rules)
-        read = self._hashed(vault, to_read, on_disk, emit)
+        # Only hashes are kept here: a file's bytes are read again by the worker that
+        # indexes it, so a first sync of a large vault does not hold it all in memory.
+        read: list[sync_plan.Read] = []
+        root = vault.folder
+        for f in to_read:
+            self.checkpoint()
+            try:
+                read.append(sync_plan.Read(f, content_hash(read_note(vault, f.path, root=root))))
+            except FileNotFoundError:
+                del on_disk[f.path]
+            except NoteError as exc:
+                emit(failed(self.documents, vault, f.path, exc))
         elsewhere = {}
-        if scope is not None and not force:
+        if survey.scope is not None and not rules.force:
             elsewhere = self._vanished_elsewhere(vault, sync_plan.new_hashes(stored, read), stored)
-        todo = sync_plan.decide(stored, read, on_disk.keys(), rules, elsewhere, new, unlisted)
+        return sync_plan.decide(
+            stored, read, on_disk.keys(), rules, elsewhere, new, survey.unlisted
+        )
 
-        self.checkpoint()
-        self._touch_and_move(vault, todo, emit)
-        if todo.index:
-            # An index with no LLM output yet (a first index) is asked for none: the
-            # enrichment queue looks again when it takes the notes.
-            self.writer.known_outputs = self.caches.holds_outputs()
-        if bulk_load(len(todo.index), lambda: sum(self.documents.row_counts().values())):
-            self.text_index.drop()  # built once the notes are written (kb.indexing.bulk)
-        self.writer.index(vault, todo.index, emit, force=force)
-        # After a bulk load, or one stopped before its end.
-        if not self.text_index.present():
-            self.text_index.build()
+    def _plan(self, notes: int, force: bool) -> WritePlan:
+        """How this sync writes its `notes` notes, from the index as it is now."""
+        return write_plan(
+            notes,
+            force=force,
+            enrich=self.enrich,
+            model_free=self.settings.model_free,
+            index=IndexState(
+                holds_vectors=self.vectors.space() is not None,
+                holds_outputs=self.caches.holds_outputs,
+                notes=lambda: sum(self.documents.row_counts().values()),
+            ),
+        )
 
-        self.checkpoint()
-        docs = self.documents
+    def _delete(
+        self, vault: VaultConfig, todo: sync_plan.Plan, survey: _Survey, emit: Emit
+    ) -> None:
+        """The rows of notes gone deleted, the links their names resolved again, and the
+        failures recorded for notes no longer there let go of."""
+        docs, on_disk = self.documents, survey.on_disk
+        scope, misnamed, unlisted = survey.scope, survey.misnamed, survey.unlisted
         # Paths named by the scope but not on disk may have a failure recorded, and no row.
         deleted = set(todo.delete) | (
             {
@@ -370,32 +396,7 @@ class Indexer:
             dates=vault.dates,
         )
 
-    def _hashed(
-        self,
-        vault: VaultConfig,
-        to_read: Sequence[OnDisk],
-        on_disk: dict[str, OnDisk],
-        emit: Callable[[FileEvent], None],
-    ) -> list[sync_plan.Read]:
-        """The content hashes of the notes to read; a note gone since the scan leaves
-        `on_disk` (it is deleted), one that cannot be read is reported as failed."""
-        # Only hashes are kept here: a file's bytes are read again by the worker that
-        # indexes it, so a first sync of a large vault does not hold it all in memory.
-        read: list[sync_plan.Read] = []
-        root = vault.folder
-        for f in to_read:
-            self.checkpoint()
-            try:
-                read.append(sync_plan.Read(f, content_hash(read_note(vault, f.path, root=root))))
-            except FileNotFoundError:
-                del on_disk[f.path]
-            except NoteError as exc:
-                emit(failed(self.documents, vault, f.path, exc))
-        return read
-
-    def _touch_and_move(
-        self, vault: VaultConfig, todo: sync_plan.Plan, emit: Callable[[FileEvent], None]
-    ) -> None:
+    def _touch_and_move(self, vault: VaultConfig, todo: sync_plan.Plan, emit: Emit) -> None:
         """The notes found unchanged, and those moved, recorded as such."""
         docs = self.documents
         docs.touch(vault.name, todo.touch)
@@ -413,23 +414,21 @@ class Indexer:
         vault: VaultConfig,
         scope: Scope | None,
         rules: sync_plan.Rules,
-        misnamed: list[str],
-        unlisted: list[Unlisted],
-        emit: Callable[[FileEvent], None],
+        emit: Emit,
     ) -> _Survey:
         """The rows and notes of a sync that are not unchanged on their stat (those are
-        reported as they go by: a full sync of a large vault holds a few at a time), and in
-        `unlisted` the folders that could not be read."""
+        reported as they go by: a full sync of a large vault holds a few at a time)."""
         docs = self.documents
+        survey = _Survey(scope, {}, {})
+        misnamed, unlisted = survey.misnamed, survey.unlisted
         if scope is not None:
-            stored = docs.states_in(
+            survey.stored = docs.states_in(
                 vault.name, map(shown_path, scope.files), map(shown_path, scope.folders)
             )
-            on_disk = {
-                f.path: f for f in nameable(scan_scope(vault, scope, unlisted).values(), misnamed)
-            }
-            return _Survey(stored, on_disk, rows=len(stored), notes=len(on_disk))
-        survey = _Survey({}, {})
+            found = nameable(scan_scope(vault, scope, unlisted).values(), misnamed)
+            survey.on_disk = {f.path: f for f in found}
+            survey.rows, survey.notes = len(survey.stored), len(survey.on_disk)
+            return survey
         with docs.each_state(vault.name) as states:
             notes = nameable(scan_vault(vault, unlisted=unlisted), misnamed)
             for old, new in sync_plan.pair(states, notes, unlisted):

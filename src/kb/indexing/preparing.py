@@ -9,7 +9,7 @@ import logging
 from kb.config import VaultConfig
 from kb.context import Contextualizer
 from kb.hashes import content_hash
-from kb.indexing.building import NoteBuilder, note_facts
+from kb.indexing.building import BuildMode, NoteBuilder, note_facts
 from kb.indexing.events import FileEvent
 from kb.store import DocumentRecord, NoteRows, Pending
 from kb.vault.chunking import chunk_body
@@ -21,23 +21,15 @@ log = logging.getLogger("kb.indexer")
 
 
 class NotePreparer:
-    """Prepares notes with one builder (its context maker, embedding and caches); with
-    `enrich`, the chat model is never asked here: the enrichment queue's workers are."""
+    """Prepares notes with one builder (its context maker, embedding and caches)."""
 
     def __init__(
-        self,
-        builder: NoteBuilder,
-        context: Contextualizer,
-        chat_name: str,
-        *,
-        max_chars: int,
-        enrich: bool,
+        self, builder: NoteBuilder, context: Contextualizer, chat_name: str, *, max_chars: int
     ) -> None:
         self.builder = builder
         self.context = context
         self.chat_name = chat_name
         self.max_chars = max_chars
-        self.enrich = enrich
 
     def prepare(
         self,
@@ -47,17 +39,13 @@ class NotePreparer:
         *,
         size: int,
         mtime_ns: int,
-        force: bool = False,
-        known_vectors: bool = True,
-        known_outputs: bool = True,
+        mode: BuildMode,
     ) -> tuple[FileEvent, NoteRows]:
-        """Parse, chunk, contextualize and embed one note, paying only for what is new: its
-        rows to write, and what writing them does.
+        """Parse, chunk, contextualize and embed one note, built as `mode` says, paying only
+        for what is new: its rows to write, and what writing them does.
 
-        With enrichment on, a note whose LLM outputs are not all cached gets the context
-        known without a model, and is queued for the rest. `known_vectors`: the index may
-        hold vectors for its texts already (by their hashes), which are looked up;
-        `known_outputs`, LLM outputs by their keys.
+        A note whose LLM outputs are not all cached, when the mode does not ask the model,
+        gets the context known without a model, and is queued for the rest.
         """
         note = parse_note(decode(data))
         for warning in note.warnings:
@@ -70,15 +58,11 @@ class NotePreparer:
             personal,
             note_facts(path, note.metadata, chunks, date.own),
             vault=vault.name,
-            fresh=force,
-            ask=not self.enrich,
-            embed=False,
-            known_vectors=known_vectors,
-            known_outputs=known_outputs,
+            mode=mode,
         )
         ctx, records = built.context, built.records
-        pending = None if built.complete else Pending(priority=mtime_ns, fresh=force)
-        vectors = Pending(priority=mtime_ns, fresh=force) if built.waiting else None
+        pending = None if built.complete else Pending(priority=mtime_ns, fresh=mode.fresh)
+        vectors = Pending(priority=mtime_ns, fresh=mode.fresh) if built.waiting else None
         for problem in ctx.problems:
             log.info("%s/%s: %s; stored structural context instead", vault.name, path, problem)
         metadata = dict(note.metadata)

@@ -1,9 +1,6 @@
 """The notes a sync indexes: read, prepared (kb.indexing.preparing) and written in groups
-by a pool of file threads, their events reported in the files' order.
-
-Where no chat model is on the path, notes are written sixteen to a transaction (see
-Documents.save); with a model on it, each note is written as soon as it is done: its
-outputs are paid for, and a stop must not lose them.
+by a pool of file threads, their events reported in the files' order, as the sync's write
+plan says (kb.indexing.write_plan: how each note is built, how many to a transaction).
 """
 
 from __future__ import annotations
@@ -21,17 +18,16 @@ from kb import db
 from kb.config import VaultConfig
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
-from kb.indexing.events import FileEvent
+from kb.indexing.building import BuildMode
+from kb.indexing.events import Emit, FileEvent
 from kb.indexing.preparing import NotePreparer
+from kb.indexing.write_plan import WritePlan
 from kb.store import NoteRows
 from kb.store.documents import Documents
 from kb.vault import sync_plan
 from kb.vault.notes import OnDisk, read_note
 
 log = logging.getLogger("kb.indexer")
-
-# Notes written to the database in one transaction, where no chat model is on the path.
-WRITE_GROUP = 16
 
 
 class NoteWriter:
@@ -43,19 +39,15 @@ class NoteWriter:
         documents: Documents,
         *,
         threads: int,
-        group: int,
         checkpoint: Callable[[], None],
         database: tuple[str, Path],
     ) -> None:
         self.preparer = preparer
         self.documents = documents
         self.threads = threads
-        self.group = group
         # Called before each file and each write; it raises Interrupted to stop there.
         self.checkpoint = checkpoint
         self.database = database  # its URL and kb's data directory: what a full disk names
-        self.known_vectors = True  # whether the index holds any vector to look up
-        self.known_outputs = True  # whether it holds any LLM output to look up
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="kb-file")
 
     def close(self) -> None:
@@ -65,17 +57,16 @@ class NoteWriter:
         self,
         vault: VaultConfig,
         files: Sequence[OnDisk],
-        emit: Callable[[FileEvent], None],
-        *,
-        force: bool,
+        emit: Emit,
+        plan: WritePlan,
     ) -> None:
-        """Index `files`, in groups written by the file threads."""
+        """Index `files` as `plan` says, in groups written by the file threads."""
         # A few groups ahead of the one reported: a large vault's events are let go of as
         # they are reported, not held to the end.
         ahead: deque[Future[list[FileEvent]]] = deque()
         try:
-            for group in sync_plan.groups(files, self.group, self.threads):
-                ahead.append(self._pool.submit(self._index_group, vault, group, force))
+            for group in sync_plan.groups(files, plan.group, self.threads):
+                ahead.append(self._pool.submit(self._index_group, vault, group, plan.mode))
                 if len(ahead) > 2 * self.threads:
                     for event in ahead.popleft().result():
                         emit(event)
@@ -88,14 +79,14 @@ class NoteWriter:
             raise
 
     def _index_group(
-        self, vault: VaultConfig, files: Sequence[OnDisk], force: bool
+        self, vault: VaultConfig, files: Sequence[OnDisk], mode: BuildMode
     ) -> list[FileEvent]:
         """Index some files, written together; their events in the files' order."""
         outcomes: list[tuple[FileEvent, NoteRows | None]] = []
         root = vault.folder
         try:
             for f in files:
-                outcomes.append(self._prepare_guarded(vault, root, f, force))
+                outcomes.append(self._prepare_guarded(vault, root, f, mode))
         finally:
             # The notes done before a stop or a dead model server are written all the same,
             # unless the writer lock is lost: another writer may own the index now.
@@ -112,21 +103,14 @@ class NoteWriter:
         return [event for event, _ in outcomes]
 
     def _prepare_guarded(
-        self, vault: VaultConfig, root: str, f: OnDisk, force: bool
+        self, vault: VaultConfig, root: str, f: OnDisk, mode: BuildMode
     ) -> tuple[FileEvent, NoteRows | None]:
         try:
             self.checkpoint()
             data = read_note(vault, f.path, root=root)
             with connection_needed(*self.database):
                 return self.preparer.prepare(
-                    vault,
-                    f.path,
-                    data,
-                    size=len(data),
-                    mtime_ns=f.mtime_ns,
-                    force=force,
-                    known_vectors=self.known_vectors,
-                    known_outputs=self.known_outputs,
+                    vault, f.path, data, size=len(data), mtime_ns=f.mtime_ns, mode=mode
                 )
         except FileNotFoundError:
             # Deleted since it was listed (an editor's save dance, or a real delete).

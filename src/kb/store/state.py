@@ -108,6 +108,10 @@ class State:
     def reconciled(self, record: Reconciliation) -> None:
         self.set("last_reconcile", asdict(record))
 
+    def synced(self, record: LastSync) -> None:
+        """The last whole sync, read back by `status` in the same shape."""
+        self.set("last_sync", asdict(record))
+
     def status(self, vaults: Sequence[str] = ()) -> Status:
         """One pass over each table: the counts a large index would pay for many times; of
         `vaults` alone when given (see kb.vault.sync_plan.vault_filter)."""
