@@ -73,7 +73,7 @@ from kb.config import Config, SearchMode
 from kb.container import Container, open_store
 from kb.errors import KbError
 from kb.llm import make_chat, make_embedder
-from kb.llm.base import ChatModel, Embedder, Prompt, TokenUsage
+from kb.models.base import ChatModel, Embedder, Prompt, TokenUsage
 from kb.search.answer import Answer
 from kb.services.searching import SearchRequest
 from kb.store import Store

@@ -44,7 +44,7 @@ from kb.container import Container, open_store
 from kb.indexing.enrich import Attempt
 from kb.indexing.events import FileEvent
 from kb.llm import make_chat, make_embedder
-from kb.llm.base import ChatModel, Embedder, Prompt
+from kb.models.base import ChatModel, Embedder, Prompt
 from kb.store import Store
 from kb.vault.notes import Scope
 

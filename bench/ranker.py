@@ -60,7 +60,7 @@ from kb import db
 from kb.container import open_store
 from kb.fusion import Fused, Fusion
 from kb.llm import make_chat, make_embedder
-from kb.llm.base import Embedder
+from kb.models.base import Embedder
 from kb.results import SearchHit
 from kb.search import features
 from kb.search import ranker as kb_ranker

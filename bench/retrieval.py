@@ -60,7 +60,7 @@ from kb.context.needs import ContextBuild
 from kb.fusion import FUSION_METHODS, Fusion
 from kb.indexing.events import FileEvent
 from kb.llm import make_chat, make_embedder
-from kb.llm.base import ChatModel, Embedder
+from kb.models.base import ChatModel, Embedder
 from kb.search import ranker
 from kb.search.features import SCHEMA
 from kb.search.hybrid import Judge, Retrieved, owner_query, rank, retrieve, search

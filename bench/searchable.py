@@ -50,8 +50,8 @@ from kb import db  # noqa: E402
 from kb.config import Config, parse_config  # noqa: E402
 from kb.container import Container, open_store  # noqa: E402
 from kb.llm import make_embedder  # noqa: E402
-from kb.llm.base import Embedder, Prompt, TokenUsage  # noqa: E402
 from kb.llm.fake import FakeEmbedder  # noqa: E402
+from kb.models.base import Embedder, Prompt, TokenUsage  # noqa: E402
 from kb.services.searching import SearchRequest  # noqa: E402
 from kb.store import NO_FILTER, SearchFilter, Store  # noqa: E402
 

@@ -21,8 +21,8 @@ from kb.context import full_context, header_line
 from kb.indexing.enrich import Attempt
 from kb.indexing.events import SyncReport
 from kb.indexing.verify import verify
-from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
+from kb.models.base import Prompt
 from kb.search.plan import SearchPlan
 from kb.store import Claim, Store
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kb import db
 from kb.config import Config
 from kb.llm import make_chat, make_cross_encoder, make_embedder
-from kb.llm.base import ChatModel, CrossEncoder, Embedder
+from kb.models.base import ChatModel, CrossEncoder, Embedder
 from kb.store import Store
 
 if TYPE_CHECKING:

@@ -308,7 +308,7 @@ def forget_command(
     """Remove a vault this config does not name from the index, with its notes (their model
     outputs and vectors are kept: content enriched once is never sent to a model again).
     A vault a running daemon or worker holds is refused."""
-    from kb.vault.names import composed
+    from kb.names import composed
 
     with session(ctx) as parts:
         # Typed as macOS writes names (NFD) or not, a name is the stored one.

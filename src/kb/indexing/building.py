@@ -44,7 +44,7 @@ def note_facts(
     path: str, metadata: Mapping[str, Any], chunks: list[Chunk], date: dt.date | None
 ) -> NoteFacts:
     """What a note's context is built from besides its chunks; `date` is its own date
-    (kb.vault.dates), None when it has only its file's time."""
+    (kb.dates), None when it has only its file's time."""
     folder = PurePosixPath(path).parent.as_posix()
     return NoteFacts(
         title=note_title(metadata, chunks, path),
