@@ -42,9 +42,9 @@ from kb import db
 from kb.config import Config, parse_config
 from kb.container import Container, open_store
 from kb.indexing.enrich import Attempt
-from kb.indexing.events import FileEvent
 from kb.llm import make_chat, make_embedder
 from kb.models.base import ChatModel, Embedder, Prompt
+from kb.note_writing.events import FileEvent
 from kb.store import Store
 from kb.vault.notes import Scope
 

@@ -58,9 +58,9 @@ from kb.config import Config, SearchMode, load_config, parse_config
 from kb.container import Container, open_store
 from kb.context.needs import ContextBuild
 from kb.fusion import FUSION_METHODS, Fusion
-from kb.indexing.events import FileEvent
 from kb.llm import make_chat, make_embedder
 from kb.models.base import ChatModel, Embedder
+from kb.note_writing.events import FileEvent
 from kb.search import ranker
 from kb.search.features import SCHEMA
 from kb.search.hybrid import Judge, Retrieved, owner_query, rank, retrieve, search

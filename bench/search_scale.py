@@ -52,8 +52,8 @@ import vaultgen
 from kb import db
 from kb.config import PASSAGE_MODES, Config, ContextConfig, PassageMode, SearchMode, parse_config
 from kb.container import Container, open_store
-from kb.indexing.events import FileEvent
 from kb.llm import make_embedder
+from kb.note_writing.events import FileEvent
 from kb.search.hybrid import Judge, rank, retrieve
 from kb.search.plan import SearchPlan
 from kb.search.ranker import Ranker

@@ -17,7 +17,7 @@ from typing import Literal
 
 from kb.dates import settings_build
 from kb.errors import KbError
-from kb.indexing.building import NoteBuilder, note_facts
+from kb.note_writing.building import NoteBuilder, note_facts
 from kb.store import Claim, Enriched, EnrichedNotes
 from kb.store.queue import Speed
 

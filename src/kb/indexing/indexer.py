@@ -30,12 +30,12 @@ from kb.config import Config, VaultConfig, load_config
 from kb.errors import ConfigError, KbError, NoteError
 from kb.hashes import content_hash
 from kb.indexing import linking
-from kb.indexing.building import NoteBuilder
-from kb.indexing.bulk import bulk_load
-from kb.indexing.events import FileEvent, SyncReport
-from kb.indexing.preparing import NotePreparer
-from kb.indexing.space import EmbeddingSpace
-from kb.indexing.writing import WRITE_GROUP, NoteWriter, failed
+from kb.note_writing.building import NoteBuilder
+from kb.note_writing.bulk import bulk_load
+from kb.note_writing.events import FileEvent, SyncReport
+from kb.note_writing.preparing import NotePreparer
+from kb.note_writing.space import EmbeddingSpace
+from kb.note_writing.writing import WRITE_GROUP, NoteWriter, failed
 from kb.store.caches import Caches
 from kb.store.documents import Documents
 from kb.store.links import Links
@@ -314,7 +314,7 @@ class Indexer:
             # enrichment queue looks again when it takes the notes.
             self.writer.known_outputs = self.caches.holds_outputs()
         if bulk_load(len(todo.index), lambda: sum(self.documents.row_counts().values())):
-            self.text_index.drop()  # built once the notes are written (kb.indexing.bulk)
+            self.text_index.drop()  # built once the notes are written (kb.note_writing.bulk)
         self.writer.index(vault, todo.index, emit, force=force)
         # After a bulk load, or one stopped before its end.
         if not self.text_index.present():

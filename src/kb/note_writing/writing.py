@@ -1,4 +1,4 @@
-"""The notes a sync indexes: read, prepared (kb.indexing.preparing) and written in groups
+"""The notes a sync indexes: read, prepared (kb.note_writing.preparing) and written in groups
 by a pool of file threads, their events reported in the files' order.
 
 Where no chat model is on the path, notes are written sixteen to a transaction (see
@@ -21,8 +21,8 @@ from kb import db
 from kb.config import VaultConfig
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
-from kb.indexing.events import FileEvent
-from kb.indexing.preparing import NotePreparer
+from kb.note_writing.events import FileEvent
+from kb.note_writing.preparing import NotePreparer
 from kb.store import NoteRows
 from kb.store.documents import Documents
 from kb.vault import sync_plan

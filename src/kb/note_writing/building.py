@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from kb.context import Contextualizer, FileContext, NoteFacts
-from kb.indexing.embedding import Embedding
+from kb.context.embedding import Embedding
 from kb.prompting.outputs import Output
 from kb.store import ChunkRecord
 from kb.store.caches import Caches

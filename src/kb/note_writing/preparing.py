@@ -10,8 +10,8 @@ from kb.config import VaultConfig
 from kb.context import Contextualizer
 from kb.dates import note_date
 from kb.hashes import content_hash
-from kb.indexing.building import NoteBuilder, note_facts
-from kb.indexing.events import FileEvent
+from kb.note_writing.building import NoteBuilder, note_facts
+from kb.note_writing.events import FileEvent
 from kb.store import DocumentRecord, NoteRows, Pending
 from kb.vault.chunking import chunk_body
 from kb.vault.link_rules import extract
