@@ -1,4 +1,5 @@
-"""Model providers behind two small interfaces: ChatModel and Embedder."""
+"""The model servers' clients (Ollama, OpenAI-compatible, a fake; a /rerank server, an ONNX
+cross-encoder) behind the interfaces of kb.models, made from the config."""
 
 from __future__ import annotations
 
