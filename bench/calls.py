@@ -45,7 +45,7 @@ from kb.indexing.enrich import Attempt
 from kb.llm import make_chat, make_embedder
 from kb.models.base import ChatModel, Embedder, Prompt
 from kb.note_writing.events import FileEvent
-from kb.store import Store
+from kb.store import Store, databases
 from kb.vault.notes import Scope
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.writes != ["summaries"]:
                     label += f", writes {writes}"
                 # A new database each time: no output of an earlier configuration is cached.
-                with open_store(db.empty_database(server, "bench_calls")) as store:
+                with open_store(databases.empty_database(server, "bench_calls")) as store:
                     rows.append(measure(label, config, store, chat, embedder, files))
     print(f"\n{args.vault}" + (f" ({len(files)} notes)" if files is not None else ""))
     print_table(rows, args.real)

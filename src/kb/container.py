@@ -23,7 +23,7 @@ from kb import db
 from kb.config import Config
 from kb.llm import make_chat, make_cross_encoder, make_embedder
 from kb.models.base import ChatModel, CrossEncoder, Embedder
-from kb.store import Store
+from kb.store import Store, schema
 
 if TYPE_CHECKING:
     from kb.context.embedding import Embedding
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 def open_store(url: str, *, max_connections: int = 8) -> Store:
     """The store of a database, its schema migrated first."""
-    db.migrate(url)
+    schema.migrate(url)
     return Store(url, max_connections=max_connections)
 
 
