@@ -73,10 +73,10 @@ from kb.config import Config, SearchMode
 from kb.container import Container, open_store
 from kb.errors import KbError
 from kb.llm import make_chat, make_embedder
-from kb.llm.base import ChatModel, Embedder, Prompt, TokenUsage
+from kb.models.base import ChatModel, Embedder, Prompt, TokenUsage
 from kb.search.answer import Answer
 from kb.services.searching import SearchRequest
-from kb.store import Store
+from kb.store import Store, databases
 from retrieval import PARAGRAPHS, Gold, Spans, Vault, _hit, make_config
 
 
@@ -360,7 +360,7 @@ def run(
             for level in sorted({s.level for s in setups}):
                 name = f"answers_{key}_{level}".replace("-", "_").replace("+", "_")
                 config = config_for(corpora[key], level, args.data_dir)
-                store = stores[key, level] = open_store(db.database_on(server, name))
+                store = stores[key, level] = open_store(databases.database_on(server, name))
                 container = parts[key, level] = Container(
                     config, store, chat=chat, embedder=embedder
                 )

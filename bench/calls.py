@@ -42,10 +42,10 @@ from kb import db
 from kb.config import Config, parse_config
 from kb.container import Container, open_store
 from kb.indexing.enrich import Attempt
-from kb.indexing.events import FileEvent
 from kb.llm import make_chat, make_embedder
-from kb.llm.base import ChatModel, Embedder, Prompt
-from kb.store import Store
+from kb.models.base import ChatModel, Embedder, Prompt
+from kb.note_writing.events import FileEvent
+from kb.store import Store, databases
 from kb.vault.notes import Scope
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if args.writes != ["summaries"]:
                     label += f", writes {writes}"
                 # A new database each time: no output of an earlier configuration is cached.
-                with open_store(db.empty_database(server, "bench_calls")) as store:
+                with open_store(databases.empty_database(server, "bench_calls")) as store:
                     rows.append(measure(label, config, store, chat, embedder, files))
     print(f"\n{args.vault}" + (f" ({len(files)} notes)" if files is not None else ""))
     print_table(rows, args.real)

@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import modelstack  # noqa: E402
 from kb.context import header_line  # noqa: E402
-from kb.llm.base import Prompt  # noqa: E402
 from kb.llm.openai import OpenAIChat  # noqa: E402
+from kb.models.base import Prompt  # noqa: E402
 from kb.prompting import prompts  # noqa: E402
 from kb.vault.chunking import chunk_body  # noqa: E402
 from kb.vault.parsing import decode, parse_note  # noqa: E402

@@ -60,14 +60,14 @@ from kb import db
 from kb.container import open_store
 from kb.fusion import Fused, Fusion
 from kb.llm import make_chat, make_embedder
-from kb.llm.base import Embedder
+from kb.models.base import Embedder
 from kb.results import SearchHit
 from kb.search import features
 from kb.search import ranker as kb_ranker
 from kb.search.features import FEATURES, FEATURES_VERSION, SCHEMA
 from kb.search.hybrid import fused_order, retrieve
 from kb.search.plan import SearchPlan
-from kb.store import NO_FILTER, Candidate, SearchFilter, Store
+from kb.store import NO_FILTER, Candidate, SearchFilter, Store, databases
 from retrieval import (
     PARAGRAPHS,
     CachedEmbedder,
@@ -188,7 +188,7 @@ def open_indexes(
     stores = {}
     for vault in dataset.vaults:
         name = _database(dataset.name, vault.name, level)
-        store = stores[vault.name] = open_store(db.database_on(server, name))
+        store = stores[vault.name] = open_store(databases.database_on(server, name))
         # Its cost is counted in bench/retrieval.py's ledger of the same database.
         config = make_config(vault, data_dir, level)
         ledger = data_dir / f"{name}.cost.json"

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from kb.llm.base import ChatModel, Prompt, TokenUsage
+from kb.models.base import ChatModel, Prompt, TokenUsage
 
 FACTS_FILE = "observations.jsonl"
 

@@ -58,15 +58,15 @@ from kb.config import Config, SearchMode, load_config, parse_config
 from kb.container import Container, open_store
 from kb.context.needs import ContextBuild
 from kb.fusion import FUSION_METHODS, Fusion
-from kb.indexing.events import FileEvent
 from kb.llm import make_chat, make_embedder
-from kb.llm.base import ChatModel, Embedder
+from kb.models.base import ChatModel, Embedder
+from kb.note_writing.events import FileEvent
 from kb.search import ranker
 from kb.search.features import SCHEMA
 from kb.search.hybrid import Judge, Retrieved, owner_query, rank, retrieve, search
 from kb.search.plan import SearchPlan
 from kb.search.rerank import Reranker
-from kb.store import NO_FILTER, SearchFilter, SearchHit, Store
+from kb.store import NO_FILTER, SearchFilter, SearchHit, Store, databases
 from kb.vault import sync_plan
 from kb.vault.notes import Scope
 from reference import FACTS_FILE, FactFinder, ReferenceWriter, load_facts
@@ -629,7 +629,9 @@ def run_dataset(
         vaults = []
         for vault in dataset.vaults:
             config = make_config(vault, args.data_dir, last)
-            with open_store(db.database_on(server, _database(dataset.name, vault.name, last))) as s:
+            with open_store(
+                databases.database_on(server, _database(dataset.name, vault.name, last))
+            ) as s:
                 done = built_so_far(config, s)
             vaults.append(
                 Vault(
@@ -664,14 +666,14 @@ def run_dataset(
                 # rebuilt, their chunks' vectors and model outputs found again, only what
                 # is new asked for and embedded.
                 stores[template][vault.name].close()
-                url = db.database_on(
+                url = databases.database_on(
                     server, name, template=_database(dataset.name, vault.name, template)
                 )
                 stores[template][vault.name] = open_store(
-                    db.database_on(server, _database(dataset.name, vault.name, template))
+                    databases.database_on(server, _database(dataset.name, vault.name, template))
                 )
             else:
-                url = db.database_on(server, name)
+                url = databases.database_on(server, name)
             store = stores[level][vault.name] = open_store(url)
             print(f"indexing with context level '{level}' into {name}", file=sys.stderr)
             config = make_config(vault, args.data_dir, level)

@@ -52,12 +52,12 @@ import vaultgen
 from kb import db
 from kb.config import PASSAGE_MODES, Config, ContextConfig, PassageMode, SearchMode, parse_config
 from kb.container import Container, open_store
-from kb.indexing.events import FileEvent
 from kb.llm import make_embedder
+from kb.note_writing.events import FileEvent
 from kb.search.hybrid import Judge, rank, retrieve
 from kb.search.plan import SearchPlan
 from kb.search.ranker import Ranker
-from kb.store import Store
+from kb.store import Store, databases
 from kb.store import candidates as store_module
 from retrieval import CachedEmbedder
 
@@ -333,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # An index at kb's default passages keeps the plain name; another setting is named.
     unlike = [] if args.passages == DEFAULT_PASSAGES else [f"passages_{args.passages}"]
     database = args.database or "_".join(["bench", name, *args.writes, *unlike])
-    url = db.database_on(server, database)
+    url = databases.database_on(server, database)
     raw = raw_config(vault, args.data_dir, url, args.writes, args.passages)
     config = vault_config(raw)
     with open_store(url) as store:

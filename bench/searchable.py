@@ -50,10 +50,15 @@ from kb import db  # noqa: E402
 from kb.config import Config, parse_config  # noqa: E402
 from kb.container import Container, open_store  # noqa: E402
 from kb.llm import make_embedder  # noqa: E402
-from kb.llm.base import Embedder, Prompt, TokenUsage  # noqa: E402
 from kb.llm.fake import FakeEmbedder  # noqa: E402
+from kb.models.base import Embedder, Prompt, TokenUsage  # noqa: E402
 from kb.services.searching import SearchRequest  # noqa: E402
-from kb.store import NO_FILTER, SearchFilter, Store  # noqa: E402
+from kb.store import (  # noqa: E402
+    NO_FILTER,
+    SearchFilter,
+    Store,
+    databases,
+)
 
 DEFAULT_VAULT = ROOT.parent / "shared/eval/obsidian-help/vault"
 
@@ -160,7 +165,7 @@ def fresh_database(admin_url: str, name: str) -> str:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         conn.execute(drop)
-    return db.database_on(admin_url, name)
+    return databases.database_on(admin_url, name)
 
 
 def embed_alone(embedder: Embedder, texts: Sequence[str], batch: int, concurrency: int) -> float:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from kb import db
 from kb.container import open_store
+from kb.store import databases
 from reference import Fact, FactFinder, load_facts
 from retrieval import _database, load_dataset
 
@@ -87,7 +88,9 @@ def judge(folder: Path, level: str, data_dir: Path) -> Quality:
     for vault in dataset.vaults:
         finder = FactFinder(vault.path, vault.prefix, vault.files, facts)
         quality.facts += sum(f.file.startswith(vault.prefix) for f in facts)
-        with open_store(db.database_on(server, _database(dataset.name, vault.name, level))) as s:
+        with open_store(
+            databases.database_on(server, _database(dataset.name, vault.name, level))
+        ) as s:
             written = s.passages.of_kind("statement")
         for chunk in written:
             quality.chunks_with_statements += 1

@@ -46,6 +46,7 @@ from kb.config import load_config
 from kb.container import Container
 from kb.llm.fake import FakeEmbedder
 from kb.prompting.prompts import LINES_CUE
+from kb.store import databases
 
 ROOT = Path(__file__).resolve().parents[1]
 DIMENSIONS = 64
@@ -169,7 +170,7 @@ def fresh_database(admin_url: str, name: str) -> str:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         conn.execute(drop)
-    return db.database_on(admin_url, name)
+    return databases.database_on(admin_url, name)
 
 
 def kb_command(config: Path, url: str, *args: str) -> list[str]:

@@ -45,6 +45,7 @@ import vaultgen  # noqa: E402
 from kb import db  # noqa: E402
 from kb.daemon.query_socket import socket_path  # noqa: E402
 from kb.locations import config_identity  # noqa: E402
+from kb.store import databases  # noqa: E402
 
 KB = [sys.executable, "-m", "kb"]
 QUERY = "project meeting notes about the garden"
@@ -163,7 +164,7 @@ def measure(notes: int, seed: int, data_dir: Path, server: str) -> dict[str, flo
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         )
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = db.database_on(server, name)
+    url = databases.database_on(server, name)
     config = data_dir / f"kb-{notes}.toml"
     write_config(config, vault, url)
     try:

@@ -23,14 +23,14 @@ from psycopg.conninfo import make_conninfo
 
 from kb.config import Config, parse_config
 from kb.container import Container, open_store
-from kb.db import migrate
-from kb.indexing.events import SyncReport
-from kb.llm.base import Embedder
 from kb.llm.fake import FakeChat, FakeEmbedder
+from kb.models.base import Embedder
+from kb.note_writing.events import SyncReport
 from kb.results import SearchResult
 from kb.search.hybrid import search
 from kb.search.plan import SearchPlan
 from kb.store import SearchHit, Store
+from kb.store.schema import migrate
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_VAULT = ROOT / "examples" / "vault"

@@ -13,8 +13,8 @@ from conftest import OWNER, Kb, make_config, search_store
 from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.fusion import Fusion
-from kb.llm.base import ChatModel, Prompt, TokenUsage
 from kb.llm.fake import FakeChat
+from kb.models.base import ChatModel, Prompt, TokenUsage
 from kb.search.answer import (
     CUT_MARK,
     MIN_PASSAGE_CHARS,

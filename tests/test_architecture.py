@@ -1,5 +1,6 @@
 """docs/architecture.md's layer table is true to the code: every module of src/kb sits in one
 layer, the counts of files and lines hold, and no import points up a layer or around a loop.
+The folders show the layers: each sits whole in one row, and no two folders import each other.
 And no two modules of src/kb share a file name."""
 
 from __future__ import annotations
@@ -20,20 +21,24 @@ DOC = ROOT / "docs" / "architecture.md"
 @dataclass(frozen=True)
 class Layer:
     name: str
-    entries: tuple[str, ...]  # "dir/" for a folder, else a module path without ".py"
+    entries: tuple[str, ...]  # "dir/" for a folder, else a top-level module without ".py"
     files: int
     lines: int
 
 
 def layers() -> list[Layer]:
     """The rows of the doc's layer table, top layer first."""
-    text = DOC.read_text(encoding="utf-8")
+    return parse_layers(DOC.read_text(encoding="utf-8"))
+
+
+def parse_layers(text: str) -> list[Layer]:
+    """The rows of a layer table: every name a row's modules cell puts in backticks is an
+    entry, in brackets or not."""
     rows = re.findall(r"^\| ([a-z, ]+) \| (.+?) \| ([\d,]+) \| ([\d,]+) \|$", text, re.MULTILINE)
     return [
         Layer(
             name,
-            # What a row says in parentheses describes its entry; it names no module.
-            tuple(re.findall(r"`([^`]+)`", re.sub(r"\([^)]*\)", "", modules))),
+            tuple(re.findall(r"`([^`]+)`", modules)),
             int(files.replace(",", "")),
             int(lines.replace(",", "")),
         )
@@ -41,8 +46,12 @@ def layers() -> list[Layer]:
     ]
 
 
+def module_key_in(path: Path, root: Path) -> str:
+    return path.relative_to(root).with_suffix("").as_posix().removesuffix("/__init__")
+
+
 def module_key(path: Path) -> str:
-    return path.relative_to(SOURCE).with_suffix("").as_posix().removesuffix("/__init__")
+    return module_key_in(path, SOURCE)
 
 
 MODULES = {module_key(p): p for p in sorted(SOURCE.rglob("*.py"))}
@@ -50,17 +59,29 @@ MODULES = {module_key(p): p for p in sorted(SOURCE.rglob("*.py"))}
 PACKAGE_FILES = {"__init__.py", "__main__.py"}
 
 
-def layer_of(module: str, table: list[Layer]) -> int | None:
-    """The row a module is in: the one naming it, else the one naming its closest folder."""
-    best: tuple[int, int] | None = None  # (row, how specific)
-    for row, layer in enumerate(table):
-        for entry in layer.entries:
-            if entry == module:
-                return row
-            folder = entry.endswith("/") and f"{module}/".startswith(entry)
-            if folder and (best is None or len(entry) > best[1]):
-                best = (row, len(entry))
-    return None if best is None else best[0]
+def folder_of(module: str, root: Path = SOURCE) -> str:
+    """The folder a module sits in ("store/" for `store/documents` and for the `store`
+    package itself), or the module itself when it sits at the top of `root`."""
+    top = module.split("/")[0]
+    return f"{top}/" if (root / top).is_dir() else module
+
+
+def layer_of(module: str, table: list[Layer], root: Path = SOURCE) -> int | None:
+    """The row a module is in: the one naming its folder (or, at the top, the module)."""
+    place = folder_of(module, root)
+    return next((row for row, layer in enumerate(table) if place in layer.entries), None)
+
+
+def misplaced(table: list[Layer], root: Path = SOURCE) -> list[str]:
+    """What breaks "one folder per row": an entry that is not a folder of `root` or a module
+    at its top (a module inside a folder, named to put it in a row its folder is not in), and
+    a folder or top-level module named by no row or by two."""
+    places = {folder_of(module_key_in(p, root), root) for p in root.rglob("*.py")}
+    named = Counter(entry for layer in table for entry in layer.entries)
+    return sorted(
+        [f"{e} names no folder or top-level module" for e in named if e not in places]
+        + [f"{place} is named by {named[place]} rows" for place in places if named[place] != 1]
+    )
 
 
 def shared_names(root: Path) -> dict[str, list[str]]:
@@ -121,6 +142,31 @@ def test_every_module_sits_in_one_layer_and_the_counts_hold() -> None:
         )
 
 
+def test_each_folder_sits_whole_in_one_row() -> None:
+    """No exception rows: a row names folders and top-level modules, never a module inside a
+    folder, so a folder's modules are all in the layer its row says."""
+    assert misplaced(layers()) == []
+
+
+def test_a_folder_split_across_rows_is_found(tmp_path: Path) -> None:
+    """What the check above rests on: a row naming some modules of a folder (in brackets or
+    as paths) beside the row naming the folder, as the table once did, is refused."""
+    for module in ("indexing/__init__.py", "indexing/worker.py", "indexing/building.py", "db.py"):
+        (tmp_path / module).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / module).touch()
+    table = parse_layers(
+        "| processes | `indexing/` (`worker`) | 1 | 10 |\n"
+        "| building | `indexing/building` | 1 | 10 |\n"
+        "| edges | `db`, `db` | 1 | 10 |\n"
+    )
+    assert misplaced(table, tmp_path) == [
+        "db is named by 2 rows",
+        "indexing/building names no folder or top-level module",
+        "worker names no folder or top-level module",
+    ]
+    assert misplaced(parse_layers("| processes | `indexing/`, `db` | 3 | 10 |\n"), tmp_path) == []
+
+
 def test_no_import_points_up_a_layer() -> None:
     table = layers()
     upward = [
@@ -142,6 +188,21 @@ def test_no_modules_import_each_other_around_a_loop() -> None:
         tuple(graphlib.TopologicalSorter(graph).static_order())
     except graphlib.CycleError as loop:
         raise AssertionError(f"an import loop: {' -> '.join(loop.args[1])}") from None
+
+
+def test_no_two_folders_import_each_other() -> None:
+    """The folders' arrows run one way: no folder (or module at the top) imports one that
+    imports it back, directly or around a loop, though each of their modules may be in order."""
+    graph: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        here = folder_of(module)
+        graph.setdefault(here, set()).update(
+            there for target in runtime_imports(path) if (there := folder_of(target)) != here
+        )
+    try:
+        tuple(graphlib.TopologicalSorter(graph).static_order())
+    except graphlib.CycleError as loop:
+        raise AssertionError(f"folders importing each other: {' -> '.join(loop.args[1])}") from None
 
 
 def test_no_two_modules_share_a_file_name() -> None:
@@ -186,6 +247,6 @@ def test_imports_are_read_as_they_run(tmp_path: Path) -> None:
     )
     imported = list(runtime_imports(module))
     assert imported == ["store/documents", "store", "web/routes", "search/hybrid"]
-    table = [Layer("faces", ("web/",), 0, 0), Layer("composition", ("container", "web/x"), 0, 0)]
-    modules = ("web/routes", "web/x", "container", "cli")
-    assert [layer_of(m, table) for m in modules] == [0, 1, 1, None]
+    table = [Layer("faces", ("web/",), 0, 0), Layer("composition", ("container",), 0, 0)]
+    modules = ("web/routes", "web", "container", "cli")
+    assert [layer_of(m, table) for m in modules] == [0, 0, 1, None]

@@ -9,10 +9,10 @@ import re
 import pytest
 
 from kb.config import ContextConfig, ModelWrite
+from kb.context.chunk_writes import QUESTIONS, STATEMENTS, ChunkWriteSpec, read_lines
 from kb.context.layout import header_line
 from kb.context.needs import ContextBuild, Needs
 from kb.hashes import cache_key
-from kb.prompting.chunk_writes import QUESTIONS, STATEMENTS, ChunkWriteSpec, read_lines
 from kb.prompting.prompts import lines_prompt
 from kb.vault.chunking import Chunk
 

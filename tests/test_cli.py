@@ -13,7 +13,7 @@ import pytest
 
 from conftest import kb_command, run_kb
 from daemon_helpers import wait_for
-from kb.db import migrate, migrations
+from kb.store.schema import migrate, migrations
 
 
 def _config(tmp_path: Path, vault: Path, llm: str) -> Path:

@@ -10,8 +10,8 @@ import pytest
 
 from kb.config import ContextConfig
 from kb.context import Contextualizer, FileContext, NoteFacts
-from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
+from kb.models.base import Prompt
 from kb.prompting import prompts
 from kb.prompting.outputs import Output
 from kb.vault.chunking import Chunk, chunk_body

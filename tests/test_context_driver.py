@@ -9,8 +9,8 @@ import pytest
 
 from kb.context.driver import Asking, drive, without_model
 from kb.errors import LLMError
-from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
+from kb.models.base import Prompt
 
 
 def _prompt(text: str) -> Prompt:

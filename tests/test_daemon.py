@@ -25,8 +25,8 @@ from conftest import rows, stored_chunks
 from daemon_helpers import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
 from kb.container import open_store
 from kb.errors import LLMUnavailable
-from kb.indexing import preparing
 from kb.indexing.verify import verify
+from kb.note_writing import preparing
 from kb.store import Store
 from kb.vault import notes
 

@@ -7,7 +7,7 @@ import datetime as dt
 from pathlib import Path
 
 from kb.config import parse_config
-from kb.vault.dates import DailyNotes, DateRules, note_date, settings_build, spoken
+from kb.dates import DailyNotes, DateRules, note_date, settings_build, spoken
 
 # 2001-09-09, in any time zone.
 MTIME = 1_000_000_000 * 10**9 + 12 * 3600 * 10**9

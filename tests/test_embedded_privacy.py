@@ -10,8 +10,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from kb.db import embedded_url, migrate
+from kb.db import embedded_url
 from kb.errors import DatabaseError
+from kb.store.schema import migrate
 
 TRAVERSE = stat.S_IXGRP | stat.S_IXOTH
 

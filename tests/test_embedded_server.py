@@ -24,7 +24,7 @@ import psycopg
 import pytest
 
 from conftest import EXAMPLE_VAULT, kb_command, run_kb
-from kb.indexing.bulk import BULK_LOAD_NOTES
+from kb.note_writing.bulk import BULK_LOAD_NOTES
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 

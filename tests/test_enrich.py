@@ -19,10 +19,10 @@ from conftest import OWNER, Kb, file_summaries, rows, search_store, stored_chunk
 from kb.container import Container
 from kb.context import full_context, header_line
 from kb.indexing.enrich import Attempt
-from kb.indexing.events import SyncReport
 from kb.indexing.verify import verify
-from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
+from kb.models.base import Prompt
+from kb.note_writing.events import SyncReport
 from kb.search.plan import SearchPlan
 from kb.store import Claim, Store
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import OWNER, Kb, rows, stored_chunks
-from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
+from kb.models.base import Prompt
 from kb.prompting.outputs import split_parts
 from kb.store import Store
 from kb.vault.wikitext import readable

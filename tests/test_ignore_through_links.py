@@ -17,13 +17,13 @@ from watchdog.events import FileModifiedEvent
 from conftest import Kb, make_config, rows, tool_text
 from kb.config import Config, VaultConfig
 from kb.daemon.watcher import Recorder
+from kb.dates import DailyNotes
 from kb.errors import NoteError
 from kb.indexing.verify import verify
 from kb.mcp.tools import build_server
 from kb.services.note_reader import Vaults
 from kb.services.searching import SearchRequest
 from kb.store import SearchFilter, Store
-from kb.vault.dates import DailyNotes
 from kb.vault.notes import Scope, folds_case, is_note, read_note, scan_vault, stat_note
 from kb.vault.obsidian import settings_of
 

@@ -25,9 +25,9 @@ from conftest import (
 from kb.config import SearchMode
 from kb.context import LAYOUT_VERSION, full_context, header_line
 from kb.errors import Interrupted, LLMError, LockLost
-from kb.indexing.building import BuildMode
 from kb.indexing.verify import verify
 from kb.llm.fake import FakeChat, FakeEmbedder
+from kb.note_writing.building import BuildMode
 from kb.prompting.outputs import needs_rewrite
 from kb.search.plan import SearchPlan
 from kb.store import SearchFilter, Store

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from kb.config import VaultConfig, parse_config
+from kb.dates import DailyNotes
 from kb.errors import ConfigError, LLMError
 from kb.services.init_proposals import (
     Choices,
@@ -25,7 +26,6 @@ from kb.services.init_proposals import (
     refuse_vault,
     vault_name,
 )
-from kb.vault.dates import DailyNotes
 from kb.vault.obsidian import Settings
 
 

@@ -26,9 +26,9 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import TextResourceContents
 
 from conftest import Kb, kb_command, make_config, tool_text
-from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.mcp.tools import build_server
+from kb.models.base import Prompt
 from kb.services.note_reader import Vaults
 
 TOOLS = {"search", "get_note", "note_links", "list_notes", "related_notes", "status", "ask"}

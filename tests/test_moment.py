@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kb.vault.moment import compile_format, read_date
+from kb.moment import compile_format, read_date
 
 
 @pytest.mark.parametrize(

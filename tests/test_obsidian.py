@@ -15,11 +15,11 @@ from starlette.testclient import TestClient
 
 from conftest import Kb, run_kb, tool_text
 from kb.config import VaultConfig
+from kb.dates import DailyNotes
 from kb.errors import KbError
 from kb.mcp.tools import build_server
 from kb.services.note_reader import Vaults
 from kb.store import Store
-from kb.vault.dates import DailyNotes
 from kb.vault.obsidian import (
     Settings,
     excluded_glob,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kb.llm.base import Prompt
+from kb.models.base import Prompt
 from kb.prompting.outputs import (
     clean_rewrite,
     clean_summary,

@@ -15,7 +15,7 @@ from kb.context.passage_texts import (
     chunk_passages,
     paragraphs,
 )
-from kb.prompting.voices import voiced
+from kb.context.voices import voiced
 from kb.search.plan import SearchPlan
 from kb.store import Store
 
@@ -175,7 +175,7 @@ def test_reindex_and_copies_cost_no_embedding(store: Store, notes: Path) -> None
 
 def test_passages_go_with_their_note_and_follow_a_rename(store: Store, notes: Path) -> None:
     # The new name keeps the day the old one says: the note's date, and so its voiced
-    # passages, are the same (a rename to another day is indexed again, see kb.vault.dates).
+    # passages, are the same (a rename to another day is indexed again, see kb.dates).
     kb = _kb(store, notes)
     kb.sync()
     before = _passages(store, JOURNAL)

@@ -14,9 +14,10 @@ from conftest import Kb, make_config, search_store
 from kb.container import Container
 from kb.context import fit
 from kb.errors import KbError
-from kb.llm import embed_name, embed_profile, embed_window, make_embedder, tokens
+from kb.llm import embed_name, embed_profile, embed_window, make_embedder
 from kb.llm.fake import FakeEmbedder
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder, profile_for
+from kb.models import tokens
 from kb.search.plan import SearchPlan
 from kb.store import Store
 

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run_kb
 from kb.errors import ConfigError
-from kb.llm.providers import BUILT_IN, ProviderSpec, choices, names, provider
+from kb.models.providers import BUILT_IN, ProviderSpec, choices, names, provider
 
 
 def test_the_built_in_providers_by_name() -> None:
@@ -43,7 +43,7 @@ PLUGIN = """
     import os
 
     from kb.llm.fake import FakeChat, FakeEmbedder
-    from kb.llm.providers import ProviderSpec
+    from kb.models.providers import ProviderSpec
 
 
     class LoggedEmbedder(FakeEmbedder):

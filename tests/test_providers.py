@@ -21,10 +21,10 @@ from conftest import Kb
 from http_stub import QuietHandler, serving
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
 from kb.indexing.verify import verify
-from kb.llm.base import Prompt, close_stream
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.openai import OpenAIChat, OpenAIEmbedder
+from kb.models.base import Prompt, close_stream
 
 PROMPT = Prompt(
     task="rewrite", system="You rewrite.", user="Rewrite this.", max_tokens=64, num_ctx=2048

@@ -24,8 +24,8 @@ from psycopg.conninfo import make_conninfo
 from conftest import EXAMPLE_VAULT, OWNER, ROOT, SUMMARIES, make_config, search_store
 from kb.config import CHUNK_WRITES, ChunkWrite, Config
 from kb.container import Container
-from kb.indexing.events import SyncReport
 from kb.llm import make_embedder
+from kb.note_writing.events import SyncReport
 from kb.prompting.outputs import first_person_words
 from kb.search.plan import SearchPlan
 from kb.store import Store

@@ -10,8 +10,8 @@ import pytest
 from conftest import Kb, search_store
 from kb.config import SearchMode
 from kb.errors import LLMUnavailable
-from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
+from kb.models.base import Prompt
 from kb.prompting.outputs import parse_relevance
 from kb.search.plan import SearchPlan
 from kb.search.rerank import UNJUDGED, Reranker

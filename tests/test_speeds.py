@@ -13,10 +13,10 @@ import pytest
 from conftest import Kb, make_config, rows, search_store
 from kb.container import Container
 from kb.errors import Interrupted
-from kb.indexing import bulk
-from kb.indexing.events import FileEvent
 from kb.indexing.verify import verify
 from kb.llm.fake import FakeEmbedder
+from kb.note_writing import bulk
+from kb.note_writing.events import FileEvent
 from kb.search.plan import SearchPlan
 from kb.store import Store
 from kb.store.texts import VectorsDone

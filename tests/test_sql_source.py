@@ -1,5 +1,6 @@
 """Every SQL statement in kb is parameterised: the source is read, and any statement built
-from strings (f-strings, % or str.format, concatenation with a variable) fails this test.
+from strings (f-strings, % or str.format, concatenation with a variable) fails this test. And
+kb's SQL lives in `migrations/` and `src/kb/store/` only.
 
 Values travel as query parameters; the few identifiers and constants that cannot (an index's
 vector size, a model name in an index predicate) go through psycopg.sql's Literal and
@@ -21,6 +22,10 @@ SQL_WORDS = re.compile(
     r"WHERE\s|SET\s+LOCAL)"
 )
 EXECUTE = {"execute", "executemany"}
+STORE = ROOT / "src" / "kb" / "store"
+OUTSIDE_STORE = sorted(
+    p for p in (ROOT / "src" / "kb").rglob("*.py") if not p.is_relative_to(STORE)
+)
 
 
 def _is_sql_composition(node: ast.expr, names: dict[str, ast.expr]) -> bool:
@@ -212,3 +217,36 @@ def test_the_check_catches_string_built_sql(source: str) -> None:
 @pytest.mark.parametrize("source", GOOD)
 def test_the_check_accepts_parameters_and_composition(source: str) -> None:
     assert violations(source) == []
+
+
+def sql_spelled(source: str) -> list[str]:
+    """Where a module runs a statement or spells one: a call to execute (or psycopg.sql's
+    SQL), or a string with SQL's words in it."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in {*EXECUTE, "SQL"}:
+            found.append(f"line {node.lineno}: {node.attr}")
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and SQL_WORDS.search(node.value)
+        ):
+            found.append(f"line {node.lineno}: {node.value[:80]!r}")
+    return found
+
+
+@pytest.mark.parametrize("path", OUTSIDE_STORE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_sql_lives_in_the_store(path: Path) -> None:
+    assert sql_spelled(path.read_text()) == []
+
+
+def test_the_check_finds_sql_outside_the_store() -> None:
+    assert sql_spelled('def f(conn):\n    conn.execute("SELECT 1")\n') == [
+        "line 2: execute",
+        "line 2: 'SELECT 1'",
+    ]
+    assert sql_spelled('Q = sql.SQL("DROP DATABASE {}")\n') == [
+        "line 1: SQL",
+        "line 1: 'DROP DATABASE {}'",
+    ]
+    assert sql_spelled('"""Selects the notes where a name is."""\n') == []

@@ -14,10 +14,10 @@ import pytest
 from conftest import Kb, make_config, rows, search_store
 from kb.container import open_store
 from kb.context import full_context, summaries_start
-from kb.db import migrate, migrations
 from kb.store import NO_FILTER, SearchFilter, Store
 from kb.store import candidates as store_module
 from kb.store.candidates import BM25_B, BM25_K1
+from kb.store.schema import migrate, migrations
 from kb.vault.wikitext import readable
 
 # What a word of a chunk's summaries counts for against one of its own (migration 013).

@@ -9,11 +9,11 @@ import pytest
 
 from conftest import OWNER, Kb, make_config, rows
 from kb.config import ConfigError, parse_config
-from kb.llm.base import Prompt
+from kb.context.chunk_writes import STATEMENTS, read_lines
+from kb.context.voices import NoteHead, note_head, read_voice
 from kb.llm.fake import FakeChat
-from kb.prompting.chunk_writes import STATEMENTS, read_lines
+from kb.models.base import Prompt
 from kb.prompting.prompts import voice_prompt
-from kb.prompting.voices import NoteHead, note_head, read_voice
 from kb.services.searching import SearchRequest
 from kb.store import Store
 from kb.store.candidates import WRITTEN_DISTANCE_FACTOR

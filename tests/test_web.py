@@ -28,11 +28,11 @@ from http_stub import QuietHandler, serving
 from kb.config import AskConfig
 from kb.container import Container, open_store
 from kb.errors import KbError
-from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.openai import OpenAIChat
 from kb.llm.profiles import UNKNOWN, ProfiledEmbedder
+from kb.models.base import Prompt
 from kb.search.answer import Answer, Timings
 from kb.services.access import Access, access, host_refusal
 from kb.services.note_reader import Vaults

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from kb.indexing import bulk
-from kb.indexing.building import BuildMode
-from kb.indexing.write_plan import WRITE_GROUP, IndexState, WritePlan, write_plan
+from kb.note_writing import bulk
+from kb.note_writing.building import BuildMode
+from kb.note_writing.write_plan import WRITE_GROUP, IndexState, WritePlan, write_plan
 
 
 def _never_asked() -> bool:

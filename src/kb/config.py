@@ -19,12 +19,12 @@ from typing import Any, Literal, get_args
 import pathspec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
+from kb.dates import DEFAULT_DATE_KEYS, DateRules
 from kb.errors import ConfigError
 from kb.fusion import FUSION_METHODS, Fusion, default_fusion
 from kb.locations import default_data_dir, find_config_file
+from kb.names import composed
 from kb.results import SEARCH_MODES, SearchMode
-from kb.vault.dates import DEFAULT_DATE_KEYS, DateRules
-from kb.vault.names import composed
 
 DEFAULT_OLLAMA_HOST = "http://localhost:11434"
 ConflictMode = Literal["ignore", "index"]
@@ -109,7 +109,7 @@ def _globs(patterns: tuple[str, ...], case_sensitive: bool = True) -> _Globs:
 
 
 def _spec(patterns: tuple[str, ...], case_sensitive: bool = True) -> pathspec.GitIgnoreSpec:
-    # Composed, as the paths matched are (kb.vault.names).
+    # Composed, as the paths matched are (kb.names).
     spec = pathspec.GitIgnoreSpec.from_lines([composed(p) for p in patterns])
     if case_sensitive:
         return spec
@@ -152,12 +152,12 @@ SUMMARY_MODES: tuple[SummaryMode, ...] = get_args(SummaryMode)
 PassageMode = Literal["paragraphs", "none"]
 PASSAGE_MODES: tuple[PassageMode, ...] = get_args(PassageMode)
 # What the chat model writes of each chunk, one item a line, each a passage of its own
-# (kb.prompting.chunk_writes): the facts it holds (statements) and the questions it answers.
+# (kb.context.chunk_writes): the facts it holds (statements) and the questions it answers.
 ChunkWrite = Literal["statements", "questions"]
 CHUNK_WRITES: tuple[ChunkWrite, ...] = get_args(ChunkWrite)
 # What the chat model writes at the "llm" level: file and chunk summaries (embedded with each
 # chunk), the voice of each note outside the owner's folders (whose "I" its paragraph
-# passages speak in; kb.prompting.voices), and each chunk's lines (ChunkWrite).
+# passages speak in; kb.context.voices), and each chunk's lines (ChunkWrite).
 ModelWrite = Literal["summaries", "voices", ChunkWrite]
 MODEL_WRITES: tuple[ModelWrite, ...] = get_args(ModelWrite)
 
@@ -198,7 +198,7 @@ class ContextConfig:
 
 @dataclass(frozen=True)
 class LLMConfig:
-    provider: str = "ollama"  # a name kb.llm.providers knows
+    provider: str = "ollama"  # a name kb.models.providers knows
     chat_host: str = DEFAULT_OLLAMA_HOST
     embed_host: str = DEFAULT_OLLAMA_HOST
     api_key: str = ""
@@ -425,7 +425,7 @@ SHARE = Range(0, 1)
 TOKENS = Range(1, 100_000_000)
 # The chunks of a note's start and end a summary reads.
 CHUNKS = Range(0, 1000)
-# Each retry waits up to 20 s (kb.llm.base.with_retries): more would hold a call for hours.
+# Each retry waits up to 20 s (kb.models.base.with_retries): more would hold a call for hours.
 RETRIES = Range(0, 100)
 # Model calls in flight at once, each a thread.
 LLM_CONCURRENCY = Range(1, 1024)
@@ -520,7 +520,7 @@ def parse_config(
 
 
 def _environment_read(provider: str, env: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    from kb.llm.providers import provider as spec_of
+    from kb.models.providers import provider as spec_of
 
     variable = spec_of(provider).host_variable
     return ((variable, env.get(variable, "")),) if variable else ()
@@ -543,7 +543,7 @@ def _vaults(r: _Reader, base_dir: Path) -> tuple[VaultConfig, ...]:
 
 def _llm(r: _Reader, env: dict[str, str]) -> LLMConfig:
     # Imported here: kb.llm imports this module.
-    from kb.llm.providers import provider as spec_of
+    from kb.models.providers import provider as spec_of
 
     provider = _env(env, "KB_PROVIDER", r.get("llm.provider", str, LLMConfig.provider))
     spec = spec_of(provider, key="config key 'llm.provider'")
@@ -584,7 +584,7 @@ def _llm(r: _Reader, env: dict[str, str]) -> LLMConfig:
 
 
 def _ask(r: _Reader, env: dict[str, str], llm: LLMConfig) -> AskConfig:
-    from kb.llm.providers import provider as spec_of
+    from kb.models.providers import provider as spec_of
 
     provider = r.get("ask.provider", str, "")
     spec = spec_of(provider, key="config key 'ask.provider'") if provider else None

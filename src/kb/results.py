@@ -41,7 +41,7 @@ class SearchHit:
     vector_score: float | None = None
     text_rank: int | None = None
     text_score: float | None = None
-    # The note's date (kb.vault.dates), YYYY-MM-DD: what --after and --before filter on.
+    # The note's date (kb.dates), YYYY-MM-DD: what --after and --before filter on.
     date: str | None = None
     # The learned ranker's verdict (kb.search.ranker), None where it did not order the
     # hits: the chunk's place in fusion's order, its score, and the features that moved

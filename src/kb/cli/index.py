@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from kb.container import Container
     from kb.indexing.enrich import EnrichReport
-    from kb.indexing.events import SyncReport
+    from kb.note_writing.events import SyncReport
     from kb.services.indexing import Queues
 
 
@@ -62,7 +62,7 @@ def _progress() -> Progress:
 
 
 def _run_sync(parts: Container, *, force: bool) -> SyncReport:
-    from kb.indexing.events import FileEvent, SyncReport
+    from kb.note_writing.events import FileEvent, SyncReport
 
     with _progress() as progress:
         task = progress.add_task("indexing", total=None, stats="")
@@ -308,7 +308,7 @@ def forget_command(
     """Remove a vault this config does not name from the index, with its notes (their model
     outputs and vectors are kept: content enriched once is never sent to a model again).
     A vault a running daemon or worker holds is refused."""
-    from kb.vault.names import composed
+    from kb.names import composed
 
     with session(ctx) as parts:
         # Typed as macOS writes names (NFD) or not, a name is the stored one.

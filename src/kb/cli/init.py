@@ -16,8 +16,8 @@ from kb.cli.render import shown
 from kb.cli.shared import Options, fail, stderr, stdout
 from kb.config import Config, load_config, read_config_text
 from kb.errors import EXIT_ERROR, KbError
-from kb.llm.providers import BUILT_IN, choices
-from kb.llm.providers import provider as spec_of
+from kb.models.providers import BUILT_IN, choices
+from kb.models.providers import provider as spec_of
 from kb.terminal import printable
 
 if TYPE_CHECKING:

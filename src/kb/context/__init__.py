@@ -9,7 +9,10 @@
   lines the model wrote of it), each embedded as a vector of its own;
 - `driver`: runs a core's prompts on the chat model, through the pool;
 - `layout`: the texts full-text search and the embedder read, laid out from the parts;
-- `contextualizer`: the cores joined to the model, as the indexer and enrichment use them.
+- `contextualizer`: the cores joined to the model, as the indexer and enrichment use them;
+- `voices`: whose "I" a note is, asked of the model and checked;
+- `chunk_writes`: the lines the model writes of each chunk (statements, questions), checked;
+- `embedding`: a note's built context as chunk rows with vectors.
 
 The cores are generators that yield prompts and read answers: what a note needs, and what
 is made of the answers, is decided without waiting on a model.

@@ -18,7 +18,7 @@ from kb.context.needs import ContextBuild, Needs
 from kb.context.records import EMPTY, Draft, FileContext, NoteFacts, Window
 from kb.context.summaries import provisional, structural, summarize
 from kb.context.writers import note_voice, with_note_outputs
-from kb.llm.base import ChatModel
+from kb.models.base import ChatModel
 from kb.prompting.outputs import Output
 from kb.store.chunks import VoiceRecord
 from kb.vault.chunking import Chunk

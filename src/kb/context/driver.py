@@ -12,7 +12,7 @@ from collections.abc import Generator
 from concurrent.futures import Executor
 from typing import TypeVar
 
-from kb.llm.base import ChatModel, Prompt
+from kb.models.base import ChatModel, Prompt
 
 T = TypeVar("T")
 

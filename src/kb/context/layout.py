@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from kb.llm import tokens
+from kb.models import tokens
 from kb.vault.chunking import Chunk
 from kb.vault.wikitext import readable
 
@@ -14,7 +14,7 @@ from kb.vault.wikitext import readable
 # model answers (see ContextBuild.id).
 # 5: notes are stored with their own dates.
 # 6: links, comments and block ids are read as a person reads them (kb.vault.wikitext); notes
-#    are dated by kb.vault.dates.
+#    are dated by kb.dates.
 # 7: full-text search reads a chunk's statements (with_lines; its questions too, which
 #    only notes built with questions have).
 LAYOUT_VERSION = "7"
@@ -90,7 +90,7 @@ def with_lines(
     full_context: str, summaries_at: int | None, lines: Sequence[str]
 ) -> tuple[str, int | None]:
     """What full-text search reads once a chunk has lines the model wrote (its statements,
-    its questions; kb.prompting.chunk_writes), and where its weighed part begins: everything before,
+    its questions; kb.context.chunk_writes), and where its weighed part begins: everything before,
     then each kind's lines, weighed as summaries are (a model's words, not the note's: they
     add the names and dates a question asks by without outranking the chunk that says it).
     The embedder's text stays the chunk's; each line is a vector of its own."""

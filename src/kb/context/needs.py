@@ -8,8 +8,8 @@ version, so a run only asks for what is new:
 - a chunk summary depends on its own chunk and header path, not on the file summary, so a
   new file summary does not redo every chunk summary;
 - the rewrite depends on the chunk and the owner's name;
-- the voice on the note's path, properties and opening (kb.prompting.voices);
-- a chunk's lines (its statements, its questions; kb.prompting.chunk_writes) on its text, its header
+- the voice on the note's path, properties and opening (kb.context.voices);
+- a chunk's lines (its statements, its questions; kb.context.chunk_writes) on its text, its header
   path, who "I" is and the note's date, so a rename, or an edit elsewhere in the note, keeps
   them.
 
@@ -23,17 +23,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from kb.config import Config, ContextConfig
-from kb.context import passage_texts
+from kb.context import passage_texts, voices
+from kb.context.chunk_writes import CHECKS_VERSION, SPECS, ChunkWriteSpec
 from kb.context.layout import LAYOUT_VERSION, header_line
 from kb.context.records import NoteFacts
+from kb.dates import spoken
 from kb.hashes import cache_key
 from kb.llm import embed_window
-from kb.prompting import prompts, voices
-from kb.prompting.chunk_writes import CHECKS_VERSION, SPECS, ChunkWriteSpec
+from kb.prompting import prompts
 from kb.prompting.outputs import Output
 from kb.store.chunks import VoiceRecord
 from kb.vault.chunking import CHUNKER_VERSION, Chunk
-from kb.vault.dates import spoken
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ A small embedder reads a long chunk of many voices poorly: it averages every tok
 window into one vector. One paragraph at a time, said in its writer's voice, is what a question
 matches: "<voice>, <date>: <paragraph>". The voice is a writer's name, whose the paragraph's
 first-person words become (the same words a query in the first person is read by, see
-`kb.prompting.voices.FIRST_PERSON`): the owner's in the owner's personal notes, elsewhere the writer
-the chat model named (kb.prompting.voices); else the note's title, the paragraph as written. The
-date is the note's own (kb.vault.dates: a property, a daily note's name, a date in its file
+`kb.context.voices.FIRST_PERSON`): the owner's in the owner's personal notes, elsewhere the writer
+the chat model named (kb.context.voices); else the note's title, the paragraph as written. The
+date is the note's own (kb.dates: a property, a daily note's name, a date in its file
 name), left out when it has only its file's time.
 
 Pure functions: what a note's passages say depends on the chunks' contents, the voice and
@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from itertools import islice
 
+from kb.context.voices import voiced
 from kb.hashes import content_hash
-from kb.prompting.voices import voiced
 from kb.store.passages import PassageKind
 
 # Bump when the same chunk, voice and date make other passages: stored notes are rebuilt.
@@ -117,7 +117,7 @@ def _words_up_to(text: str, most: int) -> int:
 
 
 def line_passages(text: str, kind: PassageKind, *, start: int) -> list[Passage]:
-    """A chunk's lines the model wrote (kb.prompting.chunk_writes: statements, questions;
+    """A chunk's lines the model wrote (kb.context.chunk_writes: statements, questions;
     one a line) as passages of `kind`, numbered from `start`: each names who and when, so it is
     embedded as written."""
     lines = [line for line in text.splitlines() if line.strip()]

@@ -25,7 +25,7 @@ class NoteFacts:
     path: str = ""  # the note's path in its vault
     metadata: Mapping[str, Any] = field(default_factory=dict)  # its frontmatter
     aliases: tuple[str, ...] = ()  # the other names its frontmatter gives it
-    date: dt.date | None = None  # its own date (kb.vault.dates), None if only its file's time
+    date: dt.date | None = None  # its own date (kb.dates), None if only its file's time
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class ContextChunk:
     # weighs all.
     summaries_at: int | None
     embed_text: str  # what the embedder reads: full_context fitted to its window
-    # The lines the model wrote of the chunk (kb.prompting.chunk_writes: statements,
+    # The lines the model wrote of the chunk (kb.context.chunk_writes: statements,
     # questions), each kind when asked for and known; each line is a passage of its own.
     lines: tuple[ChunkLines, ...] = ()
 
@@ -127,7 +127,7 @@ class FileContext:
     problems: list[str]
     # Each chunk's passages (`context.passages`, its lines), as the embedder reads them.
     passages: list[list[passage_texts.Passage]] = field(default_factory=list)
-    # The writer the model named (kb.prompting.voices), when it was asked and its answer is known.
+    # The writer the model named (kb.context.voices), when it was asked and its answer is known.
     voice: Output | None = None
     voice_key: str | None = None
 

@@ -23,7 +23,7 @@ from kb.context.layout import header_line, plain_headers, sections, texts
 from kb.context.needs import Needs
 from kb.context.records import ContextChunk, Draft, FileContext, Window
 from kb.hashes import cache_key
-from kb.llm.base import Prompt
+from kb.models.base import Prompt
 from kb.prompting import outputs, prompts
 from kb.prompting.outputs import Output
 from kb.vault.chunking import Chunk

@@ -2,9 +2,9 @@
 (its statements, the questions it answers), and the passages made of them (each a vector of
 its own).
 
-Outside the owner's folders the model names the note's writer once (kb.prompting.voices); each
+Outside the owner's folders the model names the note's writer once (kb.context.voices); each
 chunk's lines of every kind asked for are then written knowing who "I" is and the note's date, one
-prompt per chunk and kind (kb.prompting.chunk_writes); the paragraphs of a chunk speak in that voice
+prompt per chunk and kind (kb.context.chunk_writes); the paragraphs of a chunk speak in that voice
 (kb.context.passage_texts). Like kb.context.summaries, `with_note_outputs` yields its prompts and
 never waits on a model.
 """
@@ -15,17 +15,17 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from kb.config import ChunkWrite
-from kb.context import passage_texts
+from kb.context import chunk_writes, passage_texts, voices
+from kb.context.chunk_writes import ChunkWriteSpec
 from kb.context.driver import Asking
 from kb.context.layout import fit, header_line, with_lines
 from kb.context.needs import Needs, head
 from kb.context.records import ChunkLines, ContextChunk, Draft, FileContext, NamedVoice, Window
-from kb.llm.base import Prompt
-from kb.prompting import chunk_writes, prompts, voices
-from kb.prompting.chunk_writes import ChunkWriteSpec
+from kb.dates import spoken
+from kb.models.base import Prompt
+from kb.prompting import prompts
 from kb.prompting.outputs import Output
 from kb.vault.chunking import Chunk
-from kb.vault.dates import spoken
 
 
 def note_voice(draft: Draft, needs: Needs, window: Window) -> Asking[NamedVoice]:

@@ -37,10 +37,10 @@ from kb.daemon.watcher import Debouncer, OverflowAlarm, Watcher
 from kb.daemon.writer import TICK, Activity, Reconciliations, Writer
 from kb.db import first_line
 from kb.errors import DatabaseError
-from kb.indexing.events import FileEvent
 from kb.indexing.indexer import Indexer
 from kb.indexing.worker import Worker
 from kb.logfmt import event
+from kb.note_writing.events import FileEvent
 from kb.store.lock import DaemonBeat, Role, WriterLock
 from kb.store.queue import Speed
 from kb.store.state import State

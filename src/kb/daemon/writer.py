@@ -26,9 +26,9 @@ from kb.daemon.schedule import UnreadableFolders, backoff
 from kb.daemon.watcher import Debouncer, Due
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, LockLost
-from kb.indexing.events import FileEvent, SyncReport
 from kb.indexing.indexer import Indexer
 from kb.logfmt import event
+from kb.note_writing.events import FileEvent, SyncReport
 from kb.store import Reconciliation
 from kb.store.lock import WriterLock
 from kb.store.state import State

@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kb.dates import settings_build
 from kb.errors import KbError
-from kb.indexing.building import BuildMode, NoteBuilder, note_facts
+from kb.note_writing.building import BuildMode, NoteBuilder, note_facts
 from kb.store import Claim, Enriched, EnrichedNotes
 from kb.store.queue import Speed
-from kb.vault.dates import settings_build
 
 # done: written; dropped: the note was edited, deleted or taken by another worker meanwhile
 # (a newer item, if any, is queued); failed: the attempt raised, the item waits to be retried.

@@ -30,13 +30,13 @@ from kb.config import Config, VaultConfig, load_config
 from kb.errors import ConfigError, KbError, NoteError
 from kb.hashes import content_hash
 from kb.indexing import linking
-from kb.indexing.building import NoteBuilder
-from kb.indexing.bulk import bulk_bracket
-from kb.indexing.events import Emit, FileEvent, SyncReport
-from kb.indexing.preparing import NotePreparer
-from kb.indexing.space import EmbeddingSpace
-from kb.indexing.write_plan import IndexState, WritePlan, write_plan
-from kb.indexing.writing import NoteWriter, failed
+from kb.note_writing.building import NoteBuilder
+from kb.note_writing.bulk import bulk_bracket
+from kb.note_writing.events import Emit, FileEvent, SyncReport
+from kb.note_writing.preparing import NotePreparer
+from kb.note_writing.space import EmbeddingSpace
+from kb.note_writing.write_plan import IndexState, WritePlan, write_plan
+from kb.note_writing.writing import NoteWriter, failed
 from kb.store.caches import Caches
 from kb.store.documents import Documents
 from kb.store.links import Links

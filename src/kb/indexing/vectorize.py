@@ -18,10 +18,10 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from kb.context.embedding import Embedding
 from kb.errors import KbError
-from kb.indexing.bulk import bulk_load
-from kb.indexing.embedding import Embedding
 from kb.indexing.enrich import Attempt
+from kb.note_writing.bulk import bulk_load
 from kb.store import Claim, Vector
 from kb.store.caches import Caches
 from kb.store.passages import Passages
@@ -112,7 +112,7 @@ class Vectorizer:
         ]
 
     def _indexes(self, space: tuple[str, int]) -> None:
-        """The vector indexes dropped for a bulk load of vectors (kb.indexing.bulk), and
+        """The vector indexes dropped for a bulk load of vectors (kb.note_writing.bulk), and
         built again once nothing waits."""
         # Counting the backlog reads both tables whole: during a bulk load (no indexes),
         # each claim asks only whether anything still waits.

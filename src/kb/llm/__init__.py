@@ -1,12 +1,13 @@
-"""Model providers behind two small interfaces: ChatModel and Embedder."""
+"""The model servers' clients (Ollama, OpenAI-compatible, a fake; a /rerank server, an ONNX
+cross-encoder) behind the interfaces of kb.models, made from the config."""
 
 from __future__ import annotations
 
 from kb.config import LLMConfig, RerankConfig
-from kb.llm import tokens
-from kb.llm.base import ChatModel, CrossEncoder, Embedder, Prompt
 from kb.llm.profiles import EmbedderProfile, ProfiledEmbedder, profile_for, stored_name
-from kb.llm.providers import Endpoint, provider
+from kb.models import tokens
+from kb.models.base import ChatModel, CrossEncoder, Embedder, Prompt
+from kb.models.providers import Endpoint, provider
 
 
 def make_chat(cfg: LLMConfig, *, section: str = "llm") -> ChatModel:

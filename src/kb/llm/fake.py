@@ -17,8 +17,8 @@ import threading
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping, Sequence
 
-from kb.llm.base import Prompt, TokenUsage
-from kb.llm.providers import ProviderSpec
+from kb.models.base import Prompt, TokenUsage
+from kb.models.providers import ProviderSpec
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from kb.config import DEFAULT_OLLAMA_HOST
 from kb.errors import LLMError, LLMUnavailable, ModelMissing, first_line
-from kb.llm.base import (
+from kb.models.base import (
     MALFORMED,
     Prompt,
     TokenUsage,
@@ -22,7 +22,7 @@ from kb.llm.base import (
     time_limit,
     with_retries,
 )
-from kb.llm.providers import ProviderSpec
+from kb.models.providers import ProviderSpec
 
 if TYPE_CHECKING:
     import ollama

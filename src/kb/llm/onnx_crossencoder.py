@@ -46,7 +46,7 @@ class _Loaded:
 
 
 class OnnxCrossEncoder:
-    """A local cross-encoder (kb.llm.base.CrossEncoder), loaded on its first score and kept
+    """A local cross-encoder (kb.models.base.CrossEncoder), loaded on its first score and kept
     until its files change (a daemon then reads the new model)."""
 
     def __init__(self, folder: Path) -> None:

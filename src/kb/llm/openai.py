@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
 
 from kb.errors import LLMError, LLMUnavailable, ModelMissing, first_line
-from kb.llm.base import (
+from kb.models.base import (
     MALFORMED,
     Prompt,
     TokenUsage,
@@ -23,7 +23,7 @@ from kb.llm.base import (
     time_limit,
     with_retries,
 )
-from kb.llm.providers import ProviderSpec
+from kb.models.providers import ProviderSpec
 
 T = TypeVar("T")
 

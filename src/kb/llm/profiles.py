@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from kb.llm.base import TextEmbedder
+from kb.models.base import TextEmbedder
 
 # The instruction bge v1.5, mxbai and snowflake-arctic-embed v1 put before a query.
 _RETRIEVAL_INSTRUCTION = "Represent this sentence for searching relevant passages: "

@@ -49,7 +49,7 @@ class _TooLarge(Exception):
 
 
 class RerankServer:
-    """A cross-encoder behind a /rerank endpoint (kb.llm.base.CrossEncoder)."""
+    """A cross-encoder behind a /rerank endpoint (kb.models.base.CrossEncoder)."""
 
     def __init__(
         self,

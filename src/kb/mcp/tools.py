@@ -81,7 +81,7 @@ _INSTRUCTIONS = (
 class NoteEntry:
     vault: str
     path: str
-    date: str | None  # the note's date (kb.vault.dates)
+    date: str | None  # the note's date (kb.dates)
     modified: str  # ISO 8601, UTC
     tags: list[str]
     chunks: int

@@ -1,3 +1,2 @@
 """What the chat model is asked and what it writes back, checked: every prompt and its
-version (`prompts`), answers cleaned and rejected with honest fallbacks (`outputs`), the
-lines it writes of each chunk (`chunk_writes`), and whose voice a note speaks in (`voices`)."""
+version (`prompts`), answers cleaned and rejected with honest fallbacks (`outputs`)."""

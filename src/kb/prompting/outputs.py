@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kb.llm.base import Prompt
+from kb.models.base import Prompt
 
 _CHATTER = re.compile(
     r"^\s*(?:(?:sure|certainly|of course|okay|ok)\b[^\n.:!]*[.:!]\s*)?"

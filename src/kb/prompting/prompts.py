@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from kb.config import ChunkWrite
-from kb.llm.base import Prompt, PromptTask
+from kb.models.base import Prompt, PromptTask
 
 PROMPT_VERSION = "5"
 # The rewrite has a version of its own: a change to the summary prompts must not redo every

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb.vault.names import composed
+from kb.names import composed
 
 # A word, with its inner hyphens and apostrophes ("pre-release", "Obsidian's").
 _WORD = re.compile(r"[^\W_]+(?:['\u2019-][^\W_]+)*")

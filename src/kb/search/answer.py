@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from kb.config import SearchMode
 from kb.errors import LLMError
-from kb.llm.base import ChatModel, Embedder, close_stream
+from kb.models.base import ChatModel, Embedder, close_stream
 from kb.prompting import prompts
 from kb.search import hybrid, reading
 from kb.search.grounding import Read, check
@@ -66,7 +66,7 @@ class Source:
 
     number: int
     hit: SearchHit
-    date: str | None  # the note's date (kb.vault.dates), else the day it was last modified
+    date: str | None  # the note's date (kb.dates), else the day it was last modified
     personal: bool  # written by the owner
     text: str  # as given to the model (kb.search.reading): whole, or cut with CUT_MARK
     cut: bool
@@ -215,7 +215,7 @@ def says_not_in_notes(answer: str) -> bool:
 
 
 def note_date(info: NoteInfo | None) -> str | None:
-    """The date to show beside a passage: the note's date (kb.vault.dates), else its
+    """The date to show beside a passage: the note's date (kb.dates), else its
     modification day."""
     if info is None:
         return None
@@ -235,7 +235,7 @@ def number_sources(
     """Number the hits that fit the budget (their header lines count too), best first,
     each written for the reader (kb.search.reading): with `owner`, the owner's notes speak
     of them as "you" and every other note is someone else's; `authors` gives the writers
-    the chat model named (kb.prompting.voices) and the notes' own dates."""
+    the chat model named (kb.context.voices) and the notes' own dates."""
     drafts = []
     for n, hit in enumerate(hits, 1):
         info = facts.get((hit.vault, hit.path))

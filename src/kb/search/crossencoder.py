@@ -1,5 +1,5 @@
 """Re-ranking search hits with a cross-encoder: a model trained to score how well a passage
-answers a query, reading both together (kb.llm.base.CrossEncoder).
+answers a query, reading both together (kb.models.base.CrossEncoder).
 
 It reads the first `candidates` hits of kb's own ranking, each as its header path and the
 start of its chunk, in one batch, and orders them by score; the rest follow in search order.
@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from kb.errors import LLMError
 from kb.hashes import cache_key
-from kb.llm.base import CrossEncoder
+from kb.models.base import CrossEncoder
 from kb.results import SearchHit
 from kb.store import Caches
 

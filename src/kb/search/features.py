@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 import Stemmer
 
+from kb.context.voices import FIRST_PERSON
 from kb.fusion import Fused
-from kb.prompting.voices import FIRST_PERSON
 from kb.search.ranker import Schema
 from kb.search.when import Period
 from kb.store import Candidate, Candidates

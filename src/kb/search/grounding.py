@@ -3,7 +3,7 @@
 A small model given passages that do not answer a question often answers anyway: with the
 words of a passage about something else, or with another person's facts ("What colour did
 Joanna dye her hair?" answered from Nate's letter about his). The checks are the kind the
-lines the model writes at index time pass (kb.prompting.chunk_writes): each sentence of the answer,
+lines the model writes at index time pass (kb.context.chunk_writes): each sentence of the answer,
 past what the question itself says, must be made of the passages' words; its numbers and
 months must be theirs; and when the question is about someone kb knows (the owner, a writer
 the model named, or someone a folder of the vault is named for: "Letters/Nate"), the
@@ -20,7 +20,7 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from kb.prompting.voices import FIRST_PERSON
+from kb.context.voices import FIRST_PERSON
 from kb.search.reading import Writer
 
 _WORD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)?")

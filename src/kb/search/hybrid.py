@@ -7,10 +7,10 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kb.config import SearchMode
+from kb.context.voices import FIRST_PERSON, voiced
 from kb.errors import KbError, LLMError
 from kb.fusion import Fused, Fusion, fuse, single
-from kb.llm.base import Embedder
-from kb.prompting.voices import FIRST_PERSON, voiced
+from kb.models.base import Embedder
 from kb.results import SearchHit, SearchResult
 from kb.search import features, ranker
 from kb.search.ranker import Ranker

@@ -6,7 +6,7 @@ journal's "I adopted a turtle last week" answers "when did Joanna adopt a turtle
 someone who knows the journal is Joanna's and its date. So every passage starts with its
 writer and its note's date ("Nate, 21 January 2022, in "Letters/Nate/2022-01-21":"; the
 owner's own notes "You (Joanna), …", as the answer is to them), the "I" of the owner and of
-a writer the chat model named (kb.prompting.voices) becomes their name (a "you" in the owner's notes
+a writer the chat model named (kb.context.voices) becomes their name (a "you" in the owner's notes
 is whoever they wrote to), and each time relative to the note ("last week", "yesterday",
 "last Friday") carries the date it means.
 
@@ -20,7 +20,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 
-from kb.vault.dates import spoken
+from kb.dates import spoken
 
 _DAYS = [d.lower() for d in calendar.day_name]
 _NUMBERS = "one two three four five six seven eight nine ten".split()

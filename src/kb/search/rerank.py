@@ -15,7 +15,7 @@ from typing import Protocol
 
 from kb.errors import LLMError
 from kb.hashes import cache_key
-from kb.llm.base import ChatModel
+from kb.models.base import ChatModel
 from kb.prompting import prompts
 from kb.prompting.outputs import parse_relevance
 from kb.store import Caches, SearchHit

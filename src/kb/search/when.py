@@ -1,7 +1,7 @@
 """The time a question names: "in March 2023", "on 1 May, 2022", "in 2019", "yesterday".
 
 A question that names a time prefers the notes of that time (kb.search.hybrid), by the note's own
-date (kb.vault.dates.note_date), not the file's modification time. Dates are read by
+date (kb.dates.note_date), not the file's modification time. Dates are read by
 dateparser, and only when the question holds a word that can start one: most questions
 name no time, and they pay nothing for this.
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from kb.store import SearchFilter
 
 # path: a folder of the vault, or one note; tags: all of several; day: the note's own date
-# (kb.vault.dates); time: the file's modification time, to the second.
+# (kb.dates); time: the file's modification time, to the second.
 FilterKind = Literal["path", "tags", "day", "time"]
 # What `read` makes of a filter's text: a path, tags, a day, a time; None (of tags, ()) when
 # nothing is given.

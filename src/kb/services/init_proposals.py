@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from kb.config import VaultConfig, escaped, glob_problem
+from kb.context.voices import FIRST_PERSON
 from kb.errors import ConfigError, KbError, LLMError
-from kb.llm.providers import provider as spec_of
-from kb.prompting.voices import FIRST_PERSON
+from kb.models.providers import provider as spec_of
+from kb.names import composed
 from kb.vault import obsidian
-from kb.vault.names import composed
 from kb.vault.notes import read_note, scan_vault
 
 # Folder names that say "my journal" in themselves.

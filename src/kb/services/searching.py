@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from kb.config import QueryConfig, SearchMode
 from kb.errors import KbError
-from kb.llm.base import ChatModel, Embedder
+from kb.models.base import ChatModel, Embedder
 from kb.results import SearchResult
 from kb.search.hybrid import search
 from kb.search.plan import SearchPlan

@@ -17,7 +17,7 @@
 - `text_index`: the text index's postings B-tree, dropped for a bulk load of notes;
 - `related`: what related notes read of a note and of the notes near it.
 
-The schema is migrated once at start-up (`kb.db.migrate`, called by the composition
+The schema is migrated once at start-up (`kb.store.schema.migrate`, called by the composition
 root), never here.
 """
 

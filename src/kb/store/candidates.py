@@ -10,11 +10,11 @@ from typing import Any, Literal
 
 from psycopg import sql
 
+from kb.dates import DateSource
 from kb.errors import KbError
 from kb.fusion import Ranked
+from kb.names import composed
 from kb.store.pool import Pool, Vector, epoch_ns, like_prefix, vector_param
-from kb.vault.dates import DateSource
-from kb.vault.names import composed
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Candidate:
     vector_rank: int | None
     text_rank: int | None
     text_score: float | None
-    note_date: dt.date | None = None  # its note's date (kb.vault.dates)
+    note_date: dt.date | None = None  # its note's date (kb.dates)
     date_source: DateSource | None = None  # where that date was read
     # What the learned ranker (kb.search.features) reads beyond both lists' verdicts: the
     # chunk's place in its note, the note's kind, and each of its vectors' similarity.
@@ -99,7 +99,7 @@ TEXT_POSTINGS_WALKED = 20 * TEXT_POSTINGS_PER_WORD
 PASSAGE_DEPTH = 2
 
 
-# A passage the chat model wrote (a statement or a question, kb.prompting.chunk_writes) says what
+# A passage the chat model wrote (a statement or a question, kb.context.chunk_writes) says what
 # the model read in the chunk, loosely or wrongly at times: its cosine distance counts this many
 # times, so that it lifts its chunk only where it is clearly nearer the query than the chunk's own
 # text and paragraphs. A factor rather than a fixed margin, because embedders spread their distances
@@ -115,7 +115,7 @@ class SearchFilter:
 
     path_prefix: str | None = None
     tags: tuple[str, ...] = ()  # all of them; a tag also matches its nested tags (a/b)
-    # The note's date (kb.vault.dates): from this day on, and before this day.
+    # The note's date (kb.dates): from this day on, and before this day.
     after: dt.date | None = None
     before: dt.date | None = None
     # The file's modification time.
@@ -155,7 +155,7 @@ def _under(prefix: str) -> tuple[str, str]:
 
     A filter names whole folders ("Docs" is the folder Docs/, never Docs2/), written as the
     user may: "./Docs/", "/Docs" and "Docs\\" are Docs too, and "/" is the whole vault.
-    A filter cannot leave its vault (".."). Composed, as paths are compared (kb.vault.names)."""
+    A filter cannot leave its vault (".."). Composed, as paths are compared (kb.names)."""
     parts = [p for p in prefix.replace("\\", "/").split("/") if p not in ("", ".")]
     if ".." in parts:
         raise KbError(f"path filter {prefix!r}: '..' cannot name a folder of the vault")
@@ -163,12 +163,12 @@ def _under(prefix: str) -> tuple[str, str]:
     return path, like_prefix(path + "/") if path else "%"
 
 
-# A note is in a path filter's folder (or is its note), names compared composed (kb.vault.names):
+# A note is in a path filter's folder (or is its note), names compared composed (kb.names):
 # a stored path is the disk's own name, which may be decomposed.
 _IN_FOLDER = "(normalize(d.path, NFC) = %(exact)s OR normalize(d.path, NFC) LIKE %(like)s)"
 
 
-# The day of a note of `d` (kb.vault.dates); a row stored before notes had one always dated has
+# The day of a note of `d` (kb.dates); a row stored before notes had one always dated has
 # its file's day.
 _NOTE_DAY = "coalesce(d.note_date, to_timestamp(d.mtime_ns / 1e9)::date)"
 
@@ -190,7 +190,7 @@ class NoteInfo:
     vault: str
     path: str
     personal: bool
-    date: str | None  # the note's date (kb.vault.dates), else its frontmatter's `date` as written
+    date: str | None  # the note's date (kb.dates), else its frontmatter's `date` as written
     mtime_ns: int
     tags: list[str]
     chunks: int

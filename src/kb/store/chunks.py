@@ -16,7 +16,7 @@ from kb.store.pool import Vector, vector_param
 
 @dataclass(frozen=True)
 class LinesRecord:
-    """One kind of lines the model wrote of a chunk (kb.prompting.chunk_writes), one item a line,
+    """One kind of lines the model wrote of a chunk (kb.context.chunk_writes), one item a line,
     kept under its cache key like every model output."""
 
     kind: ChunkWrite
@@ -46,7 +46,7 @@ class ChunkRecord:
     embed_model: str | None
     summary_fallback: str | None = None  # the chat model whose output was rejected
     rewrite_fallback: str | None = None
-    # The lines the model wrote of it (kb.prompting.chunk_writes), each kind when asked for.
+    # The lines the model wrote of it (kb.context.chunk_writes), each kind when asked for.
     lines: tuple[LinesRecord, ...] = ()
     # Its extra texts, each with a vector of its own (kb.context.passage_texts); they hang off
     # the chunk.

@@ -12,13 +12,13 @@ from typing import Any, LiteralString
 from psycopg.rows import class_row
 from psycopg.types.json import Jsonb
 
+from kb.dates import DateSource, file_day
 from kb.store import passages
 from kb.store.chunks import ChunkRecord, VoiceRecord
 from kb.store.links import LINKS_VERSION, rename_note, write_links
 from kb.store.pool import Pool, like_prefix
 from kb.store.queue import Pending, queue_notes
 from kb.store.vaults import keep_paid_for
-from kb.vault.dates import DateSource, file_day
 from kb.vault.link_rules import Link
 from kb.vault.notes import OnDisk
 from kb.vault.sync_plan import Stored
@@ -49,8 +49,8 @@ class DocumentRecord:
     summary_key: str
     context_build: str  # how the context was built, see ContextBuild.id
     summary_fallback: str | None = None  # the chat model whose summary was rejected
-    voice: VoiceRecord | None = None  # the writer the chat model named (kb.prompting.voices)
-    note_date: dt.date | None = None  # the note's date (kb.vault.dates.note_date)
+    voice: VoiceRecord | None = None  # the writer the chat model named (kb.context.voices)
+    note_date: dt.date | None = None  # the note's date (kb.dates.note_date)
     date_source: DateSource | None = None  # where it was read
     date_unread: str | None = None  # a date property that names no day, passed over
 
@@ -122,7 +122,7 @@ def _document_params(doc: DocumentRecord) -> tuple[object, ...]:
 class Authorship:
     """Who wrote a note and when, as an answer's passages say it (kb.search.reading)."""
 
-    writer: str | None  # the writer the chat model named (kb.prompting.voices), where it named one
+    writer: str | None  # the writer the chat model named (kb.context.voices), where it named one
     day: dt.date | None  # the note's own date; None where it has only its file's time
 
 

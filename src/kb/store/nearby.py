@@ -33,7 +33,7 @@ class RelatedNote:
     title: str | None  # the frontmatter's title, as written
     names: list[str]  # as links find it (kb.vault.links.note_keys)
     tags: list[str]
-    day: dt.date | None  # the day the note gives itself (kb.vault.dates), not its file's time
+    day: dt.date | None  # the day the note gives itself (kb.dates), not its file's time
     writer: str | None  # the writer the chat model named, if any
     personal: bool
     inbound: int  # notes that link to it

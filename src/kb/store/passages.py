@@ -19,7 +19,7 @@ from psycopg.rows import DictRow
 from kb.store.pool import Pool, Vector, vector_param
 
 # What a passage is (kb.context.passage_texts): a paragraph of its chunk in its writer's voice,
-# or a statement or a question the chat model wrote of it (kb.prompting.chunk_writes).
+# or a statement or a question the chat model wrote of it (kb.context.chunk_writes).
 PassageKind = Literal["paragraph", "statement", "question"]
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote
 
-from kb.vault.names import composed
+from kb.names import composed
 from kb.vault.wikitext import code_split
 
 LinkKind = Literal["wikilink", "embed", "markdown"]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kb.config import VaultConfig, glob_problem, literal_glob
-from kb.vault.dates import DEFAULT_DAILY_FORMAT, DailyNotes
+from kb.dates import DEFAULT_DAILY_FORMAT, DailyNotes
 
 CONFIG_DIR = ".obsidian"
 # The files read, relative to the config folder: a change in one of them is a settings change.

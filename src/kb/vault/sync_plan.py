@@ -18,7 +18,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from kb.vault.dates import DateRules
+from kb.dates import DateRules
 from kb.vault.notes import OnDisk, Unlisted
 
 T = TypeVar("T")

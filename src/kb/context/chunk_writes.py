@@ -1,7 +1,7 @@
 """What the chat model writes of each chunk, one item a line, each naming who and when: the
 facts it holds (statements) and the questions it answers (doc2query).
 
-The chat model writes them from the chunk, told who the note's "I" is (kb.prompting.voices) and the
+The chat model writes them from the chunk, told who the note's "I" is (kb.context.voices) and the
 note's date, so "I won last week" can become "Nate won a tournament in the week before 21
 January 2022", or "When did Nate win his first video game tournament?". Each line kept is
 then embedded as a vector of its own (kb.context.passage_texts): a question about one fact of a
@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from kb.config import ChunkWrite
+from kb.context.voices import FIRST_PERSON
 from kb.prompting import prompts
 from kb.prompting.outputs import Output
-from kb.prompting.voices import FIRST_PERSON
 from kb.store.passages import PassageKind
 
 

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from kb.context import Contextualizer, FileContext, NoteFacts
-from kb.indexing.embedding import Embedding
+from kb.context.embedding import Embedding
 from kb.prompting.outputs import Output
 from kb.store import ChunkRecord
 from kb.store.caches import Caches
@@ -44,7 +44,7 @@ def note_facts(
     path: str, metadata: Mapping[str, Any], chunks: list[Chunk], date: dt.date | None
 ) -> NoteFacts:
     """What a note's context is built from besides its chunks; `date` is its own date
-    (kb.vault.dates), None when it has only its file's time."""
+    (kb.dates), None when it has only its file's time."""
     folder = PurePosixPath(path).parent.as_posix()
     return NoteFacts(
         title=note_title(metadata, chunks, path),
@@ -61,7 +61,7 @@ class BuildMode:
     """How a note's rows are built: what is taken from the index, and what is made now.
 
     The defaults are enrichment's: the model asked and the texts embedded now, every cache
-    looked up. A sync's mode is made once for its notes (kb.indexing.write_plan).
+    looked up. A sync's mode is made once for its notes (kb.note_writing.write_plan).
     """
 
     fresh: bool = False  # no cached output or vector is taken (a forced rebuild)

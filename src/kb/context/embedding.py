@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from kb.context import ContextChunk
 from kb.context.passage_texts import Passage
 from kb.errors import LLMError
-from kb.llm.base import Embedder
+from kb.models.base import Embedder
 from kb.store import ChunkRecord, LinesRecord, PassageRecord, Vector
 from kb.store.caches import Caches
 from kb.store.passages import Passages

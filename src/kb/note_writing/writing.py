@@ -1,6 +1,6 @@
-"""The notes a sync indexes: read, prepared (kb.indexing.preparing) and written in groups
+"""The notes a sync indexes: read, prepared (kb.note_writing.preparing) and written in groups
 by a pool of file threads, their events reported in the files' order, as the sync's write
-plan says (kb.indexing.write_plan: how each note is built, how many to a transaction).
+plan says (kb.note_writing.write_plan: how each note is built, how many to a transaction).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from kb import db
 from kb.config import VaultConfig
 from kb.db import first_line
 from kb.errors import DatabaseError, Interrupted, KbError, LockLost, NoteError
-from kb.indexing.building import BuildMode
-from kb.indexing.events import Emit, FileEvent
-from kb.indexing.preparing import NotePreparer
-from kb.indexing.write_plan import WritePlan
+from kb.note_writing.building import BuildMode
+from kb.note_writing.events import Emit, FileEvent
+from kb.note_writing.preparing import NotePreparer
+from kb.note_writing.write_plan import WritePlan
 from kb.store import NoteRows
 from kb.store.documents import Documents
 from kb.vault import sync_plan

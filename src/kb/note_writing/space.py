@@ -7,8 +7,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from kb.context.embedding import Embedding
 from kb.errors import KbError
-from kb.indexing.embedding import Embedding
 from kb.store.queue import Queue
 from kb.store.vaults import VaultRows
 from kb.store.vectors import Vectors

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kb.errors import ConfigError, first_line
-from kb.llm.base import ChatModel, TextEmbedder
+from kb.models.base import ChatModel, TextEmbedder
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint

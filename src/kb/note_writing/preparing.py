@@ -8,12 +8,12 @@ import logging
 
 from kb.config import VaultConfig
 from kb.context import Contextualizer
+from kb.dates import note_date
 from kb.hashes import content_hash
-from kb.indexing.building import BuildMode, NoteBuilder, note_facts
-from kb.indexing.events import FileEvent
+from kb.note_writing.building import BuildMode, NoteBuilder, note_facts
+from kb.note_writing.events import FileEvent
 from kb.store import DocumentRecord, NoteRows, Pending
 from kb.vault.chunking import chunk_body
-from kb.vault.dates import note_date
 from kb.vault.link_rules import extract
 from kb.vault.parsing import decode, parse_note
 

@@ -2,7 +2,7 @@
 and where its statements' "when" starts from.
 
 In this order: a frontmatter property (`date`, `created`, or a key the config names), the
-name of a daily note read with the vault's own format (kb.vault.moment), a YYYY-MM-DD in the file
+name of a daily note read with the vault's own format (kb.moment), a YYYY-MM-DD in the file
 name, and only then the file's modification time, which a clone, a sync or a backup resets.
 Pure functions.
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from kb.vault.moment import read_date
-from kb.vault.names import composed
+from kb.moment import read_date
+from kb.names import composed
 
 DateSource = Literal["property", "daily note", "file name", "file time"]
 
@@ -42,7 +42,7 @@ class DailyNotes:
 
     @property
     def _prefix(self) -> str:
-        # Composed, as every name kb compares (kb.vault.names): a folder set in Obsidian on one
+        # Composed, as every name kb compares (kb.names): a folder set in Obsidian on one
         # disk holds the notes synced to another.
         return composed(self.folder.rstrip("/") + "/")
 

@@ -1,14 +1,14 @@
 """What a vault sync's write of notes is, decided once from the index's state: how each note
-is built (kb.indexing.building.BuildMode), whether the write is a bulk load
-(kb.indexing.bulk), how many notes go to a transaction."""
+is built (kb.note_writing.building.BuildMode), whether the write is a bulk load
+(kb.note_writing.bulk), how many notes go to a transaction."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kb.indexing.building import BuildMode
-from kb.indexing.bulk import bulk_load
+from kb.note_writing.building import BuildMode
+from kb.note_writing.bulk import bulk_load
 
 # Notes written to the database in one transaction, where no chat model is on the path.
 WRITE_GROUP = 16
@@ -17,7 +17,7 @@ WRITE_GROUP = 16
 @dataclass(frozen=True)
 class WritePlan:
     mode: BuildMode  # how each note is built
-    # A bulk load: the text index's postings B-tree is dropped for it (kb.indexing.bulk).
+    # A bulk load: the text index's postings B-tree is dropped for it (kb.note_writing.bulk).
     bulk: bool
     # Notes written in one transaction (Documents.save): sixteen where no chat model is on the
     # path; with a model on it, each note as soon as it is done: its outputs are paid for, and
