@@ -150,7 +150,7 @@ def status_report(config: Config, sources: StatusSources) -> StatusReport:
     names = [v.name for v in config.vaults]
     folders = [v.folder for v in config.vaults]
     stored = sources.vaults.stored()
-    daemons = sources.daemons.list()
+    daemons = sources.daemons.listed()
     workers = sources.workers.listed()
     held = {
         vault: f"{kind} {who} {does}"
