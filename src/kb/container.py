@@ -226,7 +226,7 @@ class Container:
             until_empty=until_empty,
             fail_fast=fail_fast,
             on_attempt=on_attempt,
-            vaults=[v.name for v in self.config.vaults],
+            vaults=tuple(v.name for v in self.config.vaults),
             speeds=speeds,
         )
 
@@ -288,7 +288,7 @@ class Container:
             vaults=self.store.vaults,
             owner_name=self.config.owner_name,
             own_vaults={v.name: v.folder for v in self.config.vaults},
-            config_file=os.path.realpath(self.config.source) if self.config.source else None,
+            config_file=self._config_file(),
             context_window=self.config.ask.llm(self.config.llm).context_window,
             answer_passages=self.config.ask.passages,
             chat=lambda: self.answer_chat,
@@ -326,7 +326,12 @@ class Container:
         sources = StatusSources(
             s.vaults, s.state, s.daemons, s.queue, s.workers, s.documents, s.links
         )
-        return partial(status_report, self.config, sources)
+        return partial(status_report, self.config, sources, self._config_file())
+
+    def _config_file(self) -> str | None:
+        """The real path of the file the config was read from (None: from no file), as the
+        index records the config that synced a vault."""
+        return os.path.realpath(self.config.source) if self.config.source else None
 
     def ranker(self) -> Ranker:
         """The learned ranker of `query.ranker_file`, or the one kb ships."""

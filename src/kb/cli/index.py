@@ -135,7 +135,7 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
     from kb.services import indexing
 
     queue = parts.store.queue
-    vaults = [v.name for v in parts.config.vaults]
+    vaults = tuple(v.name for v in parts.config.vaults)
     backlog = indexing.backlog(queue, parts.store.workers, vaults)
     if backlog is None:
         return None

@@ -3,11 +3,11 @@ status` and for the waits that count the workers alive."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from kb.store.heartbeats import Liveness, heard
 from kb.store.pool import Pool
+from kb.vault.sync_plan import VaultFilter
 
 
 @dataclass(frozen=True)
@@ -23,9 +23,9 @@ class WorkerBeat:
     last_error: str | None = None
     vaults: tuple[str, ...] = ()  # the vaults whose notes it claims (empty: every vault)
 
-    def serves(self, vaults: Sequence[str]) -> bool:
-        """Whether it claims notes of any of `vaults` (empty: of any vault)."""
-        return not self.vaults or not vaults or not set(self.vaults).isdisjoint(vaults)
+    def serves(self, vaults: VaultFilter) -> bool:
+        """Whether it claims notes of any of `vaults` (None: of any vault)."""
+        return vaults is None or not self.vaults or not set(self.vaults).isdisjoint(vaults)
 
 
 @dataclass(frozen=True, kw_only=True)
