@@ -267,7 +267,7 @@ def out_of_fold(
 def links_only(parts: Container, sources: Sequence[str]) -> dict[str, list[str]]:
     """A note that links back first, then Adamic-Adar over the remaining links (undirected),
     the notes the source links to and itself left out."""
-    edges = parts.store.links.edges([VAULT])
+    edges = parts.store.links.edges((VAULT,))
     with parts.store.pool.connection() as conn:
         paths = {r["id"]: r["path"] for r in conn.execute("SELECT id, path FROM documents")}
     ids = {p: i for i, p in paths.items()}

@@ -99,7 +99,7 @@ def _start(
 
 
 def _role(store: Store, pid: int) -> str | None:
-    rows = [d for d in store.daemons.list() if d.pid == pid and d.alive]
+    rows = [d for d in store.daemons.listed() if d.pid == pid and d.alive]
     return rows[0].role if rows else None
 
 
@@ -143,8 +143,8 @@ def test_second_daemon_is_a_standby_and_takes_over(
     assert "msg=indexed" not in standby_part and "reconciliation" not in standby_part
     assert 'msg="daemon stopped"' in second.log()
     # The clean exit removed its row; the killed daemon's row stays, and soon looks dead.
-    assert [d.pid for d in store.daemons.list()] == [first.pid]
-    wait_for(lambda: not store.daemons.list()[0].alive, "the killed daemon to look dead")
+    assert [d.pid for d in store.daemons.listed()] == [first.pid]
+    wait_for(lambda: not store.daemons.listed()[0].alive, "the killed daemon to look dead")
 
 
 def test_sigterm_in_the_middle_of_a_burst_then_restart_converges(
@@ -186,7 +186,7 @@ def test_a_killed_daemon_looks_dead_at_once(
         writer.proc.kill()
         writer.proc.wait(30)
         killed = time.monotonic()
-        wait_for(lambda: not store.daemons.list()[0].alive, "the killed daemon to look dead", 10)
+        wait_for(lambda: not store.daemons.listed()[0].alive, "the killed daemon to look dead", 10)
         assert time.monotonic() - killed < 3
         status = subprocess.run(
             [sys.executable, "-m", "kb", "--config", str(path), "status"],

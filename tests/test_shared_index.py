@@ -90,10 +90,10 @@ def test_a_config_enriches_only_its_own_vaults(two: tuple[Kb, Kb]) -> None:
     a, b = two
     # Stored and queued, not enriched: Container.sync, not the test double's drain.
     super(Kb, b).sync()
-    assert b.store.queue.status(["b"]).items == 1
+    assert b.store.queue.status(("b",)).items == 1
     a.sync()
-    assert a.store.queue.status(["a"]).items == 0
-    assert b.store.queue.status(["b"]).items == 1  # b's note is b's workers' to build
+    assert a.store.queue.status(("a",)).items == 0
+    assert b.store.queue.status(("b",)).items == 1  # b's note is b's workers' to build
     assert b.drain().done == 1
 
 
@@ -141,7 +141,7 @@ def test_which_vault_takes_over_which_rows() -> None:
     assert vault_renames({"z": "/n"}, twins) == {}
     # A vault stored before folders were recorded is never taken over.
     assert vault_renames({"z": "/n"}, [StoredVault("x", None, 1)]) == {}
-    assert vault_filter(["a"], {"a"}) == () and vault_filter(["a"], set()) == ()
+    assert vault_filter(["a"], {"a"}) is None and vault_filter(["a"], set()) is None
     assert vault_filter(["a"], {"a", "b"}) == ("a",)
 
 
@@ -355,9 +355,9 @@ def test_a_config_counts_only_its_vaults_finished_items(two: tuple[Kb, Kb]) -> N
     a, b = two
     super(Kb, b).sync()
     assert b.drain().done == 1
-    assert b.store.queue.status(["b"]).done_last_hour == 1
-    assert a.store.queue.status(["a"]).done_last_hour == 0
-    assert a.store.queue.status(["a"], "embed").done_last_hour == 0
+    assert b.store.queue.status(("b",)).done_last_hour == 1
+    assert a.store.queue.status(("a",)).done_last_hour == 0
+    assert a.store.queue.status(("a",), "embed").done_last_hour == 0
 
 
 def test_a_note_deleted_and_put_back_costs_nothing(store: Store, tmp_path: Path) -> None:
@@ -423,19 +423,40 @@ def test_a_config_refused_its_vaults_name_never_searches_the_other_folders_notes
         home.search_service().search(SearchRequest("quarterly budget kestrel", mode="text"))
 
 
+def test_a_config_refused_its_vaults_name_counts_none_of_the_other_folders_notes(
+    store: Store, tmp_path: Path
+) -> None:
+    # The same two configs: home's status, by that name, would count work's notes as its own.
+    work, home = _work_and_home(
+        store, tmp_path, "The quarterly budget, see [[Plans]] and [[Kestrel]].", "A kestrel."
+    )
+    (tmp_path / "work" / "notes" / "Later.md").write_text("---\ndate: soon\n---\nLater.\n")
+    assert work.sync().indexed == 2
+    with pytest.raises(KbError):
+        home.sync()
+    worked = work.status_reader()()
+    assert worked.index.documents == 2 and worked.index.chunks and worked.links.links == 2
+    assert worked.vectors.done_last_hour == 2 and len(worked.undated) == 1
+    report = home.status_reader()()
+    assert (report.index.documents, report.index.chunks, report.index.failures) == (0, 0, [])
+    assert (report.links.links, report.links.unresolved) == (0, 0)
+    assert (report.queue.items, report.vectors.items, report.vectors.done_last_hour) == (0, 0, 0)
+    assert report.undated == []
+
+
 def test_which_vaults_a_config_searches() -> None:
     mine = {"notes": "/w/notes", "garden": "/h/garden"}
     # Only its vaults in the index: no filter.
     held = {"notes": ("/w/notes", "/w.toml"), "garden": ("/h/garden", "/w.toml")}
-    assert searched_vaults(mine, "/w.toml", held) == ()
+    assert searched_vaults(mine, "/w.toml", held) is None
     # Its name held by another config at another folder: that vault is left out.
     held = {"notes": ("/x/notes", "/x.toml"), "garden": ("/h/garden", "/w.toml")}
     assert searched_vaults(mine, "/w.toml", held) == ("garden",)
-    assert searched_vaults({"notes": "/w/notes"}, "/w.toml", held) is None
+    assert searched_vaults({"notes": "/w/notes"}, "/w.toml", held) == ()  # no vault
     # Moved by its own config (not synced yet), or a folder not known: still its own.
     held = {"notes": ("/old/notes", "/w.toml"), "other": ("/o", "/o.toml")}
     assert searched_vaults(mine, "/w.toml", held) == ("notes", "garden")
-    assert searched_vaults(mine, "/w.toml", {"notes": (None, None)}) == ()
+    assert searched_vaults(mine, "/w.toml", {"notes": (None, None)}) is None
 
 
 def test_one_name_for_two_folders_is_two_writers(tmp_path: Path, db_url: str) -> None:

@@ -135,7 +135,7 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
     from kb.services import indexing
 
     queue = parts.store.queue
-    vaults = [v.name for v in parts.config.vaults]
+    vaults = tuple(v.name for v in parts.config.vaults)
     backlog = indexing.backlog(queue, parts.store.workers, vaults)
     if backlog is None:
         return None
@@ -328,7 +328,7 @@ def forget_command(
         if found is None:
             known = ", ".join(sorted(v.name for v in stored.values())) or "none"
             raise KbError(f"the index holds no vault {vault!r} (it holds: {known})")
-        for d in parts.store.daemons.list():
+        for d in parts.store.daemons.listed():
             if d.alive and vault in d.vaults:
                 raise KbError(
                     f"vault {vault!r} is watched by daemon {d.id} (pid {d.pid} on {d.host}):"

@@ -37,6 +37,7 @@ from kb.logfmt import event
 from kb.store import Claim, Queue, WorkerBeat
 from kb.store.queue import SPEEDS, Speed
 from kb.store.workers import Workers
+from kb.vault.sync_plan import VaultFilter
 
 log = logging.getLogger("kb.worker")
 
@@ -66,16 +67,16 @@ class Worker:
         fail_fast: bool = False,
         on_attempt: Callable[[Attempt], None] | None = None,
         heartbeat: float = HEARTBEAT,
-        vaults: Sequence[str] = (),
+        vaults: VaultFilter = None,
         speeds: Sequence[Speed] = SPEEDS,
     ) -> None:
         self.enricher = enricher
         self.vectorizer = vectorizer
         # The queues it drains, in this order.
         self.speeds = tuple(s for s in SPEEDS if s in speeds)
-        # The vaults whose notes it claims (empty: any): another configuration's notes on a
+        # The vaults whose notes it claims (None: any): another configuration's notes on a
         # shared index are that configuration's workers' to build.
-        self.vaults = tuple(vaults)
+        self.vaults = vaults
         self.queue = queue
         self.workers = workers  # where its heartbeat goes
         self.concurrency = concurrency
@@ -286,7 +287,8 @@ class Worker:
                     in_hand=in_hand,
                     heartbeat_interval=self.heartbeat,
                     last_error=self.last_error,
-                    vaults=self.vaults,
+                    # A heartbeat's empty list is every vault.
+                    vaults=() if self.vaults is None else self.vaults,
                 )
             )
         except psycopg.Error as exc:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -20,6 +20,7 @@ from kb.indexing.enrich import Attempt, EnrichReport
 from kb.store import QueueStatus
 from kb.store.queue import SPEEDS, Queue
 from kb.store.workers import Workers
+from kb.vault.sync_plan import VaultFilter
 
 # While workers do the work, how often the queues are looked at (seconds).
 WATCH_INTERVAL = 1.0
@@ -55,8 +56,8 @@ class Queues:
         return None if None in parts else sum(p for p in parts if p is not None) or None
 
 
-def queues(queue: Queue, vaults: Sequence[str] = ()) -> Queues:
-    """The queues of `vaults` (empty: every vault)."""
+def queues(queue: Queue, vaults: VaultFilter = None) -> Queues:
+    """The queues of `vaults` (None: every vault)."""
     return Queues(queue.status(vaults, "embed"), queue.status(vaults, "enrich"))
 
 
@@ -109,15 +110,15 @@ def next_step(left: Queues, *, workers: int, claimable: int) -> Step:
     return "wait" if left.in_progress else "done"
 
 
-def backlog(queue: Queue, workers: Workers, vaults: Sequence[str] = ()) -> Backlog | None:
-    """The backlog of `vaults` (empty: every vault), or None when no note is waiting."""
+def backlog(queue: Queue, workers: Workers, vaults: VaultFilter = None) -> Backlog | None:
+    """The backlog of `vaults` (None: every vault), or None when no note is waiting."""
     left = queues(queue, vaults)
     if not left.items:
         return None
     return Backlog(left, _alive(workers, vaults))
 
 
-def _alive(workers: Workers, vaults: Sequence[str]) -> int:
+def _alive(workers: Workers, vaults: VaultFilter) -> int:
     """The workers alive that claim notes of `vaults`."""
     return sum(1 for w in workers.listed() if w.alive and w.serves(vaults))
 
@@ -127,11 +128,11 @@ def finish(
     workers: Workers,
     drain: Drain,
     on_progress: Progress,
-    vaults: Sequence[str] = (),
+    vaults: VaultFilter = None,
     *,
     stop: threading.Event | None = None,
 ) -> Enrichment:
-    """See the queues of `vaults` (empty: every vault) done, here or by the running workers
+    """See the queues of `vaults` (None: every vault) done, here or by the running workers
     (the policy above), or until `stop` is set."""
     stop = stop or threading.Event()
     report = EnrichReport()

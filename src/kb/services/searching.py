@@ -27,7 +27,7 @@ from kb.store.documents import Documents
 from kb.store.queue import Queue
 from kb.store.vaults import VaultRows
 from kb.store.vectors import Vectors
-from kb.vault.sync_plan import searched_vaults
+from kb.vault.sync_plan import VaultFilter, searched_vaults
 
 if TYPE_CHECKING:
     # A search that is not re-ranked loads no prompts, and one that is not a question no
@@ -104,12 +104,12 @@ class SearchService:
         # The index's passages say writers' names for "I" (ContextConfig.voiced_passages).
         self.voiced_index = voiced_index
 
-    def searched(self) -> tuple[str, ...]:
-        """The vaults a read of this config keeps to (empty: no filter, the index holding
+    def searched(self) -> VaultFilter:
+        """The vaults a read of this config keeps to (None: every vault, the index holding
         only its vaults), asked at each read: another configuration may add one meanwhile.
         A KbError when the index holds none of them."""
         only = searched_vaults(self.own_vaults, self.config_file, self.vaults.holders())
-        if only is None:
+        if only == ():
             raise KbError(
                 "the index holds none of this config's vaults: each of its names is another"
                 " configuration's vault at another folder (`kb index` says which)"

@@ -22,7 +22,7 @@ from kb.store.state import State
 from kb.store.vaults import VaultRows
 from kb.store.workers import Workers
 from kb.vault import obsidian
-from kb.vault.sync_plan import StoredVault, vault_filter
+from kb.vault.sync_plan import StoredVault, searched_vaults
 
 
 @dataclass(frozen=True)
@@ -141,8 +141,9 @@ def _backlog(queue: QueueStatus) -> dict[str, Any]:
     }
 
 
-def status_report(config: Config, sources: StatusSources) -> StatusReport:
-    """Read the report from the index."""
+def status_report(config: Config, sources: StatusSources, config_file: str | None) -> StatusReport:
+    """Read the report from the index, for `config` read from `config_file` (its real path;
+    None: read from no file)."""
     database = (config.database_url and redact(config.database_url)) or (
         f"embedded PostgreSQL in {config.data_dir / 'pgdata'}"
     )
@@ -150,7 +151,7 @@ def status_report(config: Config, sources: StatusSources) -> StatusReport:
     names = [v.name for v in config.vaults]
     folders = [v.folder for v in config.vaults]
     stored = sources.vaults.stored()
-    daemons = sources.daemons.list()
+    daemons = sources.daemons.listed()
     workers = sources.workers.listed()
     held = {
         vault: f"{kind} {who} {does}"
@@ -161,7 +162,13 @@ def status_report(config: Config, sources: StatusSources) -> StatusReport:
         for who, vault in ((b.id, v) for b in beats if b.alive for v in b.vaults)
         if vault not in names
     }
-    kept_to = vault_filter(names, [v.name for v in stored])
+    # Kept to the vaults this config searches: none of a name the index holds for another
+    # configuration's folder (its sync refused), whose notes are not this config's.
+    kept_to = searched_vaults(
+        {v.name: v.folder for v in config.vaults},
+        config_file,
+        {v.name: (v.folder, v.config) for v in stored},
+    )
     return StatusReport(
         database=database,
         vaults=names,
@@ -170,9 +177,9 @@ def status_report(config: Config, sources: StatusSources) -> StatusReport:
         # Another configuration's daemons and workers on this index are theirs, not this one's.
         daemons=[d for d in daemons if d.serves(names, folders)],
         last_reconcile=sources.state.last_reconcile(),
-        queue=sources.queue.status(names),
-        vectors=sources.queue.status(names, "embed"),
-        workers=[w for w in workers if w.serves(names)],
+        queue=sources.queue.status(kept_to),
+        vectors=sources.queue.status(kept_to, "embed"),
+        workers=[w for w in workers if w.serves(tuple(names))],
         configured=Configured(
             chat_model=llm.chat_model,
             embed_model=llm.embed_model,
@@ -180,7 +187,7 @@ def status_report(config: Config, sources: StatusSources) -> StatusReport:
             provider=llm.provider,
         ),
         obsidian={v.name: obsidian.followed(v)[1].lines() for v in config.vaults},
-        undated=sources.documents.undated(),
+        undated=sources.documents.undated(kept_to),
         other_vaults=[v for v in stored if v.name not in names],
         held=held,
     )

@@ -15,6 +15,8 @@ from kb.errors import KbError
 from kb.fusion import Ranked
 from kb.names import composed
 from kb.store.pool import Pool, Vector, epoch_ns, like_prefix, vector_param
+from kb.store.vaults import vaults_param
+from kb.vault.sync_plan import VaultFilter
 
 
 @dataclass(frozen=True)
@@ -122,9 +124,9 @@ class SearchFilter:
     modified_after: dt.datetime | None = None
     modified_before: dt.datetime | None = None
     paths: tuple[str, ...] = ()  # only these notes (exact vault-relative paths)
-    # Only these vaults' notes (empty: every vault the index holds). Set by the search
+    # Only these vaults' notes (None: every vault the index holds). Set by the search
     # service, not by a face: see kb.vault.sync_plan.vault_filter.
-    vaults: tuple[str, ...] = ()
+    vaults: VaultFilter = None
 
     @property
     def folder(self) -> str | None:
@@ -142,7 +144,7 @@ class SearchFilter:
             or self.modified_after
             or self.modified_before
             or self.paths
-            or self.vaults
+            or self.vaults is not None
         )
 
 
@@ -241,7 +243,7 @@ def document_conditions(filters: SearchFilter) -> sql.Composable:
         parts.append(sql.SQL(_IN_FOLDER))
     if filters.paths:
         parts.append(sql.SQL("d.path = ANY(%(paths)s::text[])"))
-    if filters.vaults:
+    if filters.vaults is not None:
         parts.append(sql.SQL("d.vault = ANY(%(vaults)s::text[])"))
     if filters.after:
         parts.append(sql.SQL(f"{_NOTE_DAY} >= %(day_after)s"))
@@ -432,7 +434,7 @@ def candidates_params(
         "day_before": filters.before,
         "tags": [t.lower().lstrip("#") for t in filters.tags],
         "paths": list(filters.paths),
-        "vaults": list(filters.vaults),
+        "vaults": vaults_param(filters.vaults),
         "nv": 0 if lists == "text" else depth,
         "np": 0 if lists == "text" else PASSAGE_DEPTH * depth,
         "nt": 0 if lists == "vector" else depth,

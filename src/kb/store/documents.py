@@ -18,10 +18,10 @@ from kb.store.chunks import ChunkRecord, VoiceRecord
 from kb.store.links import LINKS_VERSION, rename_note, write_links
 from kb.store.pool import Pool, like_prefix
 from kb.store.queue import Pending, queue_notes
-from kb.store.vaults import keep_paid_for
+from kb.store.vaults import ROW_IN_VAULTS, keep_paid_for, vaults_param
 from kb.vault.link_rules import Link
 from kb.vault.notes import OnDisk
-from kb.vault.sync_plan import Stored
+from kb.vault.sync_plan import Stored, VaultFilter
 
 # The columns of a Stored note, for every query that returns one.
 _STORED = "SELECT path, content_hash, size, mtime_ns, personal, context_build FROM documents"
@@ -323,12 +323,16 @@ class Documents:
             ).fetchall()
         return {r["folder"] for r in rows}
 
-    def undated(self) -> list[Undated]:
-        """Notes whose date property names no day ("date: soon"), dated another way."""
+    def undated(self, vaults: VaultFilter = None) -> list[Undated]:
+        """Notes of `vaults` (None: every vault) whose date property names no day ("date:
+        soon"), dated another way."""
         with self.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT vault, path, date_unread AS property, date_source AS dated_by"
-                " FROM documents WHERE date_unread IS NOT NULL ORDER BY vault, path"
+                " FROM documents WHERE date_unread IS NOT NULL AND "
+                + ROW_IN_VAULTS
+                + " ORDER BY vault, path",
+                {"vaults": vaults_param(vaults)},
             ).fetchall()
         return [Undated(**r) for r in rows]
 

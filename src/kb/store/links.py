@@ -17,8 +17,9 @@ from typing import Any, LiteralString
 from psycopg import Cursor
 
 from kb.store.pool import Pool
-from kb.store.vaults import DOCUMENT_IN_VAULTS
+from kb.store.vaults import DOCUMENT_IN_VAULTS, vaults_param
 from kb.vault.link_rules import Link, LinkKind, NoteName, link_key, note_keys, resolve
+from kb.vault.sync_plan import VaultFilter
 
 # The extraction of links the rows of a note written now hold (documents.links_version); a
 # note with an older one has its links written again by the next sync (migration 026).
@@ -175,25 +176,25 @@ class Links:
         with self.pool.connection() as conn:
             return [_row(r) for r in conn.execute(query, (document_id,)).fetchall()]
 
-    def edges(self, vaults: Sequence[str]) -> list[tuple[int, int]]:
-        """Every resolved link between two notes of `vaults` (kb.store.vaults' filter: empty
+    def edges(self, vaults: VaultFilter) -> list[tuple[int, int]]:
+        """Every resolved link between two notes of `vaults` (kb.store.vaults' filter: None
         is every vault) as (source, target) document ids, once per pair, no note to itself."""
         with self.pool.connection() as conn:
             rows = conn.execute(
                 "SELECT DISTINCT document_id AS source, target_id AS target FROM links"
                 " WHERE target_id IS NOT NULL AND target_id <> document_id"
                 "   AND " + DOCUMENT_IN_VAULTS,
-                {"vaults": list(vaults)},
+                {"vaults": vaults_param(vaults)},
             ).fetchall()
         return [(r["source"], r["target"]) for r in rows]
 
-    def counts(self, vaults: Sequence[str]) -> LinkCounts:
+    def counts(self, vaults: VaultFilter) -> LinkCounts:
         """How many links the notes of `vaults` hold, and how many lead to no note."""
         with self.pool.connection() as conn:
             row = conn.execute(
                 "SELECT count(*) AS links, count(*) FILTER (WHERE target_id IS NULL) AS unresolved"
                 "  FROM links WHERE " + DOCUMENT_IN_VAULTS,
-                {"vaults": list(vaults)},
+                {"vaults": vaults_param(vaults)},
             ).fetchone()
         assert row is not None
         return LinkCounts(row["links"], row["unresolved"])

@@ -12,7 +12,8 @@ import psycopg
 
 from kb import db
 from kb.errors import DatabaseError
-from kb.store.pool import Pool, iso
+from kb.store.heartbeats import Liveness, heard
+from kb.store.pool import Pool
 
 # A daemon's part: starting up, the one writer, waiting to take over, or cut off from its lock.
 Role = Literal["starting", "writer", "standby", "lost"]
@@ -48,18 +49,10 @@ class DaemonBeat:
 
 
 @dataclass(frozen=True, kw_only=True)
-class DaemonRow(DaemonBeat):
+class DaemonRow(Liveness, DaemonBeat):
     """A daemon as `kb status` lists it: its last heartbeat, how long ago that was, and
     whether it looks alive."""
 
-    started_at: str
-    heartbeat_at: str
-    heartbeat_age: float  # seconds
-    alive: bool
-
-
-# A daemon that missed this many heartbeats is taken for dead.
-_STALE_BEATS = 3
 
 # The writer lock's first key ("kb"); only the same constant matters.
 _WRITER_LOCK = 0x6B62
@@ -77,39 +70,10 @@ class Daemons:
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
-    def list(self) -> list[DaemonRow]:
-        """Every daemon that has a row, with its heartbeat's age and whether it looks alive."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT id, host, pid, role, activity, queue_length, heartbeat_interval,"
-                "       last_error, vaults, folders, started_at, heartbeat_at,"
-                "       extract(epoch FROM now() - heartbeat_at)::float AS heartbeat_age,"
-                "       (backend_pid IS NULL OR EXISTS (SELECT 1 FROM pg_stat_activity a"
-                "                                        WHERE a.pid = backend_pid)) AS connected"
-                "  FROM daemons ORDER BY role DESC, started_at"
-            ).fetchall()
-        return [
-            DaemonRow(
-                id=r["id"],
-                host=r["host"],
-                pid=r["pid"],
-                role=r["role"],
-                activity=r["activity"],
-                queue_length=r["queue_length"],
-                heartbeat_interval=r["heartbeat_interval"],
-                last_error=r["last_error"],
-                vaults=tuple(r["vaults"]),
-                folders=tuple(r["folders"]),
-                started_at=iso(r["started_at"]),
-                heartbeat_at=iso(r["heartbeat_at"]),
-                heartbeat_age=r["heartbeat_age"],
-                # A daemon that died dropped its connection at once: no waiting for its
-                # heartbeat to go stale.
-                alive=r["connected"]
-                and r["heartbeat_age"] < _STALE_BEATS * r["heartbeat_interval"],
-            )
-            for r in rows
-        ]
+    def listed(self) -> list[DaemonRow]:
+        """Every daemon that has a row, the writer first, with its heartbeat's age and
+        whether it looks alive."""
+        return heard(self.pool, "daemons", DaemonRow, "role DESC, started_at")
 
 
 class WriterLock:

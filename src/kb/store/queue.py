@@ -25,7 +25,8 @@ from psycopg import sql
 from psycopg.rows import DictRow
 
 from kb.store.pool import Pool
-from kb.store.vaults import DOCUMENT_IN_VAULTS, ROW_IN_VAULTS
+from kb.store.vaults import DOCUMENT_IN_VAULTS, ROW_IN_VAULTS, vaults_param
+from kb.vault.sync_plan import VaultFilter
 
 # The later speeds, each a queue: a note's vectors, then its LLM context.
 Speed = Literal["embed", "enrich"]
@@ -163,10 +164,10 @@ class Queue:
         *,
         lease: float,
         limit: int = 1,
-        vaults: Sequence[str] = (),
+        vaults: VaultFilter = None,
         speed: Speed = "enrich",
     ) -> list[Claim]:
-        """Up to `limit` items of `speed`'s queue and of `vaults` (empty: any), newest note
+        """Up to `limit` items of `speed`'s queue and of `vaults` (None: any), newest note
         first, that no live lease holds and whose back-off is over; each now leased to
         `owner` for `lease` seconds."""
         with self.pool.connection() as conn:
@@ -192,7 +193,7 @@ class Queue:
                           now() AS claimed_at
                 """
                 ).format(**_tables(speed)),
-                {"n": limit, "owner": owner, "lease": lease, "vaults": list(vaults)},
+                {"n": limit, "owner": owner, "lease": lease, "vaults": vaults_param(vaults)},
             ).fetchall()
         return [Claim(speed=speed, **r) for r in rows]
 
@@ -223,8 +224,8 @@ class Queue:
                 (error, retry_in, claim.document_id, claim.ticket, owner),
             )
 
-    def waiting(self, vaults: Sequence[str] = (), speed: Speed = "enrich") -> int:
-        """Items of `speed`'s queue and of `vaults` (empty: any) a worker could claim now."""
+    def waiting(self, vaults: VaultFilter = None, speed: Speed = "enrich") -> int:
+        """Items of `speed`'s queue and of `vaults` (None: any) a worker could claim now."""
         with self.pool.connection() as conn:
             row = conn.execute(
                 sql.SQL(
@@ -232,7 +233,7 @@ class Queue:
                     " WHERE not_before <= now() AND (lease_until IS NULL OR lease_until < now())"
                     " AND {after} AND " + DOCUMENT_IN_VAULTS
                 ).format(**_tables(speed)),
-                {"vaults": list(vaults)},
+                {"vaults": vaults_param(vaults)},
             ).fetchone()
         assert row is not None
         return int(row["n"])
@@ -253,13 +254,13 @@ class Queue:
             row = conn.execute("SELECT EXISTS (SELECT 1 FROM embedding_queue) AS any").fetchone()
         return bool(row and row["any"])
 
-    def unembedded_notes(self, vaults: Sequence[str] = ()) -> int:
-        """Notes of `vaults` (empty: any) with a text still waiting for its vector: not yet
+    def unembedded_notes(self, vaults: VaultFilter = None) -> int:
+        """Notes of `vaults` (None: any) with a text still waiting for its vector: not yet
         wholly in the vector list."""
         with self.pool.connection() as conn:
             row = conn.execute(
                 "SELECT count(*) AS n FROM embedding_queue WHERE " + DOCUMENT_IN_VAULTS,
-                {"vaults": list(vaults)},
+                {"vaults": vaults_param(vaults)},
             ).fetchone()
         assert row is not None
         return int(row["n"])
@@ -274,8 +275,8 @@ class Queue:
             ).fetchall()
         return {r["path"] for r in rows}
 
-    def status(self, vaults: Sequence[str] = (), speed: Speed = "enrich") -> QueueStatus:
-        """The backlog of `speed` and of `vaults` (empty: every vault), and the rate its
+    def status(self, vaults: VaultFilter = None, speed: Speed = "enrich") -> QueueStatus:
+        """The backlog of `speed` and of `vaults` (None: every vault), and the rate its
         items were done at."""
         with self.pool.connection() as conn:
             tables = _tables(speed)
@@ -286,7 +287,7 @@ class Queue:
                     "       count(*) FILTER (WHERE last_error IS NOT NULL) AS failing"
                     "  FROM {queue} WHERE " + DOCUMENT_IN_VAULTS
                 ).format(**tables),
-                {"vaults": list(vaults)},
+                {"vaults": vaults_param(vaults)},
             ).fetchone()
             done = conn.execute(
                 sql.SQL(
@@ -298,7 +299,7 @@ class Queue:
                     "  FROM {done} WHERE done_at > now() - %(kept)s::interval AND "
                     + DOCUMENT_IN_VAULTS
                 ).format(**tables),
-                {"w": _RATE_WINDOW, "kept": _DONE_KEPT, "vaults": list(vaults)},
+                {"w": _RATE_WINDOW, "kept": _DONE_KEPT, "vaults": vaults_param(vaults)},
             ).fetchone()
             failing = conn.execute(
                 sql.SQL(
@@ -308,7 +309,7 @@ class Queue:
                     + ROW_IN_VAULTS
                     + " ORDER BY q.not_before DESC LIMIT %(n)s"
                 ).format(**tables),
-                {"vaults": list(vaults), "n": _FAILING_SHOWN},
+                {"vaults": vaults_param(vaults), "n": _FAILING_SHOWN},
             ).fetchall()
         assert queue is not None and done is not None
         # Over the time since the first of the recent items was claimed: a run that began a

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -11,7 +10,8 @@ from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
 from kb.store.pool import Pool, iso
-from kb.store.vaults import DOCUMENT_IN_VAULTS, ROW_IN_VAULTS
+from kb.store.vaults import DOCUMENT_IN_VAULTS, ROW_IN_VAULTS, vaults_param
+from kb.vault.sync_plan import VaultFilter
 
 
 @dataclass(frozen=True)
@@ -112,9 +112,9 @@ class State:
         """The last whole sync, read back by `status` in the same shape."""
         self.set("last_sync", asdict(record))
 
-    def status(self, vaults: Sequence[str] = ()) -> Status:
+    def status(self, vaults: VaultFilter = None) -> Status:
         """One pass over each table: the counts a large index would pay for many times; of
-        `vaults` alone when given (see kb.vault.sync_plan.vault_filter)."""
+        `vaults` alone when given (see kb.vault.sync_plan.VaultFilter)."""
         with self.pool.connection() as conn:
             by_model = conn.execute(
                 "SELECT chat_model, count(*) AS chunks,"
@@ -133,20 +133,20 @@ class State:
                 "  FROM chunks WHERE "
                 + DOCUMENT_IN_VAULTS
                 + " GROUP BY chat_model ORDER BY 2 DESC",
-                {"vaults": list(vaults)},
+                {"vaults": vaults_param(vaults)},
             ).fetchall()
             docs = conn.execute(
                 "SELECT count(*) AS documents,"
                 "       count(*) FILTER (WHERE summary_fallback IS NOT NULL) AS file_summary"
                 "  FROM documents WHERE " + ROW_IN_VAULTS,
-                {"vaults": list(vaults)},
+                {"vaults": vaults_param(vaults)},
             ).fetchone()
             assert docs is not None
             failures = conn.execute(
                 "SELECT vault, path, error, failed_at FROM failures WHERE "
                 + ROW_IN_VAULTS
                 + " ORDER BY vault, path",
-                {"vaults": list(vaults)},
+                {"vaults": vaults_param(vaults)},
             ).fetchall()
             space = read_state(conn, "embedding_space")
             last_sync = read_state(conn, "last_sync")

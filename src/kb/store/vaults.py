@@ -13,16 +13,21 @@ from psycopg.types.json import Jsonb
 
 from kb.store.pool import Pool
 from kb.vault.presence import Held
-from kb.vault.sync_plan import StoredVault
+from kb.vault.sync_plan import StoredVault, VaultFilter
 
 # Several configurations may share one index: a read of one is kept to its vaults, given in
-# %(vaults)s (an empty list: every vault, where the index holds no other;
-# kb.vault.sync_plan.vault_filter).
+# %(vaults)s by `vaults_param` (NULL: every vault, where the index holds no other; an empty
+# list: no vault; kb.vault.sync_plan.VaultFilter).
 # A row of a table with a `vault` column (documents, failures):
-ROW_IN_VAULTS = "(cardinality(%(vaults)s::text[]) = 0 OR vault = ANY(%(vaults)s::text[]))"
+ROW_IN_VAULTS = "(%(vaults)s::text[] IS NULL OR vault = ANY(%(vaults)s::text[]))"
 # A row of a table with a `document_id` column (chunks, enrichment_queue):
-DOCUMENT_IN_VAULTS = """(cardinality(%(vaults)s::text[]) = 0 OR document_id IN
+DOCUMENT_IN_VAULTS = """(%(vaults)s::text[] IS NULL OR document_id IN
     (SELECT id FROM documents WHERE vault = ANY(%(vaults)s::text[])))"""
+
+
+def vaults_param(vaults: VaultFilter) -> list[str] | None:
+    """A vault filter as the %(vaults)s of ROW_IN_VAULTS and DOCUMENT_IN_VAULTS."""
+    return None if vaults is None else list(vaults)
 
 
 class VaultRows:

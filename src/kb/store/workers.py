@@ -3,13 +3,11 @@ status` and for the waits that count the workers alive."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kb.store.pool import Pool, iso
-
-# A worker that missed this many heartbeats is taken for dead (as a daemon is).
-_STALE_BEATS = 3
+from kb.store.heartbeats import Liveness, heard
+from kb.store.pool import Pool
+from kb.vault.sync_plan import VaultFilter
 
 
 @dataclass(frozen=True)
@@ -25,20 +23,15 @@ class WorkerBeat:
     last_error: str | None = None
     vaults: tuple[str, ...] = ()  # the vaults whose notes it claims (empty: every vault)
 
-    def serves(self, vaults: Sequence[str]) -> bool:
-        """Whether it claims notes of any of `vaults` (empty: of any vault)."""
-        return not self.vaults or not vaults or not set(self.vaults).isdisjoint(vaults)
+    def serves(self, vaults: VaultFilter) -> bool:
+        """Whether it claims notes of any of `vaults` (None: of any vault)."""
+        return vaults is None or not self.vaults or not set(self.vaults).isdisjoint(vaults)
 
 
 @dataclass(frozen=True, kw_only=True)
-class WorkerRow(WorkerBeat):
+class WorkerRow(Liveness, WorkerBeat):
     """A worker as `kb status` lists it: its last heartbeat, how long ago that was, and
     whether it looks alive."""
-
-    started_at: str
-    heartbeat_at: str
-    heartbeat_age: float  # seconds
-    alive: bool
 
 
 class Workers:
@@ -77,27 +70,4 @@ class Workers:
 
     def listed(self) -> list[WorkerRow]:
         """Every worker with a row, with its heartbeat's age and whether it looks alive."""
-        with self.pool.connection() as conn:
-            rows = conn.execute(
-                "SELECT id, host, pid, concurrency, in_hand, heartbeat_interval, last_error,"
-                "       vaults, started_at, heartbeat_at,"
-                "       extract(epoch FROM now() - heartbeat_at)::float AS heartbeat_age"
-                "  FROM workers ORDER BY started_at"
-            ).fetchall()
-        return [
-            WorkerRow(
-                id=r["id"],
-                host=r["host"],
-                pid=r["pid"],
-                concurrency=r["concurrency"],
-                in_hand=r["in_hand"],
-                heartbeat_interval=r["heartbeat_interval"],
-                last_error=r["last_error"],
-                vaults=tuple(r["vaults"]),
-                started_at=iso(r["started_at"]),
-                heartbeat_at=iso(r["heartbeat_at"]),
-                heartbeat_age=r["heartbeat_age"],
-                alive=r["heartbeat_age"] < _STALE_BEATS * r["heartbeat_interval"],
-            )
-            for r in rows
-        ]
+        return heard(self.pool, "workers", WorkerRow, "started_at")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeAlias, TypeVar
 
 from kb.dates import DateRules
 from kb.vault.notes import OnDisk, Unlisted
@@ -244,6 +244,10 @@ def _same_note(rows: Mapping[str, Stored], r: Read, rules: Rules) -> Stored | No
 
 # -- vaults ---------------------------------------------------------------------------------------
 
+# The vaults a read is kept to: None for every vault (no filter), else these names, none of
+# them for no vault at all (a configuration whose every name is another folder's vault).
+VaultFilter: TypeAlias = tuple[str, ...] | None
+
 
 @dataclass(frozen=True)
 class StoredVault:
@@ -366,10 +370,10 @@ def searched_vaults(
     configured: Mapping[str, str],
     config: str | None,
     holders: Mapping[str, tuple[str | None, str | None]],
-) -> tuple[str, ...] | None:
-    """The vault filter of a configuration's searches (`vault_filter`), given its vaults'
-    folders and its file, and each stored vault's folder and the file that synced it; None
-    when the index holds none of its vaults to search.
+) -> VaultFilter:
+    """The vault filter of a configuration's reads (`vault_filter`), given its vaults'
+    folders and its file, and each stored vault's folder and the file that synced it; no
+    vault when the index holds none of its vaults to read.
 
     A vault of its name that another configuration synced from another folder is another
     vault (`vault_refusal` refuses the sync): its rows are not this configuration's to
@@ -384,12 +388,12 @@ def searched_vaults(
         )
     ]
     if not own:
-        return None  # no filter would be every vault: another's rows
+        return ()  # every vault would be another's rows
     return vault_filter(own, holders.keys())
 
 
-def vault_filter(configured: Sequence[str], stored: Collection[str]) -> tuple[str, ...]:
-    """The vaults a configuration's reads must be kept to: none while the index holds only
-    its vaults (a filter costs every search a join), its own once the index holds others
-    (another configuration's, or one no config names any more)."""
-    return () if set(stored) <= set(configured) else tuple(configured)
+def vault_filter(configured: Sequence[str], stored: Collection[str]) -> VaultFilter:
+    """The vaults a configuration's reads must be kept to: every vault (None) while the
+    index holds only its vaults (a filter costs every search a join), its own once the index
+    holds others (another configuration's, or one no config names any more)."""
+    return None if set(stored) <= set(configured) else tuple(configured)
