@@ -48,7 +48,7 @@ from kb.services.relating import RelatedService
 from kb.services.searching import SearchRequest, SearchService
 from kb.services.status_report import StatusReport
 from kb.store import NoteInfo
-from kb.store.candidates import Search
+from kb.store.candidates import CandidateReads
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import ToolAnnotations
@@ -140,7 +140,7 @@ def build_server(parts: Container) -> MCPServer:
     _add_search(server, searches)
     _add_get_note(server, vaults)
     _add_note_links(server, parts.note_finder())
-    _add_list_notes(server, searches, search=parts.store.search)
+    _add_list_notes(server, searches, candidates=parts.store.candidates)
     _add_related_notes(server, parts.related_service())
     _add_status(server, parts.status_reader())
     _add_ask(server, searches)
@@ -268,7 +268,9 @@ def _add_note_links(server: MCPServer, finder: NoteFinder) -> None:
             return finder.links_of(note, files=False).as_json()
 
 
-def _add_list_notes(server: MCPServer, searches: SearchService, *, search: Search) -> None:
+def _add_list_notes(
+    server: MCPServer, searches: SearchService, *, candidates: CandidateReads
+) -> None:
     @server.tool(annotations=_READ_ONLY)
     def list_notes(
         vault: Annotated[Name | None, Field(description="Only this vault.")] = None,
@@ -288,7 +290,7 @@ def _add_list_notes(server: MCPServer, searches: SearchService, *, search: Searc
             # Only this config's vaults: another may share the index, or give one of its
             # names to another folder.
             mine = searches.searched() or tuple(searches.own_vaults)
-            page = search.list_notes(
+            page = candidates.list_notes(
                 vaults=[name for name in mine if vault in (None, name)],
                 folder=folder,
                 tags=tags or (),
