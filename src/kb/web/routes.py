@@ -37,10 +37,10 @@ from kb.errors import DatabaseError, KbError, LLMError
 from kb.results import SearchHit
 from kb.search.answer import Answer, Stopped
 from kb.services.access import Access, access
-from kb.services.filters import FILTERS
 from kb.services.note_links import NoteFinder, NoteLinks
 from kb.services.note_reader import Vaults
 from kb.services.relating import RelatedNotes, RelatedService
+from kb.services.request_fields import FILTERS, MODE_CHOICES
 from kb.services.searching import SearchRequest, SearchService
 from kb.services.status_report import StatusReport, duration
 from kb.store.candidates import CandidateReads
@@ -131,6 +131,8 @@ class _Pages:
         )
         self.templates.globals["duration"] = duration
         self.templates.globals["filters"] = FILTERS
+        # The search page's choices of mode: as configured, or one of them (the default first).
+        self.templates.globals["modes"] = [("", "as configured"), *MODE_CHOICES]
         self.templates.globals["note_url"] = note_url
         self.answers = threading.BoundedSemaphore(ANSWERS_AT_ONCE)
 
