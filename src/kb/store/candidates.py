@@ -33,7 +33,8 @@ class Candidate:
     text_rank: int | None
     text_score: float | None
     note_date: dt.date | None = None  # its note's date (kb.vault.dates)
-    date_source: DateSource | None = None  # where that date was read
+    # Where that date was read; a note stored before notes were dated has its file's day.
+    date_source: DateSource = "file time"
     # What the learned ranker (kb.search.features) reads beyond both lists' verdicts: the
     # chunk's place in its note, the note's kind, and each of its vectors' similarity.
     position: int = 0
