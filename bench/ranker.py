@@ -150,7 +150,7 @@ def ask_all(
         )
         asked_at = time.perf_counter()
         got = retrieve(
-            embedder, plan, search=store.search, vectors=store.vectors, queue=store.queue
+            embedder, plan, candidates=store.candidates, vectors=store.vectors, queue=store.queue
         )
         search_ms.append((time.perf_counter() - asked_at) * 1000)
         # Rows of both lists only: a question the embedder could not read would teach the

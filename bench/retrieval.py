@@ -63,7 +63,7 @@ from kb.models.base import ChatModel, Embedder
 from kb.note_writing.events import FileEvent
 from kb.search import ranker
 from kb.search.features import SCHEMA
-from kb.search.hybrid import Judge, Retrieved, owner_query, rank, retrieve, search
+from kb.search.hybrid import Judge, Retrieved, owner_query, rank, retrieve, run
 from kb.search.plan import SearchPlan
 from kb.search.rerank import Reranker
 from kb.store import NO_FILTER, SearchFilter, SearchHit, Store, databases
@@ -484,7 +484,11 @@ def score_level(
                 continue
             started = time.perf_counter()
             got = retrieve(
-                embedder, plan, search=store.search, vectors=store.vectors, queue=store.queue
+                embedder,
+                plan,
+                candidates=store.candidates,
+                vectors=store.vectors,
+                queue=store.queue,
             )
             found_by[variant] = got, time.perf_counter() - started
         for variant, table in (("owner", matrix.owner), ("plain", matrix.plain)):
@@ -523,8 +527,8 @@ def rerank_row(
             filters=filters[q.vault],
         )
         store = stores[q.vault]
-        hits = search(
-            embedder, judged, search=store.search, vectors=store.vectors, queue=store.queue
+        hits = run(
+            embedder, judged, candidates=store.candidates, vectors=store.vectors, queue=store.queue
         ).hits
         scores.add(q, [spans[q.vault](h) for h in hits], time.perf_counter() - started)
     return scores
@@ -547,7 +551,7 @@ def latency(
         embedder.embed_query(q.text)
         started = time.perf_counter()
         got = retrieve(
-            embedder, plan, search=store.search, vectors=store.vectors, queue=store.queue
+            embedder, plan, candidates=store.candidates, vectors=store.vectors, queue=store.queue
         )
         judge = Judge(learned, q.text, None) if learned else None
         rank(got.found, "hybrid", fusion, got.period, judge=judge)[:10]

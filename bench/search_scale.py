@@ -217,7 +217,11 @@ def in_database(
             for _ in range(repeat):
                 started = time.perf_counter()
                 got = retrieve(
-                    embedder, plan, search=store.search, vectors=store.vectors, queue=store.queue
+                    embedder,
+                    plan,
+                    candidates=store.candidates,
+                    vectors=store.vectors,
+                    queue=store.queue,
                 )
                 hits = rank(got.found, mode, plan.fusion, got.period, judge=judge)[:TOP_K]
                 fastest = min(fastest, (time.perf_counter() - started) * 1000)

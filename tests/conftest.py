@@ -27,7 +27,7 @@ from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.models.base import Embedder
 from kb.note_writing.events import SyncReport
 from kb.results import SearchResult
-from kb.search.hybrid import search
+from kb.search.hybrid import run
 from kb.search.plan import SearchPlan
 from kb.store import SearchHit, Store
 from kb.store.schema import migrate
@@ -186,8 +186,10 @@ def run_kb(config: Path, env: Mapping[str, str], *args: str) -> subprocess.Compl
 
 
 def search_store(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
-    """A search of a test's store (`kb.search.hybrid.search`, given the repositories it reads)."""
-    return search(embedder, plan, search=store.search, vectors=store.vectors, queue=store.queue)
+    """A search of a test's store (`kb.search.hybrid.run`, given the repositories it reads)."""
+    return run(
+        embedder, plan, candidates=store.candidates, vectors=store.vectors, queue=store.queue
+    )
 
 
 def rows(store: Store, query: str, *params: object) -> list[dict[str, Any]]:

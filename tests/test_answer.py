@@ -158,7 +158,7 @@ def _ask(
         kb.embedder,
         chat,
         SearchPlan(question, **plan),
-        search=kb.store.search,
+        candidates=kb.store.candidates,
         vectors=kb.store.vectors,
         queue=kb.store.queue,
         documents=kb.store.documents,

@@ -455,7 +455,7 @@ def test_vector_search_reads_past_the_index_entries_enrichment_leaves(kb: Kb) ->
     kb.drain()  # every chunk updated: its old vector stays in the HNSW index until a vacuum
     chunks = kb.store.state.status().chunks
     assert chunks > 2 * 40
-    found = kb.store.search.candidates(
+    found = kb.store.candidates.find(
         kb.embedder.embed_query("postgres backups"),
         "postgres backups",
         model="hash-256",

@@ -1,4 +1,4 @@
-"""The search filters, defined once (kb.services.filters): every face offers each of them
+"""The search filters, defined once (kb.services.request_fields): every face offers each of them
 (`kb query` and `kb ask`'s options, the MCP tools `search` and `ask`'s arguments, the web
 page's form fields), reads the same text into the same filter, and says in the same words
 what it cannot read. A filter added to the definition that a face lacks fails here."""
@@ -24,7 +24,7 @@ from kb.cli.query import forwarded
 from kb.mcp.tools import build_server
 from kb.results import SearchResult
 from kb.search.answer import NOTHING_FOUND, Answer, Timings
-from kb.services.filters import FILTERS, MAX_TAGS, FilterField, read
+from kb.services.request_fields import FILTERS, MAX_TAGS, RequestField, read
 from kb.services.searching import SearchRequest
 from kb.store import SearchFilter
 from kb.web.forms import FormError, read_form
@@ -42,7 +42,7 @@ GIVEN: dict[str, tuple[tuple[str, ...], Any]] = {
 EXPECTED = SearchFilter(**{name: value for name, (_, value) in GIVEN.items()})
 
 
-def _field(name: str) -> FilterField:
+def _field(name: str) -> RequestField:
     return next(f for f in FILTERS if f.name == name)
 
 

@@ -309,7 +309,7 @@ def test_a_decomposed_folder_is_held_to_the_composed_rules(store: Store, tmp_pat
     assert [h.path for h in found.hits] == [_nfd("Journée/day.md")]
     personal = rows(store, "SELECT path FROM documents WHERE personal")
     assert personal == [{"path": _nfd("Journée/day.md")}]
-    listed = kb.store.search.list_notes(vaults=["v"], folder="Journée/")
+    listed = kb.store.candidates.list_notes(vaults=["v"], folder="Journée/")
     assert [n.path for n in listed.notes] == [_nfd("Journée/day.md")]
     assert "lighthouse" in Vaults(config.vaults).read("v", _nfd("Journée/day.md")).text
     assert verify(config, store.documents).in_sync

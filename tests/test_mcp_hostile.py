@@ -15,8 +15,8 @@ from mcp.shared.exceptions import MCPError
 from conftest import Kb, tool_text
 from kb.mcp.stdio import rejection
 from kb.mcp.tools import build_server
-from kb.services.filters import FILTERS
 from kb.services.inputs import NAME_BYTES, PATH_BYTES
+from kb.services.request_fields import FILTERS
 
 VALID: dict[str, dict[str, Any]] = {
     "search": {"query": "miso ramen"},

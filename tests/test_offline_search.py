@@ -240,7 +240,7 @@ def test_the_one_search_says_which_lists_it_used(kb: Kb, dead_url: str) -> None:
         kb.embedder,
         kb.chat,
         SearchPlan(QUESTION),
-        search=kb.store.search,
+        candidates=kb.store.candidates,
         vectors=kb.store.vectors,
         queue=kb.store.queue,
         documents=kb.store.documents,

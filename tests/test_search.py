@@ -67,7 +67,11 @@ def test_a_search_is_its_retrieval_ranked(indexed: Kb) -> None:
     store = indexed.store
     plan = SearchPlan("what did I climb in April 2024", owner="Alex Doe", top_k=10)
     got = retrieve(
-        indexed.embedder, plan, search=store.search, vectors=store.vectors, queue=store.queue
+        indexed.embedder,
+        plan,
+        candidates=store.candidates,
+        vectors=store.vectors,
+        queue=store.queue,
     )
     assert got.used == "hybrid" and not got.warnings and got.period is not None
     ranked = rank(got.found, got.used, plan.fusion, got.period)[: plan.top_k]
@@ -216,5 +220,5 @@ def test_a_path_filter_names_whole_folders_however_written(kb: Kb, vault: Path, 
     assert paths("/") == paths("./") == paths("") >= docs | {"Docs2/pelican.md"}  # the vault
     with pytest.raises(KbError, match=r"'\.\.' cannot name a folder"):
         paths("Docs/../Docs2")
-    listed = kb.store.search.list_notes(vaults=["v"], folder="./Docs")
+    listed = kb.store.candidates.list_notes(vaults=["v"], folder="./Docs")
     assert {n.path for n in listed.notes} == docs and listed.total == 2

@@ -82,7 +82,7 @@ def test_each_config_searches_lists_and_reports_its_own_vaults(two: tuple[Kb, Kb
     assert status.index.documents == 1
     assert [(v.name, v.notes) for v in status.other_vaults] == [("b", 1)]
     assert status.summary()["other_vaults"] == {"b": 1}
-    page = a.store.search.list_notes(vaults=["a"])
+    page = a.store.candidates.list_notes(vaults=["a"])
     assert [n.vault for n in page.notes] == ["a"]
 
 

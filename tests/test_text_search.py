@@ -79,7 +79,7 @@ def _allowed(path: str, metadata: dict, filters: SearchFilter) -> bool:
 def _text(store: Store, text: str, depth: int = 40, **kwargs: object) -> list[tuple[int, float]]:
     space = store.vectors.space()
     assert space is not None
-    found = store.search.candidates(
+    found = store.candidates.find(
         [0.0] * space[1],
         text,
         model=space[0],

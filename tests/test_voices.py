@@ -371,7 +371,7 @@ def test_a_statement_lifts_its_chunk_only_when_clearly_nearer_than_chunk_text(
             " WHERE d.id = c.document_id AND d.path = %s",
             (vector_param(_toward(guide_cosine, 3)), GUIDE),
         )
-    found = store.search.candidates(
+    found = store.candidates.find(
         query, "", model="hash-256", dimensions=256, depth=3, lists="vector"
     )
     ranked = [found.rows[r.id] for r in found.vector]

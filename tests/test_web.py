@@ -439,7 +439,7 @@ def test_a_lost_database_is_one_line_and_the_server_goes_on(kb: Kb, db_url: str)
     lost.close()
     report = Container(kb.config, lost).status_reader()
     parts = Parts(
-        lost.search,
+        lost.candidates,
         report,
         kb.search_service(),
         Vaults(kb.config.vaults),

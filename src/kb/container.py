@@ -112,7 +112,7 @@ class Container:
         return SearchService(
             self.embedder,
             self.config.query,
-            search=self.store.search,
+            candidates=self.store.candidates,
             vectors=self.store.vectors,
             queue=self.store.queue,
             documents=self.store.documents,

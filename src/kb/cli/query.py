@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Annotated
 
@@ -11,15 +12,17 @@ from rich.markup import escape
 
 from kb.cli.render import print_results, print_warnings
 from kb.cli.shared import AsJson, session, stderr, stdout
-from kb.config import MAX_TOP_K, SEARCH_MODES
 from kb.errors import DatabaseError, KbError
-from kb.services.filters import (
-    FilterField,
-    FilterKind,
+from kb.results import SEARCH_MODES
+from kb.services.request_fields import (
+    FieldKind,
     FilterValue,
+    RequestField,
+    Use,
+    given_values,
     read,
-    search_filter,
-    with_filters,
+    search_request,
+    with_fields,
 )
 from kb.terminal import printable
 
@@ -37,17 +40,7 @@ def _similarity(value: float | None) -> float | None:
     return value
 
 
-# The options `kb query` and `kb ask` share: the same search, filtered the same way.
-Threshold = Annotated[
-    float | None,
-    typer.Option(
-        "--threshold", "-t", help="Minimum cosine similarity, -1 to 1.", callback=_similarity
-    ),
-]
-NoOwner = Annotated[
-    bool, typer.Option("--no-owner", help="Do not read first-person text as about the owner.")
-]
-_METAVARS: dict[FilterKind, str] = {
+_METAVARS: dict[FieldKind, str] = {
     "path": "PATH",
     "tags": "TAG",
     "day": "YYYY-MM-DD",
@@ -55,10 +48,37 @@ _METAVARS: dict[FilterKind, str] = {
 }
 
 
-def _option(field: FilterField) -> object:
-    """A search filter as `kb query` and `kb ask` take it (kb.services.filters): tags as
-    often as wanted, the rest once; a value it cannot read is a usage error naming the
-    option."""
+def _options(use: Use) -> Callable[[RequestField], object]:
+    """How `kb query` or `kb ask` takes each field of its request (kb.services.request_fields):
+    the text as the argument, the others as options; a value an option cannot read is a usage
+    error naming it."""
+
+    def option(field: RequestField) -> object:
+        helped = field.help_in(use)
+        if field.kind == "text":
+            return Annotated[str, typer.Argument(help=helped)]
+        if field.kind == "count":
+            bound = typer.Option(*field.options, min=1, max=field.most(use), help=helped)
+            return Annotated[int | None, bound]
+        if field.kind == "similarity":
+            checked = typer.Option(*field.options, help=helped, callback=_similarity)
+            return Annotated[float | None, checked]
+        if field.kind == "switch":
+            return Annotated[bool | None, typer.Option(*field.options, help=helped)]
+        if field.kind == "flag":
+            return Annotated[bool, typer.Option(*field.options, help=helped)]
+        if field.kind == "mode":
+            # Checked with the request (`_query_call`), as a launcher's command line is too.
+            named = typer.Option(*field.options, metavar="MODE", help=helped)
+            return Annotated[str | None, named]
+        return _filter(field, helped)
+
+    return option
+
+
+def _filter(field: RequestField, helped: str) -> object:
+    """A search filter as `kb query` and `kb ask` take it: tags as often as wanted, the rest
+    once."""
 
     def parsed(value: str | list[str] | None) -> FilterValue:
         try:
@@ -67,63 +87,17 @@ def _option(field: FilterField) -> object:
             raise typer.BadParameter(str(exc)) from None
 
     option = typer.Option(
-        *field.options, help=field.help, metavar=_METAVARS[field.kind], callback=parsed
+        *field.options, help=helped, metavar=_METAVARS[field.kind], callback=parsed
     )
     if field.kind == "tags":
         return Annotated[list[str] | None, option]
     return Annotated[str | None, option]
 
 
-@with_filters(_option)
-def query(
-    ctx: typer.Context,
-    text: Annotated[str, typer.Argument(help="What to look for.")],
-    top_k: Annotated[
-        int | None,
-        typer.Option("--top-k", "-k", min=1, max=MAX_TOP_K, help="How many chunks (default 5)."),
-    ] = None,
-    threshold: Threshold = None,
-    mode: Annotated[
-        str | None,
-        typer.Option(
-            "--mode",
-            "-m",
-            metavar="MODE",
-            help="vector, text or hybrid (default: query.mode, hybrid).",
-        ),
-    ] = None,
-    rerank: Annotated[
-        bool | None,
-        typer.Option(
-            "--rerank/--no-rerank",
-            help="Re-rank the best candidates with rerank.backend, the chat model unless set "
-            "(default: query.rerank).",
-        ),
-    ] = None,
-    as_json: AsJson = False,
-    explain: Annotated[
-        bool,
-        typer.Option(
-            "--explain",
-            help="Show each hit's vector and text rank and score, the fused score, what the "
-            "learned ranker made of it, and a cross-encoder's score.",
-        ),
-    ] = False,
-    no_owner: NoOwner = False,
-    **filters: FilterValue,
-) -> None:
+@with_fields("kb query", _options("kb query"))
+def query(ctx: typer.Context, as_json: AsJson = False, **fields: object) -> None:
     """Search the index; prints the raw chunks, best first."""
-    call = _query_call(
-        text=text,
-        top_k=top_k,
-        threshold=threshold,
-        mode=mode,
-        rerank=rerank,
-        as_json=as_json,
-        explain=explain,
-        no_owner=no_owner,
-        **filters,
-    )
+    call = _query_call(as_json=as_json, **fields)
     with session(ctx) as parts:
         found = parts.search_service().search(call.request)
     print_results(stdout(), stderr(), found, as_json=call.as_json, explain=call.explain)
@@ -138,68 +112,26 @@ class _QueryCall:
     explain: bool
 
 
-def _query_call(
-    *,
-    text: str,
-    top_k: int | None,
-    threshold: float | None,
-    mode: str | None,
-    rerank: bool | None,
-    as_json: bool,
-    explain: bool,
-    no_owner: bool,
-    **filters: FilterValue,
-) -> _QueryCall:
+def _query_call(*, as_json: bool, **fields: object) -> _QueryCall:
     """`kb query`'s options as a request (they are read here, wherever the search runs: in
     this process, or in a daemon answering a launcher)."""
-    from kb.services.searching import SearchRequest
-
+    mode = fields.get("mode")
     if mode is not None and mode not in SEARCH_MODES:
         raise typer.BadParameter(f"must be one of {', '.join(SEARCH_MODES)}", param_hint="--mode")
-    request = SearchRequest(
-        text,
-        top_k=top_k,
-        mode=mode,
-        threshold=threshold,
-        filters=search_filter(filters),
-        rerank=rerank,
-        owner=not no_owner,
-        explain=explain,
-    )
-    return _QueryCall(request, as_json=as_json, explain=explain)
+    request = search_request(given_values("kb query", fields))
+    return _QueryCall(request, as_json=as_json, explain=request.explain)
 
 
-@with_filters(_option)
+@with_fields("kb ask", _options("kb ask"))
 def ask_command(
     ctx: typer.Context,
-    question: Annotated[str, typer.Argument(help="What to ask your notes.")],
-    top_k: Annotated[
-        int | None,
-        typer.Option(
-            "--top-k",
-            "-k",
-            min=1,
-            max=MAX_TOP_K,
-            help="How many passages to read (default: ask.passages, 3).",
-        ),
-    ] = None,
-    threshold: Threshold = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object at the end.")] = (
         False
     ),
-    no_owner: NoOwner = False,
-    **filters: FilterValue,
+    **fields: object,
 ) -> None:
     """Answer a question from your notes, citing the passages it used."""
-    from kb.services.searching import SearchRequest
-
-    request = SearchRequest(
-        question,
-        top_k=top_k,
-        threshold=threshold,
-        filters=search_filter(filters),
-        owner=not no_owner,
-    )
+    request = search_request(given_values("kb ask", fields))
 
     def show(text: str) -> None:
         stdout().print(printable(text), end="", markup=False, highlight=False, soft_wrap=True)

@@ -41,14 +41,22 @@ from kb.services.access import (
     serving_token,
     token_matches,
 )
-from kb.services.filters import FilterField, FilterValue, read, search_filter, with_filters
 from kb.services.note_links import NoteFinder
 from kb.services.note_reader import NoteText, Vaults
 from kb.services.relating import RelatedService
-from kb.services.searching import SearchRequest, SearchService
+from kb.services.request_fields import (
+    MODES,
+    RequestField,
+    Use,
+    given_values,
+    read,
+    search_request,
+    with_fields,
+)
+from kb.services.searching import SearchService
 from kb.services.status_report import StatusReport
 from kb.store import NoteInfo
-from kb.store.candidates import Search
+from kb.store.candidates import CandidateReads
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
 from mcp.types import ToolAnnotations
@@ -140,7 +148,7 @@ def build_server(parts: Container) -> MCPServer:
     _add_search(server, searches)
     _add_get_note(server, vaults)
     _add_note_links(server, parts.note_finder())
-    _add_list_notes(server, searches, search=parts.store.search)
+    _add_list_notes(server, searches, candidates=parts.store.candidates)
     _add_related_notes(server, parts.related_service())
     _add_status(server, parts.status_reader())
     _add_ask(server, searches)
@@ -148,53 +156,44 @@ def build_server(parts: Container) -> MCPServer:
     return server
 
 
-def _argument(field: FilterField) -> object:
-    """A search filter as the tools `search` and `ask` take it (kb.services.filters); a value
-    it cannot read is an invalid argument, said in one line (ArgumentCheckedServer)."""
-    parsed = AfterValidator(partial(read, field))
-    described = Field(description=field.help)
-    if field.kind == "tags":
-        return Annotated[Annotated[list[Text], parsed] | None, described]
-    return Annotated[Annotated[Text, parsed] | None, described]
+def _arguments(use: Use) -> Callable[[RequestField], object]:
+    """How the tool `search` or `ask` takes each field of its request
+    (kb.services.request_fields); a value it cannot read is an invalid argument, said in one
+    line (ArgumentCheckedServer)."""
+
+    def argument(field: RequestField) -> object:
+        described = Field(description=field.help_in(use))
+        if field.kind == "text":
+            return Annotated[Text, described]
+        if field.kind == "count":
+            bounded = Field(ge=1, le=field.most(use), description=field.help_in(use))
+            return Annotated[int | None, bounded, WHOLE_NUMBER]
+        if field.kind == "mode":
+            return Annotated[Literal[MODES] | None, described]
+        if not field.filter:
+            raise TypeError(f"an MCP tool takes no {field.kind} field ({field.name})")
+        parsed = AfterValidator(partial(read, field))
+        if field.kind == "tags":
+            return Annotated[Annotated[list[Text], parsed] | None, described]
+        return Annotated[Annotated[Text, parsed] | None, described]
+
+    return argument
 
 
 def _add_search(server: MCPServer, searches: SearchService) -> None:
     @server.tool(annotations=_READ_ONLY, description=_SEARCH)
-    @with_filters(_argument)
-    def search(
-        query: Annotated[Text, Field(description="What to look for, in plain words.")],
-        mode: Annotated[
-            Literal["hybrid", "vector", "text"] | None,
-            Field(
-                description="hybrid (meaning and words), vector (meaning) or text (words); "
-                "by default the one kb is configured with."
-            ),
-        ] = None,
-        top_k: Annotated[
-            int | None,
-            Field(ge=1, le=50, description="How many passages (default 5)."),
-            WHOLE_NUMBER,
-        ] = None,
-        **filters: FilterValue,
-    ) -> SearchResult:
-        request = SearchRequest(query, top_k=top_k, mode=mode, filters=search_filter(filters))
+    @with_fields("mcp search", _arguments("mcp search"))
+    def search(**fields: object) -> SearchResult:
+        request = search_request(given_values("mcp search", fields))
         with _as_tool_error():
             return searches.search(request)
 
 
 def _add_ask(server: MCPServer, searches: SearchService) -> None:
     @server.tool(annotations=_READ_ONLY, description=_ASK)
-    @with_filters(_argument)
-    async def ask(
-        question: Annotated[Text, Field(description="The question, in plain words.")],
-        top_k: Annotated[
-            int | None,
-            Field(ge=1, le=20, description="How many passages to read (default: ask.passages, 3)."),
-            WHOLE_NUMBER,
-        ] = None,
-        **filters: FilterValue,
-    ) -> AskResult:
-        request = SearchRequest(question, top_k=top_k, filters=search_filter(filters))
+    @with_fields("mcp ask", _arguments("mcp ask"))
+    async def ask(**fields: object) -> AskResult:
+        request = search_request(given_values("mcp ask", fields))
         stop = threading.Event()
         try:
             with _as_tool_error():
@@ -268,7 +267,9 @@ def _add_note_links(server: MCPServer, finder: NoteFinder) -> None:
             return finder.links_of(note, files=False).as_json()
 
 
-def _add_list_notes(server: MCPServer, searches: SearchService, *, search: Search) -> None:
+def _add_list_notes(
+    server: MCPServer, searches: SearchService, *, candidates: CandidateReads
+) -> None:
     @server.tool(annotations=_READ_ONLY)
     def list_notes(
         vault: Annotated[Name | None, Field(description="Only this vault.")] = None,
@@ -288,7 +289,7 @@ def _add_list_notes(server: MCPServer, searches: SearchService, *, search: Searc
             # Only this config's vaults: another may share the index, or give one of its
             # names to another folder.
             mine = searches.searched() or tuple(searches.own_vaults)
-            page = search.list_notes(
+            page = candidates.list_notes(
                 vaults=[name for name in mine if vault in (None, name)],
                 folder=folder,
                 tags=tags or (),

@@ -23,7 +23,7 @@ from kb.prompting import prompts
 from kb.search import hybrid, reading
 from kb.search.grounding import Read, check
 from kb.store import Authorship, NoteInfo, SearchHit
-from kb.store.candidates import Search
+from kb.store.candidates import CandidateReads
 from kb.store.documents import Documents
 from kb.store.queue import Queue
 from kb.store.vectors import Vectors
@@ -275,7 +275,7 @@ def ask(
     chat: ChatModel,
     plan: SearchPlan,
     *,
-    search: Search,
+    candidates: CandidateReads,
     vectors: Vectors,
     queue: Queue,
     documents: Documents,
@@ -294,7 +294,7 @@ def ask(
     """
     question, owner = plan.text, plan.owner
     started = time.perf_counter()
-    found = hybrid.search(embedder, plan, search=search, vectors=vectors, queue=queue)
+    found = hybrid.run(embedder, plan, candidates=candidates, vectors=vectors, queue=queue)
     hits = found.hits
     retrieved = time.perf_counter()
     if not hits:
@@ -312,7 +312,9 @@ def ask(
             found.mode_used,
             found.warnings,
         )
-    sources = _sources(hits, question, owner, context_window, search=search, documents=documents)
+    sources = _sources(
+        hits, question, owner, context_window, candidates=candidates, documents=documents
+    )
     prompt = prompts.answer_prompt(
         question,
         [(s.header(), s.text) for s in sources],
@@ -357,7 +359,7 @@ def _sources(
     owner: str | None,
     window: int,
     *,
-    search: Search,
+    candidates: CandidateReads,
     documents: Documents,
 ) -> list[Source]:
     """The hits as the numbered passages the model reads, as many as the prompt's budget of
@@ -368,7 +370,7 @@ def _sources(
     )
     return number_sources(
         hits,
-        search.note_info(notes),
+        candidates.note_info(notes),
         budget,
         owner=owner,
         authors=documents.authorship(notes),

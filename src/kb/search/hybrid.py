@@ -16,7 +16,7 @@ from kb.search import features, ranker
 from kb.search.ranker import Ranker
 from kb.search.when import Period, question_period
 from kb.store import Candidates
-from kb.store.candidates import Search
+from kb.store.candidates import CandidateReads
 from kb.store.queue import Queue
 from kb.store.vectors import Vectors
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 def owner_query(text: str, owner: str) -> str:
     """Prepend the owner's name to a first-person query, as personal notes name the owner.
 
-    For full-text search only (see `search`). Measured against rewriting "I" and "my" into
+    For full-text search only (see `retrieve`). Measured against rewriting "I" and "my" into
     the name (docs/retrieval.md): the same for full-text search."""
     if FIRST_PERSON.search(text) and owner.lower() not in text.lower():
         return f"{owner}: {text}"
@@ -121,7 +121,12 @@ class Retrieved:
 
 
 def retrieve(
-    embedder: Embedder, plan: SearchPlan, *, search: Search, vectors: Vectors, queue: Queue
+    embedder: Embedder,
+    plan: SearchPlan,
+    *,
+    candidates: CandidateReads,
+    vectors: Vectors,
+    queue: Queue,
 ) -> Retrieved:
     """The plan's candidates, as every search finds them (and every benchmark, so that what
     the learned ranker is fitted and judged on is what a query computes).
@@ -147,7 +152,7 @@ def retrieve(
     # (the statement is made for a size, which the unread vector list makes no use of).
     vector, used = (None, "text") if space is None else _embedded(embedder, plan, warnings)
     model, dimensions = space or (embedder.name, 1)
-    found = search.candidates(
+    found = candidates.find(
         vector,
         owner_query(plan.text, plan.owner) if plan.owner else plan.text,
         model=model,
@@ -159,8 +164,13 @@ def retrieve(
     return Retrieved(found, used, question_period(plan.text, plan.today), tuple(warnings))
 
 
-def search(
-    embedder: Embedder, plan: SearchPlan, *, search: Search, vectors: Vectors, queue: Queue
+def run(
+    embedder: Embedder,
+    plan: SearchPlan,
+    *,
+    candidates: CandidateReads,
+    vectors: Vectors,
+    queue: Queue,
 ) -> SearchResult:
     """The plan's best chunks, best first (what each part of it means: kb.search.plan): its
     candidates (`retrieve`) ranked, the threshold applied, then re-ranked.
@@ -170,7 +180,7 @@ def search(
     a warning). With a reranker, its candidates are judged by it (the chat model or a
     cross-encoder) before the top `top_k` are kept.
     """
-    got = retrieve(embedder, plan, search=search, vectors=vectors, queue=queue)
+    got = retrieve(embedder, plan, candidates=candidates, vectors=vectors, queue=queue)
     warnings = list(got.warnings)
     learned = plan.learned
     if learned is not None and learned.unfit:

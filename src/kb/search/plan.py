@@ -2,7 +2,7 @@
 with, checked once when it is made.
 
 The search service makes a plan of each request (what the request leaves out taken from
-the `[query]` settings, the vault filter set, the ranker read); `kb.search.hybrid.search` and
+the `[query]` settings, the vault filter set, the ranker read); `kb.search.hybrid.run` and
 `kb.search.answer.ask` run one and decide nothing about it, and every benchmark makes one
 of each question it asks (`kb.search.hybrid.retrieve`).
 """

@@ -18,11 +18,11 @@ from kb.config import QueryConfig, SearchMode
 from kb.errors import KbError
 from kb.models.base import ChatModel, Embedder
 from kb.results import SearchResult
-from kb.search.hybrid import search
+from kb.search import hybrid
 from kb.search.plan import SearchPlan
 from kb.search.ranker import Ranker
 from kb.store import NO_FILTER, SearchFilter
-from kb.store.candidates import Search
+from kb.store.candidates import CandidateReads
 from kb.store.documents import Documents
 from kb.store.queue import Queue
 from kb.store.vaults import VaultRows
@@ -67,7 +67,7 @@ class SearchService:
         embedder: Embedder,
         settings: QueryConfig,
         *,
-        search: Search,
+        candidates: CandidateReads,
         vectors: Vectors,
         queue: Queue,
         documents: Documents,
@@ -82,7 +82,7 @@ class SearchService:
         ranker: Callable[[], Ranker] | None = None,
         voiced_index: bool = False,
     ) -> None:
-        self._search = search  # `search` is the method that runs a request
+        self.candidates = candidates
         self.vectors = vectors
         self.queue = queue
         self.documents = documents
@@ -139,11 +139,11 @@ class SearchService:
         )
 
     def search(self, request: SearchRequest) -> SearchResult:
-        """The best chunks for the request, best first (see kb.search.hybrid.search)."""
-        return search(
+        """The best chunks for the request, best first (see kb.search.hybrid.run)."""
+        return hybrid.run(
             self.embedder,
             self.plan(request),
-            search=self._search,
+            candidates=self.candidates,
             vectors=self.vectors,
             queue=self.queue,
         )
@@ -165,7 +165,7 @@ class SearchService:
             self.embedder,
             self._chat(),
             plan,
-            search=self._search,
+            candidates=self.candidates,
             vectors=self.vectors,
             queue=self.queue,
             documents=self.documents,

@@ -5,7 +5,8 @@
 - `caches`: model outputs already paid for (summaries, rewrites, vectors, judgements);
 - `vectors`: the embedding space and chunks waiting for a vector;
 - `passages`: a chunk's extra texts with vectors of their own, and those waiting for one;
-- `search`: a query's candidates, and the notes a search may name (`candidates.Search`);
+- `candidates`: a query's candidates, and the notes a search may name
+  (`candidates.CandidateReads`);
 - `state`: small key/value state and `kb status`'s report;
 - `daemons`: who is running (the writer lock itself is `lock.WriterLock`);
 - `queue`: notes waiting for their vectors and their LLM context;
@@ -28,10 +29,10 @@ from kb.store.caches import Caches
 from kb.store.candidates import (
     NO_FILTER,
     Candidate,
+    CandidateReads,
     Candidates,
     NoteInfo,
     NotePage,
-    Search,
     SearchFilter,
 )
 from kb.store.chunks import ChunkRecord, LinesRecord
@@ -98,7 +99,7 @@ class Store:
         self.caches = Caches(self.pool)
         self.vectors = Vectors(self.pool)
         self.passages = Passages(self.pool)
-        self.search = Search(self.pool)
+        self.candidates = CandidateReads(self.pool)
         self.state = State(self.pool)
         self.daemons = Daemons(self.pool)
         self.queue = Queue(self.pool)

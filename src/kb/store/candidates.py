@@ -1,5 +1,5 @@
-"""Search: the candidates of a query from both lists (vector and BM25 text), and the notes
-a search or an assistant may name."""
+"""A query's candidates from both lists (vector and BM25 text), and the notes a search or an
+assistant may name: the reads of `CandidateReads`."""
 
 from __future__ import annotations
 
@@ -35,7 +35,8 @@ class Candidate:
     text_rank: int | None
     text_score: float | None
     note_date: dt.date | None = None  # its note's date (kb.dates)
-    date_source: DateSource | None = None  # where that date was read
+    # Where that date was read; a note stored before notes were dated has its file's day.
+    date_source: DateSource = "file time"
     # What the learned ranker (kb.search.features) reads beyond both lists' verdicts: the
     # chunk's place in its note, the note's kind, and each of its vectors' similarity.
     position: int = 0
@@ -399,7 +400,7 @@ SELECT c.id, d.vault, d.path, c.header_path, c.content, c.start_line, c.end_line
 
 
 def candidates_sql(model: str, dimensions: int, filters: SearchFilter) -> sql.Composed:
-    """The statement of `Search.candidates` for an embedding space and a filter; its
+    """The statement of `CandidateReads.find` for an embedding space and a filter; its
     parameters are `candidates_params`'."""
     documents = document_conditions(filters)
     return sql.SQL(_CANDIDATES).format(
@@ -445,11 +446,14 @@ def candidates_params(
     }
 
 
-class Search:
+class CandidateReads:
+    """What a search reads: a query's candidates of both lists, the facts of the notes it
+    names, its words marked in a passage, and the notes listed a page at a time."""
+
     def __init__(self, pool: Pool) -> None:
         self.pool = pool
 
-    def candidates(
+    def find(
         self,
         vector: Vector | None,
         text: str,

@@ -46,7 +46,7 @@ class NoteLine:
 
 
 def segments(marked: str, original: str) -> list[Segment]:
-    """A passage cut where the database marked the query's words (`Search.marked` in
+    """A passage cut where the database marked the query's words (`CandidateReads.marked` in
     kb.store.candidates); the passage whole and unmarked when the marks do not add up to it
     (a note holding a mark character)."""
     pieces: list[Segment] = []

@@ -12,16 +12,22 @@ from dataclasses import dataclass, field, replace
 
 from kb.errors import KbError
 from kb.results import SEARCH_MODES, SearchMode
-from kb.services.filters import FILTERS, FilterField, FilterValue, read, search_filter
 from kb.services.inputs import plain_text, whole_number
+from kb.services.request_fields import (
+    BY_NAME,
+    FILTERS,
+    PAGE_TOP_K,
+    RequestField,
+    offered,
+    read,
+    search_request,
+)
 from kb.services.searching import SearchRequest
 
-# Longer than any question a person types; a URL of this size still fits every browser.
-MAX_QUERY_CHARS = 2000
-# A page of cards, not a dump of the index (the command line goes to kb.config.MAX_TOP_K).
-MAX_TOP_K = 50
 # More lines than any note kb reads holds (notes are at most 16 MiB).
 MAX_LINE = 999_999_999
+_FIELDS = offered("page")
+_TEXT = BY_NAME["text"].form
 
 
 class FormError(KbError):
@@ -32,16 +38,21 @@ class FormError(KbError):
 class SearchForm:
     """The search box and its filters, as given (for the form to show them again) and read."""
 
-    q: str = ""
-    mode: str = ""
-    top_k: str = ""
-    # Each filter's field as typed, by its name in the query string (kb.services.filters).
-    filters: Mapping[str, str] = field(default_factory=dict)
+    # Each field as typed, by its name in the query string (kb.services.request_fields).
+    given: Mapping[str, str] = field(default_factory=dict)
     request: SearchRequest | None = field(default=None, compare=False)
 
     @property
+    def q(self) -> str:
+        return self.given.get(_TEXT, "")
+
+    @property
+    def mode(self) -> str:
+        return self.given.get(BY_NAME["mode"].form, "")
+
+    @property
     def filtered(self) -> bool:
-        return bool(self.mode or any(self.filters.values()))
+        return bool(self.mode or any(self.given.get(f.form) for f in FILTERS))
 
 
 @dataclass(frozen=True)
@@ -56,28 +67,12 @@ class RelatedForm:
 def read_form(params: Mapping[str, str]) -> SearchForm:
     """The form a query string describes; `request` is None when it asks nothing yet.
     A FormError says which field is wrong and why."""
-
-    def given(name: str) -> str:
-        return _text(params.get(name, ""), name).strip()
-
-    form = SearchForm(
-        q=given("q"),
-        mode=given("mode"),
-        top_k=given("top_k"),
-        filters={f.form: given(f.form) for f in FILTERS},
-    )
+    form = SearchForm({f.form: _text(params.get(f.form, ""), f.form).strip() for f in _FIELDS})
     if not form.q:
         return form
-    if len(form.q) > MAX_QUERY_CHARS:
-        raise FormError(f"q: the query is {len(form.q)} characters; at most {MAX_QUERY_CHARS}")
-    request = SearchRequest(
-        form.q,
-        top_k=_top_k(form.top_k),
-        mode=_mode(form.mode),
-        filters=search_filter({f.name: _filter(f, form.filters[f.form]) for f in FILTERS}),
-        explain=True,  # every card says why it is where it is
-    )
-    return replace(form, request=request)
+    values = {f.name: _field(f, form.given[f.form]) for f in _FIELDS}
+    # Every card says why it is where it is.
+    return replace(form, request=search_request({**values, "explain": True}))
 
 
 def _text(value: str, name: str) -> str:
@@ -87,11 +82,26 @@ def _text(value: str, name: str) -> str:
         raise FormError(f"{name}: {exc}") from None
 
 
-def _filter(field: FilterField, value: str) -> FilterValue:
+def _field(field: RequestField, value: str) -> object:
+    """A field's value as the page reads it, within the page's bounds; a FormError names it."""
     try:
-        return read(field, value)
+        return _value(field, value)
     except ValueError as exc:
         raise FormError(f"{field.form}: {exc}") from None
+
+
+def _value(field: RequestField, value: str) -> object:
+    if field.kind == "text":
+        if len(value) > field.most("page"):
+            raise ValueError(f"the query is {len(value)} characters; at most {field.most('page')}")
+        return value
+    if field.kind == "count":
+        return whole_number(value, 1, field.most("page")) if value else None
+    if field.kind == "mode":
+        return _mode(value)
+    if not field.filter:
+        raise TypeError(f"the page takes no {field.kind} field ({field.name})")
+    return read(field, value)
 
 
 def _mode(value: str) -> SearchMode | None:
@@ -100,11 +110,7 @@ def _mode(value: str) -> SearchMode | None:
     for mode in SEARCH_MODES:
         if value == mode:
             return mode
-    raise FormError(f"mode: {value[:40]!r} is not one of {', '.join(SEARCH_MODES)}")
-
-
-def _top_k(value: str) -> int | None:
-    return _number(value, "top_k", MAX_TOP_K)
+    raise ValueError(f"{value[:40]!r} is not one of {', '.join(SEARCH_MODES)}")
 
 
 def related_form(params: Mapping[str, str], vaults: Sequence[str]) -> RelatedForm:
@@ -122,7 +128,7 @@ def related_form(params: Mapping[str, str], vaults: Sequence[str]) -> RelatedFor
     return RelatedForm(
         vault=vault,
         path=path,
-        top_k=_number(params.get("top_k", ""), "top_k", MAX_TOP_K) or 10,
+        top_k=_number(params.get("top_k", ""), "top_k", PAGE_TOP_K) or 10,
         unlinked=unlinked in ("1", "true"),
         line=line_number(params, "line"),
     )

@@ -37,13 +37,13 @@ from kb.errors import DatabaseError, KbError, LLMError
 from kb.results import SearchHit
 from kb.search.answer import Answer, Stopped
 from kb.services.access import Access, access
-from kb.services.filters import FILTERS
 from kb.services.note_links import NoteFinder, NoteLinks
 from kb.services.note_reader import Vaults
 from kb.services.relating import RelatedNotes, RelatedService
+from kb.services.request_fields import FILTERS, MODE_CHOICES
 from kb.services.searching import SearchRequest, SearchService
 from kb.services.status_report import StatusReport, duration
-from kb.store.candidates import Search
+from kb.store.candidates import CandidateReads
 from kb.web.cards import Card, answer_pieces, cards, note_lines, note_url, obsidian_url
 from kb.web.forms import FormError, SearchForm, line_number, read_form, related_form
 from kb.web.guard import Guard
@@ -68,7 +68,7 @@ _KEEP_ALIVE = 5.0
 class Parts:
     """What the page reads from: built by the composition root, like every face's parts."""
 
-    search: Search  # the notes' rows the page lists and links
+    candidates: CandidateReads  # the notes' rows the page lists and links, its marked words
     status: Callable[[], StatusReport]  # read anew for each request
     searches: SearchService
     vaults: Vaults
@@ -88,7 +88,7 @@ def web_app(
     """The page over a container's parts, guarded for an address (`kb serve`, and the page a
     daemon serves): composed here, by the face, as the MCP server is."""
     parts = Parts(
-        container.store.search,
+        container.store.candidates,
         container.status_reader(),
         container.search_service(),
         Vaults(container.config.vaults),
@@ -131,6 +131,8 @@ class _Pages:
         )
         self.templates.globals["duration"] = duration
         self.templates.globals["filters"] = FILTERS
+        # The search page's choices of mode: as configured, or one of them (the default first).
+        self.templates.globals["modes"] = [("", "as configured"), *MODE_CHOICES]
         self.templates.globals["note_url"] = note_url
         self.answers = threading.BoundedSemaphore(ANSWERS_AT_ONCE)
 
@@ -168,7 +170,7 @@ class _Pages:
             note = self.parts.vaults.read(params.get("vault", ""), params.get("path", ""))
         except KbError as exc:
             return self._page("error.html", 404, title="No such note", error=str(exc))
-        info = self.parts.search.note_info([(note.vault, note.path)])
+        info = self.parts.candidates.note_info([(note.vault, note.path)])
         folder = self.obsidian.get(note.vault)
         return self._page(
             "note.html",
@@ -366,9 +368,9 @@ class _Pages:
 
     def _cards(self, query: str, hits: list[SearchHit]) -> list[Card]:
         """The hits as cards: the query's words marked, each note's facts read once."""
-        search = self.parts.search
-        marked = search.marked(query, [h.content for h in hits])
-        facts = search.note_info((h.vault, h.path) for h in hits)
+        candidates = self.parts.candidates
+        marked = candidates.marked(query, [h.content for h in hits])
+        facts = candidates.note_info((h.vault, h.path) for h in hits)
         return cards(hits, marked, facts, self.obsidian)
 
     def _report(self) -> StatusReport:
