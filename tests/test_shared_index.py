@@ -5,8 +5,11 @@ forgets it, its model outputs kept."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
+import threading
+import time
 import unicodedata
 from dataclasses import replace
 from pathlib import Path
@@ -442,6 +445,91 @@ def test_a_config_refused_its_vaults_name_counts_none_of_the_other_folders_notes
     assert (report.links.links, report.links.unresolved) == (0, 0)
     assert (report.queue.items, report.vectors.items, report.vectors.done_last_hour) == (0, 0, 0)
     assert report.undated == []
+
+
+def test_a_config_refused_its_vaults_name_builds_none_of_the_other_folders_notes(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The same two configs, work's note queued: home's workers (`kb worker`, `kb index
+    # --wait`), claiming by that name, would embed it with home's model and write its LLM
+    # context with home's settings.
+    work, home = _work_and_home(store, tmp_path)
+    super(Kb, work).sync()
+    with pytest.raises(KbError):
+        home.sync()
+    caplog.set_level(logging.INFO, logger="kb.worker")
+    drained = home.drain()
+    assert (drained.done, drained.vectored, drained.failed) == (0, 0, 0)
+    home.worker(until_empty=True).run()
+    assert home.chat.total_calls == 0 and home.embedder.texts == 0
+    assert store.queue.status(("notes",)).items == 1
+    assert store.queue.status(("notes",), "embed").items == 1
+    # Each says so once, in one line, rather than idling without a word.
+    told = [r.getMessage() for r in caplog.records if "no vault" in r.getMessage()]
+    assert len(told) == 2 and "\n" not in told[0]
+    assert work.drain().done == 1
+
+
+def test_a_refused_configs_daemon_builds_none_of_the_other_folders_notes(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The same two configs, work's note queued: home's daemon, refused at each sync, would
+    # build it in its background work.
+    from daemon_helpers import wait_for
+
+    work, home = _work_and_home(store, tmp_path)
+    super(Kb, work).sync()
+    caplog.set_level(logging.INFO, logger="kb.worker")
+    daemon = home.daemon()
+    thread = threading.Thread(target=daemon.run, name="test-daemon", daemon=True)
+    thread.start()
+    try:
+        wait_for(
+            lambda: (
+                any("no vault" in r.getMessage() for r in caplog.records)
+                or not store.queue.status(("notes",)).items
+            ),
+            "home's daemon to take up its background work",
+        )
+        time.sleep(1.5)  # a slot's poll, and more: it would have claimed the note by now
+    finally:
+        daemon.stop()
+        thread.join(30)
+    assert not thread.is_alive()
+    assert home.chat.total_calls == 0 and home.embedder.texts == 0
+    assert store.queue.status(("notes",)).items == 1
+    assert store.queue.status(("notes",), "embed").items == 1
+
+
+def test_a_config_refused_its_vaults_name_lists_the_other_folders_vault_and_workers_as_others(
+    store: Store, tmp_path: Path, db_url: str
+) -> None:
+    # The same two configs, a worker of work's running: home's status, by that name, would
+    # list it as its own, and hide work's vault, which it does not search.
+    work, home = _work_and_home(store, tmp_path)
+    assert work.sync().indexed == 1
+    with pytest.raises(KbError):
+        home.sync()
+    store.workers.beat(WorkerBeat("w:9", "w", 9, 1, 0, 5.0, vaults=("notes",)))
+    try:
+        theirs = work.status_reader()()
+        assert [w.id for w in theirs.running_workers] == ["w:9"]
+        assert theirs.other_vaults == [] and theirs.held == {}
+        mine = home.status_reader()()
+        assert mine.workers == [] and mine.running_workers == []
+        folder = str((tmp_path / "work" / "notes").resolve())
+        assert [(v.name, v.folder, v.notes) for v in mine.other_vaults] == [("notes", folder, 1)]
+        assert mine.held == {"notes": "worker w:9 builds its notes"}
+        assert mine.summary()["other_vaults"] == {"notes": 1}
+        env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "300"}
+        shown = run_kb(tmp_path / "home.toml", env, "status").stdout
+        assert "workers      none running" in shown
+        assert (
+            f"other vault  notes: 1 notes at {folder}, not this config's folder;"
+            " worker w:9 builds its notes"
+        ) in shown
+    finally:
+        store.workers.leave("w:9")
 
 
 def test_which_vaults_a_config_searches() -> None:

@@ -61,7 +61,7 @@ class Container:
         self.config = config
         self.store = store
         self.models = Models(config, store.caches, chat=chat, embedder=embedder)
-        self.indexing = IndexingParts(config, store, self.models)
+        self.indexing = IndexingParts(config, store, self.models, self._config_file())
         # What the faces ask the container for, each its part's own method: attributes, so
         # none is a method a subclass could override (`sync`, which may be, is the
         # container's own).

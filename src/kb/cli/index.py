@@ -135,7 +135,8 @@ def _enrichment(parts: Container, *, wait: bool) -> EnrichReport | None:
     from kb.services import indexing
 
     queue = parts.store.queue
-    vaults = tuple(v.name for v in parts.config.vaults)
+    # The vaults its drain claims notes of: waiting on any other's would never end.
+    vaults = parts.indexing.claimed_vaults()
     backlog = indexing.backlog(queue, parts.store.workers, vaults)
     if backlog is None:
         return None

@@ -61,10 +61,13 @@ def status(
             if holder
             else f"`kb forget {shown(shlex.quote(other.name))}` removes them"
         )
-        stdout().print(
-            f"other vault  {shown(other.name)}: {other.notes} notes this config does not name;"
-            f" {then}"
+        # One of its names, synced from another folder by another configuration.
+        whose = (
+            f"at {shown(other.folder or '?')}, not this config's folder"
+            if other.name in status.vaults
+            else "this config does not name"
         )
+        stdout().print(f"other vault  {shown(other.name)}: {other.notes} notes {whose}; {then}")
     if status.undated:
         stdout().print(f"undated      {len(status.undated)} notes (a date property names no day)")
     _print_daemons(status)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from kb.composition.models import Models
 from kb.config import Config
 from kb.store import Store
+from kb.vault.sync_plan import own_vaults
 
 if TYPE_CHECKING:
     from kb.context.embedding import Embedding
@@ -35,8 +36,11 @@ class IndexingParts:
     requests in flight; the embedding and the note builder made again when a model is
     swapped."""
 
-    def __init__(self, config: Config, store: Store, models: Models) -> None:
+    def __init__(
+        self, config: Config, store: Store, models: Models, config_file: str | None
+    ) -> None:
         self.config = config
+        self.config_file = config_file  # resolved (None: read from no file)
         self.store = store
         self.models = models
         self._making = threading.Lock()
@@ -154,8 +158,18 @@ class IndexingParts:
             until_empty=until_empty,
             fail_fast=fail_fast,
             on_attempt=on_attempt,
-            vaults=tuple(v.name for v in self.config.vaults),
+            vaults=self.claimed_vaults,
             speeds=speeds,
+        )
+
+    def claimed_vaults(self) -> tuple[str, ...]:
+        """The vaults whose notes this config's workers claim, now: its own, by the rule its
+        searches keep to (`own_vaults`), and never a name the index holds for another
+        configuration's folder, whose notes that one builds with its settings."""
+        return own_vaults(
+            {v.name: v.folder for v in self.config.vaults},
+            self.config_file,
+            self.store.vaults.holders(),
         )
 
     def drain(

@@ -7,7 +7,8 @@ holds) and claim again when it is done: a few notes waiting for their vectors
 (`kb.indexing.enrich`), so a note is found by its meaning before any note's context is
 written. The thread that called `run` renews the leases of the notes in hand and records the
 worker's heartbeat, so a note is taken by another worker only when this one died or lost the
-database.
+database. At each heartbeat it asks again which vaults it claims notes of: on a shared index,
+never a name another configuration holds for another folder (`kb.vault.sync_plan.own_vaults`).
 
 Stopping (the stop event, SIGTERM/SIGINT in `kb worker`) lets each slot finish the note in
 hand. A failed attempt gives the note back with its error and a back-off that grows with
@@ -67,16 +68,20 @@ class Worker:
         fail_fast: bool = False,
         on_attempt: Callable[[Attempt], None] | None = None,
         heartbeat: float = HEARTBEAT,
-        vaults: VaultFilter = None,
+        vaults: Callable[[], VaultFilter] | None = None,
         speeds: Sequence[Speed] = SPEEDS,
     ) -> None:
         self.enricher = enricher
         self.vectorizer = vectorizer
         # The queues it drains, in this order.
         self.speeds = tuple(s for s in SPEEDS if s in speeds)
-        # The vaults whose notes it claims (None: any): another configuration's notes on a
-        # shared index are that configuration's workers' to build.
-        self.vaults = vaults
+        # The vaults whose notes it claims (None: any), asked at its start and at each
+        # heartbeat of `vaults` (not given: any vault): another configuration's notes on a
+        # shared index are that configuration's workers' to build, and which those are may
+        # change while it runs (`kb forget`). None is claimed until they are known.
+        self.claimable = vaults
+        self.vaults: VaultFilter = None if vaults is None else ()
+        self._told_none = False  # that it has no vault to claim notes of, said once
         self.queue = queue
         self.workers = workers  # where its heartbeat goes
         self.concurrency = concurrency
@@ -117,6 +122,7 @@ class Worker:
     def run(self) -> None:
         """Drain the queues until stopped (or, with until_empty, until nothing is left to
         claim)."""
+        self._follow_vaults()
         self._start_slots()
         next_beat = next_renewal = 0.0
         try:
@@ -128,6 +134,7 @@ class Worker:
                     self._renew()
                     next_renewal = now + self.lease / 3
                 if now >= next_beat:
+                    self._follow_vaults()
                     self._beat()
                     next_beat = now + self.heartbeat
                 for slot in self._slots:
@@ -273,11 +280,36 @@ class Worker:
         except psycopg.Error as exc:
             event(log, "cannot renew leases", logging.WARNING, error=first_line(exc))
 
+    def _follow_vaults(self) -> None:
+        """Ask again which vaults it claims notes of; say once, in one line, when none."""
+        if self.claimable is None:
+            return
+        try:
+            vaults = self.claimable()
+        except psycopg.Error as exc:
+            # The claims fail too meanwhile; the vaults asked last are kept.
+            event(log, "cannot read the vaults to claim", logging.WARNING, error=first_line(exc))
+            return
+        if vaults == () and not self._told_none:
+            event(
+                log,
+                "no vault to claim notes of: each of this config's names is another"
+                " configuration's vault at another folder (`kb index` says which)",
+                logging.WARNING,
+            )
+        self._told_none = vaults == ()
+        self.vaults = vaults
+
     def _beat(self) -> None:
         with self._lock:
             in_hand = len(self._in_hand)
         try:
             self.queue.prune()
+            if self.vaults == ():
+                # A heartbeat's empty list would say every vault: one claiming none is no
+                # worker of any vault.
+                self.workers.leave(self.id)
+                return
             self.workers.beat(
                 WorkerBeat(
                     id=self.id,

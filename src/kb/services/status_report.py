@@ -22,7 +22,7 @@ from kb.store.state import State
 from kb.store.vaults import VaultRows
 from kb.store.workers import Workers
 from kb.vault import obsidian
-from kb.vault.sync_plan import StoredVault, searched_vaults
+from kb.vault.sync_plan import StoredVault, own_vaults, searched_vaults
 
 
 @dataclass(frozen=True)
@@ -63,8 +63,9 @@ class StatusReport:
     # Each vault's Obsidian settings kb follows, one a line (kb.vault.obsidian).
     obsidian: dict[str, list[str]]
     undated: list[Undated]  # notes whose date property names no day
-    # Vaults the index holds that this config does not name: another configuration's, or
-    # one dropped from this config, kept until `kb forget` removes it.
+    # Vaults the index holds that are not this config's: another configuration's (one of
+    # this config's names at another folder too, its sync refused), or one dropped from
+    # this config, kept until `kb forget` removes it.
     other_vaults: list[StoredVault]
     # Of those, the ones a running daemon or worker (another configuration's) holds, and by
     # whom ("daemon host:pid watches it"): `kb forget` refuses them while it runs.
@@ -153,6 +154,11 @@ def status_report(config: Config, sources: StatusSources, config_file: str | Non
     stored = sources.vaults.stored()
     daemons = sources.daemons.listed()
     workers = sources.workers.listed()
+    # Its vaults but a name the index holds for another configuration's folder (its sync
+    # refused), whose notes, workers and counts are not this config's.
+    holders = {v.name: (v.folder, v.config) for v in stored}
+    configured = {v.name: v.folder for v in config.vaults}
+    own = own_vaults(configured, config_file, holders)
     held = {
         vault: f"{kind} {who} {does}"
         for kind, does, beats in (
@@ -160,15 +166,9 @@ def status_report(config: Config, sources: StatusSources, config_file: str | Non
             ("daemon", "watches it", daemons),
         )
         for who, vault in ((b.id, v) for b in beats if b.alive for v in b.vaults)
-        if vault not in names
+        if vault not in own
     }
-    # Kept to the vaults this config searches: none of a name the index holds for another
-    # configuration's folder (its sync refused), whose notes are not this config's.
-    kept_to = searched_vaults(
-        {v.name: v.folder for v in config.vaults},
-        config_file,
-        {v.name: (v.folder, v.config) for v in stored},
-    )
+    kept_to = searched_vaults(configured, config_file, holders)
     return StatusReport(
         database=database,
         vaults=names,
@@ -179,7 +179,7 @@ def status_report(config: Config, sources: StatusSources, config_file: str | Non
         last_reconcile=sources.state.last_reconcile(),
         queue=sources.queue.status(kept_to),
         vectors=sources.queue.status(kept_to, "embed"),
-        workers=[w for w in workers if w.serves(tuple(names))],
+        workers=[w for w in workers if w.serves(own)],
         configured=Configured(
             chat_model=llm.chat_model,
             embed_model=llm.embed_model,
@@ -188,7 +188,7 @@ def status_report(config: Config, sources: StatusSources, config_file: str | Non
         ),
         obsidian={v.name: obsidian.followed(v)[1].lines() for v in config.vaults},
         undated=sources.documents.undated(kept_to),
-        other_vaults=[v for v in stored if v.name not in names],
+        other_vaults=[v for v in stored if v.name not in own],
         held=held,
     )
 

@@ -39,7 +39,8 @@ class Workers:
         self.pool = pool
 
     def beat(self, worker: WorkerBeat) -> None:
-        """Record that a worker is alive; drops long-dead workers."""
+        """Record that a worker is alive, and the vaults it claims now (a `kb forget` may
+        change them); drops long-dead workers."""
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(
                 "DELETE FROM workers WHERE id <> %s"
@@ -51,7 +52,8 @@ class Workers:
                 "   last_error, vaults)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
                 " ON CONFLICT (id) DO UPDATE SET in_hand = EXCLUDED.in_hand,"
-                "   last_error = EXCLUDED.last_error, heartbeat_at = now()",
+                "   last_error = EXCLUDED.last_error, vaults = EXCLUDED.vaults,"
+                "   heartbeat_at = now()",
                 (
                     worker.id,
                     worker.host,

@@ -366,19 +366,20 @@ def vault_renames(
     return renames
 
 
-def searched_vaults(
+def own_vaults(
     configured: Mapping[str, str],
     config: str | None,
     holders: Mapping[str, tuple[str | None, str | None]],
-) -> VaultFilter:
-    """The vault filter of a configuration's reads (`vault_filter`), given its vaults'
-    folders and its file, and each stored vault's folder and the file that synced it; no
-    vault when the index holds none of its vaults to read.
+) -> tuple[str, ...]:
+    """The vaults of a configuration whose rows are its own, given its vaults' folders and
+    its file, and each stored vault's folder and the file that synced it: what it reads,
+    and what its workers build.
 
     A vault of its name that another configuration synced from another folder is another
-    vault (`vault_refusal` refuses the sync): its rows are not this configuration's to
-    read. One its own config synced elsewhere is the same vault moved."""
-    own = [
+    vault (`vault_refusal` refuses the sync): its rows are not this configuration's to read,
+    nor its notes to build with this configuration's settings. One its own config synced
+    elsewhere is the same vault moved."""
+    return tuple(
         name
         for name, folder in configured.items()
         if not (
@@ -386,7 +387,17 @@ def searched_vaults(
             and holders[name][0] not in (None, folder)
             and holders[name][1] != config
         )
-    ]
+    )
+
+
+def searched_vaults(
+    configured: Mapping[str, str],
+    config: str | None,
+    holders: Mapping[str, tuple[str | None, str | None]],
+) -> VaultFilter:
+    """The vault filter of a configuration's reads (`vault_filter`) over its `own_vaults`;
+    no vault when the index holds none of its vaults to read."""
+    own = own_vaults(configured, config, holders)
     if not own:
         return ()  # every vault would be another's rows
     return vault_filter(own, holders.keys())
