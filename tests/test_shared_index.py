@@ -470,6 +470,32 @@ def test_a_config_refused_its_vaults_name_builds_none_of_the_other_folders_notes
     assert work.drain().done == 1
 
 
+def test_a_running_worker_takes_up_its_vault_once_the_other_folders_is_forgotten(
+    store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The same two configs, home's worker running: `kb forget notes` (work's), then home's
+    # sync, make the name home's, and its worker builds home's note without a restart.
+    from daemon_helpers import wait_for
+
+    work, home = _work_and_home(store, tmp_path)
+    work.sync()
+    caplog.set_level(logging.INFO, logger="kb.worker")
+    worker = home.worker()
+    thread = threading.Thread(target=worker.run, name="test-worker", daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: any("no vault" in r.getMessage() for r in caplog.records), "its line")
+        assert store.workers.listed() == []  # an empty list would say every vault
+        assert store.vaults.forget("notes") == 1
+        super(Kb, home).sync()
+        wait_for(lambda: not store.queue.status(("notes",)).items, "home's note built")
+        wait_for(lambda: [w.vaults for w in store.workers.listed()] == [("notes",)], "a beat")
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert not thread.is_alive() and home.chat.total_calls
+
+
 def test_a_refused_configs_daemon_builds_none_of_the_other_folders_notes(
     store: Store, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
