@@ -90,12 +90,17 @@ _NOTE = """
 
 
 _MENTIONED = """
-    SELECT d.id, n.key AS name
+WITH named AS MATERIALIZED (
+    SELECT n.document_id, n.key
       -- One text, a gram a line: psycopg quotes an array's thousands of items one by one.
       FROM unnest(string_to_array(%(grams)s, E'\n')) AS g (key)
       JOIN note_names n ON n.key = g.key
-      JOIN documents d ON d.id = n.document_id
-     WHERE d.vault = ANY(%(vaults)s::text[]) AND d.id <> %(source)s
+)
+SELECT document_id AS id, key AS name FROM named
+ WHERE document_id <> %(source)s
+   -- Each name found (a handful) looks its note's vault up: the planner takes every gram
+   -- for a name, and joined would read the whole documents table for them.
+   AND (SELECT d.vault FROM documents d WHERE d.id = named.document_id) = ANY(%(vaults)s::text[])
 """
 
 
@@ -295,10 +300,14 @@ class Related:
         }
         with self.pool.connection() as conn, conn.transaction():
             # As a search does (kb.store.candidates): an HNSW scan goes on past dead entries.
-            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             # Each probe wants a few neighbours, not a search's page of them, and the width of
-            # its walk of the graph (pgvector's default is 40) sets most of its time.
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(breadth),))
+            # its walk of the graph (pgvector's default is 40) sets most of its time. Both
+            # set in one statement: each round trip waits its turn on a busy machine.
+            conn.execute(
+                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),"
+                " set_config('hnsw.ef_search', %s, true)",
+                (str(breadth),),
+            )
             rows = conn.execute(query, params, prepare=False).fetchall()
         return [Near(**r) for r in rows]
 
