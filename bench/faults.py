@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from kb.db import embedded_url  # noqa: E402
 from kb.llm.fake import FakeEmbedder  # noqa: E402
-from unprivileged import (  # noqa: E402
+from support.unprivileged import (  # noqa: E402
     Account,
     NoAccount,
     account,

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,8 +20,6 @@ from typing import Any
 
 import pytest
 
-from conftest import Kb, make_config, run_kb
-from http_stub import QuietHandler, serving
 from kb.errors import KbError, LLMError, LLMUnavailable
 from kb.llm.onnx_crossencoder import OnnxCrossEncoder
 from kb.llm.rerank_server import ANSWER_LIMIT, RerankServer, read_scores
@@ -30,7 +27,11 @@ from kb.results import SearchHit, SearchResult, explanation, hits_json
 from kb.search.crossencoder import CrossEncoderReranker
 from kb.services.searching import SearchRequest
 from kb.store import Store
-from tiny_crossencoder import write_crossencoder
+from support.cli import run_kb
+from support.configs import make_config
+from support.crossencoder import write_crossencoder
+from support.fake_kb import Kb
+from support.http import QuietHandler, serving
 
 QUERY = "miso ramen"
 RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"
@@ -104,12 +105,9 @@ def server() -> Iterator[RerankStub]:
 
 
 @pytest.fixture
-def dead_url() -> str:
-    """A loopback port with nothing listening on it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/rerank"
+def dead_rerank_url(dead_url: str) -> str:
+    """A re-ranking server's address on a loopback port with nothing listening on it."""
+    return f"{dead_url}/rerank"
 
 
 # --- the example vault, searched with a re-ranker ----------------------------------------------
@@ -177,15 +175,15 @@ def test_a_rerank_server_reorders_the_first_candidates(
 
 
 def test_a_dead_rerank_server_leaves_the_search_order(
-    store: Store, vault: Path, dead_url: str
+    store: Store, vault: Path, dead_rerank_url: str
 ) -> None:
-    kb = _kb(store, vault, backend="http", url=dead_url)
+    kb = _kb(store, vault, backend="http", url=dead_rerank_url)
     plain = _search(kb, rerank=False)
     found = _search(kb)
     assert found.hits == plain.hits and found.mode_used == "hybrid"
     [warning] = found.warnings
     assert warning.startswith("re-ranking skipped, results in search order: cannot reach the ")
-    assert dead_url in warning and "\n" not in warning
+    assert dead_rerank_url in warning and "\n" not in warning
 
 
 @pytest.mark.parametrize(
@@ -315,13 +313,13 @@ def test_a_malformed_answer_leaves_the_search_order(
     assert warning.startswith("re-ranking skipped, results in search order: the re-ranking ")
 
 
-def test_an_unreachable_server_is_unavailable(dead_url: str) -> None:
+def test_an_unreachable_server_is_unavailable(dead_rerank_url: str) -> None:
     with pytest.raises(LLMUnavailable, match=r"^cannot reach the re-ranking server at "):
-        RerankServer(dead_url).score("q", ["a"])
+        RerankServer(dead_rerank_url).score("q", ["a"])
 
 
-def test_no_passages_ask_nothing(dead_url: str) -> None:
-    assert RerankServer(dead_url).score("q", []) == []
+def test_no_passages_ask_nothing(dead_rerank_url: str) -> None:
+    assert RerankServer(dead_rerank_url).score("q", []) == []
 
 
 @pytest.mark.parametrize(
@@ -344,8 +342,8 @@ def test_both_answer_shapes_are_read_by_index(answer: Any) -> None:
     assert read_scores(answer, 3, "here") == [0.5, -3.0, 0.9]
 
 
-def test_a_password_in_the_url_is_not_shown(dead_url: str) -> None:
-    url = dead_url.replace("http://", "http://kb:secret@")
+def test_a_password_in_the_url_is_not_shown(dead_rerank_url: str) -> None:
+    url = dead_rerank_url.replace("http://", "http://kb:secret@")
     with pytest.raises(LLMError) as raised:
         RerankServer(url).score("q", ["a"])
     assert "secret" not in str(raised.value)

@@ -21,14 +21,14 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from watchdog.observers.inotify_c import InotifyFD
 
-from conftest import rows, stored_chunks
-from daemon_helpers import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
 from kb.container import open_store
 from kb.errors import LLMUnavailable
 from kb.indexing import preparing
 from kb.indexing.verify import verify
 from kb.store import Store
 from kb.vault import notes
+from support.daemons import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
+from support.reading import rows, stored_chunks
 
 LONG_NOTE = "Projects/Home Server.md"
 

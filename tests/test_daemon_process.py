@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from daemon_helpers import wait_for
 from kb.config import Config, load_config
 from kb.container import open_store
 from kb.indexing.verify import verify
 from kb.store import Store
+from support.daemons import wait_for
 
 CONFIG = """\
 owner_name = "Alex Doe"

@@ -23,8 +23,9 @@ import psutil
 import psycopg
 import pytest
 
-from conftest import EXAMPLE_VAULT, kb_command, run_kb
 from kb.indexing.bulk import BULK_LOAD_NOTES
+from support.cli import kb_command, run_kb
+from support.paths import EXAMPLE_VAULT
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 

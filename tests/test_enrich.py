@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from conftest import OWNER, Kb, file_summaries, rows, search_store, stored_chunks, summaries_config
 from kb.container import Container
 from kb.context import full_context, header_line
 from kb.indexing.enrich import Attempt
@@ -25,12 +24,12 @@ from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.search.plan import SearchPlan
 from kb.store import Claim, Store
+from support.configs import OWNER, SUMMARIES, summaries_config
+from support.fake_kb import Kb, file_summaries
+from support.reading import rows, search_store, stored_chunks
 
-
-@pytest.fixture
-def kb(summaries_kb: Kb) -> Kb:
-    """The queue's tests count the file summaries each note is enriched with (SUMMARIES)."""
-    return summaries_kb
+# The queue's tests count the file summaries each note is enriched with.
+pytestmark = pytest.mark.kb_config(context=SUMMARIES)
 
 
 LONG_NOTE = "Projects/Home Server.md"

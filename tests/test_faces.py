@@ -16,13 +16,13 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import run_kb
 from kb.cli.query import forwarded
 from kb.config import load_config
 from kb.container import Container
 from kb.daemon.query_socket import serving
 from kb.locations import config_identity
 from kb.mcp.tools import build_server
+from support.cli import run_kb
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 QUESTION = "when did I climb a mountain"

@@ -14,7 +14,6 @@ import pytest
 from mcp import Client
 from watchdog.events import FileModifiedEvent
 
-from conftest import Kb, make_config, rows, tool_text
 from kb.config import Config, VaultConfig
 from kb.daemon.watcher import Recorder
 from kb.errors import NoteError
@@ -26,6 +25,9 @@ from kb.store import SearchFilter, Store
 from kb.vault.dates import DailyNotes
 from kb.vault.notes import Scope, folds_case, is_note, read_note, scan_vault, stat_note
 from kb.vault.obsidian import settings_of
+from support.configs import make_config
+from support.fake_kb import Kb
+from support.reading import rows, tool_text
 
 SECRET = "IGNORED-SECRET-TEXT"
 LINKS = {"Pub/link.md", "Pub/trash.md", "Pub/settings.md"}

@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kb, rows, run_kb
 from kb.config import load_config
 from kb.store import Store
+from support.cli import run_kb
+from support.fake_kb import Kb
+from support.reading import rows
 
 JOURNAL_DAY = dt.date(2024, 5, 3)
 

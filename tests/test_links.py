@@ -12,14 +12,16 @@ import pytest
 from mcp import Client
 from starlette.testclient import TestClient
 
-from conftest import Kb, make_config, rows, tool_text
-from daemon_helpers import daemon_kb, no_calls, running, settle, wait_for
 from kb.errors import KbError
 from kb.mcp.tools import build_server
 from kb.services.note_links import NoteFinder
 from kb.store import Store
 from kb.vault.link_rules import Link, NoteName, extract, link_key, note_keys, resolve
 from kb.web.routes import web_app
+from support.configs import make_config
+from support.daemons import daemon_kb, no_calls, running, settle, wait_for
+from support.fake_kb import Kb
+from support.reading import rows, tool_text
 
 # -- extraction -----------------------------------------------------------------------------
 

@@ -25,11 +25,14 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import TextResourceContents
 
-from conftest import Kb, kb_command, make_config, tool_text
 from kb.llm.base import Prompt
 from kb.llm.fake import FakeChat
 from kb.mcp.tools import build_server
 from kb.services.note_reader import Vaults
+from support.cli import kb_command
+from support.configs import make_config
+from support.fake_kb import Kb
+from support.reading import tool_text
 
 TOOLS = {"search", "get_note", "note_links", "list_notes", "related_notes", "status", "ask"}
 
@@ -292,7 +295,7 @@ def _config(tmp_path: Path, vault: Path) -> Path:
 
 
 @pytest.fixture
-def indexed(tmp_path: Path, vault: Path, db_url: str) -> Path:
+def indexed_config(tmp_path: Path, vault: Path, db_url: str) -> Path:
     cfg = _config(tmp_path, vault)
     env = {**os.environ, "KB_DATABASE_URL": db_url}
     subprocess.run(
@@ -321,10 +324,10 @@ async def _exercise(client: Client) -> None:
     assert outside.is_error and "not a path inside the vault" in tool_text(outside)
 
 
-def test_kb_mcp_over_stdio(indexed: Path, db_url: str) -> None:
+def test_kb_mcp_over_stdio(indexed_config: Path, db_url: str) -> None:
     params = StdioServerParameters(
         command=sys.executable,
-        args=kb_command(indexed, "mcp")[1:],
+        args=kb_command(indexed_config, "mcp")[1:],
         env={"KB_DATABASE_URL": db_url},
     )
 
@@ -342,7 +345,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def http_server(indexed: Path, db_url: str) -> Iterator[str]:
+def http_server(indexed_config: Path, db_url: str) -> Iterator[str]:
     port = _free_port()
     env = {**os.environ, "KB_DATABASE_URL": db_url, "KB_MCP_TOKEN": "s3cret"}
     proc = subprocess.Popen(
@@ -351,7 +354,7 @@ def http_server(indexed: Path, db_url: str) -> Iterator[str]:
             "-m",
             "kb",
             "--config",
-            str(indexed),
+            str(indexed_config),
             "mcp",
             "--http",
             "--port",
@@ -401,7 +404,7 @@ def test_kb_mcp_over_http_needs_its_token(http_server: str) -> None:
 
 @pytest.mark.parametrize("token", [None, "", "  \t "])
 def test_kb_mcp_will_not_listen_beyond_loopback_without_a_token(
-    indexed: Path, db_url: str, token: str | None
+    indexed_config: Path, db_url: str, token: str | None
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k != "KB_MCP_TOKEN"}
     if token is not None:
@@ -412,7 +415,7 @@ def test_kb_mcp_will_not_listen_beyond_loopback_without_a_token(
             "-m",
             "kb",
             "--config",
-            str(indexed),
+            str(indexed_config),
             "mcp",
             "--http",
             "--host",
@@ -465,8 +468,8 @@ class _Wire:
             pytest.fail("kb mcp gave no answer within 30 s")
 
 
-def test_kb_mcp_over_stdio_answers_a_line_it_cannot_read(indexed: Path, db_url: str) -> None:
-    wire = _Wire(kb_command(indexed, "mcp"), {**os.environ, "KB_DATABASE_URL": db_url})
+def test_kb_mcp_over_stdio_answers_a_line_it_cannot_read(indexed_config: Path, db_url: str) -> None:
+    wire = _Wire(kb_command(indexed_config, "mcp"), {**os.environ, "KB_DATABASE_URL": db_url})
     try:
         init = {
             "protocolVersion": "2025-06-18",

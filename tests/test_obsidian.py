@@ -13,7 +13,6 @@ import pytest
 from mcp import Client
 from starlette.testclient import TestClient
 
-from conftest import Kb, run_kb, tool_text
 from kb.config import VaultConfig
 from kb.errors import KbError
 from kb.mcp.tools import build_server
@@ -29,6 +28,9 @@ from kb.vault.obsidian import (
     settings_of,
 )
 from kb.web.routes import web_app
+from support.cli import run_kb
+from support.fake_kb import Kb
+from support.reading import tool_text
 
 EXCLUDED = "EXCLUDED-IN-OBSIDIAN"
 

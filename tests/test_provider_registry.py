@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_kb
 from kb.errors import ConfigError
 from kb.llm.providers import BUILT_IN, ProviderSpec, choices, names, provider
+from support.cli import run_kb
 
 
 def test_the_built_in_providers_by_name() -> None:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_kb
 from kb.cli.query import forwarded
 from kb.cli.related import forwarded as forwarded_related
 from kb.config import load_config
@@ -34,6 +33,7 @@ from kb.daemon.query_socket import (
     socket_path,
 )
 from kb.locations import config_identity
+from support.cli import run_kb
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 

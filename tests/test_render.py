@@ -13,9 +13,9 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from conftest import run_kb
 from kb.cli.render import print_results
 from kb.results import SearchHit, SearchResult
+from support.cli import run_kb
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 FUJI = "Clippings/How I Climbed Mount Fuji in One Night.md"

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import OWNER, Kb, rows, run_kb
 from kb.config import parse_config
 from kb.container import open_store
 from kb.daemon.daemon import writer_vaults
@@ -29,6 +28,10 @@ from kb.vault.sync_plan import (
     vault_refusal,
     vault_renames,
 )
+from support.cli import run_kb
+from support.configs import OWNER
+from support.fake_kb import Kb
+from support.reading import rows
 
 
 def _vault(root: Path, name: str, text: str) -> Path:

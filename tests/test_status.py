@@ -12,9 +12,11 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from conftest import OWNER, Kb, run_kb
 from kb.mcp.tools import build_server
 from kb.store import DaemonBeat, Reconciliation, WorkerBeat, WriterLock
+from support.cli import run_kb
+from support.configs import OWNER
+from support.fake_kb import Kb
 
 RECONCILED = Reconciliation(
     at="2024-05-01T10:00:00",

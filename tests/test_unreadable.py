@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE_VAULT, make_config
 from kb.vault import notes
-from unprivileged import (
+from support.configs import make_config
+from support.paths import EXAMPLE_VAULT
+from support.unprivileged import (
     KB,
     Account,
     NoAccount,
@@ -204,7 +205,7 @@ def site(who: Account) -> Iterator[Site]:
 
 
 @pytest.fixture
-def indexed(site: Site, request: pytest.FixtureRequest) -> Iterator[tuple[Path, Path]]:
+def indexed_copy(site: Site, request: pytest.FixtureRequest) -> Iterator[tuple[Path, Path]]:
     """A copy of the example vault, indexed with every note's LLM context."""
     vault = _vault(site.who, site.home, request.node.name.replace("[", "-").strip("]"))
     config = site.config(vault)
@@ -226,9 +227,9 @@ def _kinds(report: dict) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("mode", [0o000, 0o444], ids=["no access", "listable, not searchable"])
 def test_index_keeps_the_notes_of_an_unreadable_folder(
-    site: Site, indexed: tuple[Path, Path], mode: int
+    site: Site, indexed_copy: tuple[Path, Path], mode: int
 ) -> None:
-    vault, config = indexed
+    vault, config = indexed_copy
     (vault / "Projects/Home Server.md").write_text("# Home Server\n\nMoved to a NUC.\n")
     (vault / "Reference").chmod(mode)
     result = site.kb(config, "index", "--wait")
@@ -253,9 +254,9 @@ def test_index_keeps_the_notes_of_an_unreadable_folder(
 
 
 def test_index_keeps_every_note_of_an_unreadable_vault(
-    site: Site, indexed: tuple[Path, Path]
+    site: Site, indexed_copy: tuple[Path, Path]
 ) -> None:
-    vault, config = indexed
+    vault, config = indexed_copy
     vault.chmod(0)
     result = site.kb(config, "index")
     assert result.returncode == 3, result.stderr
@@ -271,9 +272,9 @@ def test_index_keeps_every_note_of_an_unreadable_vault(
 
 
 def test_an_unreadable_note_fails_and_keeps_its_rows(
-    site: Site, indexed: tuple[Path, Path]
+    site: Site, indexed_copy: tuple[Path, Path]
 ) -> None:
-    vault, config = indexed
+    vault, config = indexed_copy
     note = vault / "Projects/Home Server.md"
     note.write_text("# Home Server\n\nMoved to a NUC.\n")
     note.chmod(0)
@@ -309,9 +310,9 @@ def _quick_daemon(site: Site, vault: Path) -> tuple[Path, Path, subprocess.Popen
 
 
 def test_the_daemon_keeps_an_unreadable_folder_and_catches_up(
-    site: Site, indexed: tuple[Path, Path]
+    site: Site, indexed_copy: tuple[Path, Path]
 ) -> None:
-    vault, _ = indexed
+    vault, _ = indexed_copy
     config, log, daemon = _quick_daemon(site, vault)
     try:
         folder = vault / "Reference/Recipes"
@@ -339,9 +340,9 @@ def test_the_daemon_keeps_an_unreadable_folder_and_catches_up(
 
 
 def test_a_folder_is_not_readable_again_while_its_vault_cannot_be_read(
-    site: Site, indexed: tuple[Path, Path]
+    site: Site, indexed_copy: tuple[Path, Path]
 ) -> None:
-    vault, _ = indexed
+    vault, _ = indexed_copy
     _, log, daemon = _quick_daemon(site, vault)
     try:
         (vault / "Reference").chmod(0)
@@ -374,11 +375,11 @@ def test_a_folder_is_not_readable_again_while_its_vault_cannot_be_read(
 
 
 def test_the_daemon_keeps_a_note_changed_in_a_folder_it_cannot_read(
-    site: Site, indexed: tuple[Path, Path]
+    site: Site, indexed_copy: tuple[Path, Path]
 ) -> None:
     """A sync tool (here root) writes a note in a folder its owner cannot read: the event
     names a path that cannot be stat'ed, which is no delete."""
-    vault, _ = indexed
+    vault, _ = indexed_copy
     config = site.config(vault, "\n[daemon]\ndebounce = 0.2\nmax_delay = 1.0\nheartbeat = 0.5\n")
     log = site.home / f"{vault.name}.log"
     daemon = start(site.who, [*KB, "--config", str(config), "daemon"], site.env, log)

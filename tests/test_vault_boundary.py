@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 from watchdog.events import FileModifiedEvent, FileMovedEvent
 
-from conftest import Kb, make_config
 from kb.daemon.watcher import Recorder
 from kb.errors import NoteError
 from kb.indexing.verify import verify
 from kb.store import Store
 from kb.vault.notes import Scope, read_note, scan_vault
+from support.configs import make_config
+from support.fake_kb import Kb
 
 SECRET = "TOP-SECRET-OUTSIDE-THE-VAULT"
 

@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kb, make_config, rows, run_kb
-from daemon_helpers import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
 from kb.errors import KbError
 from kb.store import Store
 from kb.vault import presence
 from kb.vault.presence import Held, Root, absence
+from support.cli import run_kb
+from support.configs import make_config
+from support.daemons import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
+from support.fake_kb import Kb
+from support.reading import rows
 
 # -- the rule, from data alone ---------------------------------------------------------------------
 

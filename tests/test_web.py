@@ -23,8 +23,6 @@ import pytest
 from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 
-from conftest import Kb, kb_command, run_kb
-from http_stub import QuietHandler, serving
 from kb.config import AskConfig
 from kb.container import Container, open_store
 from kb.errors import KbError
@@ -40,8 +38,11 @@ from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
 from kb.web.routes import ANSWERS_AT_ONCE, Parts, build_app, web_app
 from kb.web.server import STOP_GRACE, WebServer
-from test_providers import Endless, dead_url  # noqa: F401 (a fixture)
-from unprivileged import NoAccount, account, as_user
+from support.cli import kb_command, run_kb
+from support.fake_kb import Kb
+from support.http import QuietHandler, serving
+from support.llm_server import Endless
+from support.unprivileged import NoAccount, account, as_user
 
 HOSTILE = "# Trap\n\nA <script>alert('owned')</script> and <img src=x onerror=alert(2)> trap.\n"
 
@@ -412,7 +413,7 @@ def test_citations_become_links_to_their_sources() -> None:
 # -- faults -------------------------------------------------------------------------------------
 
 
-def test_dead_model_servers_leave_full_text_search_and_one_line(kb: Kb, dead_url: str) -> None:  # noqa: F811
+def test_dead_model_servers_leave_full_text_search_and_one_line(kb: Kb, dead_url: str) -> None:
     kb.sync()
     _dead_models(kb, dead_url)
     web = TestClient(web_app(kb, host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")

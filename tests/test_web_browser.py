@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Dialog, Page, expect, sync_playwright
 
-from conftest import EXAMPLE_VAULT, ROOT, kb_command
 from kb.config import AskConfig
+from support.cli import kb_command
+from support.paths import EXAMPLE_VAULT, ROOT
 
 HOSTILE = "# Trap\n\nA <script>alert('owned')</script> and <img src=x onerror=alert(2)> trap.\n"
 SHOTS = Path(os.environ.get("KB_SCREENSHOTS", ROOT / "test-output" / "screenshots"))

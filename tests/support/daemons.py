@@ -9,10 +9,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conftest import Kb, make_config
 from kb.daemon.daemon import Daemon
 from kb.indexing.verify import VerifyReport, verify
 from kb.store import Reconciliation, Store
+from support.configs import make_config
+from support.fake_kb import Kb
 
 # Short enough for quick tests, long enough for a loaded machine to finish a save.
 FAST = {
