@@ -16,7 +16,7 @@ delay per call so that kills land in the middle of the work):
 - a vault folder (or the vault itself) made unreadable (mode 000) under a running `kb
   daemon` that reconciles every two seconds, while the rest of the vault is edited, then
   readable again. Permissions do not bind root: run as root, kb runs as an unprivileged
-  user made for it (tests/unprivileged.py), with its own data folder.
+  user made for it (tests/support/unprivileged.py), with its own data folder.
 
 After each round `kb verify` must find the index equal to the vault, with no duplicate,
 orphan or half-written rows. The summary table counts rounds, faults injected, restarts,

@@ -1,6 +1,6 @@
 """Re-ranking by a cross-encoder: a /rerank server (a real local HTTP server in a thread,
 answering in Jina's shape or text-embeddings-inference's) and a local ONNX model the tests
-build themselves (tests/tiny_crossencoder.py), both scoring a passage by the words it holds,
+build themselves (tests/support/crossencoder.py), both scoring a passage by the words it holds,
 so the order they give is known. Searched on the example vault, in a real database."""
 
 from __future__ import annotations

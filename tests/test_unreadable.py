@@ -1,7 +1,7 @@
 """A vault folder kb cannot read (permissions, an I/O error, a privacy control) is reported,
 and the notes stored under it stay in the index until kb can read it again.
 
-Permissions do not bind root, so these run as an unprivileged user (see unprivileged.py):
+Permissions do not bind root, so these run as an unprivileged user (see support/unprivileged.py):
 the scan in a forked child, and `kb` as a real process with its own embedded PostgreSQL,
 started once for the module.
 """
