@@ -28,7 +28,7 @@ from kb.search.crossencoder import CrossEncoderReranker
 from kb.services.searching import SearchRequest
 from kb.store import Store
 from support.cli import run_kb
-from support.configs import make_config
+from support.configs import make_config, write_config
 from support.crossencoder import write_crossencoder
 from support.fake_kb import Kb
 from support.http import QuietHandler, serving
@@ -506,11 +506,12 @@ def test_kb_query_explains_a_local_models_order(
     tmp_path: Path, vault: Path, model: Path, db_url: str
 ) -> None:
     """Whole `kb` processes: the scores in --explain and --json, a missing folder's line."""
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n\n'
-        '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n\n'
-        f'[rerank]\nbackend = "onnx"\nfolder = "{model}"\ncandidates = {CANDIDATES}\n'
+    config = write_config(
+        tmp_path / "kb.toml",
+        vault,
+        name="example",
+        personal=(),
+        rerank={"backend": "onnx", "folder": str(model), "candidates": CANDIDATES},
     )
     env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
     assert run_kb(config, env, "index").returncode == 0

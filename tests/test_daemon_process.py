@@ -17,27 +17,8 @@ from kb.config import Config, load_config
 from kb.container import open_store
 from kb.indexing.verify import verify
 from kb.store import Store
-from support.daemons import wait_for
-
-CONFIG = """\
-owner_name = "Alex Doe"
-
-[[vaults]]
-name = "v"
-path = "{vault}"
-personal = ["Alex/**"]
-
-[llm]
-provider = "fake"
-chat_model = "fake-chat"
-embed_model = "hash-8"
-
-[daemon]
-debounce = 0.3
-max_delay = 3.0
-heartbeat = 0.5
-shutdown_grace = 10.0
-"""
+from support.configs import write_config
+from support.daemons import FAST, wait_for
 
 
 class KbDaemon:
@@ -70,8 +51,7 @@ class KbDaemon:
 
 @pytest.fixture
 def setup(tmp_path: Path, vault: Path, db_url: str) -> Iterator[tuple[Path, Config, Store]]:
-    path = tmp_path / "kb.toml"
-    path.write_text(CONFIG.format(vault=vault))
+    path = write_config(tmp_path / "kb.toml", vault, llm={"embed_model": "hash-8"}, daemon=FAST)
     config = load_config(path, env={})
     with open_store(db_url) as store:
         yield path, config, store
@@ -178,8 +158,12 @@ def test_a_killed_daemon_looks_dead_at_once(
     tmp_path: Path, vault: Path, db_url: str, daemons: list[KbDaemon]
 ) -> None:
     # The default heartbeat: a stale heartbeat alone would take 15 s to tell.
-    path = tmp_path / "kb.toml"
-    path.write_text(CONFIG.format(vault=vault).replace("heartbeat = 0.5", "heartbeat = 5.0"))
+    path = write_config(
+        tmp_path / "kb.toml",
+        vault,
+        llm={"embed_model": "hash-8"},
+        daemon={**FAST, "heartbeat": 5.0},
+    )
     config = load_config(path, env={})
     with open_store(db_url) as store:
         writer = _start((path, config, store), db_url, daemons, "writer")

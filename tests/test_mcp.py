@@ -284,19 +284,8 @@ def test_a_symlinked_folder_inside_the_vault_is_still_contained(tmp_path: Path) 
 # -- the `kb mcp` process ----------------------------------------------------------------------
 
 
-def _config(tmp_path: Path, vault: Path) -> Path:
-    path = tmp_path / "kb.toml"
-    path.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
-        'personal = ["Alex/**"]\n\n[llm]\nprovider = "fake"\nchat_model = "fake-chat"\n'
-        'embed_model = "hash-256"\n'
-    )
-    return path
-
-
 @pytest.fixture
-def indexed_config(tmp_path: Path, vault: Path, db_url: str) -> Path:
-    cfg = _config(tmp_path, vault)
+def indexed_config(cfg: Path, db_url: str) -> Path:
     env = {**os.environ, "KB_DATABASE_URL": db_url}
     subprocess.run(
         kb_command(cfg, "index"),

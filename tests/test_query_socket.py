@@ -34,6 +34,7 @@ from kb.daemon.query_socket import (
 )
 from kb.locations import config_identity
 from support.cli import run_kb
+from support.configs import write_config
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 
@@ -198,11 +199,7 @@ def runtime() -> Iterator[Path]:
 
 @pytest.fixture
 def setup(tmp_path: Path, vault: Path, db_url: str, runtime: Path) -> tuple[Path, dict[str, str]]:
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
-        f'personal = ["Alex/**"]\n\n[llm]\n{FAKE}\n'
-    )
+    config = write_config(tmp_path / "kb.toml", vault, name="example")
     env = {
         **os.environ,
         "KB_DATABASE_URL": db_url,

@@ -23,7 +23,7 @@ def kb_cli(
     tmp_path: Path, linked_vault: Path, db_url: str, *args: str
 ) -> subprocess.CompletedProcess[str]:
     config = write_config(
-        tmp_path / "kb.toml", linked_vault, personal=False, context={"summaries": "structure"}
+        tmp_path / "kb.toml", linked_vault, personal=(), context={"summaries": "structure"}
     )
     return run_cli(config, db_url, *args)
 

@@ -29,7 +29,7 @@ from kb.vault.sync_plan import (
     vault_renames,
 )
 from support.cli import run_kb
-from support.configs import OWNER
+from support.configs import OWNER, write_config
 from support.fake_kb import Kb
 from support.reading import rows
 
@@ -149,12 +149,13 @@ def test_which_vault_takes_over_which_rows() -> None:
 
 
 def _config(tmp_path: Path, name: str, folder: Path) -> Path:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(
-        f'owner_name = "Alex Doe"\n[[vaults]]\nname = "{name}"\npath = "{folder}"\n'
-        '[llm]\nprovider = "fake"\nchat_model = "offline-digest"\nembed_model = "hash-256"\n'
+    return write_config(
+        tmp_path / f"{name}.toml",
+        folder,
+        name=name,
+        personal=(),
+        llm={"chat_model": "offline-digest"},
     )
-    return path
 
 
 def test_two_configs_side_by_side_and_forget(tmp_path: Path, db_url: str) -> None:

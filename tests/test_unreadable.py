@@ -332,7 +332,12 @@ def _daemon_as_user(
 
 def _stepping(clock: SteppedClock, condition: Callable[[], object], what: str) -> None:
     """Wait for `condition`, the clock stepped an INTERVAL before each look."""
-    wait_for(lambda: clock.step(INTERVAL) or condition(), what, timeout=90.0, every=0.3)
+
+    def look() -> object:
+        clock.step(INTERVAL)
+        return condition()
+
+    wait_for(look, what, timeout=90.0, every=0.3)
 
 
 def _verified(kb: Kb) -> dict:

@@ -39,6 +39,7 @@ from kb.web.forms import FormError, read_form
 from kb.web.routes import ANSWERS_AT_ONCE, Parts, build_app, web_app
 from kb.web.server import STOP_GRACE, WebServer
 from support.cli import kb_command, run_kb
+from support.configs import write_config
 from support.fake_kb import Kb
 from support.http import QuietHandler, serving
 from support.llm_server import Endless
@@ -583,12 +584,7 @@ def _serve(config: Path, env: dict[str, str], *args: str) -> subprocess.Popen[st
 
 @pytest.fixture
 def process_config(tmp_path: Path, vault: Path, db_url: str) -> tuple[Path, dict[str, str]]:
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
-        'personal = ["Alex/**"]\n\n[llm]\nprovider = "fake"\nchat_model = "fake-chat"\n'
-        'embed_model = "hash-256"\n'
-    )
+    config = write_config(tmp_path / "kb.toml", vault, name="example")
     env = {k: v for k, v in os.environ.items() if k != "KB_SERVE_TOKEN"}
     env["KB_DATABASE_URL"] = db_url
     return config, env

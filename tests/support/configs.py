@@ -32,15 +32,20 @@ def make_config(vault_path: Path, **sections: Any) -> Config:
     """One vault "v" with Alex's notes personal, on the fakes (two at a time), `sections`
     over it: a section's keys are merged into the default's, anything else replaces it."""
     llm = {**FAKE_LLM, "concurrency": 2}
-    raw = _raw(vault_path, {"llm": llm}, sections, name="v", personal=True)
+    raw = _raw(vault_path, {"llm": llm}, sections, name="v", personal=("Alex/**",))
     return parse_config(raw, base_dir=vault_path.parent, env={})
 
 
 def write_config(
-    path: Path, vault_path: Path, *, name: str = "v", personal: bool = True, **sections: Any
+    path: Path,
+    vault_path: Path,
+    *,
+    name: str = "v",
+    personal: tuple[str, ...] = ("Alex/**",),
+    **sections: Any,
 ) -> Path:
-    """The config file at `path` for one vault `name` (Alex's notes personal unless not
-    `personal`) on the fakes, `sections` merged over it as make_config merges them."""
+    """The config file at `path` for one vault `name` (its `personal` patterns) on the fakes,
+    `sections` over it as make_config merges them (`owner_name="Ana"` replaces the owner)."""
     raw = _raw(vault_path, {"llm": dict(FAKE_LLM)}, sections, name=name, personal=personal)
     path.write_text(_toml(raw))
     return path
@@ -52,11 +57,11 @@ def _raw(
     sections: dict[str, Any],
     *,
     name: str,
-    personal: bool,
+    personal: tuple[str, ...],
 ) -> dict[str, Any]:
     vault: dict[str, Any] = {"name": name, "path": str(vault_path)}
     if personal:
-        vault["personal"] = ["Alex/**"]
+        vault["personal"] = list(personal)
     raw: dict[str, Any] = {"owner_name": OWNER, "vaults": [vault], **defaults}
     for key, value in sections.items():
         raw[key] = {**raw.get(key, {}), **value} if isinstance(value, dict) else value
