@@ -659,7 +659,7 @@ def test_kb_daemon_serves_the_page_while_it_watches(
 
 
 def test_kb_serve_stops_at_its_first_sigterm_while_a_search_waits(
-    process_config: tuple[Path, dict[str, str]],
+    process_config: tuple[Path, dict[str, str]], vault: Path
 ) -> None:
     config, env = process_config
     asked, release = threading.Event(), threading.Event()
@@ -678,9 +678,11 @@ def test_kb_serve_stops_at_its_first_sigterm_while_a_search_waits(
                     self.wfile.flush()
 
     with serving(Holding) as rerank:
-        config.write_text(
-            config.read_text()
-            + f'\n[rerank]\nbackend = "http"\nurl = "{rerank}/rerank"\ntimeout = 60\n'
+        write_config(
+            config,
+            vault,
+            name="example",
+            rerank={"backend": "http", "url": f"{rerank}/rerank", "timeout": 60},
         )
         assert run_kb(config, env, "index").returncode == 0
         port = _free_port()
