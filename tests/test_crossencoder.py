@@ -97,7 +97,7 @@ def _handler(stub: RerankStub) -> type[BaseHTTPRequestHandler]:
 
 
 @pytest.fixture
-def server() -> Iterator[RerankStub]:
+def rerank_server() -> Iterator[RerankStub]:
     stub = RerankStub()
     with serving(_handler(stub)) as url:
         stub.url = f"{url}/rerank"
@@ -150,14 +150,16 @@ def _check_reranked(plain: SearchResult, found: SearchResult) -> None:
 
 @pytest.mark.parametrize("style", ["jina", "tei"])
 def test_a_rerank_server_reorders_the_first_candidates(
-    store: Store, vault: Path, server: RerankStub, style: str
+    store: Store, vault: Path, rerank_server: RerankStub, style: str
 ) -> None:
-    kb = _kb(store, vault, backend="http", url=server.url, model="tiny", style=style, api_key="k")
+    kb = _kb(
+        store, vault, backend="http", url=rerank_server.url, model="tiny", style=style, api_key="k"
+    )
     assert kb.config.query.rerank  # a cross-encoder set up is used unasked
     plain = _search(kb, rerank=False)
     found = _search(kb)
     _check_reranked(plain, found)
-    [(body, headers)] = server.received
+    [(body, headers)] = rerank_server.received
     assert headers["authorization"] == "Bearer k"
     if style == "tei":
         assert set(body) == {"query", "texts", "truncate"} and len(body["texts"]) == CANDIDATES
@@ -171,7 +173,7 @@ def test_a_rerank_server_reorders_the_first_candidates(
     assert kb.chat.calls["rerank"] == 0  # the chat model judged nothing
     # Cached: the same search asks the server nothing.
     assert _search(kb).hits == found.hits
-    assert len(server.received) == 1
+    assert len(rerank_server.received) == 1
 
 
 def test_a_dead_rerank_server_leaves_the_search_order(
@@ -208,28 +210,28 @@ def test_a_dead_rerank_server_leaves_the_search_order(
     ],
 )
 def test_a_server_fault_is_one_line(
-    server: RerankStub, status: int, body: bytes, says: str
+    rerank_server: RerankStub, status: int, body: bytes, says: str
 ) -> None:
-    server.reply = (status, body)
+    rerank_server.reply = (status, body)
     with pytest.raises(LLMError) as raised:
-        RerankServer(server.url).score("q", ["a", "b"])
+        RerankServer(rerank_server.url).score("q", ["a", "b"])
     message = str(raised.value)
-    assert message.startswith(f"the re-ranking server at {server.url} ")
+    assert message.startswith(f"the re-ranking server at {rerank_server.url} ")
     assert says in message and "\n" not in message
 
 
-def test_a_server_that_does_not_answer_in_time(server: RerankStub) -> None:
+def test_a_server_that_does_not_answer_in_time(rerank_server: RerankStub) -> None:
     release = threading.Event()
-    original = server.answer
+    original = rerank_server.answer
 
     def slow(body: dict[str, Any]) -> Any:
         release.wait(5)
         return original(body)
 
-    server.answer = slow  # type: ignore[method-assign]
+    rerank_server.answer = slow  # type: ignore[method-assign]
     try:
         with pytest.raises(LLMError, match=r"gave no answer in 0\.2 s: .*rerank\.timeout"):
-            RerankServer(server.url, timeout=0.2).score("q", ["a"])
+            RerankServer(rerank_server.url, timeout=0.2).score("q", ["a"])
     finally:
         release.set()
 
@@ -302,11 +304,11 @@ def test_an_answer_without_end_is_read_to_the_limit() -> None:
     ids=["nested", "huge-integer"],
 )
 def test_a_malformed_answer_leaves_the_search_order(
-    store: Store, vault: Path, server: RerankStub, reply: bytes
+    store: Store, vault: Path, rerank_server: RerankStub, reply: bytes
 ) -> None:
-    kb = _kb(store, vault, backend="http", url=server.url)
+    kb = _kb(store, vault, backend="http", url=rerank_server.url)
     plain = _search(kb, rerank=False)
-    server.reply = (200, reply)
+    rerank_server.reply = (200, reply)
     found = _search(kb)
     assert found.hits == plain.hits
     [warning] = found.warnings

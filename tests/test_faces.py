@@ -35,7 +35,7 @@ SETTINGS: dict[str, tuple[dict[str, Any], str]] = {
 
 
 @pytest.fixture(params=sorted(SETTINGS))
-def setup(
+def face_setup(
     request: pytest.FixtureRequest, tmp_path: Path, vault: Path, db_url: str
 ) -> Iterator[tuple[Path, dict[str, str], str]]:
     query, mode = SETTINGS[request.param]
@@ -68,9 +68,9 @@ def _mcp(parts: Container) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def test_every_face_searches_as_the_configuration_says(
-    setup: tuple[Path, dict[str, str], str], caplog: pytest.LogCaptureFixture
+    face_setup: tuple[Path, dict[str, str], str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    config, env, mode = setup
+    config, env, mode = face_setup
     query = run_kb(config, env, "query", QUESTION, "--json")
     assert query.returncode == 0, query.stderr
     hits = json.loads(query.stdout)
