@@ -16,7 +16,7 @@ delay per call so that kills land in the middle of the work):
 - a vault folder (or the vault itself) made unreadable (mode 000) under a running `kb
   daemon` that reconciles every two seconds, while the rest of the vault is edited, then
   readable again. Permissions do not bind root: run as root, kb runs as an unprivileged
-  user made for it (tests/unprivileged.py), with its own data folder.
+  user made for it (tests/support/unprivileged.py), with its own data folder.
 
 After each round `kb verify` must find the index equal to the vault, with no duplicate,
 orphan or half-written rows. The summary table counts rounds, faults injected, restarts,
@@ -52,7 +52,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from kb.db import embedded_url  # noqa: E402
 from kb.llm.fake import FakeEmbedder  # noqa: E402
-from unprivileged import (  # noqa: E402
+from support.unprivileged import (  # noqa: E402
     Account,
     NoAccount,
     account,

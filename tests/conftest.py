@@ -1,5 +1,6 @@
 """Shared fixtures: a real PostgreSQL (embedded, or KB_TEST_DATABASE_URL), a fresh
-database per test, example vaults, and kb wired to the counting fake provider."""
+database per test, example vaults, kb wired to the counting fake provider, and scripted
+model servers. What tests import lives in support/."""
 
 from __future__ import annotations
 
@@ -7,34 +8,26 @@ import contextlib
 import itertools
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import pytest
-from mcp.types import CallToolResult, TextContent
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from kb.config import Config, parse_config
-from kb.container import Container, open_store
-from kb.llm.fake import FakeChat, FakeEmbedder
-from kb.models.base import Embedder
-from kb.note_writing.events import SyncReport
-from kb.results import SearchResult
-from kb.search.hybrid import run
-from kb.search.plan import SearchPlan
-from kb.store import SearchHit, Store
+from kb.container import open_store
+from kb.store import Store
 from kb.store.schema import migrate
+from support import llm_server
+from support.configs import make_config, summaries_config, write_config
+from support.fake_kb import Kb
+from support.linked_vault import write_linked_vault
+from support.llm_server import Stub
+from support.paths import EXAMPLE_VAULT
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE_VAULT = ROOT / "examples" / "vault"
-OWNER = "Alex Doe"
 _db_names = itertools.count()
 
 
@@ -113,128 +106,46 @@ def vault(tmp_path: Path) -> Path:
     return target
 
 
-# The file and chunk summaries (`context.writes = ["summaries"]`): a setting, no longer the
-# default, and what the tests of their prompts, batches, rewrites and fallbacks read.
-SUMMARIES: dict[str, Any] = {"writes": ["summaries"], "passages": "none"}
-
-
-def summaries_config(vault_path: Path, **sections: Any) -> Config:
-    """make_config at the summaries' setting (SUMMARIES), with `sections` over it."""
-    context = {**SUMMARIES, **sections.pop("context", {})}
-    return make_config(vault_path, context=context, **sections)
-
-
-def make_config(vault_path: Path, **sections: Any) -> Config:
-    raw: dict[str, Any] = {
-        "owner_name": OWNER,
-        "vaults": [{"name": "v", "path": str(vault_path), "personal": ["Alex/**"]}],
-        "llm": {
-            "provider": "fake",
-            "chat_model": "fake-chat",
-            "embed_model": "hash-256",
-            "concurrency": 2,
-        },
-    }
-    for key, value in sections.items():
-        raw[key] = {**raw.get(key, {}), **value} if isinstance(value, dict) else value
-    return parse_config(raw, base_dir=vault_path.parent, env={})
-
-
-class Kb(Container):
-    """kb's parts on a test database, with the counting fake provider."""
-
-    # Tests read the fakes' counters and swap in fakes that fail on cue, all FakeChat and
-    # FakeEmbedder kinds: declared so, the counters type-check where tests read them. A test
-    # that puts a real client in their place does it through a plain Container.
-    chat: FakeChat
-    embedder: FakeEmbedder
-
-    def __init__(self, store: Store, config: Config) -> None:
-        super().__init__(
-            config,
-            store,
-            chat=FakeChat("fake-chat"),
-            embedder=FakeEmbedder(config.llm.embed_model),
-        )
-
-    def sync(self, **options: Any) -> SyncReport:
-        """A sync, then every queued note enriched, as `kb index --wait` does: what the
-        index holds afterwards is what a sync with the LLM inline would have written."""
-        report = super().sync(**options)
-        enriched = self.drain()
-        report.llm_calls += enriched.llm_calls
-        report.fallbacks += enriched.fallbacks
-        report.embedded += enriched.embedded
-        return report
-
-    def reset_counts(self) -> None:
-        self.chat.calls.clear()
-        self.embedder.calls = 0
-        self.embedder.texts = 0
-
-
-def kb_command(config: Path, *args: str) -> list[str]:
-    """The command line of a whole `kb` process on a config file."""
-    return [sys.executable, "-m", "kb", "--config", str(config), *args]
-
-
-def run_kb(config: Path, env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """A whole `kb` process on a config file, run to its end, its output captured."""
-    return subprocess.run(
-        kb_command(config, *args), capture_output=True, text=True, env=dict(env), timeout=300
-    )
-
-
-def search_store(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
-    """A search of a test's store (`kb.search.hybrid.run`, given the repositories it reads)."""
-    return run(
-        embedder, plan, candidates=store.candidates, vectors=store.vectors, queue=store.queue
-    )
-
-
-def rows(store: Store, query: str, *params: object) -> list[dict[str, Any]]:
-    """Rows of a test's own SQL (statements written as literals, as kb's are)."""
-    with store.pool.connection() as conn:
-        return conn.execute(query, params).fetchall()
-
-
-def stored_chunks(store: Store, path: str) -> list[dict[str, Any]]:
-    """A note's chunk rows, in order."""
-    return rows(
-        store,
-        "SELECT c.* FROM chunks c JOIN documents d ON d.id = c.document_id"
-        " WHERE d.path = %s ORDER BY position",
-        path,
-    )
-
-
-def tool_text(result: CallToolResult) -> str:
-    """The text of a tool's answer: kb's tools answer in text."""
-    content = result.content[0]
-    assert isinstance(content, TextContent)
-    return content.text
-
-
-def similarity(hit: SearchHit) -> float:
-    """A hit's cosine similarity, which every search that embedded the query gives."""
-    assert hit.similarity is not None
-    return hit.similarity
-
-
-def file_summaries(chat: FakeChat) -> int:
-    """Calls that wrote a file summary: alone, or with the chunk summaries of a short note."""
-    return chat.calls["file_summary"] + chat.calls["note_summary"]
+@pytest.fixture
+def kb(store: Store, vault: Path, request: pytest.FixtureRequest) -> Kb:
+    """kb on the test's store and vault: make_config's, with the sections of the test's
+    `kb_config` marker over it (a module sets it in `pytestmark`)."""
+    marker = request.node.get_closest_marker("kb_config")
+    return Kb(store, make_config(vault, **(marker.kwargs if marker else {})))
 
 
 @pytest.fixture
-def kb(store: Store, vault: Path) -> Kb:
-    return Kb(store, make_config(vault))
+def indexed(kb: Kb) -> Kb:
+    """kb with the vault synced, its counters back at zero."""
+    kb.sync()
+    kb.reset_counts()
+    return kb
 
 
 @pytest.fixture
 def summaries_kb(store: Store, vault: Path) -> Kb:
     """kb at the summaries' setting (SUMMARIES)."""
     return Kb(store, summaries_config(vault))
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, vault: Path) -> Path:
+    """The config file of a whole `kb` process on the example vault (named "example")."""
+    return write_config(tmp_path / "kb.toml", vault, name="example")
+
+
+@pytest.fixture
+def linked_vault(tmp_path: Path) -> Path:
+    """The small vault of linked notes (support.linked_vault)."""
+    return write_linked_vault(tmp_path / "linked")
+
+
+@pytest.fixture
+def linked_kb(linked_vault: Path, store: Store) -> Kb:
+    """kb on the linked vault with structural context only, synced."""
+    kb = Kb(store, make_config(linked_vault, context={"summaries": "structure"}))
+    kb.sync()
+    return kb
 
 
 @pytest.fixture
@@ -246,3 +157,16 @@ def fake_models(monkeypatch: pytest.MonkeyPatch) -> None:
         "KB_EMBED_MODEL": "hash-256",
     }.items():
         monkeypatch.setenv(name, value)
+
+
+@pytest.fixture
+def stub() -> Iterator[Stub]:
+    """A scripted model server (support.llm_server)."""
+    with llm_server.scripted() as s:
+        yield s
+
+
+@pytest.fixture
+def dead_url() -> str:
+    """A loopback port with nothing listening on it."""
+    return llm_server.dead_url()

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from conftest import OWNER, Kb, make_config, search_store
 from kb.config import SearchMode
 from kb.errors import LLMError
 from kb.fusion import Fusion
@@ -30,6 +29,9 @@ from kb.search.answer import (
 from kb.search.plan import SearchPlan
 from kb.services.searching import SearchRequest
 from kb.store import NoteInfo, SearchFilter, Store
+from support.configs import OWNER, make_config
+from support.fake_kb import Kb
+from support.reading import search_store
 
 # -- fitting passages --------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from kb.container import Container, open_store
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.prompting import prompts
 from kb.store import SearchHit
+from support.configs import write_config
 
 ROOT = Path(__file__).resolve().parents[1]
 # bench/retrieval.py imports its neighbour bench/reference.py as a script would.
@@ -364,12 +365,7 @@ def test_a_statement_restates_a_fact_by_its_content_words() -> None:
 def test_evaluating_an_existing_index_with_the_example_questions(
     tmp_path: Path, vault: Path, db_url: str
 ) -> None:
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n[database]\nurl = "{db_url}"\n'
-        f'[[vaults]]\nname = "example"\npath = "{vault}"\npersonal = ["Alex/**"]\n'
-        '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n'
-    )
+    config = write_config(tmp_path / "kb.toml", vault, name="example", database={"url": db_url})
     cfg = load_config(config, env={})
     with open_store(db_url) as store:
         parts = Container(cfg, store, chat=FakeChat(), embedder=FakeEmbedder())

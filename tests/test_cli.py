@@ -11,40 +11,20 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conftest import kb_command, run_kb
-from daemon_helpers import wait_for
 from kb.store.schema import migrate, migrations
-
-
-def _config(tmp_path: Path, vault: Path, llm: str) -> Path:
-    path = tmp_path / "kb.toml"
-    path.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
-        f'personal = ["Alex/**"]\n\n[llm]\n{llm}\n'
-    )
-    return path
-
-
-FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
-
-
-def kb(config: Path, db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_kb(config, {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}, *args)
-
-
-@pytest.fixture
-def cfg(tmp_path: Path, vault: Path) -> Path:
-    return _config(tmp_path, vault, FAKE)
+from support.cli import kb_command, run_cli, run_kb
+from support.configs import write_config
+from support.daemons import wait_for
 
 
 def test_index_query_status_round_trip(cfg: Path, vault: Path, db_url: str) -> None:
-    first = kb(cfg, db_url, "index", "--wait")  # with the vectors
+    first = run_cli(cfg, db_url, "index", "--wait")  # with the vectors
     assert first.returncode == 0, first.stderr
     assert "15 files: 15 indexed" in first.stderr
-    again = kb(cfg, db_url, "index")
+    again = run_cli(cfg, db_url, "index")
     assert "15 unchanged" in again.stderr and " 0 LLM calls" in again.stderr
 
-    result = kb(cfg, db_url, "query", "miso ramen chili oil", "--json", "--top-k", "3")
+    result = run_cli(cfg, db_url, "query", "miso ramen chili oil", "--json", "--top-k", "3")
     assert result.returncode == 0, result.stderr
     hits = json.loads(result.stdout)
     assert 1 <= len(hits) <= 3
@@ -64,42 +44,55 @@ def test_index_query_status_round_trip(cfg: Path, vault: Path, db_url: str) -> N
     # The raw chunk as it is in the note, not full_context.
     assert hits[0]["content"] in (vault / hits[0]["path"]).read_text()
 
-    filtered = json.loads(kb(cfg, db_url, "query", "postgres", "--json", "--path", "Alex/").stdout)
+    filtered = json.loads(
+        run_cli(cfg, db_url, "query", "postgres", "--json", "--path", "Alex/").stdout
+    )
     assert filtered and all(h["path"].startswith("Alex/") for h in filtered)
 
-    text = kb(cfg, db_url, "query", "miso ramen")
+    text = run_cli(cfg, db_url, "query", "miso ramen")
     assert "Weeknight Miso Ramen.md" in text.stdout and "similarity" in text.stdout
 
     args = ("--json", "--tag", "hiking", "--tag", "journal", "--after", "2000-01-01")
     for mode in ("vector", "text", "hybrid"):
-        tagged = json.loads(kb(cfg, db_url, "query", "climb", "--mode", mode, *args).stdout)
+        tagged = json.loads(run_cli(cfg, db_url, "query", "climb", "--mode", mode, *args).stdout)
         assert {h["path"] for h in tagged} == {"Alex/Journal/2024-04-12.md"}, mode
-    future = kb(cfg, db_url, "query", "climb", "--json", "--after", "2999-01-01")
+    future = run_cli(cfg, db_url, "query", "climb", "--json", "--after", "2999-01-01")
     assert future.returncode == 0 and json.loads(future.stdout) == []
-    assert kb(cfg, db_url, "query", "climb", "--mode", "fuzzy").returncode == 2
-    assert kb(cfg, db_url, "query", "climb", "--after", "yesterday").returncode == 2
+    assert run_cli(cfg, db_url, "query", "climb", "--mode", "fuzzy").returncode == 2
+    assert run_cli(cfg, db_url, "query", "climb", "--after", "yesterday").returncode == 2
 
-    status = json.loads(kb(cfg, db_url, "status", "--json").stdout)
+    status = json.loads(run_cli(cfg, db_url, "status", "--json").stdout)
     assert status["documents"] == 15 and status["embed_model"] == "hash-256"
     assert status["chunks"] == status["embedded"] > 0 and status["last_sync"]
 
-    redo = kb(cfg, db_url, "reindex", "--embeddings-only", "--wait")
+    redo = run_cli(cfg, db_url, "reindex", "--embeddings-only", "--wait")
     assert redo.returncode == 0 and "every vector dropped" in redo.stderr
     assert "embedded 14 notes and enriched 0 here" in redo.stderr
 
 
 def test_failed_files_set_the_exit_code(cfg: Path, db_url: str, vault: Path) -> None:
     (vault / "bad.md").write_bytes(b"\xff\xfe\x00binary")
-    result = kb(cfg, db_url, "index")
+    result = run_cli(cfg, db_url, "index")
     assert result.returncode == 3
     assert "bad.md" in result.stderr and "Traceback" not in result.stderr
-    status = json.loads(kb(cfg, db_url, "status", "--json").stdout)
+    status = json.loads(run_cli(cfg, db_url, "status", "--json").stdout)
     assert [f["path"] for f in status["failures"]] == ["bad.md"], status["failures"]
 
 
 def test_unreachable_ollama_is_one_line(tmp_path: Path, vault: Path, db_url: str) -> None:
-    cfg = _config(tmp_path, vault, 'provider = "ollama"\nhost = "http://127.0.0.1:9"\nretries = 0')
-    result = kb(cfg, db_url, "index", "--wait")  # the notes are stored, then embedded
+    cfg = write_config(
+        tmp_path / "kb.toml",
+        vault,
+        name="example",
+        llm={
+            "provider": "ollama",
+            "chat_model": "qwen2.5:1.5b",
+            "embed_model": "nomic-embed-text",
+            "host": "http://127.0.0.1:9",
+            "retries": 0,
+        },
+    )
+    result = run_cli(cfg, db_url, "index", "--wait")  # the notes are stored, then embedded
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -107,15 +100,15 @@ def test_unreachable_ollama_is_one_line(tmp_path: Path, vault: Path, db_url: str
 
 
 def test_bad_config_names_the_key(tmp_path: Path, vault: Path, db_url: str) -> None:
-    cfg = _config(tmp_path, vault, 'provider = "fake"\nconcurrency = "many"')
-    result = kb(cfg, db_url, "index")
+    cfg = write_config(tmp_path / "kb.toml", vault, name="example", llm={"concurrency": "many"})
+    result = run_cli(cfg, db_url, "index")
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0
     assert "llm.concurrency" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_query_before_index_says_what_to_do(cfg: Path, db_url: str) -> None:
-    result = kb(cfg, db_url, "query", "anything")
+    result = run_cli(cfg, db_url, "query", "anything")
     assert result.returncode == 1 and "run `kb index` first" in result.stderr
 
 
@@ -130,26 +123,28 @@ def test_migrations_apply_once_even_when_racing(blank_db_url: str) -> None:
 
 
 def test_query_rerank_flag(cfg: Path, db_url: str) -> None:
-    assert kb(cfg, db_url, "index").returncode == 0
-    result = kb(cfg, db_url, "query", "miso ramen", "--rerank", "--json", "--top-k", "2")
+    assert run_cli(cfg, db_url, "index").returncode == 0
+    result = run_cli(cfg, db_url, "query", "miso ramen", "--rerank", "--json", "--top-k", "2")
     assert result.returncode == 0, result.stderr
     hits = json.loads(result.stdout)
     assert len(hits) == 2 and all(isinstance(h["relevance"], int) for h in hits)
-    plain = json.loads(kb(cfg, db_url, "query", "miso ramen", "--json").stdout)
+    plain = json.loads(run_cli(cfg, db_url, "query", "miso ramen", "--json").stdout)
     assert all(h["relevance"] is None for h in plain)
-    shown = kb(cfg, db_url, "query", "miso ramen", "--rerank", "--top-k", "1")
+    shown = run_cli(cfg, db_url, "query", "miso ramen", "--rerank", "--top-k", "1")
     assert "relevance 10/10" in shown.stdout
 
 
 def test_ask_streams_an_answer_then_its_sources(cfg: Path, db_url: str) -> None:
-    assert kb(cfg, db_url, "index").returncode == 0
-    result = kb(cfg, db_url, "ask", "which miso goes into the ramen", "--top-k", "3")
+    assert run_cli(cfg, db_url, "index").returncode == 0
+    result = run_cli(cfg, db_url, "ask", "which miso goes into the ramen", "--top-k", "3")
     assert result.returncode == 0, result.stderr
     answer, _, sources = result.stdout.partition("\n\n[1] ")
     assert "[1]" in answer or "[2]" in answer or "[3]" in answer
     assert sources.startswith("example/") and "[3] example/" in sources
 
-    as_json = json.loads(kb(cfg, db_url, "ask", "which miso goes into the ramen", "--json").stdout)
+    as_json = json.loads(
+        run_cli(cfg, db_url, "ask", "which miso goes into the ramen", "--json").stdout
+    )
     assert set(as_json) >= {"answer", "sources", "cited", "model", "timings", "not_in_notes"}
     assert as_json["model"] == "fake-chat"
     assert set(as_json["cited"]) <= {s["number"] for s in as_json["sources"]}
@@ -157,40 +152,40 @@ def test_ask_streams_an_answer_then_its_sources(cfg: Path, db_url: str) -> None:
 
 
 def test_ask_before_index_says_what_to_do(cfg: Path, db_url: str) -> None:
-    result = kb(cfg, db_url, "ask", "anything")
+    result = run_cli(cfg, db_url, "ask", "anything")
     assert result.returncode == 1 and "run `kb index` first" in result.stderr
     assert "Traceback" not in result.stderr
 
 
 def test_index_then_worker_until_empty(cfg: Path, db_url: str, vault: Path) -> None:
-    first = kb(cfg, db_url, "index")
+    first = run_cli(cfg, db_url, "index")
     assert first.returncode == 0, first.stderr
     assert " 0 LLM calls" in first.stderr
     assert "enrichment: 14 notes queued for their LLM context" in first.stderr
-    queued = json.loads(kb(cfg, db_url, "status", "--json").stdout)["enrichment"]
+    queued = json.loads(run_cli(cfg, db_url, "status", "--json").stdout)["enrichment"]
     assert queued["items"] == 14 and queued["failing"] == 0 and queued["workers"] == []
-    assert kb(cfg, db_url, "verify").returncode == 0  # searchable (and in sync) already
-    shown = kb(cfg, db_url, "status").stdout
+    assert run_cli(cfg, db_url, "verify").returncode == 0  # searchable (and in sync) already
+    shown = run_cli(cfg, db_url, "status").stdout
     assert "enrichment   14 notes queued, 0 in progress, 0 failing" in shown
 
-    worker = kb(cfg, db_url, "worker", "--until-empty", "--concurrency", "2")
+    worker = run_cli(cfg, db_url, "worker", "--until-empty", "--concurrency", "2")
     assert worker.returncode == 0, worker.stderr
     assert worker.stderr.count("msg=enriched ") == 14
-    done = json.loads(kb(cfg, db_url, "status", "--json").stdout)["enrichment"]
+    done = json.loads(run_cli(cfg, db_url, "status", "--json").stdout)["enrichment"]
     assert done["items"] == 0 and done["done_last_hour"] == 14 and done["rate"] > 0
-    assert kb(cfg, db_url, "verify").returncode == 0
+    assert run_cli(cfg, db_url, "verify").returncode == 0
 
     note = vault / "Projects/Home Server.md"
     note.write_text(note.read_text().replace(" the ", " the zebra " * 9, 1))
-    waited = kb(cfg, db_url, "index", "--wait")
+    waited = run_cli(cfg, db_url, "index", "--wait")
     assert waited.returncode == 0, waited.stderr
     assert "embedded 1 notes and enriched 1 here: 2 LLM calls" in waited.stderr
     assert "every note has its vectors and its LLM context" in waited.stderr
-    assert json.loads(kb(cfg, db_url, "status", "--json").stdout)["enrichment"]["items"] == 0
+    assert json.loads(run_cli(cfg, db_url, "status", "--json").stdout)["enrichment"]["items"] == 0
 
 
 def test_worker_concurrency_is_bounded(cfg: Path, db_url: str) -> None:
-    result = kb(cfg, db_url, "worker", "--until-empty", "--concurrency", "100000")
+    result = run_cli(cfg, db_url, "worker", "--until-empty", "--concurrency", "100000")
     assert result.returncode == 2 and "--concurrency" in result.stderr
     assert "Traceback" not in result.stderr and "worker started" not in result.stderr
 
@@ -198,7 +193,7 @@ def test_worker_concurrency_is_bounded(cfg: Path, db_url: str) -> None:
 def test_search_numbers_out_of_range_are_usage_errors(cfg: Path, db_url: str) -> None:
     for command in ("query", "ask"):
         for args in (("-t", "2"), ("-t", "nan"), ("-t", "-inf"), ("-k", "100000000000000000000")):
-            result = kb(cfg, db_url, command, "ramen", *args)
+            result = run_cli(cfg, db_url, command, "ramen", *args)
             assert result.returncode == 2, (command, args)
             assert "Traceback" not in result.stderr
             assert "cosine similarity" in result.stderr or "or equal to 1000" in result.stderr
@@ -209,11 +204,11 @@ def test_a_path_filter_ends_at_a_folder_and_stays_in_the_vault(
 ) -> None:
     (vault / "Alex2").mkdir()
     (vault / "Alex2/goals.md").write_text("# Goals\n\nClimb a mountain in 2024.\n")
-    assert kb(cfg, db_url, "index").returncode == 0
+    assert run_cli(cfg, db_url, "index").returncode == 0
     for written in ("Alex", "./Alex/", "/Alex"):
-        found = json.loads(kb(cfg, db_url, "query", "goals", "--json", "-p", written).stdout)
+        found = json.loads(run_cli(cfg, db_url, "query", "goals", "--json", "-p", written).stdout)
         assert found and all(h["path"].startswith("Alex/") for h in found), written
-    outside = kb(cfg, db_url, "query", "goals", "--path", "../Alex")
+    outside = run_cli(cfg, db_url, "query", "goals", "--path", "../Alex")
     assert outside.returncode == 1
     [error] = outside.stderr.splitlines()
     assert error.startswith("error: ") and "'..'" in error
@@ -237,8 +232,8 @@ def test_ctrl_c_while_waiting_for_enrichment_is_one_line(
             f"# Walk {i}\n\nI climbed hill {i} with Bob in the rain.\n\n"
             f"## After\n\nWe ate sandwiches at the top and talked about work {i}.\n"
         )
-    cfg = _config(tmp_path, vault, FAKE)
-    assert kb(cfg, db_url, "index").returncode == 0
+    cfg = write_config(tmp_path / "kb.toml", vault, name="example")
+    assert run_cli(cfg, db_url, "index").returncode == 0
     queued = _queued(db_url)
     env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
     proc = subprocess.Popen(
@@ -262,14 +257,14 @@ def test_ctrl_c_while_waiting_for_enrichment_is_one_line(
     assert said[-1] == f"interrupted: {left} notes still queued for their LLM context", err
     assert said[-2].startswith("enrichment: "), err  # the sync, the queues
     # Nothing is held by the stopped process: the next wait finishes them.
-    done = kb(cfg, db_url, "index", "--wait")
+    done = run_cli(cfg, db_url, "index", "--wait")
     assert done.returncode == 0 and "every note has its vectors and its LLM context" in done.stderr
 
 
 def test_a_query_loads_neither_markdown_parsing_nor_file_watching(cfg: Path, db_url: str) -> None:
     """`kb query` in a fresh process, its imports listed by Python itself: a search reads
     rows, so the parser and the watcher are never loaded, nor a cross-encoder's runtime."""
-    assert kb(cfg, db_url, "index").returncode == 0
+    assert run_cli(cfg, db_url, "index").returncode == 0
     env = {**os.environ, "KB_DATABASE_URL": db_url, "PYTHONPROFILEIMPORTTIME": "1"}
     result = run_kb(cfg, env, "query", "miso ramen", "--json")
     assert result.returncode == 0 and json.loads(result.stdout), result.stderr[-500:]

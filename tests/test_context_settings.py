@@ -9,18 +9,17 @@ from typing import Any
 
 import pytest
 
-from conftest import OWNER, Kb, file_summaries, rows, stored_chunks, summaries_config
-from daemon_helpers import FAST, running, settle
 from kb.errors import KbError
 from kb.indexing.verify import verify
 from kb.prompting import prompts
 from kb.store import Store
+from support.configs import OWNER, SUMMARIES, summaries_config
+from support.daemons import FAST, running, settle
+from support.fake_kb import Kb, file_summaries
+from support.reading import rows, stored_chunks
 
-
-@pytest.fixture
-def kb(summaries_kb: Kb) -> Kb:
-    """This module's notes get the file and chunk summaries (SUMMARIES)."""
-    return summaries_kb
+# This module's notes get the file and chunk summaries.
+pytestmark = pytest.mark.kb_config(context=SUMMARIES)
 
 
 NEW_OWNER = "Sam Roe"

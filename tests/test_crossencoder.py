@@ -1,6 +1,6 @@
 """Re-ranking by a cross-encoder: a /rerank server (a real local HTTP server in a thread,
 answering in Jina's shape or text-embeddings-inference's) and a local ONNX model the tests
-build themselves (tests/tiny_crossencoder.py), both scoring a passage by the words it holds,
+build themselves (tests/support/crossencoder.py), both scoring a passage by the words it holds,
 so the order they give is known. Searched on the example vault, in a real database."""
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -21,8 +20,6 @@ from typing import Any
 
 import pytest
 
-from conftest import Kb, make_config, run_kb
-from http_stub import QuietHandler, serving
 from kb.errors import KbError, LLMError, LLMUnavailable
 from kb.llm.onnx_crossencoder import OnnxCrossEncoder
 from kb.llm.rerank_server import ANSWER_LIMIT, RerankServer, read_scores
@@ -30,7 +27,11 @@ from kb.results import SearchHit, SearchResult, explanation, hits_json
 from kb.search.crossencoder import CrossEncoderReranker
 from kb.services.searching import SearchRequest
 from kb.store import Store
-from tiny_crossencoder import write_crossencoder
+from support.cli import run_kb
+from support.configs import make_config, write_config
+from support.crossencoder import write_crossencoder
+from support.fake_kb import Kb
+from support.http import QuietHandler, serving
 
 QUERY = "miso ramen"
 RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"
@@ -96,7 +97,7 @@ def _handler(stub: RerankStub) -> type[BaseHTTPRequestHandler]:
 
 
 @pytest.fixture
-def server() -> Iterator[RerankStub]:
+def rerank_server() -> Iterator[RerankStub]:
     stub = RerankStub()
     with serving(_handler(stub)) as url:
         stub.url = f"{url}/rerank"
@@ -104,12 +105,9 @@ def server() -> Iterator[RerankStub]:
 
 
 @pytest.fixture
-def dead_url() -> str:
-    """A loopback port with nothing listening on it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/rerank"
+def dead_rerank_url(dead_url: str) -> str:
+    """A re-ranking server's address on a loopback port with nothing listening on it."""
+    return f"{dead_url}/rerank"
 
 
 # --- the example vault, searched with a re-ranker ----------------------------------------------
@@ -152,14 +150,16 @@ def _check_reranked(plain: SearchResult, found: SearchResult) -> None:
 
 @pytest.mark.parametrize("style", ["jina", "tei"])
 def test_a_rerank_server_reorders_the_first_candidates(
-    store: Store, vault: Path, server: RerankStub, style: str
+    store: Store, vault: Path, rerank_server: RerankStub, style: str
 ) -> None:
-    kb = _kb(store, vault, backend="http", url=server.url, model="tiny", style=style, api_key="k")
+    kb = _kb(
+        store, vault, backend="http", url=rerank_server.url, model="tiny", style=style, api_key="k"
+    )
     assert kb.config.query.rerank  # a cross-encoder set up is used unasked
     plain = _search(kb, rerank=False)
     found = _search(kb)
     _check_reranked(plain, found)
-    [(body, headers)] = server.received
+    [(body, headers)] = rerank_server.received
     assert headers["authorization"] == "Bearer k"
     if style == "tei":
         assert set(body) == {"query", "texts", "truncate"} and len(body["texts"]) == CANDIDATES
@@ -173,19 +173,19 @@ def test_a_rerank_server_reorders_the_first_candidates(
     assert kb.chat.calls["rerank"] == 0  # the chat model judged nothing
     # Cached: the same search asks the server nothing.
     assert _search(kb).hits == found.hits
-    assert len(server.received) == 1
+    assert len(rerank_server.received) == 1
 
 
 def test_a_dead_rerank_server_leaves_the_search_order(
-    store: Store, vault: Path, dead_url: str
+    store: Store, vault: Path, dead_rerank_url: str
 ) -> None:
-    kb = _kb(store, vault, backend="http", url=dead_url)
+    kb = _kb(store, vault, backend="http", url=dead_rerank_url)
     plain = _search(kb, rerank=False)
     found = _search(kb)
     assert found.hits == plain.hits and found.mode_used == "hybrid"
     [warning] = found.warnings
     assert warning.startswith("re-ranking skipped, results in search order: cannot reach the ")
-    assert dead_url in warning and "\n" not in warning
+    assert dead_rerank_url in warning and "\n" not in warning
 
 
 @pytest.mark.parametrize(
@@ -210,28 +210,28 @@ def test_a_dead_rerank_server_leaves_the_search_order(
     ],
 )
 def test_a_server_fault_is_one_line(
-    server: RerankStub, status: int, body: bytes, says: str
+    rerank_server: RerankStub, status: int, body: bytes, says: str
 ) -> None:
-    server.reply = (status, body)
+    rerank_server.reply = (status, body)
     with pytest.raises(LLMError) as raised:
-        RerankServer(server.url).score("q", ["a", "b"])
+        RerankServer(rerank_server.url).score("q", ["a", "b"])
     message = str(raised.value)
-    assert message.startswith(f"the re-ranking server at {server.url} ")
+    assert message.startswith(f"the re-ranking server at {rerank_server.url} ")
     assert says in message and "\n" not in message
 
 
-def test_a_server_that_does_not_answer_in_time(server: RerankStub) -> None:
+def test_a_server_that_does_not_answer_in_time(rerank_server: RerankStub) -> None:
     release = threading.Event()
-    original = server.answer
+    original = rerank_server.answer
 
     def slow(body: dict[str, Any]) -> Any:
         release.wait(5)
         return original(body)
 
-    server.answer = slow  # type: ignore[method-assign]
+    rerank_server.answer = slow  # type: ignore[method-assign]
     try:
         with pytest.raises(LLMError, match=r"gave no answer in 0\.2 s: .*rerank\.timeout"):
-            RerankServer(server.url, timeout=0.2).score("q", ["a"])
+            RerankServer(rerank_server.url, timeout=0.2).score("q", ["a"])
     finally:
         release.set()
 
@@ -304,24 +304,24 @@ def test_an_answer_without_end_is_read_to_the_limit() -> None:
     ids=["nested", "huge-integer"],
 )
 def test_a_malformed_answer_leaves_the_search_order(
-    store: Store, vault: Path, server: RerankStub, reply: bytes
+    store: Store, vault: Path, rerank_server: RerankStub, reply: bytes
 ) -> None:
-    kb = _kb(store, vault, backend="http", url=server.url)
+    kb = _kb(store, vault, backend="http", url=rerank_server.url)
     plain = _search(kb, rerank=False)
-    server.reply = (200, reply)
+    rerank_server.reply = (200, reply)
     found = _search(kb)
     assert found.hits == plain.hits
     [warning] = found.warnings
     assert warning.startswith("re-ranking skipped, results in search order: the re-ranking ")
 
 
-def test_an_unreachable_server_is_unavailable(dead_url: str) -> None:
+def test_an_unreachable_server_is_unavailable(dead_rerank_url: str) -> None:
     with pytest.raises(LLMUnavailable, match=r"^cannot reach the re-ranking server at "):
-        RerankServer(dead_url).score("q", ["a"])
+        RerankServer(dead_rerank_url).score("q", ["a"])
 
 
-def test_no_passages_ask_nothing(dead_url: str) -> None:
-    assert RerankServer(dead_url).score("q", []) == []
+def test_no_passages_ask_nothing(dead_rerank_url: str) -> None:
+    assert RerankServer(dead_rerank_url).score("q", []) == []
 
 
 @pytest.mark.parametrize(
@@ -344,8 +344,8 @@ def test_both_answer_shapes_are_read_by_index(answer: Any) -> None:
     assert read_scores(answer, 3, "here") == [0.5, -3.0, 0.9]
 
 
-def test_a_password_in_the_url_is_not_shown(dead_url: str) -> None:
-    url = dead_url.replace("http://", "http://kb:secret@")
+def test_a_password_in_the_url_is_not_shown(dead_rerank_url: str) -> None:
+    url = dead_rerank_url.replace("http://", "http://kb:secret@")
     with pytest.raises(LLMError) as raised:
         RerankServer(url).score("q", ["a"])
     assert "secret" not in str(raised.value)
@@ -508,11 +508,12 @@ def test_kb_query_explains_a_local_models_order(
     tmp_path: Path, vault: Path, model: Path, db_url: str
 ) -> None:
     """Whole `kb` processes: the scores in --explain and --json, a missing folder's line."""
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n\n'
-        '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n\n'
-        f'[rerank]\nbackend = "onnx"\nfolder = "{model}"\ncandidates = {CANDIDATES}\n'
+    config = write_config(
+        tmp_path / "kb.toml",
+        vault,
+        name="example",
+        personal=(),
+        rerank={"backend": "onnx", "folder": str(model), "candidates": CANDIDATES},
     )
     env = {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
     assert run_kb(config, env, "index").returncode == 0

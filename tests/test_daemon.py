@@ -21,14 +21,22 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from watchdog.observers.inotify_c import InotifyFD
 
-from conftest import rows, stored_chunks
-from daemon_helpers import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
 from kb.container import open_store
 from kb.errors import LLMUnavailable
 from kb.indexing.verify import verify
 from kb.note_writing import preparing
 from kb.store import Store
 from kb.vault import notes
+from support.daemons import (
+    SteppedClock,
+    daemon_kb,
+    no_calls,
+    reconcile_now,
+    running,
+    settle,
+    wait_for,
+)
+from support.reading import rows, stored_chunks
 
 LONG_NOTE = "Projects/Home Server.md"
 
@@ -573,3 +581,17 @@ def test_the_interval_reconciles_on_the_daemons_own_clock(store: Store, vault: P
             "the interval's reconciliation",
         )
         assert record.indexed == 0 and daemon.idle
+
+
+def test_a_save_falls_due_on_the_daemons_own_clock(store: Store, vault: Path) -> None:
+    """The quiet period runs on the clock the daemon is given: a save waits an hour of it,
+    which the test steps through in a moment of the wall's."""
+    clock = SteppedClock()
+    kb = daemon_kb(store, vault, debounce=3600.0, max_delay=36000.0, reconcile_interval=1e7)
+    with running(kb, clock=clock) as daemon:
+        kb.reset_counts()
+        _edit_middle(vault / LONG_NOTE)
+        wait_for(lambda: len(daemon.debouncer), "the watcher to record the save")
+        assert not verify(kb.config, kb.store.documents).in_sync
+        settle(daemon, kb, timeout=30, clock=clock)
+    assert dict(kb.chat.calls) == {"questions": 1}

@@ -13,31 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from daemon_helpers import wait_for
 from kb.config import Config, load_config
 from kb.container import open_store
 from kb.indexing.verify import verify
 from kb.store import Store
-
-CONFIG = """\
-owner_name = "Alex Doe"
-
-[[vaults]]
-name = "v"
-path = "{vault}"
-personal = ["Alex/**"]
-
-[llm]
-provider = "fake"
-chat_model = "fake-chat"
-embed_model = "hash-8"
-
-[daemon]
-debounce = 0.3
-max_delay = 3.0
-heartbeat = 0.5
-shutdown_grace = 10.0
-"""
+from support.configs import write_config
+from support.daemons import FAST, wait_for
 
 
 class KbDaemon:
@@ -69,9 +50,8 @@ class KbDaemon:
 
 
 @pytest.fixture
-def setup(tmp_path: Path, vault: Path, db_url: str) -> Iterator[tuple[Path, Config, Store]]:
-    path = tmp_path / "kb.toml"
-    path.write_text(CONFIG.format(vault=vault))
+def daemon_setup(tmp_path: Path, vault: Path, db_url: str) -> Iterator[tuple[Path, Config, Store]]:
+    path = write_config(tmp_path / "kb.toml", vault, llm={"embed_model": "hash-8"}, daemon=FAST)
     config = load_config(path, env={})
     with open_store(db_url) as store:
         yield path, config, store
@@ -88,10 +68,10 @@ def daemons() -> Iterator[list[KbDaemon]]:
 
 
 def _start(
-    setup: tuple[Path, Config, Store], db_url: str, started: list[KbDaemon], role: str
+    daemon_setup: tuple[Path, Config, Store], db_url: str, started: list[KbDaemon], role: str
 ) -> KbDaemon:
     """Start a daemon and wait until it reports the role it should take."""
-    config_path, _, store = setup
+    config_path, _, store = daemon_setup
     d = KbDaemon(config_path, db_url, config_path.parent / f"daemon-{len(started)}.log")
     started.append(d)
     wait_for(lambda: _role(store, d.pid) == role, f"the new daemon to be a {role}")
@@ -108,11 +88,11 @@ def _in_sync(config: Config, store: Store) -> bool:
 
 
 def test_second_daemon_is_a_standby_and_takes_over(
-    setup: tuple[Path, Config, Store], db_url: str, vault: Path, daemons: list[KbDaemon]
+    daemon_setup: tuple[Path, Config, Store], db_url: str, vault: Path, daemons: list[KbDaemon]
 ) -> None:
-    config_path, config, store = setup
-    first = _start(setup, db_url, daemons, "writer")
-    second = _start(setup, db_url, daemons, "standby")
+    config_path, config, store = daemon_setup
+    first = _start(daemon_setup, db_url, daemons, "writer")
+    second = _start(daemon_setup, db_url, daemons, "standby")
     wait_for(lambda: _in_sync(config, store), "the index to equal the vault")
 
     (vault / "Inbox/First.md").write_text("# First\n\nwritten while the first daemon runs\n")
@@ -148,10 +128,10 @@ def test_second_daemon_is_a_standby_and_takes_over(
 
 
 def test_sigterm_in_the_middle_of_a_burst_then_restart_converges(
-    setup: tuple[Path, Config, Store], db_url: str, vault: Path, daemons: list[KbDaemon]
+    daemon_setup: tuple[Path, Config, Store], db_url: str, vault: Path, daemons: list[KbDaemon]
 ) -> None:
-    _, config, store = setup
-    first = _start(setup, db_url, daemons, "writer")
+    _, config, store = daemon_setup
+    first = _start(daemon_setup, db_url, daemons, "writer")
     wait_for(lambda: _in_sync(config, store), "the start-up reconciliation")
     before = len(store.documents.states("v"))
     burst = vault / "Burst"
@@ -168,7 +148,7 @@ def test_sigterm_in_the_middle_of_a_burst_then_restart_converges(
     assert "msg=stopping signal=SIGTERM" in log and "abandoned=False" in log
     assert len(store.documents.states("v")) < before + 3000, "the burst was not interrupted"
 
-    second = _start(setup, db_url, daemons, "writer")
+    second = _start(daemon_setup, db_url, daemons, "writer")
     wait_for(lambda: _in_sync(config, store), "a restarted daemon to converge", timeout=300)
     assert len(store.documents.states("v")) == before + 3000
     assert second.stop() == 0
@@ -178,8 +158,12 @@ def test_a_killed_daemon_looks_dead_at_once(
     tmp_path: Path, vault: Path, db_url: str, daemons: list[KbDaemon]
 ) -> None:
     # The default heartbeat: a stale heartbeat alone would take 15 s to tell.
-    path = tmp_path / "kb.toml"
-    path.write_text(CONFIG.format(vault=vault).replace("heartbeat = 0.5", "heartbeat = 5.0"))
+    path = write_config(
+        tmp_path / "kb.toml",
+        vault,
+        llm={"embed_model": "hash-8"},
+        daemon={**FAST, "heartbeat": 5.0},
+    )
     config = load_config(path, env={})
     with open_store(db_url) as store:
         writer = _start((path, config, store), db_url, daemons, "writer")

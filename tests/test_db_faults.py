@@ -17,12 +17,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conftest import Kb, make_config
 from kb.container import open_store
 from kb.errors import KbError
 from kb.indexing.verify import verify
 from kb.llm.fake import FakeEmbedder
-from test_cli import FAKE, _config, kb
+from support.cli import run_cli
+from support.configs import make_config, write_config
+from support.fake_kb import Kb
 
 # A trigger that makes the backend running it terminate itself, as pg_terminate_backend
 # from another session would: the transaction in flight is lost with its connection.
@@ -65,8 +66,8 @@ def test_connection_terminated_mid_transaction(kb: Kb) -> None:
 def _indexed_then_cut_at(tmp_path: Path, vault: Path, db_url: str, event: str) -> Path:
     """The vault indexed through the command line, its config returned; from now on the
     server ends the connection of the next statement that writes chunks by `event`."""
-    cfg = _config(tmp_path, vault, FAKE)
-    assert kb(cfg, db_url, "index").returncode == 0
+    cfg = write_config(tmp_path / "kb.toml", vault, name="example")
+    assert run_cli(cfg, db_url, "index").returncode == 0
     with psycopg.connect(db_url, autocommit=True) as conn:
         conn.execute(TERMINATE.format(event=event))
     return cfg
@@ -76,7 +77,7 @@ def test_reembed_with_the_connection_cut_is_one_line(
     tmp_path: Path, vault: Path, db_url: str
 ) -> None:
     cfg = _indexed_then_cut_at(tmp_path, vault, db_url, "UPDATE")
-    result = kb(cfg, db_url, "reindex", "--embeddings-only")
+    result = run_cli(cfg, db_url, "reindex", "--embeddings-only")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
@@ -93,7 +94,7 @@ def test_the_server_gone_in_the_middle_of_a_copy_is_one_line(
         f"## Part {i}\n\n" + f"Words of part {i}. " * 60 + "\n\n" for i in range(300)
     )
     (vault / "Long.md").write_text("# Long\n\n" + sections)
-    result = kb(cfg, db_url, "index")
+    result = run_cli(cfg, db_url, "index")
     assert result.returncode == 1
     *progress, said = result.stderr.strip().splitlines()
     assert all(line.startswith("indexing ") for line in progress), result.stderr

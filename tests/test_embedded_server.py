@@ -23,19 +23,16 @@ import psutil
 import psycopg
 import pytest
 
-from conftest import EXAMPLE_VAULT, kb_command, run_kb
 from kb.note_writing.bulk import BULK_LOAD_NOTES
-
-FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
+from support.cli import kb_command, run_kb
+from support.configs import write_config
+from support.paths import EXAMPLE_VAULT
 
 
 def _config(tmp_path: Path, vault: Path, data_dir: Path) -> Path:
-    path = tmp_path / "kb.toml"
-    path.write_text(
-        f'owner_name = "Alex Doe"\ndata_dir = {json.dumps(str(data_dir))}\n\n'
-        f'[[vaults]]\nname = "example"\npath = {json.dumps(str(vault))}\n\n[llm]\n{FAKE}\n'
+    return write_config(
+        tmp_path / "kb.toml", vault, name="example", personal=(), data_dir=str(data_dir)
     )
-    return path
 
 
 def _env() -> dict[str, str]:

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from conftest import OWNER, Kb, file_summaries, rows, search_store, stored_chunks, summaries_config
 from kb.container import Container
 from kb.context import full_context, header_line
 from kb.indexing.enrich import Attempt
@@ -25,12 +24,12 @@ from kb.models.base import Prompt
 from kb.note_writing.events import SyncReport
 from kb.search.plan import SearchPlan
 from kb.store import Claim, Store
+from support.configs import SUMMARIES, summaries_config, write_config
+from support.fake_kb import Kb, file_summaries
+from support.reading import rows, search_store, stored_chunks
 
-
-@pytest.fixture
-def kb(summaries_kb: Kb) -> Kb:
-    """The queue's tests count the file summaries each note is enriched with (SUMMARIES)."""
-    return summaries_kb
+# The queue's tests count the file summaries each note is enriched with.
+pytestmark = pytest.mark.kb_config(context=SUMMARIES)
 
 
 LONG_NOTE = "Projects/Home Server.md"
@@ -419,13 +418,12 @@ def test_a_killed_worker_leaves_its_note_to_another(
 ) -> None:
     fast_sync(kb)
     server = HangingChatServer()
-    config = tmp_path / "worker.toml"
-    config.write_text(
-        f'owner_name = "{OWNER}"\n\n[[vaults]]\nname = "v"\npath = "{vault}"\n'
-        'personal = ["Alex/**"]\n\n'
-        f'[llm]\nprovider = "openai"\nhost = "{server.url}"\nchat_model = "fake-chat"\n'
-        'embed_model = "hash-256"\nretries = 0\ntimeout = 600\n\n[enrich]\nlease = 5\n'
-        '\n[context]\nwrites = ["summaries"]\npassages = "none"\n'
+    config = write_config(
+        tmp_path / "worker.toml",
+        vault,
+        llm={"provider": "openai", "host": server.url, "retries": 0, "timeout": 600},
+        enrich={"lease": 5},
+        context=SUMMARIES,
     )
     worker = subprocess.Popen(
         [sys.executable, "-m", "kb", "--config", str(config), "worker"],

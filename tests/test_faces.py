@@ -16,34 +16,30 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import run_kb
 from kb.cli.query import forwarded
 from kb.config import load_config
 from kb.container import Container
 from kb.daemon.query_socket import serving
 from kb.locations import config_identity
 from kb.mcp.tools import build_server
+from support.cli import run_kb
+from support.configs import write_config
 
-FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 QUESTION = "when did I climb a mountain"
 # Settings no face may leave out: a mode other than hybrid, re-ranking on, a fusion other
 # than the default, fewer hits than the faces' own defaults.
-SETTINGS = {
-    "text mode": ('mode = "text"\nrerank = true', "text"),
-    "fused": ('fusion = "rrf"\nvector_weight = 0.5\nrerank = true\ntop_k = 3', "hybrid"),
+SETTINGS: dict[str, tuple[dict[str, Any], str]] = {
+    "text mode": ({"mode": "text", "rerank": True}, "text"),
+    "fused": ({"fusion": "rrf", "vector_weight": 0.5, "rerank": True, "top_k": 3}, "hybrid"),
 }
 
 
 @pytest.fixture(params=sorted(SETTINGS))
-def setup(
+def face_setup(
     request: pytest.FixtureRequest, tmp_path: Path, vault: Path, db_url: str
 ) -> Iterator[tuple[Path, dict[str, str], str]]:
     query, mode = SETTINGS[request.param]
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
-        f'personal = ["Alex/**"]\n\n[llm]\n{FAKE}\n\n[query]\n{query}\n'
-    )
+    config = write_config(tmp_path / "kb.toml", vault, name="example", query=query)
     with tempfile.TemporaryDirectory(prefix="kbf-") as runtime:
         os.chmod(runtime, 0o700)
         env = {**os.environ, "KB_DATABASE_URL": db_url, "XDG_RUNTIME_DIR": runtime}
@@ -72,9 +68,9 @@ def _mcp(parts: Container) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def test_every_face_searches_as_the_configuration_says(
-    setup: tuple[Path, dict[str, str], str], caplog: pytest.LogCaptureFixture
+    face_setup: tuple[Path, dict[str, str], str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    config, env, mode = setup
+    config, env, mode = face_setup
     query = run_kb(config, env, "query", QUESTION, "--json")
     assert query.returncode == 0, query.stderr
     hits = json.loads(query.stdout)

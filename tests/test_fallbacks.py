@@ -8,18 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import OWNER, Kb, rows, stored_chunks
 from kb.llm.fake import FakeChat
 from kb.models.base import Prompt
 from kb.prompting.outputs import split_parts
 from kb.store import Store
 from kb.vault.wikitext import readable
+from support.configs import OWNER, SUMMARIES
+from support.fake_kb import Kb
+from support.reading import rows, stored_chunks
 
-
-@pytest.fixture
-def kb(summaries_kb: Kb) -> Kb:
-    """This module's notes get the file and chunk summaries (SUMMARIES)."""
-    return summaries_kb
+# This module's notes get the file and chunk summaries.
+pytestmark = pytest.mark.kb_config(context=SUMMARIES)
 
 
 JOURNAL = "Alex/Journal/2024-04-12.md"

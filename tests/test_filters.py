@@ -18,7 +18,6 @@ from starlette.testclient import TestClient
 from typer.core import TyperGroup
 from typer.testing import CliRunner
 
-from conftest import Kb, tool_text
 from kb.cli.app import app
 from kb.cli.query import forwarded
 from kb.mcp.tools import build_server
@@ -29,6 +28,8 @@ from kb.services.searching import SearchRequest
 from kb.store import SearchFilter
 from kb.web.forms import FormError, read_form
 from kb.web.routes import web_app
+from support.fake_kb import Kb
+from support.reading import tool_text
 
 # Each filter as a person writes it (tags several times), and what it is read as.
 GIVEN: dict[str, tuple[tuple[str, ...], Any]] = {

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kb, make_config
 from kb.errors import NoteError
 from kb.store import Store
 from kb.vault.parsing import MAX_FRONTMATTER_DEPTH, parse_note
+from support.configs import make_config
+from support.fake_kb import Kb
 
 
 def alias_bomb(levels: int) -> str:

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kb, search_store
 from kb.config import SearchMode
 from kb.errors import KbError
 from kb.search.plan import MAX_QUERY_CHARS, SearchPlan
 from kb.store import SearchFilter
-from test_cli import FAKE, _config
+from support.configs import write_config
+from support.fake_kb import Kb
+from support.reading import search_store
 
 METACHARACTERS = [
     "'",
@@ -83,7 +84,7 @@ def _kb_bytes(config: Path, db_url: str, *args: str | bytes) -> subprocess.Compl
 
 
 def test_cli_hostile_queries_are_one_line(tmp_path: Path, vault: Path, db_url: str) -> None:
-    cfg = _config(tmp_path, vault, FAKE)
+    cfg = write_config(tmp_path / "kb.toml", vault, name="example")
     assert _kb_bytes(cfg, db_url, "index").returncode == 0
     cases: list[tuple[tuple[str | bytes, ...], int]] = [
         (("query", "ramen " * 16_000), 1),  # 96 kB

@@ -14,7 +14,6 @@ import pytest
 from mcp import Client
 from watchdog.events import FileModifiedEvent
 
-from conftest import Kb, make_config, rows, tool_text
 from kb.config import Config, VaultConfig
 from kb.daemon.watcher import Recorder
 from kb.dates import DailyNotes
@@ -26,13 +25,16 @@ from kb.services.searching import SearchRequest
 from kb.store import SearchFilter, Store
 from kb.vault.notes import Scope, folds_case, is_note, read_note, scan_vault, stat_note
 from kb.vault.obsidian import settings_of
+from support.configs import make_config
+from support.fake_kb import Kb
+from support.reading import rows, tool_text
 
 SECRET = "IGNORED-SECRET-TEXT"
 LINKS = {"Pub/link.md", "Pub/trash.md", "Pub/settings.md"}
 
 
 @pytest.fixture
-def linked(tmp_path: Path) -> Path:
+def symlinked_vault(tmp_path: Path) -> Path:
     """A vault whose ignored folder, .trash/ and .obsidian/ are reached through links."""
     vault = tmp_path / "vault"
     for rel in ("Private/secret.md", ".trash/old.md", ".obsidian/x.md"):
@@ -58,8 +60,10 @@ def _texts(store: Store) -> str:
     return "".join(r["content"] + r["full_context"] for r in rows)
 
 
-def test_a_link_to_an_ignored_or_hidden_note_is_not_read(store: Store, linked: Path) -> None:
-    config = _config(linked)
+def test_a_link_to_an_ignored_or_hidden_note_is_not_read(
+    store: Store, symlinked_vault: Path
+) -> None:
+    config = _config(symlinked_vault)
     kb = Kb(store, config)
     report = kb.sync()
     assert set(store.documents.states("v")) == {"Pub/ok.md"}
@@ -73,16 +77,18 @@ def test_a_link_to_an_ignored_or_hidden_note_is_not_read(store: Store, linked: P
             read_note(config.vaults[0], rel)
 
 
-def test_a_linked_folder_into_an_ignored_folder_is_not_entered(store: Store, linked: Path) -> None:
+def test_a_linked_folder_into_an_ignored_folder_is_not_entered(
+    store: Store, symlinked_vault: Path
+) -> None:
     """The scan never enters a linked folder; a path through one, named by a watcher event,
     a scoped sync or a caller, is not a note either."""
-    config = _config(linked)
+    config = _config(symlinked_vault)
     vault = config.vaults[0]
     through = {"Pub/privdir/secret.md", "Pub/trashdir/old.md"}
     keys: list[str] = []
     recorder = Recorder(vault, lambda _name, *k: keys.extend(k))
     for rel in through:
-        recorder.dispatch(FileModifiedEvent(os.path.join(linked, rel)))
+        recorder.dispatch(FileModifiedEvent(os.path.join(symlinked_vault, rel)))
     assert set(keys) == through  # by their names, notes: what they lead to decides
     assert all(stat_note(vault, rel) is None for rel in through)
     for rel in through:
@@ -98,8 +104,10 @@ def test_a_linked_folder_into_an_ignored_folder_is_not_entered(store: Store, lin
     assert SECRET not in _texts(store)
 
 
-def test_get_note_refuses_a_path_that_leads_to_an_ignored_note(store: Store, linked: Path) -> None:
-    kb = Kb(store, _config(linked))
+def test_get_note_refuses_a_path_that_leads_to_an_ignored_note(
+    store: Store, symlinked_vault: Path
+) -> None:
+    kb = Kb(store, _config(symlinked_vault))
     paths = ["Pub/privdir/secret.md", "Pub/trashdir/old.md", *sorted(LINKS)]
 
     async def check(client: Client) -> None:
@@ -161,14 +169,14 @@ def test_folds_case_is_what_the_disk_does(tmp_path: Path) -> None:
 
 
 def test_a_folding_disk_applies_rules_to_every_spelling(
-    linked: Path, monkeypatch: pytest.MonkeyPatch
+    symlinked_vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As on macOS: a request or a link target spelled in another case is held to the rule
     of the name the disk takes it for (simulated on Linux with a second, lower-case folder)."""
-    (linked / "private").mkdir()
-    (linked / "private/other.md").write_text(f"# Other\n\n{SECRET}\n")
-    (linked / "Pub/lower.md").symlink_to(Path("../private/other.md"))
-    vault = _config(linked).vaults[0]
+    (symlinked_vault / "private").mkdir()
+    (symlinked_vault / "private/other.md").write_text(f"# Other\n\n{SECRET}\n")
+    (symlinked_vault / "Pub/lower.md").symlink_to(Path("../private/other.md"))
+    vault = _config(symlinked_vault).vaults[0]
     assert is_note(vault, "private/other.md")
     assert read_note(vault, "Pub/lower.md")
     monkeypatch.setattr("kb.vault.notes.folds_case", lambda _folder: True)

@@ -11,17 +11,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import (
-    OWNER,
-    Kb,
-    file_summaries,
-    make_config,
-    rows,
-    search_store,
-    similarity,
-    stored_chunks,
-    summaries_config,
-)
 from kb.config import SearchMode
 from kb.context import LAYOUT_VERSION, full_context, header_line
 from kb.errors import Interrupted, LLMError, LockLost
@@ -33,6 +22,9 @@ from kb.search.plan import SearchPlan
 from kb.store import SearchFilter, Store
 from kb.vault.notes import Scope
 from kb.vault.wikitext import readable
+from support.configs import OWNER, make_config, summaries_config
+from support.fake_kb import Kb, file_summaries
+from support.reading import rows, search_store, similarity, stored_chunks
 
 LONG_NOTE = "Projects/Home Server.md"
 

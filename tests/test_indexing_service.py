@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import threading
 
-from conftest import Kb, rows
-from daemon_helpers import wait_for
 from kb.container import Container
 from kb.indexing.enrich import EnrichReport
 from kb.services import indexing
 from kb.store import WorkerBeat
+from support.daemons import wait_for
+from support.fake_kb import Kb
+from support.reading import rows
 
 QUEUED = 14  # the example vault's notes long enough for an LLM context
 

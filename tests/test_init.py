@@ -13,9 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kb, rows, run_kb
 from kb.config import load_config
 from kb.store import Store
+from support.cli import run_kb
+from support.configs import write_config
+from support.fake_kb import Kb
+from support.reading import rows
 
 JOURNAL_DAY = dt.date(2024, 5, 3)
 
@@ -224,13 +227,13 @@ def test_an_edit_of_the_daily_notes_settings_rebuilds_exactly_the_daily_notes(
 
 
 def _config_file(vault: Path) -> Path:
-    path = vault.parent / "kb.toml"
-    path.write_text(
-        f'owner_name = "Ana Lima"\n\n[[vaults]]\nname = "ana"\npath = "{vault}"\n'
-        'personal = ["Journal/**"]\n\n[llm]\nprovider = "fake"\nchat_model = "fake-chat"\n'
-        'embed_model = "hash-256"\n'
+    return write_config(
+        vault.parent / "kb.toml",
+        vault,
+        owner_name="Ana Lima",
+        name="ana",
+        personal=("Journal/**",),
     )
-    return path
 
 
 def test_kb_init_proposes_a_name_the_index_does_not_hold(tmp_path: Path, db_url: str) -> None:

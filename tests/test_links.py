@@ -12,14 +12,16 @@ import pytest
 from mcp import Client
 from starlette.testclient import TestClient
 
-from conftest import Kb, make_config, rows, tool_text
-from daemon_helpers import daemon_kb, no_calls, running, settle, wait_for
 from kb.errors import KbError
 from kb.mcp.tools import build_server
 from kb.services.note_links import NoteFinder
 from kb.store import Store
 from kb.vault.link_rules import Link, NoteName, extract, link_key, note_keys, resolve
 from kb.web.routes import web_app
+from support.configs import make_config
+from support.daemons import daemon_kb, no_calls, running, settle, wait_for
+from support.fake_kb import Kb
+from support.reading import rows, tool_text
 
 # -- extraction -----------------------------------------------------------------------------
 
@@ -162,7 +164,7 @@ def _id(store: Store, path: str) -> int:
 
 
 @pytest.fixture
-def linked(store: Store, tmp_path: Path) -> tuple[Kb, Path]:
+def hub_and_spokes(store: Store, tmp_path: Path) -> tuple[Kb, Path]:
     vault = tmp_path / "linked"
     _write(
         vault,
@@ -175,8 +177,8 @@ def linked(store: Store, tmp_path: Path) -> tuple[Kb, Path]:
     return Kb(store, make_config(vault)), vault
 
 
-def test_a_sync_stores_and_resolves_links(linked: tuple[Kb, Path], store: Store) -> None:
-    kb, _ = linked
+def test_a_sync_stores_and_resolves_links(hub_and_spokes: tuple[Kb, Path], store: Store) -> None:
+    kb, _ = hub_and_spokes
     kb.sync()
     assert _links(store) == [
         ("Hub.md", "Spoke", "Spoke.md"),
@@ -202,9 +204,9 @@ def test_a_sync_stores_and_resolves_links(linked: tuple[Kb, Path], store: Store)
 
 
 def test_new_moved_deleted_and_realiased_notes_re_resolve_without_models(
-    linked: tuple[Kb, Path], store: Store
+    hub_and_spokes: tuple[Kb, Path], store: Store
 ) -> None:
-    kb, vault = linked
+    kb, vault = hub_and_spokes
     kb.sync()
     # A note appears that an old link named.
     _write(vault, {"Later.md": "# Later\n"})
@@ -232,8 +234,8 @@ def test_new_moved_deleted_and_realiased_notes_re_resolve_without_models(
     assert ("Wheel.md", "hub", "sub/Hub.md") in _links(store)
 
 
-def test_an_unchanged_sync_writes_no_link(linked: tuple[Kb, Path], store: Store) -> None:
-    kb, _ = linked
+def test_an_unchanged_sync_writes_no_link(hub_and_spokes: tuple[Kb, Path], store: Store) -> None:
+    kb, _ = hub_and_spokes
     kb.sync()
     versions = rows(store, "SELECT xmin::text AS version FROM links ORDER BY 1")
     kb.sync()
@@ -242,9 +244,9 @@ def test_an_unchanged_sync_writes_no_link(linked: tuple[Kb, Path], store: Store)
 
 
 def test_links_a_stopped_sync_left_unresolved_are_resolved_by_the_next(
-    linked: tuple[Kb, Path], store: Store
+    hub_and_spokes: tuple[Kb, Path], store: Store
 ) -> None:
-    kb, _ = linked
+    kb, _ = hub_and_spokes
     kb.sync()
     with store.pool.connection() as conn:
         conn.execute("UPDATE links SET target_id = NULL, due = true")
@@ -254,9 +256,9 @@ def test_links_a_stopped_sync_left_unresolved_are_resolved_by_the_next(
 
 
 def test_notes_indexed_before_links_get_them_at_the_next_sync(
-    linked: tuple[Kb, Path], store: Store
+    hub_and_spokes: tuple[Kb, Path], store: Store
 ) -> None:
-    kb, _ = linked
+    kb, _ = hub_and_spokes
     kb.sync()
     with store.pool.connection() as conn:
         conn.execute("DELETE FROM links")
@@ -289,9 +291,9 @@ def test_a_link_looks_up_its_targets_name() -> None:
 
 
 def test_a_note_argument_in_each_form(
-    linked: tuple[Kb, Path], store: Store, monkeypatch: pytest.MonkeyPatch
+    hub_and_spokes: tuple[Kb, Path], store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    kb, vault = linked
+    kb, vault = hub_and_spokes
     kb.sync()
     finder = NoteFinder(kb.config.vaults, store.links)
     for form in ("v:Spoke.md", "Spoke.md", str(vault / "Spoke.md"), "spoke", "Nick"):

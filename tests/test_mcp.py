@@ -25,11 +25,14 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import TextResourceContents
 
-from conftest import Kb, kb_command, make_config, tool_text
 from kb.llm.fake import FakeChat
 from kb.mcp.tools import build_server
 from kb.models.base import Prompt
 from kb.services.note_reader import Vaults
+from support.cli import kb_command
+from support.configs import make_config
+from support.fake_kb import Kb
+from support.reading import tool_text
 
 TOOLS = {"search", "get_note", "note_links", "list_notes", "related_notes", "status", "ask"}
 
@@ -281,19 +284,8 @@ def test_a_symlinked_folder_inside_the_vault_is_still_contained(tmp_path: Path) 
 # -- the `kb mcp` process ----------------------------------------------------------------------
 
 
-def _config(tmp_path: Path, vault: Path) -> Path:
-    path = tmp_path / "kb.toml"
-    path.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
-        'personal = ["Alex/**"]\n\n[llm]\nprovider = "fake"\nchat_model = "fake-chat"\n'
-        'embed_model = "hash-256"\n'
-    )
-    return path
-
-
 @pytest.fixture
-def indexed(tmp_path: Path, vault: Path, db_url: str) -> Path:
-    cfg = _config(tmp_path, vault)
+def indexed_config(cfg: Path, db_url: str) -> Path:
     env = {**os.environ, "KB_DATABASE_URL": db_url}
     subprocess.run(
         kb_command(cfg, "index"),
@@ -321,10 +313,10 @@ async def _exercise(client: Client) -> None:
     assert outside.is_error and "not a path inside the vault" in tool_text(outside)
 
 
-def test_kb_mcp_over_stdio(indexed: Path, db_url: str) -> None:
+def test_kb_mcp_over_stdio(indexed_config: Path, db_url: str) -> None:
     params = StdioServerParameters(
         command=sys.executable,
-        args=kb_command(indexed, "mcp")[1:],
+        args=kb_command(indexed_config, "mcp")[1:],
         env={"KB_DATABASE_URL": db_url},
     )
 
@@ -342,7 +334,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def http_server(indexed: Path, db_url: str) -> Iterator[str]:
+def http_server(indexed_config: Path, db_url: str) -> Iterator[str]:
     port = _free_port()
     env = {**os.environ, "KB_DATABASE_URL": db_url, "KB_MCP_TOKEN": "s3cret"}
     proc = subprocess.Popen(
@@ -351,7 +343,7 @@ def http_server(indexed: Path, db_url: str) -> Iterator[str]:
             "-m",
             "kb",
             "--config",
-            str(indexed),
+            str(indexed_config),
             "mcp",
             "--http",
             "--port",
@@ -401,7 +393,7 @@ def test_kb_mcp_over_http_needs_its_token(http_server: str) -> None:
 
 @pytest.mark.parametrize("token", [None, "", "  \t "])
 def test_kb_mcp_will_not_listen_beyond_loopback_without_a_token(
-    indexed: Path, db_url: str, token: str | None
+    indexed_config: Path, db_url: str, token: str | None
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k != "KB_MCP_TOKEN"}
     if token is not None:
@@ -412,7 +404,7 @@ def test_kb_mcp_will_not_listen_beyond_loopback_without_a_token(
             "-m",
             "kb",
             "--config",
-            str(indexed),
+            str(indexed_config),
             "mcp",
             "--http",
             "--host",
@@ -465,8 +457,8 @@ class _Wire:
             pytest.fail("kb mcp gave no answer within 30 s")
 
 
-def test_kb_mcp_over_stdio_answers_a_line_it_cannot_read(indexed: Path, db_url: str) -> None:
-    wire = _Wire(kb_command(indexed, "mcp"), {**os.environ, "KB_DATABASE_URL": db_url})
+def test_kb_mcp_over_stdio_answers_a_line_it_cannot_read(indexed_config: Path, db_url: str) -> None:
+    wire = _Wire(kb_command(indexed_config, "mcp"), {**os.environ, "KB_DATABASE_URL": db_url})
     try:
         init = {
             "protocolVersion": "2025-06-18",

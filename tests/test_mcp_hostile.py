@@ -12,11 +12,12 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from conftest import Kb, tool_text
 from kb.mcp.stdio import rejection
 from kb.mcp.tools import build_server
 from kb.services.inputs import NAME_BYTES, PATH_BYTES
 from kb.services.request_fields import FILTERS
+from support.fake_kb import Kb
+from support.reading import tool_text
 
 VALID: dict[str, dict[str, Any]] = {
     "search": {"query": "miso ramen"},

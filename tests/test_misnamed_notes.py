@@ -7,11 +7,12 @@ import json
 import os
 from pathlib import Path
 
-from conftest import Kb, make_config
 from kb.indexing.verify import verify
 from kb.store import Store
 from kb.vault.notes import MISNAMED, Scope
-from test_cli import FAKE, _config, kb
+from support.cli import run_cli
+from support.configs import make_config, write_config
+from support.fake_kb import Kb
 
 SHOWN = "caf\\xe9.md"
 
@@ -28,14 +29,14 @@ def _misnamed_vault(tmp_path: Path) -> tuple[Path, bytes]:
 
 def test_listed_by_index_status_and_verify(tmp_path: Path, db_url: str) -> None:
     vault, _ = _misnamed_vault(tmp_path)
-    cfg = _config(tmp_path, vault, FAKE)
-    indexed = kb(cfg, db_url, "index")
+    cfg = write_config(tmp_path / "kb.toml", vault, name="example")
+    indexed = run_cli(cfg, db_url, "index")
     assert indexed.returncode == 3
     assert f"failed: example/{SHOWN}: {MISNAMED}" in indexed.stderr
-    status = json.loads(kb(cfg, db_url, "status", "--json").stdout)
+    status = json.loads(run_cli(cfg, db_url, "status", "--json").stdout)
     assert [(f["path"], f["error"]) for f in status["failures"]] == [(SHOWN, MISNAMED)]
-    assert SHOWN in kb(cfg, db_url, "status").stdout
-    checked = kb(cfg, db_url, "verify", "--json")
+    assert SHOWN in run_cli(cfg, db_url, "status").stdout
+    checked = run_cli(cfg, db_url, "verify", "--json")
     assert checked.returncode == 4
     diffs = json.loads(checked.stdout)["differences"]
     assert [(d["path"], d["kind"]) for d in diffs] == [(SHOWN, "failed")]

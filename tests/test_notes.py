@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import make_config
 from kb.vault.notes import scan_vault
+from support.configs import make_config
 
 # Characters that sort around the slash ("-" and "." before it, "0" and letters after),
 # and beyond ASCII, in one and in two UTF-16 units.

@@ -13,7 +13,6 @@ import pytest
 from mcp import Client
 from starlette.testclient import TestClient
 
-from conftest import Kb, run_kb, tool_text
 from kb.config import VaultConfig
 from kb.dates import DailyNotes
 from kb.errors import KbError
@@ -29,6 +28,10 @@ from kb.vault.obsidian import (
     settings_of,
 )
 from kb.web.routes import web_app
+from support.cli import run_kb
+from support.configs import write_config
+from support.fake_kb import Kb
+from support.reading import tool_text
 
 EXCLUDED = "EXCLUDED-IN-OBSIDIAN"
 
@@ -175,11 +178,7 @@ def test_a_settings_file_nested_too_deep_is_as_if_it_were_not_there(
     )
     (vault / "n.md").write_text("# n\n\nA note about lighthouses.\n")
     assert read_settings(vault) == Settings()
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Ana"\n[[vaults]]\nname = "v"\npath = "{vault}"\n[llm]\n'
-        'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n'
-    )
+    config = write_config(tmp_path / "kb.toml", vault, owner_name="Ana", personal=())
     env = _env(db_url)
     for command in (("index",), ("verify",), ("status",)):
         done = run_kb(config, env, *command)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from conftest import ROOT
 from kb.cli.app import app
 from kb.cli.plugin import PLUGIN_FILES, SOURCE
+from support.paths import ROOT
 
 
 def _built(folder: Path) -> Path:

@@ -10,12 +10,12 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 
-from conftest import Kb, run_kb, search_store, tool_text
 from kb.cli.query import forwarded
 from kb.config import load_config
 from kb.container import Container
@@ -27,34 +27,25 @@ from kb.locations import config_identity
 from kb.mcp.tools import build_server
 from kb.search import answer as answer_mod
 from kb.search.plan import SearchPlan
-from test_providers import (  # noqa: F401 (fixtures)
-    CHAT,
-    EMBED,
-    Stub,
-    dead_url,
-    ollama_chat_stream,
-    ollama_embed_reply,
-    stub,
-)
+from support.cli import run_kb
+from support.configs import write_config
+from support.fake_kb import Kb
+from support.llm_server import CHAT, EMBED, Stub, ollama_chat_stream, ollama_embed_reply
+from support.reading import search_store, tool_text
 
-FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 QUESTION = "postgres upgrade"
 
 
-def _config(path: Path, vault: Path, llm: str) -> Path:
-    path.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
-        f'personal = ["Alex/**"]\n\n[llm]\n{llm}\n'
-    )
-    return path
-
-
-def _ollama(embed_host: str, chat_host: str) -> str:
-    # The fake provider's model names: the index it wrote is the one searched.
-    return (
-        f'provider = "ollama"\nembed_host = "{embed_host}"\nchat_host = "{chat_host}"\n'
-        'chat_model = "fake-chat"\nembed_model = "hash-256"\nretries = 0\ntimeout = 5'
-    )
+def _ollama(embed_host: str, chat_host: str) -> dict[str, Any]:
+    # The fake provider's model names (kept from write_config's): the index it wrote is the
+    # one searched.
+    return {
+        "provider": "ollama",
+        "embed_host": embed_host,
+        "chat_host": chat_host,
+        "retries": 0,
+        "timeout": 5,
+    }
 
 
 @pytest.fixture
@@ -70,17 +61,21 @@ def env(db_url: str) -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture
-def indexed(tmp_path: Path, vault: Path, env: dict[str, str]) -> Path:
+def indexed_vault(tmp_path: Path, vault: Path, env: dict[str, str]) -> Path:
     """The vault, indexed and embedded by the fake provider: no model server needed."""
-    done = run_kb(_config(tmp_path / "fake.toml", vault, FAKE), env, "index", "--wait")
+    done = run_kb(
+        write_config(tmp_path / "fake.toml", vault, name="example"), env, "index", "--wait"
+    )
     assert done.returncode == 0, done.stderr
     return vault
 
 
 @pytest.fixture
-def offline(tmp_path: Path, indexed: Path, env: dict[str, str], dead_url: str) -> Path:  # noqa: F811
+def offline(tmp_path: Path, indexed_vault: Path, env: dict[str, str], dead_url: str) -> Path:
     """A config whose model server is gone, on an index the fake provider wrote."""
-    return _config(tmp_path / "kb.toml", indexed, _ollama(dead_url, dead_url))
+    return write_config(
+        tmp_path / "kb.toml", indexed_vault, name="example", llm=_ollama(dead_url, dead_url)
+    )
 
 
 def _lines(stream: str, prefix: str) -> list[str]:
@@ -128,12 +123,14 @@ def test_vector_mode_and_a_threshold_still_need_the_embedder(
 
 def test_ask_reads_the_full_text_passages_and_says_so(
     tmp_path: Path,
-    indexed: Path,
+    indexed_vault: Path,
     env: dict[str, str],
-    dead_url: str,  # noqa: F811
-    stub: Stub,  # noqa: F811
+    dead_url: str,
+    stub: Stub,
 ) -> None:
-    config = _config(tmp_path / "kb.toml", indexed, _ollama(dead_url, stub.url))
+    config = write_config(
+        tmp_path / "kb.toml", indexed_vault, name="example", llm=_ollama(dead_url, stub.url)
+    )
     stub.reply(CHAT, ollama_chat_stream(["Run pg_upgrade [1]."]), times=2)
     result = run_kb(config, env, "ask", QUESTION)
     assert result.returncode == 0, result.stderr
@@ -147,12 +144,14 @@ def test_ask_reads_the_full_text_passages_and_says_so(
 
 def test_a_dead_chat_server_leaves_the_results_in_search_order(
     tmp_path: Path,
-    indexed: Path,
+    indexed_vault: Path,
     env: dict[str, str],
-    dead_url: str,  # noqa: F811
-    stub: Stub,  # noqa: F811
+    dead_url: str,
+    stub: Stub,
 ) -> None:
-    config = _config(tmp_path / "kb.toml", indexed, _ollama(stub.url, dead_url))
+    config = write_config(
+        tmp_path / "kb.toml", indexed_vault, name="example", llm=_ollama(stub.url, dead_url)
+    )
     stub.reply(EMBED, ollama_embed_reply([[1.0] * 256]), times=4)
     plain = run_kb(config, env, "query", "miso ramen", "--json")
     result = run_kb(config, env, "query", "miso ramen", "--json", "--rerank")
@@ -196,7 +195,7 @@ def _dead(kb: Container, url: str) -> None:
 
 def test_mcp_search_and_ask_answer_from_full_text_and_say_so(
     kb: Kb,
-    dead_url: str,  # noqa: F811
+    dead_url: str,
 ) -> None:
     kb.sync()
     _dead(kb, dead_url)
@@ -225,7 +224,7 @@ def test_mcp_search_and_ask_answer_from_full_text_and_say_so(
     anyio.run(main)
 
 
-def test_the_one_search_says_which_lists_it_used(kb: Kb, dead_url: str) -> None:  # noqa: F811
+def test_the_one_search_says_which_lists_it_used(kb: Kb, dead_url: str) -> None:
     kb.sync()
     alive = search_store(kb.store, kb.embedder, SearchPlan(QUESTION, top_k=5))
     assert alive.mode_used == "hybrid" and alive.warnings == ()

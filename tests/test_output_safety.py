@@ -13,7 +13,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from kb.logfmt import LogfmtFormatter, event
 from kb.redact import redact
 from kb.terminal import printable
-from test_cli import FAKE, _config, kb
+from support.cli import run_cli
+from support.configs import write_config
 
 HOSTILE = (
     "# Trap\n\nClipboard \x1b]52;c;cm0gLXJmIH4=\x07 then \x1b[2J\x1b[31mred\x1b[0m "
@@ -26,7 +27,7 @@ def hostile(tmp_path: Path) -> tuple[Path, Path]:
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "trap.md").write_text(HOSTILE)
-    return vault, _config(tmp_path, vault, FAKE)
+    return vault, write_config(tmp_path / "kb.toml", vault, name="example")
 
 
 def test_printable_shows_controls_as_escapes() -> None:
@@ -39,8 +40,8 @@ def test_query_output_neutralises_controls_and_keeps_text(
     hostile: tuple[Path, Path], db_url: str
 ) -> None:
     _, cfg = hostile
-    assert kb(cfg, db_url, "index").returncode == 0
-    shown = kb(cfg, db_url, "query", "clipboard flagged markup")
+    assert run_cli(cfg, db_url, "index").returncode == 0
+    shown = run_cli(cfg, db_url, "query", "clipboard flagged markup")
     assert shown.returncode == 0, shown.stderr
     for raw in ("\x1b", "\x07", "\x9b", "\u202e"):
         assert raw not in shown.stdout and raw not in shown.stderr
@@ -48,7 +49,7 @@ def test_query_output_neutralises_controls_and_keeps_text(
     # The chunk as written: no emoji, and markup printed, not applied.
     assert ":x: and :warning:" in shown.stdout and "❌" not in shown.stdout
     assert "[bold]markup[/bold]" in shown.stdout
-    exact = json.loads(kb(cfg, db_url, "query", "clipboard flagged markup", "--json").stdout)
+    exact = json.loads(run_cli(cfg, db_url, "query", "clipboard flagged markup", "--json").stdout)
     assert exact[0]["content"] == HOSTILE.rstrip("\n")
 
 
@@ -56,10 +57,10 @@ def test_hostile_file_name_in_status_and_verify(tmp_path: Path, db_url: str) -> 
     vault = tmp_path / "vault"
     vault.mkdir()
     (vault / "\x1b]0;owned\x07.md").write_bytes(b"\xff not utf-8")
-    cfg = _config(tmp_path, vault, FAKE)
-    indexed = kb(cfg, db_url, "index")
+    cfg = write_config(tmp_path / "kb.toml", vault, name="example")
+    indexed = run_cli(cfg, db_url, "index")
     assert indexed.returncode == 3
-    for result in (indexed, kb(cfg, db_url, "status"), kb(cfg, db_url, "verify")):
+    for result in (indexed, run_cli(cfg, db_url, "status"), run_cli(cfg, db_url, "verify")):
         assert "\x1b" not in result.stdout + result.stderr
         assert "\\x1b]0;owned\\x07.md" in result.stdout + result.stderr
 
@@ -87,7 +88,7 @@ def test_status_never_prints_the_password(
             f"&user={parts['user']}&password=hunter2"
         )
     for args in (("status",), ("status", "--json")):
-        result = kb(cfg, url, *args)
+        result = run_cli(cfg, url, *args)
         assert result.returncode == 0, result.stderr
         assert "hunter2" not in result.stdout + result.stderr
         assert "***" in result.stdout

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import OWNER, Kb, make_config, rows, search_store
 from kb.context.passage_texts import (
     Voice,
     chunk_passages,
@@ -18,6 +17,9 @@ from kb.context.passage_texts import (
 from kb.context.voices import voiced
 from kb.search.plan import SearchPlan
 from kb.store import Store
+from support.configs import OWNER, make_config
+from support.fake_kb import Kb
+from support.reading import rows, search_store
 
 # -- building them (pure) ----------------------------------------------------------------------
 

@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import Kb, make_config, search_store
 from kb.container import Container
 from kb.context import fit
 from kb.errors import KbError
@@ -20,6 +19,9 @@ from kb.llm.profiles import UNKNOWN, ProfiledEmbedder, profile_for
 from kb.models import tokens
 from kb.search.plan import SearchPlan
 from kb.store import Store
+from support.configs import make_config
+from support.fake_kb import Kb
+from support.reading import search_store
 
 NOMIC = ("search_query: ", "search_document: ")
 INSTRUCTION = "Represent this sentence for searching relevant passages: "

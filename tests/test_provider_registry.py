@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_kb
 from kb.errors import ConfigError
 from kb.models.providers import BUILT_IN, ProviderSpec, choices, names, provider
+from support.cli import run_kb
+from support.configs import write_config
 
 
 def test_the_built_in_providers_by_name() -> None:
@@ -95,10 +96,7 @@ def test_an_installed_package_adds_a_provider(
     assert 'provider = "echo"' in config.read_text()
 
     # KB_PROVIDER names it too; a search embeds its query with the package's embedder.
-    config.write_text(
-        f'owner_name = "Ana"\n\n[[vaults]]\nname = "v"\npath = "{vault}"\n\n'
-        '[llm]\nprovider = "ollama"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n'
-    )
+    write_config(config, vault, owner_name="Ana", personal=(), llm={"provider": "ollama"})
     env = {**plugin_env, "KB_PROVIDER": "echo"}
     assert run_kb(config, env, "index", "--wait").returncode == 0
     log = Path(env["ECHO_LOG"])

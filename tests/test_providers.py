@@ -3,28 +3,37 @@ speaks each protocol: request shapes, response parsing, retries and error mappin
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import json
-import socket
 import threading
-from collections import defaultdict, deque
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import pytest
 
-from conftest import Kb
-from http_stub import QuietHandler, serving
 from kb.errors import LLMError, LLMUnavailable, ModelMissing
 from kb.indexing.verify import verify
 from kb.llm.fake import FakeChat, FakeEmbedder
 from kb.llm.ollama import OllamaChat, OllamaEmbedder
 from kb.llm.openai import OpenAIChat, OpenAIEmbedder
 from kb.models.base import Prompt, close_stream
+from support.fake_kb import Kb
+from support.http import serving
+from support.llm_server import (
+    CHAT,
+    COMPLETIONS,
+    EMBED,
+    EMBEDDINGS,
+    Endless,
+    Stub,
+    ollama_chat_reply,
+    ollama_chat_stream,
+    ollama_embed_reply,
+    openai_chat_reply,
+    openai_chat_stream,
+    openai_embed_reply,
+    openai_error,
+)
 
 PROMPT = Prompt(
     task="rewrite", system="You rewrite.", user="Rewrite this.", max_tokens=64, num_ctx=2048
@@ -42,115 +51,7 @@ FAST = Patience(timeout=0.3, retries=2, backoff=0.0)
 SLOW: Patience = {**FAST, "retries": 1}  # each attempt waits out the whole timeout
 
 
-@dataclass
-class Received:
-    path: str
-    body: Any
-    headers: dict[str, str]  # names in lower case
-
-
-@dataclass(frozen=True)
-class Raw:
-    """A reply sent as these bytes, not as JSON: a stream."""
-
-    data: bytes
-    content_type: str
-
-
-@dataclass
-class Stub:
-    """A scripted HTTP server: each path answers from its own queue of replies."""
-
-    url: str = ""
-    received: list[Received] = field(default_factory=list)
-    replies: dict[str, deque[tuple[int, Any, float]]] = field(
-        default_factory=lambda: defaultdict(deque)
-    )
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def reply(
-        self, path: str, body: Any, status: int = 200, *, delay: float = 0.0, times: int = 1
-    ) -> None:
-        self.replies[path].extend([(status, body, delay)] * times)
-
-    def count(self, path: str) -> int:
-        return sum(r.path == path for r in self.received)
-
-
-def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
-    class Handler(QuietHandler):
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            stub.received.append(Received(self.path, json.loads(raw), headers))
-            queue = stub.replies[self.path]
-            status, body, delay = (
-                queue.popleft() if queue else (501, {"error": f"unscripted {self.path}"}, 0.0)
-            )
-            # Interruptible, so a slow reply does not outlive the test.
-            if delay and stub.stop.wait(delay):
-                return
-            if isinstance(body, Raw):
-                data, content_type = body.data, body.content_type
-            elif isinstance(body, bytes):
-                data, content_type = body, "application/json"
-            else:
-                data, content_type = json.dumps(body).encode(), "application/json"
-            with contextlib.suppress(OSError):  # the client gave up waiting
-                self.send(status, data, content_type)
-
-    return Handler
-
-
-@pytest.fixture
-def stub() -> Iterator[Stub]:
-    s = Stub()
-    with serving(_handler(s)) as s.url:
-        try:
-            yield s
-        finally:
-            s.stop.set()  # before the server stops: a slow reply must not hold it
-
-
-@pytest.fixture
-def dead_url() -> str:
-    """A loopback port with nothing listening on it."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
-
-
 # -- Ollama -----------------------------------------------------------------------------
-
-CHAT = "/api/chat"
-EMBED = "/api/embed"
-
-
-def ollama_chat_reply(content: str) -> dict[str, Any]:
-    return {
-        "model": "m",
-        "created_at": "2024-07-22T20:33:28.123648Z",
-        "message": {"role": "assistant", "content": content},
-        "done_reason": "stop",
-        "done": True,
-        "total_duration": 5191566416,
-        "load_duration": 2154458,
-        "prompt_eval_count": 26,
-        "prompt_eval_duration": 383809000,
-        "eval_count": 298,
-        "eval_duration": 4799921000,
-    }
-
-
-def ollama_embed_reply(vectors: list[list[float]]) -> dict[str, Any]:
-    return {
-        "model": "e",
-        "embeddings": vectors,
-        "total_duration": 14143917,
-        "load_duration": 1019500,
-        "prompt_eval_count": 8,
-    }
 
 
 def test_ollama_chat_sends_prompt_and_returns_content(stub: Stub) -> None:
@@ -166,25 +67,6 @@ def test_ollama_chat_sends_prompt_and_returns_content(stub: Stub) -> None:
     ]
     assert req.body["options"] == {"num_ctx": 2048, "num_predict": 64, "temperature": 0}
     assert req.body["stream"] is False
-
-
-def ollama_chat_stream(pieces: list[str]) -> Raw:
-    """Ollama's streamed chat: one JSON object per line, the counts on the last."""
-    lines = [
-        {"model": "m", "message": {"role": "assistant", "content": p}, "done": False}
-        for p in pieces
-    ]
-    lines.append(
-        {
-            "model": "m",
-            "message": {"role": "assistant", "content": ""},
-            "done": True,
-            "done_reason": "stop",
-            "prompt_eval_count": 26,
-            "eval_count": len(pieces),
-        }
-    )
-    return Raw("".join(json.dumps(line) + "\n" for line in lines).encode(), "application/x-ndjson")
 
 
 def test_ollama_stream_yields_pieces_and_counts_usage(stub: Stub) -> None:
@@ -275,41 +157,6 @@ def test_ollama_unreachable_is_unavailable(dead_url: str) -> None:
 
 # -- OpenAI-compatible ------------------------------------------------------------------
 
-COMPLETIONS = "/v1/chat/completions"
-EMBEDDINGS = "/v1/embeddings"
-
-
-def openai_chat_reply(content: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-123",
-        "object": "chat.completion",
-        "created": 1677652288,
-        "model": "m",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "logprobs": None,
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21},
-    }
-
-
-def openai_embed_reply(vectors: dict[int, list[float]]) -> dict[str, Any]:
-    """Embeddings listed in the order given, each tagged with its `index`."""
-    return {
-        "object": "list",
-        "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in vectors.items()],
-        "model": "e",
-        "usage": {"prompt_tokens": 8, "total_tokens": 8},
-    }
-
-
-def openai_error(message: str, code: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
-
 
 @pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
 def test_openai_chat_sends_prompt_and_returns_content(stub: Stub, suffix: str) -> None:
@@ -329,29 +176,6 @@ def test_openai_chat_sends_prompt_and_returns_content(stub: Stub, suffix: str) -
     }
     # Local servers ignore the key, but the client still needs one to send.
     assert req.headers["authorization"] == "Bearer unused"
-
-
-def openai_chat_stream(pieces: list[str], *, usage: bool = True) -> Raw:
-    """OpenAI's streamed chat: server-sent events, the counts in a last chunk without choices."""
-
-    def chunk(choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-        return {
-            "id": "chatcmpl-123",
-            "object": "chat.completion.chunk",
-            "created": 1694268190,
-            "model": "m",
-            "choices": choices,
-            **extra,
-        }
-
-    events = [chunk([{"index": 0, "delta": {"role": "assistant", "content": ""}}])]
-    events += [chunk([{"index": 0, "delta": {"content": p}}]) for p in pieces]
-    events.append(chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}]))
-    if usage:
-        counts = {"prompt_tokens": 9, "completion_tokens": 12, "total_tokens": 21}
-        events.append(chunk([], usage=counts))
-    data = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
-    return Raw(data.encode(), "text/event-stream")
 
 
 @pytest.mark.parametrize(("usage", "counted"), [(True, (9, 12)), (False, (0, 3))])
@@ -378,33 +202,6 @@ def test_openai_stream_missing_model_is_model_missing(stub: Stub) -> None:
     stub.reply(COMPLETIONS, openai_error("model 'x' not found", "model_not_found"), 404)
     with pytest.raises(ModelMissing, match="model 'x' is not available"):
         list(OpenAIChat(stub.url, "x", api_key="", **FAST).stream(PROMPT))
-
-
-class Endless(QuietHandler):
-    """A chat server that writes its answer a piece every 10 ms for as long as it is read, in
-    Ollama's lines or OpenAI's events by the path asked; `gone` is released each time a write
-    fails (the client closed the connection), `over` ends them all."""
-
-    gone: threading.Semaphore
-    over: threading.Event
-
-    def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        if self.path == COMPLETIONS:
-            delta = {"choices": [{"index": 0, "delta": {"content": "word "}}]}
-            piece, kind = f"data: {json.dumps(delta)}\n\n", "text/event-stream"
-        else:
-            line = {"model": "m", "message": {"role": "assistant", "content": "word "}}
-            piece, kind = json.dumps({**line, "done": False}) + "\n", "application/x-ndjson"
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.end_headers()
-        try:
-            while not self.over.wait(0.01):
-                self.wfile.write(piece.encode())
-                self.wfile.flush()
-        except OSError:
-            self.gone.release()
 
 
 @pytest.mark.parametrize("provider", ["ollama", "openai"])

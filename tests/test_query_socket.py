@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_kb
 from kb.cli.query import forwarded
 from kb.cli.related import forwarded as forwarded_related
 from kb.config import load_config
@@ -34,6 +33,8 @@ from kb.daemon.query_socket import (
     socket_path,
 )
 from kb.locations import config_identity
+from support.cli import run_kb
+from support.configs import write_config
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 
@@ -197,12 +198,10 @@ def runtime() -> Iterator[Path]:
 
 
 @pytest.fixture
-def setup(tmp_path: Path, vault: Path, db_url: str, runtime: Path) -> tuple[Path, dict[str, str]]:
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
-        f'personal = ["Alex/**"]\n\n[llm]\n{FAKE}\n'
-    )
+def socket_setup(
+    tmp_path: Path, vault: Path, db_url: str, runtime: Path
+) -> tuple[Path, dict[str, str]]:
+    config = write_config(tmp_path / "kb.toml", vault, name="example")
     env = {
         **os.environ,
         "KB_DATABASE_URL": db_url,
@@ -226,9 +225,9 @@ def _wait_for(path: Path, proc: subprocess.Popen[str], timeout: float = 120) -> 
 
 
 def test_a_running_daemon_answers_kb_query_as_the_command_would(
-    setup: tuple[Path, dict[str, str]],
+    socket_setup: tuple[Path, dict[str, str]],
 ) -> None:
-    config, env = setup
+    config, env = socket_setup
     assert run_kb(config, env, "index", "--wait").returncode == 0
     daemon = subprocess.Popen(
         [sys.executable, "-m", "kb", "--config", str(config), "-v", "daemon"],
@@ -265,8 +264,8 @@ def test_a_running_daemon_answers_kb_query_as_the_command_would(
 
 
 @pytest.fixture
-def parts(setup: tuple[Path, dict[str, str]]) -> Iterator[Container]:
-    config, env = setup
+def parts(socket_setup: tuple[Path, dict[str, str]]) -> Iterator[Container]:
+    config, env = socket_setup
     assert run_kb(config, env, "index", "--wait").returncode == 0
     with Container.open(load_config(config, env)) as opened:
         yield opened
@@ -289,9 +288,9 @@ def _request(identity: str, *argv: str, env: dict[str, str] | None = None) -> di
 
 
 def test_the_daemon_runs_nothing_but_a_query_of_its_own_configuration(
-    setup: tuple[Path, dict[str, str]], parts: Container
+    socket_setup: tuple[Path, dict[str, str]], parts: Container
 ) -> None:
-    config, env = setup
+    config, env = socket_setup
     identity = config_identity(config, env)
     calls: list[tuple[str, ...]] = []
     run = forwarded(parts)
@@ -324,9 +323,9 @@ def test_the_daemon_runs_nothing_but_a_query_of_its_own_configuration(
 
 
 def test_the_daemon_answers_kb_related_and_the_launcher_runs_it_without_one(
-    setup: tuple[Path, dict[str, str]], parts: Container
+    socket_setup: tuple[Path, dict[str, str]], parts: Container
 ) -> None:
-    config, env = setup
+    config, env = socket_setup
     identity = config_identity(config, env)
     argv = ["--config", str(config), "related", "Weeknight Miso Ramen", "--json"]
     assert ask_daemon(argv, env) is None  # no daemon: the launcher runs it
@@ -356,9 +355,9 @@ def reply_error(parts: Container, note: str) -> str:
 
 
 def test_a_daemon_answers_only_a_launcher_that_agrees_on_its_providers_variables(
-    setup: tuple[Path, dict[str, str]], parts: Container
+    socket_setup: tuple[Path, dict[str, str]], parts: Container
 ) -> None:
-    config, env = setup
+    config, env = socket_setup
     identity = config_identity(config, env)
     read = (("OLLAMA_HOST", "http://gpu-box:11434"),)
     with serving(identity, env, forwarded(parts), read=read) as path:
@@ -375,9 +374,9 @@ def test_a_daemon_answers_only_a_launcher_that_agrees_on_its_providers_variables
 
 
 def test_one_daemon_answers_and_a_dead_ones_socket_is_taken_over(
-    setup: tuple[Path, dict[str, str]], parts: Container
+    socket_setup: tuple[Path, dict[str, str]], parts: Container
 ) -> None:
-    config, env = setup
+    config, env = socket_setup
     identity = config_identity(config, env)
     argv = ["--config", str(config), "query", "ramen"]
     path = socket_path(identity, env)
@@ -396,9 +395,9 @@ def test_one_daemon_answers_and_a_dead_ones_socket_is_taken_over(
 
 
 def test_no_socket_in_a_folder_others_can_enter(
-    setup: tuple[Path, dict[str, str]], parts: Container, runtime: Path
+    socket_setup: tuple[Path, dict[str, str]], parts: Container, runtime: Path
 ) -> None:
-    config, env = setup
+    config, env = socket_setup
     identity = config_identity(config, env)
     folder = runtime / "kb"
     folder.mkdir(mode=0o700)

@@ -13,13 +13,13 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
-from conftest import Kb
 from kb.config import Config, SearchMode
 from kb.errors import KbError, LLMError
 from kb.results import explanation
 from kb.search import ranker
 from kb.search.features import FEATURES, FEATURES_VERSION, SCHEMA
 from kb.services.searching import SearchRequest
+from support.fake_kb import Kb
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))

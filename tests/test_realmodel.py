@@ -21,7 +21,6 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from conftest import EXAMPLE_VAULT, OWNER, ROOT, SUMMARIES, make_config, search_store
 from kb.config import CHUNK_WRITES, ChunkWrite, Config
 from kb.container import Container
 from kb.llm import make_embedder
@@ -29,6 +28,9 @@ from kb.note_writing.events import SyncReport
 from kb.prompting.outputs import first_person_words
 from kb.search.plan import SearchPlan
 from kb.store import Store
+from support.configs import OWNER, SUMMARIES, make_config
+from support.paths import EXAMPLE_VAULT, ROOT
+from support.reading import search_store
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import modelstack

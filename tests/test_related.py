@@ -9,47 +9,22 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kb, make_config
 from kb.errors import KbError
 from kb.related import scorer
 from kb.related.evidence import nearest_of_all
 from kb.related.mentions import ngrams
 from kb.related.signals import FEATURES, FEATURES_VERSION
 from kb.related.why import days_apart, shared_topic
-from kb.store import Store
 from kb.store.nearby import Near
-
-NOTES = {
-    "Postgres.md": "# Postgres\n\nThe database kb keeps its index in. See [[pgvector]].\n",
-    "pgvector.md": "# pgvector\n\nVector search inside Postgres: HNSW indexes, cosine distance.\n"
-    "Back to [[Postgres]].\n",
-    "Indexing.md": "# Indexing\n\nHow notes become chunks and vectors. It writes to Postgres\n"
-    "and uses [[HNSW indexes]] through pgvector.\n\n## Later\n\nNothing about databases.\n",
-    "HNSW indexes.md": "---\naliases: [HNSW]\n---\n# HNSW indexes\n\nA graph of vectors that"
-    " pgvector builds for nearest-neighbour search. See [[pgvector]].\n",
-    "Journal/2024-05-01.md": "# 1 May\n\nRead about [[pgvector]] and cosine distance.\n",
-    "Journal/2024-05-02.md": "# 2 May\n\nTried [[pgvector]] HNSW indexes on my notes.\n",
-    "Cooking.md": "# Cooking\n\nA recipe for bread: flour, water, salt, time.\n",
-}
-
-
-@pytest.fixture
-def linked(tmp_path: Path, store: Store) -> Kb:
-    root = tmp_path / "linked"
-    for path, text in NOTES.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text, encoding="utf-8")
-    kb = Kb(store, make_config(root, context={"summaries": "structure"}))
-    kb.sync()
-    return kb
+from support.fake_kb import Kb
 
 
 def paths(found: object) -> list[str]:
     return [h.path for h in found.related]  # type: ignore[attr-defined]
 
 
-def test_a_note_s_related_notes_come_with_why_and_its_links(linked: Kb) -> None:
-    found = linked.related_service().related("v", "Indexing.md")
+def test_a_note_s_related_notes_come_with_why_and_its_links(linked_kb: Kb) -> None:
+    found = linked_kb.related_service().related("v", "Indexing.md")
     assert "Cooking.md" not in paths(found)[:3]
     assert "pgvector.md" in paths(found)
     assert [r.path for r in found.links.links_to] == ["HNSW indexes.md"]
@@ -60,21 +35,21 @@ def test_a_note_s_related_notes_come_with_why_and_its_links(linked: Kb) -> None:
     assert all(h.why for h in found.related[:3])
 
 
-def test_unlinked_leaves_out_the_notes_it_links_to(linked: Kb) -> None:
-    service = linked.related_service()
+def test_unlinked_leaves_out_the_notes_it_links_to(linked_kb: Kb) -> None:
+    service = linked_kb.related_service()
     assert "HNSW indexes.md" in paths(service.related("v", "Indexing.md"))
     assert "HNSW indexes.md" not in paths(service.related("v", "Indexing.md", unlinked=True))
 
 
-def test_a_backlink_and_top_k(linked: Kb) -> None:
-    found = linked.related_service().related("v", "HNSW indexes.md", top_k=4, unlinked=True)
+def test_a_backlink_and_top_k(linked_kb: Kb) -> None:
+    found = linked_kb.related_service().related("v", "HNSW indexes.md", top_k=4, unlinked=True)
     assert len(found.related) == 4
     indexing = next(h for h in found.related if h.path == "Indexing.md")  # it links here
     assert "links here" in indexing.why
 
 
-def test_a_line_asks_for_the_chunk_holding_it(linked: Kb) -> None:
-    service = linked.related_service()
+def test_a_line_asks_for_the_chunk_holding_it(linked_kb: Kb) -> None:
+    service = linked_kb.related_service()
     found = service.related("v", "Indexing.md", line=8)
     assert found.lines == (6, 8)
     # The "Later" section names no note: no mention from it.
@@ -83,13 +58,13 @@ def test_a_line_asks_for_the_chunk_holding_it(linked: Kb) -> None:
         service.related("v", "Indexing.md", line=400)
 
 
-def test_an_unknown_note_is_one_line(linked: Kb) -> None:
+def test_an_unknown_note_is_one_line(linked_kb: Kb) -> None:
     with pytest.raises(KbError, match="no note 'Nope\\.md'"):
-        linked.related_service().related("v", "Nope.md")
+        linked_kb.related_service().related("v", "Nope.md")
 
 
-def test_the_json_shape(linked: Kb) -> None:
-    data = linked.related_service().related("v", "pgvector.md", explain=True).as_json()
+def test_the_json_shape(linked_kb: Kb) -> None:
+    data = linked_kb.related_service().related("v", "pgvector.md", explain=True).as_json()
     assert set(data) >= {"related", "links_to", "linked_from", "unresolved"}
     hit = data["related"][0]
     assert set(hit) >= {"vault", "path", "title", "score", "why"}
@@ -97,8 +72,8 @@ def test_the_json_shape(linked: Kb) -> None:
     json.dumps(data)
 
 
-def test_dated_notes_say_how_far_apart(linked: Kb) -> None:
-    found = linked.related_service().candidates("v", "Journal/2024-05-02.md")
+def test_dated_notes_say_how_far_apart(linked_kb: Kb) -> None:
+    found = linked_kb.related_service().candidates("v", "Journal/2024-05-02.md")
     days_near = FEATURES.index("days_near")
     rows = {e.note.path: row for e, row in zip(found.evidence, found.rows, strict=True)}
     assert rows["Journal/2024-05-01.md"][days_near] == 0.5  # a day apart

@@ -4,51 +4,35 @@ MCP's `related_notes`, the page's note view and `/api/related`."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import anyio
-import pytest
 from mcp.client import Client
 from starlette.testclient import TestClient
 
-from conftest import Kb, make_config, run_kb, tool_text
 from kb.mcp.tools import build_server
-from kb.store import Store
 from kb.web.routes import web_app
-from test_related import NOTES
+from support.cli import run_cli
+from support.configs import write_config
+from support.fake_kb import Kb
+from support.reading import tool_text
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "linked"
-    for path, text in NOTES.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text, encoding="utf-8")
-    return root
-
-
-@pytest.fixture
-def linked(root: Path, store: Store) -> Kb:
-    kb = Kb(store, make_config(root, context={"summaries": "structure"}))
-    kb.sync()
-    return kb
-
-
-def kb_cli(tmp_path: Path, root: Path, db_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "v"\npath = "{root}"\n\n'
-        '[context]\nsummaries = "structure"\n\n'
-        '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n'
+def kb_cli(
+    tmp_path: Path, linked_vault: Path, db_url: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    config = write_config(
+        tmp_path / "kb.toml", linked_vault, personal=(), context={"summaries": "structure"}
     )
-    return run_kb(config, {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}, *args)
+    return run_cli(config, db_url, *args)
 
 
-def test_kb_related_json_unlinked_and_a_line(tmp_path: Path, root: Path, db_url: str) -> None:
-    assert kb_cli(tmp_path, root, db_url, "index", "--wait").returncode == 0
-    shown = kb_cli(tmp_path, root, db_url, "related", "Indexing.md", "--json")
+def test_kb_related_json_unlinked_and_a_line(
+    tmp_path: Path, linked_vault: Path, db_url: str
+) -> None:
+    assert kb_cli(tmp_path, linked_vault, db_url, "index", "--wait").returncode == 0
+    shown = kb_cli(tmp_path, linked_vault, db_url, "related", "Indexing.md", "--json")
     assert shown.returncode == 0, shown.stderr
     data = json.loads(shown.stdout)
     assert set(data) >= {"related", "links_to", "linked_from", "unresolved"}
@@ -56,25 +40,27 @@ def test_kb_related_json_unlinked_and_a_line(tmp_path: Path, root: Path, db_url:
     assert [r["path"] for r in data["links_to"]] == ["HNSW indexes.md"]
     assert "HNSW indexes.md" in [r["path"] for r in data["related"]]
 
-    unlinked = kb_cli(tmp_path, root, db_url, "related", "Indexing", "--unlinked", "--json")
+    unlinked = kb_cli(tmp_path, linked_vault, db_url, "related", "Indexing", "--unlinked", "--json")
     paths = [r["path"] for r in json.loads(unlinked.stdout)["related"]]
     assert "HNSW indexes.md" not in paths and "Postgres.md" in paths
 
-    line = kb_cli(tmp_path, root, db_url, "related", "v:Indexing.md:8", "--json", "-k", "2")
+    line = kb_cli(tmp_path, linked_vault, db_url, "related", "v:Indexing.md:8", "--json", "-k", "2")
     data = json.loads(line.stdout)
     assert data["lines"] == [6, 8] and len(data["related"]) <= 2
 
-    text = kb_cli(tmp_path, root, db_url, "related", str(root / "Indexing.md"), "--explain")
+    text = kb_cli(
+        tmp_path, linked_vault, db_url, "related", str(linked_vault / "Indexing.md"), "--explain"
+    )
     assert text.returncode == 0, text.stderr
     assert "mentions its title: 'postgres'" in text.stdout
     assert "links to: HNSW indexes.md" in text.stdout
 
-    missing = kb_cli(tmp_path, root, db_url, "related", "Nope.md")
+    missing = kb_cli(tmp_path, linked_vault, db_url, "related", "Nope.md")
     assert missing.returncode == 1 and len(missing.stderr.strip().splitlines()) == 1
 
 
-def test_the_mcp_tool_related_notes(linked: Kb) -> None:
-    server = build_server(linked)
+def test_the_mcp_tool_related_notes(linked_kb: Kb) -> None:
+    server = build_server(linked_kb)
 
     async def main() -> None:
         async with Client(server) as client:
@@ -90,9 +76,9 @@ def test_the_mcp_tool_related_notes(linked: Kb) -> None:
     anyio.run(main)
 
 
-def test_the_note_page_shows_related_and_the_json_endpoint(linked: Kb) -> None:
+def test_the_note_page_shows_related_and_the_json_endpoint(linked_kb: Kb) -> None:
     web = TestClient(
-        web_app(linked, host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766"
+        web_app(linked_kb, host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766"
     )
     page = web.get("/note", params={"vault": "v", "path": "Indexing.md"})
     assert page.status_code == 200

@@ -13,9 +13,10 @@ import pytest
 from rich.console import Console
 from rich.text import Text
 
-from conftest import run_kb
 from kb.cli.render import print_results
 from kb.results import SearchHit, SearchResult
+from support.cli import run_kb
+from support.configs import write_config
 
 FAKE = 'provider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"'
 FUJI = "Clippings/How I Climbed Mount Fuji in One Night.md"
@@ -80,11 +81,7 @@ def test_the_scores_wrap_only_between_words(width: int) -> None:
 def test_piped_output_keeps_the_path_and_score_of_each_hit(
     tmp_path: Path, vault: Path, db_url: str
 ) -> None:
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
-        f"\n[llm]\n{FAKE}\n"
-    )
+    config = write_config(tmp_path / "kb.toml", vault, name="example", personal=())
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
     env["KB_DATABASE_URL"] = db_url
     assert run_kb(config, env, "index", "--wait").returncode == 0  # vector mode needs them

@@ -13,7 +13,6 @@ from mcp import Client
 from typer.core import TyperGroup
 from typer.testing import CliRunner
 
-from conftest import Kb
 from kb.cli.app import app
 from kb.config import MAX_TOP_K, AskConfig, QueryConfig
 from kb.mcp.tools import build_server
@@ -30,6 +29,7 @@ from kb.services.request_fields import (
 from kb.services.searching import SearchRequest
 from kb.store import SearchFilter
 from kb.web.forms import read_form
+from support.fake_kb import Kb
 
 COMMANDS: dict[Use, str] = {"kb query": "query", "kb ask": "ask"}
 TOOLS: dict[Use, str] = {"mcp search": "search", "mcp ask": "ask"}

@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from conftest import Kb, search_store
 from kb.config import SearchMode
 from kb.errors import LLMUnavailable
 from kb.llm.fake import FakeChat
@@ -16,6 +15,8 @@ from kb.prompting.outputs import parse_relevance
 from kb.search.plan import SearchPlan
 from kb.search.rerank import UNJUDGED, Reranker
 from kb.store import SearchHit
+from support.fake_kb import Kb
+from support.reading import search_store
 
 RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"
 
@@ -29,13 +30,6 @@ def _reranker(kb: Kb, chat: FakeChat | None = None, **kwargs: int) -> Reranker:
         context_window=8192,
         concurrency=2,
     )
-
-
-@pytest.fixture
-def indexed(kb: Kb) -> Kb:
-    kb.sync()
-    kb.reset_counts()
-    return kb
 
 
 def _hit(path: str, content: str) -> SearchHit:

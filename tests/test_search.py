@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from conftest import Kb, search_store, similarity
 from kb.errors import KbError
 from kb.search.hybrid import rank, retrieve
 from kb.search.plan import SearchPlan
 from kb.store import SearchFilter, SearchHit
+from support.fake_kb import Kb
+from support.reading import search_store, similarity
 
 RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"
 TAKAO = "Alex/Journal/2024-04-12.md"
@@ -22,12 +23,6 @@ TAKAO = "Alex/Journal/2024-04-12.md"
 def _search(kb: Kb, text: str, **plan: Any) -> list[SearchHit]:
     plan.setdefault("top_k", 10)
     return search_store(kb.store, kb.embedder, SearchPlan(text, **plan)).hits
-
-
-@pytest.fixture
-def indexed(kb: Kb) -> Kb:
-    kb.sync()
-    return kb
 
 
 def test_text_mode_returns_only_chunks_with_a_query_word(indexed: Kb) -> None:

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from conftest import OWNER, Kb, make_config
 from kb.config import MAX_TOP_K
 from kb.errors import KbError
 from kb.fusion import Fusion
@@ -16,6 +15,8 @@ from kb.search.plan import MAX_QUERY_CHARS, SearchPlan
 from kb.services import searching as search_service
 from kb.services.searching import SearchRequest
 from kb.store import SearchFilter, Store
+from support.configs import OWNER, make_config
+from support.fake_kb import Kb
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import OWNER, Kb, rows, run_kb
 from kb.config import parse_config
 from kb.container import open_store
 from kb.daemon.daemon import writer_vaults
@@ -32,6 +31,10 @@ from kb.vault.sync_plan import (
     vault_refusal,
     vault_renames,
 )
+from support.cli import run_kb
+from support.configs import OWNER, write_config
+from support.fake_kb import Kb
+from support.reading import rows
 
 
 def _vault(root: Path, name: str, text: str) -> Path:
@@ -149,12 +152,13 @@ def test_which_vault_takes_over_which_rows() -> None:
 
 
 def _config(tmp_path: Path, name: str, folder: Path) -> Path:
-    path = tmp_path / f"{name}.toml"
-    path.write_text(
-        f'owner_name = "Alex Doe"\n[[vaults]]\nname = "{name}"\npath = "{folder}"\n'
-        '[llm]\nprovider = "fake"\nchat_model = "offline-digest"\nembed_model = "hash-256"\n'
+    return write_config(
+        tmp_path / f"{name}.toml",
+        folder,
+        name=name,
+        personal=(),
+        llm={"chat_model": "offline-digest"},
     )
-    return path
 
 
 def test_two_configs_side_by_side_and_forget(tmp_path: Path, db_url: str) -> None:
@@ -475,7 +479,7 @@ def test_a_running_worker_takes_up_its_vault_once_the_other_folders_is_forgotten
 ) -> None:
     # The same two configs, home's worker running: `kb forget notes` (work's), then home's
     # sync, make the name home's, and its worker builds home's note without a restart.
-    from daemon_helpers import wait_for
+    from support.daemons import wait_for
 
     work, home = _work_and_home(store, tmp_path)
     work.sync()
@@ -501,7 +505,7 @@ def test_a_refused_configs_daemon_builds_none_of_the_other_folders_notes(
 ) -> None:
     # The same two configs, work's note queued: home's daemon, refused at each sync, would
     # build it in its background work.
-    from daemon_helpers import wait_for
+    from support.daemons import wait_for
 
     work, home = _work_and_home(store, tmp_path)
     super(Kb, work).sync()

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kb, make_config, rows, search_store
 from kb.container import Container
 from kb.errors import Interrupted
 from kb.indexing.verify import verify
@@ -20,16 +19,16 @@ from kb.note_writing.events import FileEvent
 from kb.search.plan import SearchPlan
 from kb.store import Store
 from kb.store.texts import VectorsDone
+from support.fake_kb import Kb
+from support.reading import rows, search_store
 
 NOTES = 15
 WITH_TEXT = 14  # the example vault's empty note has nothing to embed
 RAMEN = "Reference/Recipes/Weeknight Miso Ramen.md"
 
 
-@pytest.fixture
-def kb(store: Store, vault: Path) -> Kb:
-    """kb with structural context only: the vectors are the last speed of its notes."""
-    return Kb(store, make_config(vault, context={"summaries": "structure"}))
+# Structural context only: the vectors are the last speed of this module's notes.
+pytestmark = pytest.mark.kb_config(context={"summaries": "structure"})
 
 
 class NoEmbedder(FakeEmbedder):

@@ -12,9 +12,11 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from conftest import OWNER, Kb, run_kb
 from kb.mcp.tools import build_server
 from kb.store import DaemonBeat, Reconciliation, WorkerBeat, WriterLock
+from support.cli import run_kb
+from support.configs import write_config
+from support.fake_kb import Kb
 
 RECONCILED = Reconciliation(
     at="2024-05-01T10:00:00",
@@ -33,13 +35,7 @@ RECONCILED = Reconciliation(
 def _config_file(tmp_path: Path, kb: Kb) -> Path:
     """The test's config as a file, for a whole `kb` process."""
     (vault,) = kb.config.vaults
-    path = tmp_path / "kb.toml"
-    path.write_text(
-        f'owner_name = "{OWNER}"\n\n[[vaults]]\nname = "{vault.name}"\npath = "{vault.path}"\n'
-        'personal = ["Alex/**"]\n\n[llm]\nprovider = "fake"\nchat_model = "fake-chat"\n'
-        'embed_model = "hash-256"\n'
-    )
-    return path
+    return write_config(tmp_path / "kb.toml", vault.path, name=vault.name)
 
 
 def _mcp_status(kb: Kb) -> dict[str, Any]:

@@ -11,7 +11,6 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conftest import Kb, make_config, rows, search_store
 from kb.container import open_store
 from kb.context import full_context, summaries_start
 from kb.store import NO_FILTER, SearchFilter, Store
@@ -19,6 +18,9 @@ from kb.store import candidates as store_module
 from kb.store.candidates import BM25_B, BM25_K1
 from kb.store.schema import migrate, migrations
 from kb.vault.wikitext import readable
+from support.configs import make_config
+from support.fake_kb import Kb
+from support.reading import rows, search_store
 
 # What a word of a chunk's summaries counts for against one of its own (migration 013).
 SUMMARY_WEIGHT = 0.3
@@ -138,12 +140,6 @@ def _assert_statistics_exact(store: Store) -> None:
             """
         ).fetchone()
     assert stale == {"lexemes": 0, "corpus": False, "postings": 0, "vectors": 0}
-
-
-@pytest.fixture
-def indexed(kb: Kb) -> Kb:
-    kb.sync()
-    return kb
 
 
 @pytest.mark.parametrize("text", QUERIES)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conftest import Kb, make_config
 from kb.store import Store
+from support.configs import make_config
+from support.fake_kb import Kb
 
 
 def _pages(kb: Kb) -> dict[str, int]:

@@ -1,27 +1,37 @@
 """A vault folder kb cannot read (permissions, an I/O error, a privacy control) is reported,
 and the notes stored under it stay in the index until kb can read it again.
 
-Permissions do not bind root, so these run as an unprivileged user (see unprivileged.py):
-the scan in a forked child, and `kb` as a real process with its own embedded PostgreSQL,
-started once for the module.
+Permissions do not bind root, so these run as an unprivileged user (see support/unprivileged.py)
+on an embedded PostgreSQL of its own, started once for the module: the scan, and a daemon on a
+clock the test steps, in a forked child; `kb` as a real process. A note root writes into a
+folder its owner cannot read needs both users at once: there the daemon is a real process too.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conftest import EXAMPLE_VAULT, make_config
+from kb.config import load_config
+from kb.container import open_store
+from kb.indexing.verify import verify
+from kb.logfmt import LogfmtFormatter
 from kb.vault import notes
-from unprivileged import (
+from support.configs import make_config, write_config
+from support.daemons import FAST, SteppedClock, running, wait_for
+from support.fake_kb import Kb
+from support.paths import EXAMPLE_VAULT
+from support.unprivileged import (
     KB,
     Account,
     NoAccount,
@@ -149,14 +159,8 @@ class Site:
     home: Path
     env: dict[str, str]
 
-    def config(self, vault: Path, extra: str = "") -> Path:
-        path = self.home / f"{vault.name}.toml"
-        path.write_text(
-            f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "v"\npath = "{vault}"\n'
-            'personal = ["Alex/**"]\n\n[llm]\nprovider = "fake"\nchat_model = "fake-chat"\n'
-            f'embed_model = "hash-256"\n{extra}'
-        )
-        return path
+    def config(self, vault: Path, **sections: Any) -> Path:
+        return write_config(self.home / f"{vault.name}.toml", vault, **sections)
 
     def kb(self, config: Path, *args: str) -> subprocess.CompletedProcess[str]:
         return run(self.who, [*KB, "--config", str(config), *args], self.env)
@@ -204,7 +208,7 @@ def site(who: Account) -> Iterator[Site]:
 
 
 @pytest.fixture
-def indexed(site: Site, request: pytest.FixtureRequest) -> Iterator[tuple[Path, Path]]:
+def indexed_copy(site: Site, request: pytest.FixtureRequest) -> Iterator[tuple[Path, Path]]:
     """A copy of the example vault, indexed with every note's LLM context."""
     vault = _vault(site.who, site.home, request.node.name.replace("[", "-").strip("]"))
     config = site.config(vault)
@@ -226,9 +230,9 @@ def _kinds(report: dict) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("mode", [0o000, 0o444], ids=["no access", "listable, not searchable"])
 def test_index_keeps_the_notes_of_an_unreadable_folder(
-    site: Site, indexed: tuple[Path, Path], mode: int
+    site: Site, indexed_copy: tuple[Path, Path], mode: int
 ) -> None:
-    vault, config = indexed
+    vault, config = indexed_copy
     (vault / "Projects/Home Server.md").write_text("# Home Server\n\nMoved to a NUC.\n")
     (vault / "Reference").chmod(mode)
     result = site.kb(config, "index", "--wait")
@@ -253,9 +257,9 @@ def test_index_keeps_the_notes_of_an_unreadable_folder(
 
 
 def test_index_keeps_every_note_of_an_unreadable_vault(
-    site: Site, indexed: tuple[Path, Path]
+    site: Site, indexed_copy: tuple[Path, Path]
 ) -> None:
-    vault, config = indexed
+    vault, config = indexed_copy
     vault.chmod(0)
     result = site.kb(config, "index")
     assert result.returncode == 3, result.stderr
@@ -271,9 +275,9 @@ def test_index_keeps_every_note_of_an_unreadable_vault(
 
 
 def test_an_unreadable_note_fails_and_keeps_its_rows(
-    site: Site, indexed: tuple[Path, Path]
+    site: Site, indexed_copy: tuple[Path, Path]
 ) -> None:
-    vault, config = indexed
+    vault, config = indexed_copy
     note = vault / "Projects/Home Server.md"
     note.write_text("# Home Server\n\nMoved to a NUC.\n")
     note.chmod(0)
@@ -296,90 +300,133 @@ def _log_lines(log: Path, message: str) -> list[str]:
     ]
 
 
-def _quick_daemon(site: Site, vault: Path) -> tuple[Path, Path, subprocess.Popen[bytes]]:
-    """A daemon on the vault as the unprivileged user, reconciling every second: its config,
-    its log and its process."""
+# An interval of the stepped clock: each look the test takes steps it by one.
+INTERVAL = 60.0
+
+
+def _daemon_as_user(
+    site: Site, vault: Path, body: Callable[[Kb, SteppedClock, Path], None]
+) -> None:
+    """`body` run as the unprivileged user (in a forked child) beside a daemon on the vault
+    on a clock it steps, reconciling every INTERVAL of it; its log lines go to the file
+    `body` is handed."""
     config = site.config(
-        vault,
-        "\n[daemon]\ndebounce = 0.2\nmax_delay = 2.0\nheartbeat = 0.5\nreconcile_interval = 1.0\n"
-        "reconcile_jitter = 0.0\n",
+        vault, daemon={**FAST, "reconcile_interval": INTERVAL, "reconcile_jitter": 0.0}
     )
     log = site.home / f"{vault.name}.log"
-    return config, log, start(site.who, [*KB, "--config", str(config), "daemon"], site.env, log)
+
+    def check() -> None:
+        handler = logging.FileHandler(log)
+        handler.setFormatter(LogfmtFormatter())
+        logger = logging.getLogger("kb")
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        clock = SteppedClock()
+        with open_store(site.env["KB_DATABASE_URL"]) as store:
+            kb = Kb(store, load_config(config, env=site.env))
+            with running(kb, clock=clock):
+                body(kb, clock, log)
+
+    as_user(site.who, check)
+
+
+def _stepping(clock: SteppedClock, condition: Callable[[], object], what: str) -> None:
+    """Wait for `condition`, the clock stepped an INTERVAL before each look."""
+
+    def look() -> object:
+        clock.step(INTERVAL)
+        return condition()
+
+    wait_for(look, what, timeout=90.0, every=0.3)
+
+
+def _verified(kb: Kb) -> dict:
+    """verify's report, as `kb verify --json` gives it."""
+    report = verify(kb.config, kb.store.documents)
+    return {**asdict(report), "in_sync": report.in_sync}
 
 
 def test_the_daemon_keeps_an_unreadable_folder_and_catches_up(
-    site: Site, indexed: tuple[Path, Path]
+    site: Site, indexed_copy: tuple[Path, Path]
 ) -> None:
-    vault, _ = indexed
-    config, log, daemon = _quick_daemon(site, vault)
-    try:
+    vault, _ = indexed_copy
+
+    def body(kb: Kb, clock: SteppedClock, log: Path) -> None:
         folder = vault / "Reference/Recipes"
         note = folder / "Weeknight Miso Ramen.md"
         note.write_text(note.read_text() + "\nMore chili oil.\n")
         folder.chmod(0)
-        # Reconciliations run every second: the folder is seen unreadable, and kept.
-        _wait(lambda: _log_lines(log, "cannot read a folder"), "the daemon's warning")
+        # Reconciliations run at each step: the folder is seen unreadable, and kept.
+        _stepping(clock, lambda: _log_lines(log, "cannot read a folder"), "the daemon's warning")
         # Two more reconciliations that met the folder unreadable, and kept its notes.
         seen = len(_log_lines(log, "reconciliation done"))
-        _wait(lambda: len(_log_lines(log, "reconciliation done")) >= seen + 2, "reconciliations")
-        report = site.verify(config)
+        _stepping(
+            clock,
+            lambda: len(_log_lines(log, "reconciliation done")) >= seen + 2,
+            "reconciliations",
+        )
+        report = _verified(kb)
         assert ("unlistable", "Reference/Recipes/") in _kinds(report)
         assert report["rows"] == NOTES
 
         folder.chmod(0o755)
-        _wait(lambda: site.verify(config)["in_sync"], "the index to catch up")
+        _stepping(clock, lambda: _verified(kb)["in_sync"], "the index to catch up")
         assert _log_lines(log, "folder readable again")
         assert not _log_lines(log, "deleted")
         indexed_lines = _log_lines(log, "indexed")
         assert len(indexed_lines) == 1 and "Weeknight Miso Ramen.md" in indexed_lines[0]
-    finally:
-        daemon.terminate()
-        daemon.wait(60)
+
+    _daemon_as_user(site, vault, body)
 
 
 def test_a_folder_is_not_readable_again_while_its_vault_cannot_be_read(
-    site: Site, indexed: tuple[Path, Path]
+    site: Site, indexed_copy: tuple[Path, Path]
 ) -> None:
-    vault, _ = indexed
-    _, log, daemon = _quick_daemon(site, vault)
-    try:
-        (vault / "Reference").chmod(0)
-        _wait(lambda: _log_lines(log, "cannot read a folder"), "the folder's warning")
-        vault.chmod(0)
-        _wait(lambda: len(_log_lines(log, "cannot read a folder")) == 2, "the vault's warning")
-        seen = len(_log_lines(log, "reconciliation done"))
-        _wait(
-            lambda: len(_log_lines(log, "reconciliation done")) >= seen + 2,
-            "reconciliations of the unreadable vault",
-        )
-        assert not _log_lines(log, "folder readable again"), "said of a folder not looked at"
-        vault.chmod(0o755)
-        _wait(lambda: _log_lines(log, "folder readable again"), "the vault readable again")
-        seen = len(_log_lines(log, "reconciliation done"))
-        _wait(
-            lambda: len(_log_lines(log, "reconciliation done")) >= seen + 2,
-            "reconciliations of the readable vault",
-        )
-        again = _log_lines(log, "folder readable again")
-        assert len(again) == 1 and again[0].endswith('path=""'), again  # the root alone
-        (vault / "Reference").chmod(0o755)
-        _wait(lambda: len(_log_lines(log, "folder readable again")) == 2, "Reference/ readable")
-        assert "path=Reference/" in _log_lines(log, "folder readable again")[1]
-        assert len(_log_lines(log, "cannot read a folder")) == 2
-    finally:
-        vault.chmod(0o755)
-        daemon.terminate()
-        daemon.wait(60)
+    vault, _ = indexed_copy
+
+    def body(kb: Kb, clock: SteppedClock, log: Path) -> None:
+        def count(message: str) -> int:
+            return len(_log_lines(log, message))
+
+        try:
+            (vault / "Reference").chmod(0)
+            _stepping(clock, lambda: count("cannot read a folder"), "the folder's warning")
+            vault.chmod(0)
+            _stepping(clock, lambda: count("cannot read a folder") == 2, "the vault's warning")
+            seen = count("reconciliation done")
+            _stepping(
+                clock,
+                lambda: count("reconciliation done") >= seen + 2,
+                "reconciliations of the unreadable vault",
+            )
+            assert not count("folder readable again"), "said of a folder not looked at"
+            vault.chmod(0o755)
+            _stepping(clock, lambda: count("folder readable again"), "the vault readable again")
+            seen = count("reconciliation done")
+            _stepping(
+                clock,
+                lambda: count("reconciliation done") >= seen + 2,
+                "reconciliations of the readable vault",
+            )
+            again = _log_lines(log, "folder readable again")
+            assert len(again) == 1 and again[0].endswith('path=""'), again  # the root alone
+            (vault / "Reference").chmod(0o755)
+            _stepping(clock, lambda: count("folder readable again") == 2, "Reference/ readable")
+            assert "path=Reference/" in _log_lines(log, "folder readable again")[1]
+            assert count("cannot read a folder") == 2
+        finally:
+            vault.chmod(0o755)
+
+    _daemon_as_user(site, vault, body)
 
 
 def test_the_daemon_keeps_a_note_changed_in_a_folder_it_cannot_read(
-    site: Site, indexed: tuple[Path, Path]
+    site: Site, indexed_copy: tuple[Path, Path]
 ) -> None:
     """A sync tool (here root) writes a note in a folder its owner cannot read: the event
     names a path that cannot be stat'ed, which is no delete."""
-    vault, _ = indexed
-    config = site.config(vault, "\n[daemon]\ndebounce = 0.2\nmax_delay = 1.0\nheartbeat = 0.5\n")
+    vault, _ = indexed_copy
+    config = site.config(vault, daemon={"debounce": 0.2, "max_delay": 1.0, "heartbeat": 0.5})
     log = site.home / f"{vault.name}.log"
     daemon = start(site.who, [*KB, "--config", str(config), "daemon"], site.env, log)
     try:

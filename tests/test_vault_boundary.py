@@ -9,18 +9,19 @@ from pathlib import Path
 import pytest
 from watchdog.events import FileModifiedEvent, FileMovedEvent
 
-from conftest import Kb, make_config
 from kb.daemon.watcher import Recorder
 from kb.errors import NoteError
 from kb.indexing.verify import verify
 from kb.store import Store
 from kb.vault.notes import Scope, read_note, scan_vault
+from support.configs import make_config
+from support.fake_kb import Kb
 
 SECRET = "TOP-SECRET-OUTSIDE-THE-VAULT"
 
 
 @pytest.fixture
-def linked(tmp_path: Path) -> Path:
+def escaping_vault(tmp_path: Path) -> Path:
     """A vault holding one real note and links that lead in and out of it."""
     outside = tmp_path / "outside"
     (outside / "folder").mkdir(parents=True)
@@ -47,8 +48,8 @@ def _contents(store: Store) -> list[str]:
     return [r["content"] + r["full_context"] for r in rows]
 
 
-def test_links_out_of_the_vault_are_never_read(store: Store, linked: Path) -> None:
-    kb = Kb(store, make_config(linked))
+def test_links_out_of_the_vault_are_never_read(store: Store, escaping_vault: Path) -> None:
+    kb = Kb(store, make_config(escaping_vault))
     report = kb.sync()
     assert set(kb.store.documents.states("v")) == {"sub/real.md", "alias.md"}
     assert {f.path for f in report.failures} == OUT
@@ -61,8 +62,8 @@ def test_links_out_of_the_vault_are_never_read(store: Store, linked: Path) -> No
     assert set(store.documents.failures("v")) == OUT
 
 
-def test_a_scoped_sync_checks_the_same(store: Store, linked: Path) -> None:
-    kb = Kb(store, make_config(linked))
+def test_a_scoped_sync_checks_the_same(store: Store, escaping_vault: Path) -> None:
+    kb = Kb(store, make_config(escaping_vault))
     with kb.indexer() as indexer:
         report = indexer.sync_scope(
             kb.config.vaults[0], Scope(frozenset(OUT | {"alias.md"}), frozenset({"linked/"}))
@@ -72,19 +73,19 @@ def test_a_scoped_sync_checks_the_same(store: Store, linked: Path) -> None:
     assert not any(SECRET in t for t in _contents(store))
 
 
-def test_read_note_refuses_paths_that_climb_out(linked: Path) -> None:
-    vault = make_config(linked).vaults[0]
+def test_read_note_refuses_paths_that_climb_out(escaping_vault: Path) -> None:
+    vault = make_config(escaping_vault).vaults[0]
     for rel in ("../outside/secret.txt", "sub/../../outside/folder/note.md", "linked/note.md"):
         with pytest.raises(NoteError, match="outside the vault"):
             read_note(vault, rel)
-    assert read_note(vault, "alias.md") == (linked / "sub" / "real.md").read_bytes()
+    assert read_note(vault, "alias.md") == (escaping_vault / "sub" / "real.md").read_bytes()
 
 
-def test_watcher_ignores_event_paths_outside_the_vault(linked: Path) -> None:
-    vault = make_config(linked).vaults[0]
+def test_watcher_ignores_event_paths_outside_the_vault(escaping_vault: Path) -> None:
+    vault = make_config(escaping_vault).vaults[0]
     seen: list[tuple[str, str]] = []
     recorder = Recorder(vault, lambda name, *keys: seen.extend((name, k) for k in keys))
-    root = os.fspath(linked)
+    root = os.fspath(escaping_vault)
     recorder.dispatch(FileModifiedEvent(f"{root}/../outside/folder/note.md"))
     recorder.dispatch(FileModifiedEvent(f"{root}/sub/../../outside/x.md"))
     recorder.dispatch(FileMovedEvent(f"{root}/sub/../../outside/y.md", f"{root}/sub/real.md"))

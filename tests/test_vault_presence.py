@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kb, make_config, rows, run_kb
-from daemon_helpers import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
 from kb.errors import KbError
 from kb.store import Store
 from kb.vault import presence
 from kb.vault.presence import Held, Root, absence
+from support.cli import run_kb
+from support.configs import make_config, write_config
+from support.daemons import daemon_kb, no_calls, reconcile_now, running, settle, wait_for
+from support.fake_kb import Kb
+from support.reading import rows
 
 # -- the rule, from data alone ---------------------------------------------------------------------
 
@@ -90,11 +93,7 @@ def _mount(vault: Path, away: Path) -> None:
 
 def _cli(tmp_path: Path, vault: Path, db_url: str) -> tuple[Path, dict[str, str]]:
     """A config file of vault "v" at `vault`, and the environment `kb` runs in on `db_url`."""
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "v"\npath = "{vault}"\n\n'
-        '[llm]\nprovider = "fake"\nchat_model = "fake-chat"\nembed_model = "hash-256"\n'
-    )
+    config = write_config(tmp_path / "kb.toml", vault, personal=())
     return config, {**os.environ, "KB_DATABASE_URL": db_url, "COLUMNS": "200"}
 
 

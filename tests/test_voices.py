@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import OWNER, Kb, make_config, rows
 from kb.config import ConfigError, parse_config
 from kb.context.chunk_writes import STATEMENTS, read_lines
 from kb.context.voices import NoteHead, note_head, read_voice
@@ -18,6 +17,9 @@ from kb.services.searching import SearchRequest
 from kb.store import Store
 from kb.store.candidates import WRITTEN_DISTANCE_FACTOR
 from kb.store.pool import vector_param
+from support.configs import OWNER, make_config
+from support.fake_kb import Kb
+from support.reading import rows
 
 LETTER = "Letters/Sam/2024-03-05.md"
 JOURNAL = "Alex/Journal/2024-03-02.md"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,21 @@ def test_debouncer_waits_for_quiet() -> None:
     assert len(d) == 1  # in hand until done()
     d.done()
     assert len(d) == 0
+
+
+def test_a_wait_for_due_paths_is_bounded_on_the_walls_clock() -> None:
+    """What is due reads the debouncer's clock; how long take_due waits reads the wall's: on
+    a clock that stands still (a test's), it still answers within its timeout."""
+    clock = Clock()
+    d = _debouncer(clock, [])
+    d.add("v", "a.md")
+    answers: list[list[Due]] = []
+    waiting = threading.Thread(target=lambda: answers.append(d.take_due(0.2)), daemon=True)
+    waiting.start()
+    waiting.join(10)
+    assert answers == [[]], "take_due waited past its timeout for a clock that never moved"
+    clock.now = 1.0
+    assert d.take_due(0.2) == [Due("v", "a.md", settled=True)]
 
 
 def test_the_two_ends_of_a_move_fall_due_together() -> None:

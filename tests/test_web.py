@@ -23,8 +23,6 @@ import pytest
 from starlette.responses import PlainTextResponse
 from starlette.testclient import TestClient
 
-from conftest import Kb, kb_command, run_kb
-from http_stub import QuietHandler, serving
 from kb.config import AskConfig
 from kb.container import Container, open_store
 from kb.errors import KbError
@@ -40,8 +38,12 @@ from kb.web.cards import answer_pieces, note_lines, obsidian_url, segments
 from kb.web.forms import FormError, read_form
 from kb.web.routes import ANSWERS_AT_ONCE, Parts, build_app, web_app
 from kb.web.server import STOP_GRACE, WebServer
-from test_providers import Endless, dead_url  # noqa: F401 (a fixture)
-from unprivileged import NoAccount, account, as_user
+from support.cli import kb_command, run_kb
+from support.configs import write_config
+from support.fake_kb import Kb
+from support.http import QuietHandler, serving
+from support.llm_server import Endless
+from support.unprivileged import NoAccount, account, as_user
 
 HOSTILE = "# Trap\n\nA <script>alert('owned')</script> and <img src=x onerror=alert(2)> trap.\n"
 
@@ -412,7 +414,7 @@ def test_citations_become_links_to_their_sources() -> None:
 # -- faults -------------------------------------------------------------------------------------
 
 
-def test_dead_model_servers_leave_full_text_search_and_one_line(kb: Kb, dead_url: str) -> None:  # noqa: F811
+def test_dead_model_servers_leave_full_text_search_and_one_line(kb: Kb, dead_url: str) -> None:
     kb.sync()
     _dead_models(kb, dead_url)
     web = TestClient(web_app(kb, host="127.0.0.1", token=None), base_url="http://127.0.0.1:8766")
@@ -582,12 +584,7 @@ def _serve(config: Path, env: dict[str, str], *args: str) -> subprocess.Popen[st
 
 @pytest.fixture
 def process_config(tmp_path: Path, vault: Path, db_url: str) -> tuple[Path, dict[str, str]]:
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
-        'personal = ["Alex/**"]\n\n[llm]\nprovider = "fake"\nchat_model = "fake-chat"\n'
-        'embed_model = "hash-256"\n'
-    )
+    config = write_config(tmp_path / "kb.toml", vault, name="example")
     env = {k: v for k, v in os.environ.items() if k != "KB_SERVE_TOKEN"}
     env["KB_DATABASE_URL"] = db_url
     return config, env
@@ -662,7 +659,7 @@ def test_kb_daemon_serves_the_page_while_it_watches(
 
 
 def test_kb_serve_stops_at_its_first_sigterm_while_a_search_waits(
-    process_config: tuple[Path, dict[str, str]],
+    process_config: tuple[Path, dict[str, str]], vault: Path
 ) -> None:
     config, env = process_config
     asked, release = threading.Event(), threading.Event()
@@ -681,9 +678,11 @@ def test_kb_serve_stops_at_its_first_sigterm_while_a_search_waits(
                     self.wfile.flush()
 
     with serving(Holding) as rerank:
-        config.write_text(
-            config.read_text()
-            + f'\n[rerank]\nbackend = "http"\nurl = "{rerank}/rerank"\ntimeout = 60\n'
+        write_config(
+            config,
+            vault,
+            name="example",
+            rerank={"backend": "http", "url": f"{rerank}/rerank", "timeout": 60},
         )
         assert run_kb(config, env, "index").returncode == 0
         port = _free_port()

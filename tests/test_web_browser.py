@@ -21,8 +21,10 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Dialog, Page, expect, sync_playwright
 
-from conftest import EXAMPLE_VAULT, ROOT, kb_command
 from kb.config import AskConfig
+from support.cli import kb_command
+from support.configs import write_config
+from support.paths import EXAMPLE_VAULT, ROOT
 
 HOSTILE = "# Trap\n\nA <script>alert('owned')</script> and <img src=x onerror=alert(2)> trap.\n"
 SHOTS = Path(os.environ.get("KB_SCREENSHOTS", ROOT / "test-output" / "screenshots"))
@@ -85,12 +87,7 @@ def served(tmp_path: Path, db_url: str) -> Iterator[Served]:
     vault = tmp_path / "vault"
     shutil.copytree(EXAMPLE_VAULT, vault)
     (vault / "Trap.md").write_text(HOSTILE)
-    config = tmp_path / "kb.toml"
-    config.write_text(
-        f'owner_name = "Alex Doe"\n\n[[vaults]]\nname = "example"\npath = "{vault}"\n'
-        'personal = ["Alex/**"]\n\n[llm]\nprovider = "fake"\nchat_model = "fake-chat"\n'
-        'embed_model = "hash-256"\n'
-    )
+    config = write_config(tmp_path / "kb.toml", vault, name="example")
     env = {**os.environ, "KB_DATABASE_URL": db_url}
     subprocess.run(kb_command(config, "index"), env=env, check=True, capture_output=True)
     port = _free_port()

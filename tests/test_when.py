@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Kb, make_config, rows, search_store
 from kb.results import SearchMode
 from kb.search.plan import SearchPlan
 from kb.search.when import Period, period_of, question_period
 from kb.store import Store
+from support.configs import make_config
+from support.fake_kb import Kb
+from support.reading import rows, search_store
 
 TODAY = dt.date(2026, 11, 25)  # a Wednesday
 

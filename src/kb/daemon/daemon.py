@@ -106,6 +106,7 @@ class Daemon:
             max_delay=self.settings.max_delay,
             max_pending=self.settings.max_pending,
             on_overflow=lambda: self.request_reconcile("too many pending changes"),
+            clock=clock,
         )
         # The indexer's hooks are the writer's, which is made with the indexer.
         self.indexer = indexer(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import threading
 import time
@@ -239,12 +240,14 @@ class Debouncer:
         Adding never wakes this up: a new path is not due before a quiet period, and the
         caller's short timeout bounds the lateness, so a burst costs no wake-up per event.
         """
-        end = self.clock() + timeout
+        # What is due reads `clock`; how long to wait reads the wall's: on a test's stepped
+        # clock the caller still gets its answer within `timeout` seconds.
+        end = time.monotonic() + timeout
         while True:
             with self._lock:
                 now = self.clock()
                 due = []
-                next_due = end
+                next_due = math.inf
                 for (vault, key), p in self._pending.items():
                     settled = now - p.last >= self.quiet
                     if settled or now - p.first >= self.max_delay:
@@ -254,9 +257,10 @@ class Debouncer:
                 for d in due:
                     del self._pending[(d.vault, d.key)]
                 self._in_hand = len(due)
-            if due or now >= end:
+            left = end - time.monotonic()
+            if due or left <= 0:
                 return due
-            time.sleep(max(0.0, next_due - now))
+            time.sleep(min(left, max(0.0, next_due - now)))
 
     def done(self) -> None:
         """The paths last handed out are dealt with (indexed, or put back with add())."""

@@ -9,10 +9,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conftest import Kb, make_config
 from kb.daemon.daemon import Daemon
 from kb.indexing.verify import VerifyReport, verify
 from kb.store import Reconciliation, Store
+from support.configs import make_config
+from support.fake_kb import Kb
 
 # Short enough for quick tests, long enough for a loaded machine to finish a save.
 FAST = {
@@ -22,6 +23,20 @@ FAST = {
     "shutdown_grace": 10.0,
 }
 TIMEOUT = 120.0
+
+
+class SteppedClock:
+    """A daemon's clock (seconds) that moves only when the test steps it: its timers fall
+    due when the test says, however long the wall's clock takes."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def step(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def wait_for(
@@ -74,12 +89,17 @@ def enriched(daemon: Daemon, kb: Kb) -> bool:
     return all(kb.store.queue.status(speed=s).items == 0 for s in daemon.enrichment.speeds)
 
 
-def settle(daemon: Daemon, kb: Kb, timeout: float = TIMEOUT) -> VerifyReport:
+def settle(
+    daemon: Daemon, kb: Kb, timeout: float = TIMEOUT, clock: SteppedClock | None = None
+) -> VerifyReport:
     """Wait until the index equals the vault, every note has its LLM context, and the
-    daemon has nothing left to do."""
+    daemon has nothing left to do. On a stepped `clock`, each look first steps it by the
+    quiet period, so a change the watcher records late falls due too."""
     last: list[VerifyReport] = []
 
     def synced() -> bool:
+        if clock is not None:
+            clock.step(daemon.settings.debounce)
         if not daemon.idle:
             return False
         last[:] = [verify(kb.config, kb.store.documents)]
