@@ -29,7 +29,7 @@ from kb.store import SearchFilter
 from kb.web.forms import FormError, read_form
 from kb.web.routes import web_app
 from support.fake_kb import Kb
-from support.reading import tool_text
+from support.reading import tool_schemas, tool_text
 
 # Each filter as a person writes it (tags several times), and what it is read as.
 GIVEN: dict[str, tuple[tuple[str, ...], Any]] = {
@@ -47,19 +47,6 @@ def _field(name: str) -> RequestField:
     return next(f for f in FILTERS if f.name == name)
 
 
-def _tools(kb: Kb) -> dict[str, dict[str, Any]]:
-    """The MCP tools' argument schemas, as a client lists them."""
-    schemas: dict[str, dict[str, Any]] = {}
-
-    async def main() -> None:
-        async with Client(build_server(kb)) as client:
-            for tool in (await client.list_tools()).tools:
-                schemas[tool.name] = tool.input_schema
-
-    anyio.run(main)
-    return schemas
-
-
 def test_every_filter_sets_a_field_of_the_search_filter() -> None:
     # The paths and vaults a search keeps to are kb's to set, never a face's.
     fields = {f.name for f in dataclasses.fields(SearchFilter)} - {"paths", "vaults"}
@@ -73,7 +60,7 @@ def test_every_filter_is_offered_by_every_face(kb: Kb) -> None:
         options = {p.name: p.opts for p in cli.commands[command].params}
         for f in FILTERS:
             assert f.options == tuple(options.get(f.name, ())), (command, f.name)
-    tools = _tools(kb)
+    tools = tool_schemas(kb)
     for tool in ("search", "ask"):
         arguments = tools[tool]["properties"]
         for f in FILTERS:

@@ -5,17 +5,13 @@ the table's bounds for that face, and says where each default comes from in the 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
-import anyio
 import typer
-from mcp import Client
 from typer.core import TyperGroup
 from typer.testing import CliRunner
 
 from kb.cli.app import app
 from kb.config import MAX_TOP_K, AskConfig, QueryConfig
-from kb.mcp.tools import build_server
 from kb.results import SEARCH_MODES
 from kb.services.request_fields import (
     BY_NAME,
@@ -30,21 +26,10 @@ from kb.services.searching import SearchRequest
 from kb.store import SearchFilter
 from kb.web.forms import read_form
 from support.fake_kb import Kb
+from support.reading import tool_schemas
 
 COMMANDS: dict[Use, str] = {"kb query": "query", "kb ask": "ask"}
 TOOLS: dict[Use, str] = {"mcp search": "search", "mcp ask": "ask"}
-
-
-def _tools(kb: Kb) -> dict[str, dict[str, Any]]:
-    schemas: dict[str, dict[str, Any]] = {}
-
-    async def main() -> None:
-        async with Client(build_server(kb)) as client:
-            for tool in (await client.list_tools()).tools:
-                schemas[tool.name] = tool.input_schema
-
-    anyio.run(main)
-    return schemas
 
 
 def test_the_table_holds_every_field_of_a_request() -> None:
@@ -68,7 +53,7 @@ def test_each_face_offers_the_fields_the_table_gives_it(kb: Kb) -> None:
     for use, command in COMMANDS.items():
         params = {p.name for p in cli.commands[command].params} - {"as_json"}
         assert params == {f.param(use) for f in offered(use)}, use
-    tools = _tools(kb)
+    tools = tool_schemas(kb)
     for use, tool in TOOLS.items():
         assert set(tools[tool]["properties"]) == {f.param(use) for f in offered(use)}, use
         assert tools[tool]["required"] == [BY_NAME["text"].param(use)]
@@ -88,7 +73,7 @@ def test_each_face_holds_top_k_to_its_own_bound(kb: Kb) -> None:
         most = top_k.most(use)
         past = CliRunner().invoke(app, [command, "x", "-k", str(most + 1)], env={"COLUMNS": "300"})
         assert past.exit_code == 2 and f"less than or equal to {most}" in past.output, use
-    tools = _tools(kb)
+    tools = tool_schemas(kb)
     for use, tool in TOOLS.items():
         bounded, _ = tools[tool]["properties"]["top_k"]["anyOf"]
         assert bounded["maximum"] == top_k.most(use)

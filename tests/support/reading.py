@@ -1,10 +1,12 @@
 """What a test reads back: a search of its store, its own SQL's rows, a note's chunks, a
-tool's text, a hit's similarity."""
+tool's text, the MCP tools' argument schemas, a hit's similarity."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import anyio
+from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
 from kb.models.base import Embedder
@@ -12,6 +14,9 @@ from kb.results import SearchResult
 from kb.search.hybrid import run
 from kb.search.plan import SearchPlan
 from kb.store import SearchHit, Store
+
+if TYPE_CHECKING:
+    from support.fake_kb import Kb
 
 
 def search_store(store: Store, embedder: Embedder, plan: SearchPlan) -> SearchResult:
@@ -48,3 +53,18 @@ def similarity(hit: SearchHit) -> float:
     """A hit's cosine similarity, which every search that embedded the query gives."""
     assert hit.similarity is not None
     return hit.similarity
+
+
+def tool_schemas(kb: Kb) -> dict[str, dict[str, Any]]:
+    """The MCP tools' argument schemas, as a client lists them."""
+    from kb.mcp.tools import build_server
+
+    schemas: dict[str, dict[str, Any]] = {}
+
+    async def main() -> None:
+        async with Client(build_server(kb)) as client:
+            for tool in (await client.list_tools()).tools:
+                schemas[tool.name] = tool.input_schema
+
+    anyio.run(main)
+    return schemas
