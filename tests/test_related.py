@@ -95,6 +95,37 @@ def test_why_texts() -> None:
     assert shared_topic("the cat", "a dog") is None
 
 
+def test_the_candidates_are_measured_by_their_vectors_and_read_for_the_source_s_names(
+    linked_kb: Kb,
+) -> None:
+    read = linked_kb.store.related
+    space = linked_kb.related_service().vectors.space()
+    assert space is not None
+    source = read.note("v", "pgvector.md")
+    assert source is not None
+    ids = {
+        p: n.id
+        for p in ("Postgres.md", "HNSW indexes.md", "Cooking.md")
+        if (n := read.note("v", p))
+    }
+    with linked_kb.store.pool.connection() as conn:
+        # A note whose vectors are not written yet is not measured, and still read for names.
+        conn.execute(
+            "UPDATE chunks SET embedding = NULL, embed_model = NULL WHERE document_id = %s",
+            (ids["HNSW indexes.md"],),
+        )
+    measured, naming = read.similarities(
+        [c.id for c in read.chunks(source.id)],
+        list(ids.values()),
+        ["pgvector"],
+        model=space[0],
+        dimensions=space[1],
+    )
+    assert set(measured) == {ids["Postgres.md"], ids["Cooking.md"]}
+    assert all(abs(m.best) <= 1.0001 and abs(m.mean) <= 1.0001 for m in measured.values())
+    assert naming == {ids["Postgres.md"], ids["HNSW indexes.md"]}
+
+
 def test_the_shipped_ranker_file_fits_these_features() -> None:
     loaded = scorer.load.__wrapped__(scorer.DEFAULT_MODEL)
     assert loaded.name.startswith("lightgbm-")

@@ -33,7 +33,7 @@ FEATURES: tuple[str, ...] = (
     "shared_sources",  # share of the notes linking to the source that link to it too
     "through",  # a note the source links to links to it
     "near",  # one of its chunks is among the nearest of a source chunk's
-    "vector_hits",  # share of the source's chunks it has a chunk among the nearest of
+    "vector_hits",  # share of the source's chunks probed it has a chunk among the nearest of
     "similarity",  # its best chunk's cosine similarity to a source chunk
     "similarity_gap",  # that less the best candidate's
     "similarity_rank",  # 1 / its place by it

@@ -29,9 +29,12 @@ from kb.store.links import LinkRow, Links, StoredNote
 from kb.store.nearby import Near, Related, RelatedNote, Similarity, SourceChunk
 from kb.store.vectors import Vectors
 
-# How many of a source's chunks look for their nearest chunks, and how many each: a long
-# note's first chunks say what it is about, and each probe of the HNSW graph costs.
+# How many of a source's chunks its candidates are measured against, how many of those look
+# for their nearest chunks, and how many each: a long note's first chunks say what it is
+# about, and each probe of the HNSW graph costs: six probes keep the figures twelve gave
+# (docs/related.md) in about half their time.
 MOST_CHUNKS = 12
+MOST_PROBED = 6
 PER_CHUNK = 12
 # How many candidates each probe keeps as it walks the graph (hnsw.ef_search; pgvector's
 # default is 40, for a search's page of hits): the narrowest walk that leaves the help
@@ -149,6 +152,9 @@ class RelatedService:
         self.own_vaults = tuple(own_vaults)
         self._ranker = ranker
         self.owner_name = owner_name
+        # The service's threads, kept between notes: a thread started for each note waits
+        # its turn on a busy machine before its first read.
+        self._reads = ThreadPoolExecutor(PARALLEL_READS, thread_name_prefix="kb-related")
 
     def candidates(
         self, vault: str, path: str, *, line: int | None = None, unlinked: bool = False
@@ -163,42 +169,42 @@ class RelatedService:
         picked = [chunk_at(chunks, line)] if line is not None else chunks
         vaults = self.own_vaults
         searched = picked[:MOST_CHUNKS]
+        probed = picked[:MOST_PROBED]
         space = self.vectors.space()
-        with ThreadPoolExecutor(PARALLEL_READS, thread_name_prefix="kb-related") as reads:
-            # The reads of candidates at once: the HNSW probes, the longest, in two halves.
-            probing = [
-                reads.submit(self._nearest, note.id, half, space, vaults)
-                for half in (searched[: len(searched) // 2], searched[len(searched) // 2 :])
-            ]
-            linking = reads.submit(self.repo.neighbours, note.id, most=GRAPH_DEPTH, vaults=vaults)
-            grams = ngrams("\n".join(c.content for c in picked))
-            mentions = self.repo.mentioned(note.id, list(grams.counts), vaults)
-            out_links = self.links.out_links(note.id)
-            link_lines = ngrams(lines_with_links(picked, {r.line for r in out_links}))
-            neighbours = linking.result()
-            near = nearest_of_all(probe.result() for probe in probing)
-            linked = {n.document_id for n in neighbours if n.linked}
-            ids = set(mentions) | {n.document_id for n in neighbours}
-            ids |= {n.document_id for n in near}
-            if unlinked:
-                ids -= linked
-            ids.discard(note.id)
-            # Then what is read of the candidates, at once: their chunks (vectors and whether
-            # they name the note), the longest, in two halves (each note's figures are its own).
-            candidates = sorted(ids)
-            halves = (candidates[: len(candidates) // 2], candidates[len(candidates) // 2 :])
-            measuring = [
-                reads.submit(self._similarities, searched, half, note.names, space)
-                for half in halves
-            ]
-            notes = self.repo.notes(candidates)
-            rarity = self.repo.rarity(sorted(set(mentions.values())))
-            similarities: dict[int, Similarity] = {}
-            mentioning: set[int] = set()
-            for half in measuring:
-                measured, naming = half.result()
-                similarities |= measured
-                mentioning |= naming
+        reads = self._reads
+        # The reads of candidates at once: the HNSW probes, the longest, in two halves.
+        probing = [
+            reads.submit(self._nearest, note.id, half, space, vaults)
+            for half in (probed[: len(probed) // 2], probed[len(probed) // 2 :])
+        ]
+        linking = reads.submit(self.repo.neighbours, note.id, most=GRAPH_DEPTH, vaults=vaults)
+        grams = ngrams("\n".join(c.content for c in picked))
+        mentions = self.repo.mentioned(note.id, list(grams.counts), vaults)
+        out_links = self.links.out_links(note.id)
+        link_lines = ngrams(lines_with_links(picked, {r.line for r in out_links}))
+        neighbours = linking.result()
+        near = nearest_of_all(probe.result() for probe in probing)
+        linked = {n.document_id for n in neighbours if n.linked}
+        ids = set(mentions) | {n.document_id for n in neighbours}
+        ids |= {n.document_id for n in near}
+        if unlinked:
+            ids -= linked
+        ids.discard(note.id)
+        # Then what is read of the candidates, at once: their chunks (vectors and whether
+        # they name the note), the longest, in two halves (each note's figures are its own).
+        candidates = sorted(ids)
+        halves = (candidates[: len(candidates) // 2], candidates[len(candidates) // 2 :])
+        measuring = [
+            reads.submit(self._similarities, searched, half, note.names, space) for half in halves
+        ]
+        notes = self.repo.notes(candidates)
+        rarity = self.repo.rarity(sorted(set(mentions.values())))
+        similarities: dict[int, Similarity] = {}
+        mentioning: set[int] = set()
+        for half in measuring:
+            measured, naming = half.result()
+            similarities |= measured
+            mentioning |= naming
         found = joined(
             notes,
             mentions=mentions,
@@ -214,7 +220,7 @@ class RelatedService:
             note,
             out_links=len(linked),
             in_links=sum(n.links_here for n in neighbours),
-            chunks=len(searched),
+            chunks=len(probed),
         )
         return Candidates(
             source=source,
