@@ -379,6 +379,16 @@ class Config:
     # answers a `kb query` only for a launcher whose environment agrees on them.
     environment: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def file(self) -> str | None:
+        """The file this configuration was read from, links resolved (None: from no file):
+        how the index records the configuration that synced a vault."""
+        return os.path.realpath(self.source) if self.source else None
+
+    def folders(self) -> dict[str, str]:
+        """Each vault's folder (`VaultConfig.folder`) by its name."""
+        return {v.name: v.folder for v in self.vaults}
+
 
 @dataclass(frozen=True)
 class Range:

@@ -13,7 +13,6 @@ build them: `kb query` does not load Markdown parsing or file watching.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -61,7 +60,7 @@ class Container:
         self.config = config
         self.store = store
         self.models = Models(config, store.caches, chat=chat, embedder=embedder)
-        self.indexing = IndexingParts(config, store, self.models, self._config_file())
+        self.indexing = IndexingParts(config, store, self.models)
         # What the faces ask the container for, each its part's own method: attributes, so
         # none is a method a subclass could override (`sync`, which may be, is the
         # container's own).
@@ -118,8 +117,8 @@ class Container:
             documents=self.store.documents,
             vaults=self.store.vaults,
             owner_name=self.config.owner_name,
-            own_vaults={v.name: v.folder for v in self.config.vaults},
-            config_file=self._config_file(),
+            own_vaults=self.config.folders(),
+            config_file=self.config.file,
             context_window=self.config.ask.llm(self.config.llm).context_window,
             answer_passages=self.config.ask.passages,
             chat=lambda: self.answer_chat,
@@ -157,12 +156,7 @@ class Container:
         sources = StatusSources(
             s.vaults, s.state, s.daemons, s.queue, s.workers, s.documents, s.links
         )
-        return partial(status_report, self.config, sources, self._config_file())
-
-    def _config_file(self) -> str | None:
-        """The real path of the file the config was read from (None: from no file), as the
-        index records the config that synced a vault."""
-        return os.path.realpath(self.config.source) if self.config.source else None
+        return partial(status_report, self.config, sources)
 
     def ranker(self) -> Ranker:
         """The learned ranker of `query.ranker_file`, or the one kb ships."""

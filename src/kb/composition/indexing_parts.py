@@ -36,11 +36,8 @@ class IndexingParts:
     requests in flight; the embedding and the note builder made again when a model is
     swapped."""
 
-    def __init__(
-        self, config: Config, store: Store, models: Models, config_file: str | None
-    ) -> None:
+    def __init__(self, config: Config, store: Store, models: Models) -> None:
         self.config = config
-        self.config_file = config_file  # resolved (None: read from no file)
         self.store = store
         self.models = models
         self._making = threading.Lock()
@@ -167,8 +164,8 @@ class IndexingParts:
         searches keep to (`own_vaults`), and never a name the index holds for another
         configuration's folder, whose notes that one builds with its settings."""
         return own_vaults(
-            {v.name: v.folder for v in self.config.vaults},
-            self.config_file,
+            self.config.folders(),
+            self.config.file,
             self.store.vaults.holders(),
         )
 

@@ -104,7 +104,7 @@ class SyncSettings:
             llm_concurrency=max(1, config.llm.concurrency),
             max_chars=config.chunking.max_chars,
             database=(config.database_url, config.data_dir),
-            config=os.path.realpath(config.source) if config.source else None,
+            config=config.file,
         )
 
 

@@ -142,9 +142,8 @@ def _backlog(queue: QueueStatus) -> dict[str, Any]:
     }
 
 
-def status_report(config: Config, sources: StatusSources, config_file: str | None) -> StatusReport:
-    """Read the report from the index, for `config` read from `config_file` (its real path;
-    None: read from no file)."""
+def status_report(config: Config, sources: StatusSources) -> StatusReport:
+    """Read the report from the index, for `config`."""
     database = (config.database_url and redact(config.database_url)) or (
         f"embedded PostgreSQL in {config.data_dir / 'pgdata'}"
     )
@@ -157,8 +156,8 @@ def status_report(config: Config, sources: StatusSources, config_file: str | Non
     # Its vaults but a name the index holds for another configuration's folder (its sync
     # refused), whose notes, workers and counts are not this config's.
     holders = {v.name: (v.folder, v.config) for v in stored}
-    configured = {v.name: v.folder for v in config.vaults}
-    own = own_vaults(configured, config_file, holders)
+    configured = config.folders()
+    own = own_vaults(configured, config.file, holders)
     held = {
         vault: f"{kind} {who} {does}"
         for kind, does, beats in (
@@ -168,7 +167,7 @@ def status_report(config: Config, sources: StatusSources, config_file: str | Non
         for who, vault in ((b.id, v) for b in beats if b.alive for v in b.vaults)
         if vault not in own
     }
-    kept_to = searched_vaults(configured, config_file, holders)
+    kept_to = searched_vaults(configured, config.file, holders)
     return StatusReport(
         database=database,
         vaults=names,
